@@ -1,0 +1,135 @@
+package paxos
+
+import "fmt"
+
+// MessageType names a protocol message.
+type MessageType uint8
+
+const (
+	// MsgPreVote asks whether the receiver would promise Ballot; it changes
+	// no state. A candidate prepares only after a quorum said yes, so a
+	// replica cut off from a live leader cannot disrupt it.
+	MsgPreVote MessageType = iota + 1
+	// MsgPreVoteReply answers MsgPreVote (Reject set when denied).
+	MsgPreVoteReply
+	// MsgPrepare is phase 1a: promise Ballot, and report what you accepted
+	// from slot Start on.
+	MsgPrepare
+	// MsgPromise is phase 1b: the promise, with every accepted entry from
+	// the prepare's Start on (Reject set when denied).
+	MsgPromise
+	// MsgAccept is phase 2a: accept Entries (contiguous slots) under Ballot.
+	// It also carries the leader's Commit.
+	MsgAccept
+	// MsgAccepted is phase 2b: the sender accepted every slot from the
+	// leader's Start through Through under Ballot.
+	MsgAccepted
+	// MsgHeartbeat keeps followers from electing, renews the leader's lease
+	// (Round numbers the renewal) and carries Commit.
+	MsgHeartbeat
+	// MsgHeartbeatReply acknowledges a heartbeat round.
+	MsgHeartbeatReply
+	// MsgNack tells a proposer that the sender promised a higher ballot
+	// (Promised).
+	MsgNack
+	// MsgChosen carries chosen entries to a replica that lacks them
+	// (catch-up); the first one is the receiver's Chosen+1.
+	MsgChosen
+	// MsgSnapshot carries a snapshot to a replica whose missing entries were
+	// compacted away.
+	MsgSnapshot
+)
+
+var messageTypeNames = [...]string{
+	MsgPreVote:        "PreVote",
+	MsgPreVoteReply:   "PreVoteReply",
+	MsgPrepare:        "Prepare",
+	MsgPromise:        "Promise",
+	MsgAccept:         "Accept",
+	MsgAccepted:       "Accepted",
+	MsgHeartbeat:      "Heartbeat",
+	MsgHeartbeatReply: "HeartbeatReply",
+	MsgNack:           "Nack",
+	MsgChosen:         "Chosen",
+	MsgSnapshot:       "Snapshot",
+}
+
+func (t MessageType) String() string {
+	if int(t) < len(messageTypeNames) && messageTypeNames[t] != "" {
+		return messageTypeNames[t]
+	}
+	return fmt.Sprintf("MessageType(%d)", uint8(t))
+}
+
+// Valid reports whether t is a known message type.
+func (t MessageType) Valid() bool { return t >= MsgPreVote && t <= MsgSnapshot }
+
+// Message is one protocol message. Fields that a type does not use are zero.
+type Message struct {
+	Type MessageType
+	From ReplicaID
+	To   ReplicaID
+	// Ballot is the proposer's ballot in requests and the ballot answered
+	// in replies.
+	Ballot Ballot
+	// Promised is the sender's promised ballot (MsgNack, rejections).
+	Promised Ballot
+	// Start is the first slot the leader runs phase 2 for under Ballot
+	// (MsgAccept, MsgHeartbeat) or the first slot a prepare asks about.
+	Start uint64
+	// Entries are accepted values (MsgPromise), proposals (MsgAccept) or
+	// chosen values (MsgChosen), in increasing slot order.
+	Entries []Entry
+	// Commit is the leader's chosen index.
+	Commit uint64
+	// Through is the highest slot the sender accepted under Ballot with no
+	// gap from Start, or its chosen index if higher (MsgAccepted,
+	// MsgHeartbeatReply).
+	Through uint64
+	// Chosen is the sender's chosen index.
+	Chosen uint64
+	// Round numbers heartbeat rounds for the leader's lease.
+	Round uint64
+	// Reject marks a denied MsgPreVoteReply or MsgPromise.
+	Reject bool
+	// Snapshot is set on MsgSnapshot.
+	Snapshot *Snapshot
+}
+
+func (m Message) String() string {
+	s := fmt.Sprintf("%s %d->%d b=%s", m.Type, m.From, m.To, m.Ballot)
+	switch m.Type {
+	case MsgPrepare, MsgPreVote:
+		s += fmt.Sprintf(" start=%d chosen=%d", m.Start, m.Chosen)
+	case MsgPromise, MsgPreVoteReply:
+		s += fmt.Sprintf(" reject=%t chosen=%d entries=%s", m.Reject, m.Chosen, describeEntries(m.Entries))
+		if m.Reject {
+			s += fmt.Sprintf(" promised=%s", m.Promised)
+		}
+	case MsgAccept:
+		s += fmt.Sprintf(" start=%d commit=%d entries=%s", m.Start, m.Commit, describeEntries(m.Entries))
+	case MsgAccepted, MsgHeartbeatReply:
+		s += fmt.Sprintf(" through=%d chosen=%d round=%d", m.Through, m.Chosen, m.Round)
+	case MsgHeartbeat:
+		s += fmt.Sprintf(" start=%d commit=%d round=%d", m.Start, m.Commit, m.Round)
+	case MsgNack:
+		s += fmt.Sprintf(" promised=%s", m.Promised)
+	case MsgChosen:
+		s += fmt.Sprintf(" commit=%d entries=%s", m.Commit, describeEntries(m.Entries))
+	case MsgSnapshot:
+		if m.Snapshot != nil {
+			s += fmt.Sprintf(" index=%d", m.Snapshot.Meta.Index)
+		}
+	}
+	return s
+}
+
+func describeEntries(es []Entry) string {
+	switch len(es) {
+	case 0:
+		return "[]"
+	case 1:
+		return fmt.Sprintf("[%d]", es[0].Slot)
+	}
+	return fmt.Sprintf("[%d..%d]", es[0].Slot, es[len(es)-1].Slot)
+}

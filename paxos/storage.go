@@ -1,0 +1,31 @@
+package paxos
+
+import "errors"
+
+// ErrCompacted is returned by Storage when the asked-for slots lie at or
+// below the snapshot index and are no longer held as entries.
+var ErrCompacted = errors.New("paxos: slots compacted into a snapshot")
+
+// Storage is the read side of a replica's durable state. The caller writes
+// it (from Ready) and the core only reads it. Implementations must return
+// exactly what was last written; a read that finds corrupted bytes returns
+// an error and the core refuses to go on (it panics through Step, Tick or
+// Ready), since serving from bad state would break agreement.
+type Storage interface {
+	// InitialState returns the persisted HardState and the metadata of the
+	// newest snapshot (zero when there is none).
+	InitialState() (HardState, SnapshotMeta, error)
+	// Entries returns the held entries with lo <= slot < hi in increasing
+	// slot order, skipping slots that hold nothing, and stopping once their
+	// encoded size passes maxBytes (at least one entry is returned if any is
+	// held). It returns ErrCompacted if lo <= the snapshot index.
+	Entries(lo, hi, maxBytes uint64) ([]Entry, error)
+	// LastSlot returns the highest slot holding an entry, or the snapshot
+	// index when no entry is held above it.
+	LastSlot() (uint64, error)
+	// Snapshot returns the newest snapshot.
+	Snapshot() (Snapshot, error)
+}
+
+// EntrySize is the size an entry counts for in byte limits.
+func EntrySize(e Entry) uint64 { return uint64(len(e.Data)) + 32 }
