@@ -88,6 +88,9 @@ type Message struct {
 	Through uint64
 	// Chosen is the sender's chosen index.
 	Chosen uint64
+	// Last is, on MsgAccepted, the last slot of the MsgAccept answered; a
+	// Through below it tells the leader the follower found a gap.
+	Last uint64
 	// Round numbers heartbeat rounds for the leader's lease.
 	Round uint64
 	// Reject marks a denied MsgPreVoteReply or MsgPromise.
@@ -108,7 +111,9 @@ func (m Message) String() string {
 		}
 	case MsgAccept:
 		s += fmt.Sprintf(" start=%d commit=%d entries=%s", m.Start, m.Commit, describeEntries(m.Entries))
-	case MsgAccepted, MsgHeartbeatReply:
+	case MsgAccepted:
+		s += fmt.Sprintf(" through=%d chosen=%d last=%d", m.Through, m.Chosen, m.Last)
+	case MsgHeartbeatReply:
 		s += fmt.Sprintf(" through=%d chosen=%d round=%d", m.Through, m.Chosen, m.Round)
 	case MsgHeartbeat:
 		s += fmt.Sprintf(" start=%d commit=%d round=%d", m.Start, m.Commit, m.Round)
