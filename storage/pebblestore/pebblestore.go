@@ -1,0 +1,244 @@
+// Package pebblestore owns the production storage.Store: a replica's hard
+// state, accepted entries and newest snapshot in a Pebble database, each
+// value a checksummed storage record (see keys.go for the key layout).
+//
+// Every Save is one Pebble batch committed with pebble.Sync: one fsync per
+// call, and a batch is applied entirely or not at all after a crash. Pebble
+// makes a committed batch readable before its WAL sync has finished, so
+// Save holds the store's write lock until Commit has returned: no read ever
+// sees bytes that might not survive a crash.
+package pebblestore
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"paxcron/paxos"
+	"paxcron/storage"
+)
+
+// Options configures Open.
+type Options struct {
+	// FS is the file system the database lives on: vfs.Default in
+	// production, vfs.NewMem() or vfs.NewCrashableMem() in tests. Required.
+	FS vfs.FS
+	// MemTableBytes is the size of one memtable; 0 leaves Pebble's default
+	// (4 MiB). Tests set it small to make flushes and compactions happen.
+	MemTableBytes uint64
+}
+
+// Store is a storage.Store on Pebble. It is safe for concurrent use.
+type Store struct {
+	db *pebble.DB
+
+	mu sync.RWMutex
+	// err, once set, is returned by every call: storage.ErrClosed after
+	// Close, or the failure of a write, after which the store cannot tell
+	// what reached the disk.
+	err error
+	// Cached from the keys at Open and kept up to date by writes, so that
+	// the hot path never scans. Values are not cached: each read decodes
+	// and verifies its record.
+	hasSnapshot bool
+	snapIndex   uint64
+	lastSlot    uint64
+	// Write-side scratch, used under the write lock.
+	codec *storage.Codec
+	value []byte
+	key   []byte
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// readCodecs lends codecs to concurrent readers.
+var readCodecs = sync.Pool{New: func() any { return storage.NewCodec() }}
+
+// Open opens (creating if needed) the store in dir on opts.FS.
+func Open(dir string, opts Options) (*Store, error) {
+	if opts.FS == nil {
+		return nil, errors.New("storage: pebblestore: Options.FS is required (vfs.Default for a real disk)")
+	}
+	db, err := pebble.Open(dir, &pebble.Options{
+		FS:                 opts.FS,
+		MemTableSize:       opts.MemTableBytes,
+		FormatMajorVersion: pebble.FormatNewest,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: pebblestore: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, codec: storage.NewCodec()}
+	if err := s.loadIndexes(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// loadIndexes reads the snapshot index and last slot from the keys alone.
+func (s *Store) loadIndexes() error {
+	index, ok, err := s.lastNumber(snapshotTag)
+	if err != nil {
+		return err
+	}
+	s.hasSnapshot, s.snapIndex = ok, index
+	slot, _, err := s.lastNumber(entryTag)
+	if err != nil {
+		return err
+	}
+	s.lastSlot = max(slot, s.snapIndex)
+	return nil
+}
+
+// lastNumber returns the slot or index in the last key of tag's range.
+func (s *Store) lastNumber(tag byte) (n uint64, ok bool, err error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: []byte{tag},
+		UpperBound: tagUpperBound(tag),
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("storage: pebblestore: %w", err)
+	}
+	if it.Last() {
+		n, err = parseNumberedKey(tag, it.Key())
+		ok = err == nil
+	}
+	return n, ok, closeIter(it, err)
+}
+
+func closeIter(it *pebble.Iterator, err error) error {
+	err = errors.Join(err, it.Close())
+	if err != nil && !errors.Is(err, storage.ErrCorrupt) {
+		return fmt.Errorf("storage: pebblestore: iterate: %w", err)
+	}
+	return err
+}
+
+// Close implements storage.Store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if errors.Is(s.err, storage.ErrClosed) {
+		return storage.ErrClosed
+	}
+	s.err = storage.ErrClosed
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("storage: pebblestore: close: %w", err)
+	}
+	return nil
+}
+
+// InitialState implements paxos.Storage.
+func (s *Store) InitialState() (paxos.HardState, paxos.SnapshotMeta, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.err != nil {
+		return paxos.HardState{}, paxos.SnapshotMeta{}, s.err
+	}
+	c := readCodecs.Get().(*storage.Codec)
+	defer readCodecs.Put(c)
+	var hs paxos.HardState
+	rec, closer, err := s.db.Get(hardStateKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return hs, paxos.SnapshotMeta{}, fmt.Errorf("storage: pebblestore: read hard state: %w", err)
+	default:
+		hs, err = c.DecodeHardState(rec)
+		_ = closer.Close()
+		if err != nil {
+			return paxos.HardState{}, paxos.SnapshotMeta{}, err
+		}
+	}
+	snap, err := s.readSnapshot(c)
+	return hs, snap.Meta, err
+}
+
+// Snapshot implements paxos.Storage.
+func (s *Store) Snapshot() (paxos.Snapshot, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.err != nil {
+		return paxos.Snapshot{}, s.err
+	}
+	c := readCodecs.Get().(*storage.Codec)
+	defer readCodecs.Put(c)
+	return s.readSnapshot(c)
+}
+
+func (s *Store) readSnapshot(c *storage.Codec) (paxos.Snapshot, error) {
+	if !s.hasSnapshot {
+		return paxos.Snapshot{}, nil
+	}
+	rec, closer, err := s.db.Get(snapshotKey(s.snapIndex))
+	if err != nil {
+		// The key was there at Open or written since: losing it is
+		// corruption, not absence.
+		return paxos.Snapshot{}, fmt.Errorf("storage: pebblestore: read snapshot at index %d: %w", s.snapIndex, err)
+	}
+	defer closer.Close()
+	return c.DecodeSnapshot(s.snapIndex, rec)
+}
+
+// LastSlot implements paxos.Storage.
+func (s *Store) LastSlot() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	return s.lastSlot, nil
+}
+
+// Entries implements paxos.Storage.
+func (s *Store) Entries(lo, hi, maxBytes uint64) ([]paxos.Entry, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	if err := storage.CheckEntriesRange(lo, s.snapIndex); err != nil {
+		return nil, err
+	}
+	if lo >= hi {
+		return nil, nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(lo), UpperBound: entryKey(hi)})
+	if err != nil {
+		return nil, fmt.Errorf("storage: pebblestore: %w", err)
+	}
+	out, err := readEntries(it, maxBytes)
+	if err = closeIter(it, err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func readEntries(it *pebble.Iterator, maxBytes uint64) ([]paxos.Entry, error) {
+	c := readCodecs.Get().(*storage.Codec)
+	defer readCodecs.Put(c)
+	budget := storage.SizeBudget{MaxBytes: maxBytes}
+	var out []paxos.Entry
+	for ok := it.First(); ok; ok = it.Next() {
+		slot, err := parseNumberedKey(entryTag, it.Key())
+		if err != nil {
+			return nil, err
+		}
+		rec, err := it.ValueAndErr()
+		if err != nil {
+			return nil, err
+		}
+		e, err := c.DecodeEntry(slot, rec)
+		if err != nil {
+			return nil, err
+		}
+		if !budget.Take(paxos.EntrySize(e)) {
+			break
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}

@@ -1,0 +1,134 @@
+package pebblestore
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"paxcron/paxos"
+	"paxcron/storage"
+)
+
+// Save implements storage.Store: one batch, committed with pebble.Sync.
+func (s *Store) Save(u storage.Update) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	if err := storage.CheckUpdate(u, s.snapIndex); err != nil {
+		return err
+	}
+	if u.IsEmpty() {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	lastSlot, err := s.fillBatch(b, u)
+	if err != nil {
+		return s.fail("save", err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return s.fail("save", err)
+	}
+	if u.Snapshot != nil {
+		s.hasSnapshot, s.snapIndex = true, u.Snapshot.Meta.Index
+	}
+	s.lastSlot = max(s.lastSlot, s.snapIndex, lastSlot)
+	return nil
+}
+
+// fillBatch puts u into b and returns the highest entry slot it writes.
+func (s *Store) fillBatch(b *pebble.Batch, u storage.Update) (uint64, error) {
+	if u.HardState != nil {
+		s.value = s.codec.AppendHardState(s.value[:0], *u.HardState)
+		if err := b.Set(hardStateKey, s.value, nil); err != nil {
+			return 0, err
+		}
+	}
+	if u.Snapshot != nil {
+		if err := s.putSnapshot(b, *u.Snapshot); err != nil {
+			return 0, err
+		}
+	}
+	snapIndex := storage.SnapIndexAfter(u, s.snapIndex)
+	var lastSlot uint64
+	for _, e := range u.Entries {
+		if e.Slot <= snapIndex {
+			continue
+		}
+		if err := s.putEntry(b, e); err != nil {
+			return 0, err
+		}
+		lastSlot = max(lastSlot, e.Slot)
+	}
+	return lastSlot, nil
+}
+
+// putSnapshot replaces the stored snapshot with snap and deletes the
+// entries it covers.
+func (s *Store) putSnapshot(b *pebble.Batch, snap paxos.Snapshot) error {
+	index := snap.Meta.Index
+	if err := b.DeleteRange(entryKey(0), entryKeyAfter(index), nil); err != nil {
+		return err
+	}
+	if s.hasSnapshot && s.snapIndex != index {
+		if err := b.Delete(snapshotKey(s.snapIndex), nil); err != nil {
+			return err
+		}
+	}
+	s.value = s.codec.AppendSnapshot(s.value[:0], snap)
+	err := b.Set(snapshotKey(index), s.value, nil)
+	// A snapshot can be large: do not keep its bytes as scratch.
+	s.value = nil
+	return err
+}
+
+func (s *Store) putEntry(b *pebble.Batch, e paxos.Entry) error {
+	s.key = appendNumberedKey(s.key[:0], entryTag, e.Slot)
+	s.value = s.codec.AppendEntry(s.value[:0], e)
+	return b.Set(s.key, s.value, nil)
+}
+
+// Compact implements storage.Store. It writes (and syncs) only if some
+// entry at or below upTo is held, which after a snapshot is rare.
+func (s *Store) Compact(upTo uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	if err := storage.CheckCompact(upTo, s.snapIndex); err != nil {
+		return err
+	}
+	held, err := s.holdsEntriesThrough(upTo)
+	if err != nil || !held {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(entryKey(0), entryKeyAfter(upTo), nil); err != nil {
+		return s.fail("compact", err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return s.fail("compact", err)
+	}
+	return nil
+}
+
+func (s *Store) holdsEntriesThrough(upTo uint64) (bool, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(0), UpperBound: entryKeyAfter(upTo)})
+	if err != nil {
+		return false, fmt.Errorf("storage: pebblestore: %w", err)
+	}
+	held := it.First()
+	return held, closeIter(it, nil)
+}
+
+// fail makes a write error sticky: after a failed commit the batch may be
+// readable in Pebble's memtable without being durable, so no later read
+// may be served.
+func (s *Store) fail(op string, err error) error {
+	s.err = fmt.Errorf("storage: pebblestore: %s: %w", op, err)
+	return s.err
+}
