@@ -93,9 +93,10 @@ func (c *Corruption) Check() error {
 		return nil
 	}
 	worst := paxos.None
+	//detlint:maprange taking the minimum ID does not depend on order
 	for id, s := range c.replicas {
 		if s.unreported > 0 && (worst == paxos.None || id < worst) {
-			worst = id // the lowest ID, so the map's order cannot choose
+			worst = id
 		}
 	}
 	if worst != paxos.None {

@@ -80,6 +80,7 @@ type ReplicaFinal struct {
 func (d *Durability) CheckFinal(replicas []ReplicaFinal) error {
 	quorum := len(replicas)/2 + 1
 	slots := make([]uint64, 0, len(d.acked))
+	//detlint:maprange the keys are sorted below
 	for s := range d.acked {
 		slots = append(slots, s)
 	}

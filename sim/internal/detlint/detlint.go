@@ -1,0 +1,158 @@
+// Package detlint owns the simulator's determinism lint: it type-checks a
+// package's non-test sources and reports every construct that could make a
+// run depend on something other than its seed: goroutines, select, the real
+// clock, global or crypto randomness, and ranging over a map.
+//
+// Ranging over a map is sometimes harmless (collecting keys to sort, or a
+// reduction whose result does not depend on order). Such a loop is allowed
+// when the line before it carries the directive
+//
+//	//detlint:maprange <why the order cannot matter>
+package detlint
+
+import (
+	"fmt"
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Finding is one forbidden construct.
+type Finding struct {
+	Pos    token.Position
+	Reason string
+}
+
+func (f Finding) String() string { return fmt.Sprintf("%s: %s", f.Pos, f.Reason) }
+
+// allowDirective marks a map range whose order cannot matter.
+const allowDirective = "//detlint:maprange"
+
+// forbiddenTime are the time functions that read or wait on the real clock.
+var forbiddenTime = []string{"Now", "Since", "Until", "Sleep", "After", "AfterFunc", "NewTimer", "NewTicker", "Tick"}
+
+// allowedRand are the math/rand(/v2) package-level names that build a
+// seeded source instead of drawing from the global one.
+var allowedRand = []string{"New", "NewPCG", "NewChaCha8", "NewZipf", "NewSource", "Rand", "Source", "PCG", "ChaCha8", "Zipf"}
+
+// Dir lints the package in dir (non-test .go files only).
+func Dir(dir string) ([]Finding, error) {
+	fset := token.NewFileSet()
+	files, err := parseDir(fset, dir)
+	if err != nil {
+		return nil, err
+	}
+	info := &types.Info{Types: map[ast.Expr]types.TypeAndValue{}, Uses: map[*ast.Ident]types.Object{}}
+	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
+	if _, err := conf.Check(dir, fset, files, info); err != nil {
+		return nil, fmt.Errorf("detlint: type-checking %s: %w", dir, err)
+	}
+	var out []Finding
+	for _, f := range files {
+		out = append(out, lintFile(fset, f, info)...)
+	}
+	return out, nil
+}
+
+func parseDir(fset *token.FileSet, dir string) ([]*ast.File, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("detlint: %w", err)
+	}
+	var files []*ast.File
+	for _, e := range entries { // os.ReadDir sorts by name
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
+		if err != nil {
+			return nil, fmt.Errorf("detlint: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func lintFile(fset *token.FileSet, f *ast.File, info *types.Info) []Finding {
+	allowed := allowedLines(fset, f)
+	var out []Finding
+	report := func(n ast.Node, format string, args ...any) {
+		out = append(out, Finding{Pos: fset.Position(n.Pos()), Reason: fmt.Sprintf(format, args...)})
+	}
+	for _, imp := range f.Imports {
+		if imp.Path.Value == `"crypto/rand"` {
+			report(imp, "imports crypto/rand")
+		}
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.GoStmt:
+			report(n, "starts a goroutine")
+		case *ast.SelectStmt:
+			report(n, "uses select")
+		case *ast.RangeStmt:
+			if isMap(info, n.X) && !allowed[fset.Position(n.Pos()).Line-1] {
+				report(n, "ranges over a map (add %s <reason> on the line before if order cannot matter)", allowDirective)
+			}
+		case *ast.SelectorExpr:
+			if reason := forbiddenSelector(info, n); reason != "" {
+				report(n, "%s", reason)
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// allowedLines returns the lines that carry the map-range directive.
+func allowedLines(fset *token.FileSet, f *ast.File) map[int]bool {
+	lines := make(map[int]bool)
+	for _, g := range f.Comments {
+		for _, c := range g.List {
+			if strings.HasPrefix(c.Text, allowDirective) {
+				lines[fset.Position(c.Pos()).Line] = true
+			}
+		}
+	}
+	return lines
+}
+
+func isMap(info *types.Info, x ast.Expr) bool {
+	tv, ok := info.Types[x]
+	if !ok {
+		return false
+	}
+	_, isMap := tv.Type.Underlying().(*types.Map)
+	return isMap
+}
+
+// forbiddenSelector names what is wrong with pkg.Name, if anything.
+func forbiddenSelector(info *types.Info, sel *ast.SelectorExpr) string {
+	id, ok := sel.X.(*ast.Ident)
+	if !ok {
+		return ""
+	}
+	pkgName, ok := info.Uses[id].(*types.PkgName)
+	if !ok {
+		return ""
+	}
+	path, name := pkgName.Imported().Path(), sel.Sel.Name
+	switch path {
+	case "time":
+		if slices.Contains(forbiddenTime, name) {
+			return "uses the real clock (time." + name + ")"
+		}
+	case "math/rand", "math/rand/v2":
+		if !slices.Contains(allowedRand, name) {
+			return "draws from global randomness (" + path + "." + name + ")"
+		}
+	}
+	return ""
+}
