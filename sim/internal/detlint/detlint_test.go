@@ -1,8 +1,6 @@
 package detlint
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -23,40 +21,7 @@ func TestSimPackagesAreDeterministic(t *testing.T) {
 // TestLintCatchesEachConstruct plants every forbidden construct and
 // expects each to be reported, and the allowed ones not.
 func TestLintCatchesEachConstruct(t *testing.T) {
-	dir := t.TempDir()
-	src := `package bad
-
-import (
-	crand "crypto/rand"
-	"math/rand/v2"
-	"time"
-)
-
-var _ = crand.Reader
-
-func bad(m map[int]int, ch chan int) {
-	go func() {}()
-	select {
-	case <-ch:
-	}
-	_ = time.Now()
-	time.Sleep(1)
-	_ = rand.IntN(3)
-	for k := range m {
-		_ = k
-	}
-	//detlint:maprange summing is order-free
-	for _, v := range m {
-		_ = v
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	_ = r.IntN(3)
-	_ = time.Duration(3) * time.Second
-}
-`
-	if err := os.WriteFile(filepath.Join(dir, "bad.go"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := "testdata/bad"
 	findings, err := Dir(dir)
 	if err != nil {
 		t.Fatal(err)
