@@ -57,7 +57,7 @@ func DefaultLimits() Limits {
 		MaxBatchBytes:       4 << 20,
 		MaxInflightAccepts:  8,
 		MaxUncommittedSlots: 32768,
-		MaxPromiseLagSlots:  32768,
+		MaxPromiseLagSlots:  2 * 32768,
 	}
 }
 
@@ -116,8 +116,8 @@ func (c *Config) validate() error {
 		return bad("LeaseTicks %d leaves no usable lease after drift %d ppm", t.LeaseTicks, t.MaxClockDriftPPM)
 	case l.MaxBatchEntries <= 0 || l.MaxBatchBytes == 0 || l.MaxInflightAccepts <= 0:
 		return bad("batch and inflight limits must be positive: %+v", l)
-	case l.MaxUncommittedSlots <= 0 || l.MaxPromiseLagSlots <= 0:
-		return bad("MaxUncommittedSlots and MaxPromiseLagSlots must be positive: %+v", l)
+	case l.MaxUncommittedSlots <= 0 || l.MaxPromiseLagSlots < 2*l.MaxUncommittedSlots:
+		return bad("MaxUncommittedSlots must be positive and MaxPromiseLagSlots at least twice it: %+v", l)
 	}
 	return nil
 }

@@ -1,0 +1,178 @@
+package paxos
+
+import "errors"
+
+// This file holds the acceptor's and learner's side of the protocol: what a
+// replica does with requests from a candidate or a leader.
+
+// leaseFree reports whether this acceptor may promise candidate now: no
+// other replica's lease is running here.
+func (n *Node) leaseFree(candidate ReplicaID) bool {
+	return n.now >= n.leaseUntil || n.leaseHolder == candidate
+}
+
+// eligible reports whether a candidate whose chosen index is chosen can be
+// promised: this acceptor still holds every entry above it, and holds at
+// most MaxPromiseLagSlots slots above it, which bounds the promise. The
+// replica with the highest chosen index is eligible everywhere as long as
+// no acceptor holds entries further than that beyond it.
+func (n *Node) eligible(chosen uint64) bool {
+	return chosen >= n.log.snapIndex && chosen+uint64(n.limits.MaxPromiseLagSlots) >= n.log.lastSlot
+}
+
+func (n *Node) onPreVote(m Message) {
+	grant := n.hs.Promised.Less(m.Ballot) && n.leaseFree(m.From) && n.eligible(m.Chosen)
+	if n.role == Leader && n.lead.holdsQuorum(n) {
+		grant = false
+	}
+	n.send(Message{Type: MsgPreVoteReply, To: m.From, Ballot: m.Ballot, Reject: !grant, Promised: n.hs.Promised, Chosen: n.hs.Chosen})
+	if !n.eligible(m.Chosen) {
+		n.sendCatchUp(m.From, m.Chosen, Ballot{})
+	}
+}
+
+func (n *Node) onPrepare(m Message) {
+	reject := func() {
+		n.send(Message{Type: MsgPromise, To: m.From, Ballot: m.Ballot, Reject: true, Promised: n.hs.Promised, Chosen: n.hs.Chosen})
+	}
+	switch {
+	case m.Ballot.Less(n.hs.Promised):
+		reject()
+		return
+	case m.Ballot != n.hs.Promised && !n.leaseFree(m.From):
+		reject()
+		return
+	case !n.eligible(m.Chosen) || m.Start != m.Chosen+1:
+		reject()
+		n.sendCatchUp(m.From, m.Chosen, Ballot{})
+		return
+	}
+	es, err := n.log.entries(m.Start, n.log.lastSlot+1, int(^uint(0)>>1), ^uint64(0))
+	if err != nil {
+		n.halt(err)
+		return
+	}
+	if n.hs.Promised != m.Ballot && n.role != Follower {
+		n.becomeFollower(None)
+	}
+	n.setPromised(m.Ballot)
+	n.leaseHolder, n.leaseUntil = m.From, n.now+uint64(n.timing.LeaseTicks)
+	n.resetElectionTimer()
+	n.send(Message{Type: MsgPromise, To: m.From, Ballot: m.Ballot, Entries: es, Chosen: n.hs.Chosen})
+}
+
+// onAccept handles MsgAccept and MsgHeartbeat from a leader.
+func (n *Node) onAccept(m Message) {
+	if m.Ballot.Less(n.hs.Promised) {
+		n.send(Message{Type: MsgNack, To: m.From, Ballot: m.Ballot, Promised: n.hs.Promised})
+		return
+	}
+	if n.role != Follower || n.leader != m.From {
+		n.becomeFollower(m.From)
+	}
+	n.setPromised(m.Ballot)
+	n.leaseHolder, n.leaseUntil = m.From, n.now+uint64(n.timing.LeaseTicks)
+	n.electionElapsed = 0
+	if n.follow.ballot != m.Ballot {
+		n.follow = follower{ballot: m.Ballot, start: m.Start, through: m.Start - 1}
+	}
+	n.followChosen()
+	if len(m.Entries) > 0 && m.Entries[0].Slot <= n.follow.through+1 {
+		for _, e := range m.Entries {
+			// Chosen slots never change value; re-accepting them would
+			// only write the same value again.
+			if e.Slot > n.hs.Chosen {
+				n.log.put(e)
+			}
+		}
+		n.follow.through = max(n.follow.through, m.Entries[len(m.Entries)-1].Slot)
+	}
+	if n.hs.Chosen+1 >= n.follow.start {
+		n.setChosen(min(m.Commit, n.follow.through))
+	}
+	n.followChosen()
+	if m.Type == MsgHeartbeat {
+		n.send(Message{Type: MsgHeartbeatReply, To: m.From, Ballot: m.Ballot, Round: m.Round, Through: n.follow.through, Chosen: n.hs.Chosen})
+		return
+	}
+	var last uint64
+	if len(m.Entries) > 0 {
+		last = m.Entries[len(m.Entries)-1].Slot
+	}
+	n.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Through: n.follow.through, Chosen: n.hs.Chosen, Last: last})
+}
+
+// followChosen counts chosen slots as accepted under the followed ballot:
+// their value is the one any leader proposes for them.
+func (n *Node) followChosen() {
+	if n.hs.Chosen+1 >= n.follow.start && n.hs.Chosen > n.follow.through {
+		n.follow.through = n.hs.Chosen
+	}
+}
+
+// onChosen learns chosen entries sent to catch this replica up.
+func (n *Node) onChosen(m Message) {
+	if len(m.Entries) > 0 {
+		first, last := m.Entries[0].Slot, m.Entries[len(m.Entries)-1].Slot
+		if first <= n.hs.Chosen+1 && last > n.hs.Chosen {
+			for _, e := range m.Entries[n.hs.Chosen+1-first:] {
+				n.log.put(e)
+			}
+			n.setChosen(last)
+			n.followChosen()
+		}
+	}
+	n.replyCaughtUp(m)
+}
+
+// onSnapshot installs a snapshot that is ahead of this replica's chosen
+// index.
+func (n *Node) onSnapshot(m Message) {
+	snap := m.Snapshot
+	if snap.Meta.Index > n.hs.Chosen {
+		n.log.installSnapshot(snap.Meta.Index)
+		n.snap = snap
+		n.setChosen(snap.Meta.Index)
+		n.followChosen()
+	}
+	n.replyCaughtUp(m)
+}
+
+func (n *Node) replyCaughtUp(m Message) {
+	if m.Ballot.IsZero() {
+		return // sent by an acceptor that refused us a promise, not a leader
+	}
+	through := n.hs.Chosen
+	if n.follow.ballot == m.Ballot {
+		through = max(through, n.follow.through)
+	}
+	n.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Through: through, Chosen: n.hs.Chosen})
+}
+
+// sendCatchUp sends to a replica whose chosen index is peerChosen the
+// chosen entries that follow it, or this replica's snapshot when they were
+// compacted away. ballot is the sender's leader ballot, or zero.
+func (n *Node) sendCatchUp(to ReplicaID, peerChosen uint64, ballot Ballot) {
+	if peerChosen >= n.hs.Chosen {
+		return
+	}
+	n.stats.CatchUps++
+	es, err := n.log.entries(peerChosen+1, n.hs.Chosen+1, n.limits.MaxBatchEntries, n.limits.MaxBatchBytes)
+	if errors.Is(err, ErrCompacted) {
+		snap, err := n.log.storage.Snapshot()
+		if err != nil {
+			n.halt(err)
+			return
+		}
+		n.send(Message{Type: MsgSnapshot, To: to, Ballot: ballot, Snapshot: &snap, Commit: n.hs.Chosen})
+		return
+	}
+	if err != nil {
+		n.halt(err)
+		return
+	}
+	if len(es) == 0 || es[0].Slot != peerChosen+1 {
+		panic("paxos: chosen entries missing from the log")
+	}
+	n.send(Message{Type: MsgChosen, To: to, Ballot: ballot, Entries: es, Commit: n.hs.Chosen})
+}

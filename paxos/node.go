@@ -1,0 +1,424 @@
+package paxos
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+)
+
+// Role is what a replica currently does in the protocol.
+type Role uint8
+
+const (
+	// Follower accepts what a leader proposes.
+	Follower Role = iota + 1
+	// PreCandidate asks for pre-votes before it dares to prepare.
+	PreCandidate
+	// Candidate runs phase 1 (prepare/promise) for its ballot.
+	Candidate
+	// Leader runs phase 2 for every slot from its start on.
+	Leader
+)
+
+func (r Role) String() string {
+	switch r {
+	case Follower:
+		return "follower"
+	case PreCandidate:
+		return "precandidate"
+	case Candidate:
+		return "candidate"
+	case Leader:
+		return "leader"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+var (
+	// ErrNotLeader is returned by Propose on a replica that is not leader.
+	ErrNotLeader = errors.New("paxos: not the leader")
+	// ErrBusy is returned by Propose when MaxUncommittedSlots proposals
+	// are not yet chosen; the caller should retry later.
+	ErrBusy = errors.New("paxos: too many uncommitted proposals")
+	// ErrTooLarge is returned by Propose for a command over MaxBatchBytes.
+	ErrTooLarge = errors.New("paxos: command too large")
+	// ErrInvalidMessage is returned by Step for a malformed message.
+	ErrInvalidMessage = errors.New("paxos: invalid message")
+	// ErrHalted wraps the storage error that stopped the node.
+	ErrHalted = errors.New("paxos: node halted")
+)
+
+// Node is one replica's consensus state machine. It is not safe for
+// concurrent use; the caller serialises every call.
+type Node struct {
+	id        ReplicaID
+	members   Membership
+	peers     []ReplicaID // every voter but id, sorted
+	rand      *rand.Rand
+	timing    Timing
+	limits    Limits
+	leaseSpan uint64 // leaderLeaseTicks(timing)
+
+	now    uint64 // ticks since the node was created
+	halted error
+
+	hs      HardState
+	hsDirty bool
+	log     *memLog
+	applied uint64
+	snap    *Snapshot // received, to hand out in the next Ready
+	msgs    []Message
+
+	role     Role
+	leader   ReplicaID // the replica whose ballot we follow, if known
+	maxRound uint64    // the highest round seen in any ballot
+
+	electionElapsed int
+	electionTimeout int
+
+	// Acceptor lease: no promise to anyone but leaseHolder before
+	// leaseUntil (local ticks). After a restart nobody is promised anything
+	// for LeaseTicks, since a lease granted before the crash is forgotten.
+	leaseHolder ReplicaID
+	leaseUntil  uint64
+
+	// Follower: the ballot followed, its start slot and how far this
+	// replica accepted under it without a gap.
+	follow follower
+
+	cand  *candidacy
+	lead  *leadership
+	stats Stats
+}
+
+type follower struct {
+	ballot  Ballot
+	start   uint64
+	through uint64
+}
+
+// Stats counts protocol events, for tests, metrics and the simulator.
+type Stats struct {
+	Elections       uint64 // phase 1 runs started
+	BecameLeader    uint64
+	Proposals       uint64
+	AcceptsSent     uint64
+	EntriesSent     uint64
+	Retransmissions uint64
+	CatchUps        uint64 // MsgChosen or MsgSnapshot sent
+}
+
+// NewNode restores a node from cfg.Storage.
+func NewNode(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	hs, meta, err := cfg.Storage.InitialState()
+	if err != nil {
+		return nil, fmt.Errorf("paxos: reading initial state: %w", err)
+	}
+	if hs.Chosen < meta.Index {
+		hs.Chosen = meta.Index
+	}
+	if cfg.Applied > hs.Chosen || cfg.Applied < meta.Index {
+		return nil, fmt.Errorf("%w: Applied %d outside [snapshot %d, chosen %d]", ErrConfig, cfg.Applied, meta.Index, hs.Chosen)
+	}
+	l, err := newMemLog(cfg.Storage, meta.Index)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		id:         cfg.ID,
+		members:    Membership{Voters: slices.Clone(cfg.Membership.Voters)},
+		rand:       cfg.Rand,
+		timing:     cfg.Timing,
+		limits:     cfg.Limits,
+		leaseSpan:  uint64(leaderLeaseTicks(cfg.Timing)),
+		hs:         hs,
+		log:        l,
+		applied:    cfg.Applied,
+		maxRound:   hs.Promised.Round,
+		leaseUntil: uint64(cfg.Timing.LeaseTicks),
+	}
+	for _, v := range n.members.Voters {
+		if v != n.id {
+			n.peers = append(n.peers, v)
+		}
+	}
+	slices.Sort(n.peers)
+	n.becomeFollower(None)
+	return n, nil
+}
+
+// ID returns the replica's ID.
+func (n *Node) ID() ReplicaID { return n.id }
+
+// Now returns the node's local time in ticks since it was created.
+func (n *Node) Now() uint64 { return n.now }
+
+// Err returns the storage error that halted the node, if any.
+func (n *Node) Err() error { return n.halted }
+
+// Stats returns the node's event counters.
+func (n *Node) Stats() Stats { return n.stats }
+
+// Tick advances the node's local time by one tick.
+func (n *Node) Tick() {
+	if n.halted != nil {
+		return
+	}
+	n.now++
+	switch n.role {
+	case Leader:
+		n.tickLeader()
+	default:
+		n.electionElapsed++
+		if n.electionElapsed >= n.electionTimeout {
+			n.startPreVote()
+		}
+	}
+}
+
+// ReportSuspect tells the node a failure detector suspects peer id is
+// down. If id is the leader this replica follows, it campaigns at its next
+// tick instead of waiting out its election timeout; the acceptors' leases
+// still keep the cluster safe if the suspicion is wrong.
+func (n *Node) ReportSuspect(id ReplicaID) {
+	if n.role == Follower && id != n.id && id == n.leader {
+		n.electionElapsed = n.electionTimeout
+	}
+}
+
+// Propose asks the leader to replicate data; it returns the slot the
+// command was given. The command is chosen once a later Ready hands it out
+// in Committed at that slot (a leader change may choose another value
+// there, so compare the value).
+func (n *Node) Propose(data []byte) (uint64, error) {
+	if n.halted != nil {
+		return 0, n.halted
+	}
+	if n.role != Leader {
+		return 0, ErrNotLeader
+	}
+	if uint64(len(data)) > n.limits.MaxBatchBytes/2 {
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), n.limits.MaxBatchBytes/2)
+	}
+	if n.log.lastSlot-n.hs.Chosen >= uint64(n.limits.MaxUncommittedSlots) {
+		return 0, ErrBusy
+	}
+	slot := n.log.lastSlot + 1
+	n.log.put(Entry{Slot: slot, Ballot: n.lead.ballot, Kind: EntryCommand, Data: slices.Clone(data)})
+	n.stats.Proposals++
+	return slot, nil
+}
+
+// Step feeds a message from a peer into the node.
+func (n *Node) Step(m Message) error {
+	if n.halted != nil {
+		return n.halted
+	}
+	if err := n.validate(m); err != nil {
+		return err
+	}
+	if m.Ballot.Round > n.maxRound {
+		n.maxRound = m.Ballot.Round
+	}
+	if m.Promised.Round > n.maxRound {
+		n.maxRound = m.Promised.Round
+	}
+	switch m.Type {
+	case MsgPreVote:
+		n.onPreVote(m)
+	case MsgPrepare:
+		n.onPrepare(m)
+	case MsgAccept, MsgHeartbeat:
+		n.onAccept(m)
+	case MsgChosen:
+		n.onChosen(m)
+	case MsgSnapshot:
+		n.onSnapshot(m)
+	case MsgPreVoteReply:
+		n.onPreVoteReply(m)
+	case MsgPromise:
+		n.onPromise(m)
+	case MsgAccepted, MsgHeartbeatReply:
+		n.onAccepted(m)
+	case MsgNack:
+		n.onNack(m)
+	}
+	return n.halted
+}
+
+func (n *Node) validate(m Message) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidMessage, m.Type, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !m.Type.Valid():
+		return bad("unknown type")
+	case m.To != n.id:
+		return bad("addressed to %d, this is %d", m.To, n.id)
+	case m.From == n.id || !n.members.Contains(m.From):
+		return bad("sender %d is not a peer", m.From)
+	case (m.Type == MsgSnapshot) != (m.Snapshot != nil):
+		return bad("snapshot present only on MsgSnapshot")
+	}
+	for i, e := range m.Entries {
+		if e.Kind != EntryNoop && e.Kind != EntryCommand {
+			return bad("entry %d has kind %d", e.Slot, e.Kind)
+		}
+		if e.Slot == 0 || (i > 0 && e.Slot <= m.Entries[i-1].Slot) {
+			return bad("entry slots not increasing at %d", e.Slot)
+		}
+		if (m.Type == MsgAccept || m.Type == MsgChosen) && i > 0 && e.Slot != m.Entries[i-1].Slot+1 {
+			return bad("entry slots not contiguous at %d", e.Slot)
+		}
+		if m.Type == MsgAccept && (e.Ballot != m.Ballot || e.Slot < m.Start) {
+			return bad("entry %d under ballot %s or below start %d", e.Slot, e.Ballot, m.Start)
+		}
+	}
+	if m.Type == MsgAccept && m.Start == 0 {
+		return bad("start slot is zero")
+	}
+	return nil
+}
+
+// HasReady reports whether Ready would return anything.
+func (n *Node) HasReady() bool {
+	if n.halted != nil {
+		return false
+	}
+	if n.role == Leader && n.lead.wantsSend(n) {
+		return true
+	}
+	return n.hsDirty || len(n.log.pending) > 0 || n.snap != nil || len(n.msgs) > 0 || n.hs.Chosen > n.applied
+}
+
+// Ready returns what the caller must persist, send and apply. The caller
+// must call Advance after processing it and before any other input.
+func (n *Node) Ready() Ready {
+	if n.halted != nil {
+		return Ready{}
+	}
+	if n.role == Leader {
+		n.lead.sendAccepts(n)
+		n.lead.advanceCommit(n) // alone, a leader is its own quorum
+	}
+	rd := Ready{HardState: n.hs, HardStateChanged: n.hsDirty, Entries: n.log.takePending(), Snapshot: n.snap}
+	if n.snap != nil {
+		n.applied = n.snap.Meta.Index
+	}
+	rd.Committed = n.committedEntries()
+	if len(rd.Committed) > 0 {
+		n.applied = rd.Committed[len(rd.Committed)-1].Slot
+	}
+	rd.Messages, n.msgs = n.msgs, nil
+	n.hsDirty, n.snap = false, nil
+	return rd
+}
+
+// Advance tells the node the last Ready was processed.
+func (n *Node) Advance() { n.log.stabilize() }
+
+func (n *Node) committedEntries() []Entry {
+	if n.applied >= n.hs.Chosen {
+		return nil
+	}
+	es, err := n.log.entries(n.applied+1, n.hs.Chosen+1, n.limits.MaxBatchEntries, n.limits.MaxBatchBytes)
+	if err != nil {
+		n.halt(fmt.Errorf("reading chosen entries from %d: %w", n.applied+1, err))
+		return nil
+	}
+	for i, e := range es {
+		if e.Slot != n.applied+1+uint64(i) {
+			panic(fmt.Sprintf("paxos: replica %d: chosen slot %d missing (chosen %d)", n.id, n.applied+1+uint64(i), n.hs.Chosen))
+		}
+	}
+	return es
+}
+
+func (n *Node) halt(err error) {
+	if n.halted == nil {
+		n.halted = fmt.Errorf("%w: %w", ErrHalted, err)
+	}
+}
+
+func (n *Node) send(m Message) {
+	m.From = n.id
+	n.msgs = append(n.msgs, m)
+}
+
+func (n *Node) setPromised(b Ballot) {
+	if b.Less(n.hs.Promised) {
+		panic(fmt.Sprintf("paxos: replica %d lowering promise %s to %s", n.id, n.hs.Promised, b))
+	}
+	if b != n.hs.Promised {
+		n.hs.Promised = b
+		n.hsDirty = true
+	}
+}
+
+func (n *Node) setChosen(c uint64) {
+	if c > n.hs.Chosen {
+		n.hs.Chosen = c
+		n.hsDirty = true
+	}
+}
+
+func (n *Node) resetElectionTimer() {
+	n.electionElapsed = 0
+	n.electionTimeout = n.timing.ElectionTicks + n.rand.IntN(n.timing.ElectionTicks)
+}
+
+func (n *Node) becomeFollower(leader ReplicaID) {
+	n.role = Follower
+	n.leader = leader
+	n.cand = nil
+	n.lead = nil
+	n.resetElectionTimer()
+}
+
+// Status describes the node for callers and operators.
+type Status struct {
+	ID       ReplicaID
+	Role     Role
+	Leader   ReplicaID
+	Promised Ballot
+	Ballot   Ballot // the ballot led, when Leader
+	Chosen   uint64
+	Applied  uint64
+	LastSlot uint64
+	Now      uint64
+	// LeaseUntil is the local tick before which this leader is sure no
+	// other replica can be leader (zero when not leader).
+	LeaseUntil uint64
+	// CaughtUpAt is, on a leader, the slot through which it must have
+	// applied to have seen every command chosen before its leadership.
+	CaughtUpAt uint64
+}
+
+// Status returns the node's current status.
+func (n *Node) Status() Status {
+	s := Status{
+		ID: n.id, Role: n.role, Leader: n.leader, Promised: n.hs.Promised,
+		Chosen: n.hs.Chosen, Applied: n.applied, LastSlot: n.log.lastSlot, Now: n.now,
+	}
+	if n.role == Leader {
+		s.Ballot = n.lead.ballot
+		s.LeaseUntil = n.lead.leaseUntil
+		s.CaughtUpAt = n.lead.caughtUpAt
+	}
+	return s
+}
+
+// LeaseValidUntil returns the local tick before which this replica holds
+// the leader lease, and whether it holds it now. A replica holding it is
+// the only one that can be leader, provided clocks keep within
+// MaxClockDriftPPM and no process pause outlasts the lease.
+func (n *Node) LeaseValidUntil() (uint64, bool) {
+	if n.role != Leader || n.halted != nil {
+		return 0, false
+	}
+	return n.lead.leaseUntil, n.now < n.lead.leaseUntil
+}

@@ -1,0 +1,331 @@
+package paxos
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func appliedOf(c *testCluster, id ReplicaID) string {
+	return strings.Join(c.replicas[id].applied, ",")
+}
+
+// settle lets heartbeats carry the commit index to every follower.
+func (c *testCluster) settle() { c.run(3 * c.timing.HeartbeatTicks) }
+
+func TestElectProposeApply(t *testing.T) {
+	for _, n := range []int{1, 3, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			c := newTestCluster(t, n, 1)
+			c.elect(1)
+			c.propose(1, "a", "b", "c")
+			c.deliver(1<<20, nil)
+			c.settle()
+			for _, id := range c.ids() {
+				if got := appliedOf(c, id); got != "a,b,c" {
+					t.Fatalf("replica %d applied %q\n%s", id, got, c.describe())
+				}
+			}
+		})
+	}
+}
+
+func TestProposeOnFollowerFails(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	if _, err := c.replicas[2].node.Propose([]byte("x")); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("got %v, want ErrNotLeader", err)
+	}
+}
+
+func TestBatchingAndPipelining(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.limits.MaxBatchEntries = 4
+	c.limits.MaxInflightAccepts = 3
+	for _, id := range c.ids() {
+		c.replicas[id].node.limits = c.limits
+	}
+	c.elect(1)
+	var vals []string
+	for i := range 30 {
+		vals = append(vals, fmt.Sprint(i))
+	}
+	c.propose(1, vals...)
+	c.process()
+	// One Ready: three accepts of four entries each went to each follower,
+	// and no more until one is answered.
+	accepts := 0
+	for _, m := range c.queue {
+		if m.Type == MsgAccept && m.To == 2 {
+			accepts++
+			if len(m.Entries) != 4 {
+				t.Fatalf("batch of %d entries, want 4", len(m.Entries))
+			}
+		}
+	}
+	if accepts != 3 {
+		t.Fatalf("%d accepts in flight to replica 2, want 3", accepts)
+	}
+	c.deliver(1<<20, nil)
+	c.settle()
+	for _, id := range c.ids() {
+		if got := appliedOf(c, id); got != strings.Join(vals, ",") {
+			t.Fatalf("replica %d applied %q", id, got)
+		}
+	}
+}
+
+// A leader crashes after phase 1, before any accept left: the next leader
+// finds nothing and fills the gap-free log; nothing is lost that was chosen.
+func TestLeaderCrashBetweenPhases(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a")
+	c.deliver(1<<20, nil)
+	c.settle()
+	// Replica 2 campaigns; its promises arrive but it crashes before its
+	// accepts are sent.
+	c.isolate(1) // the leader goes quiet; replica 2 campaigns
+	noPhase2 := func(m Message) bool { return m.Type != MsgAccept && m.Type != MsgHeartbeat }
+	for i := 0; c.replicas[2].node.role != Leader; i++ {
+		if i > 10*c.timing.ElectionTicks {
+			t.Fatalf("replica 2 did not win phase 1:\n%s", c.describe())
+		}
+		c.replicas[3].node.electionElapsed = 0
+		c.tickAll(1)
+		c.deliver(1<<20, noPhase2)
+	}
+	c.unblockAll()
+	c.crash(2)
+	c.queue = nil
+	c.run(6 * c.timing.ElectionTicks)
+	l := c.leader()
+	if l == None || l == 2 {
+		t.Fatalf("no new leader:\n%s", c.describe())
+	}
+	c.propose(l, "b")
+	c.deliver(1<<20, nil)
+	c.restart(2)
+	c.run(2 * c.timing.ElectionTicks)
+	for _, id := range c.ids() {
+		if got := appliedOf(c, id); got != "a,b" {
+			t.Fatalf("replica %d applied %q\n%s", id, got, c.describe())
+		}
+	}
+}
+
+// A value accepted by a minority before the leader died is found by the next
+// leader in a promise and re-proposed, not lost or replaced.
+func TestNewLeaderReproposesHighestBallotValue(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a")
+	// Only replica 2 receives the accept; replica 3 gets nothing.
+	c.deliver(1<<20, func(m Message) bool { return m.To != 3 })
+	c.crash(1)
+	c.queue = nil
+	c.elect(3)
+	c.propose(3, "b")
+	c.deliver(1<<20, nil)
+	c.settle()
+	for _, id := range []ReplicaID{2, 3} {
+		if got := appliedOf(c, id); got != "a,b" {
+			t.Fatalf("replica %d applied %q\n%s", id, got, c.describe())
+		}
+	}
+}
+
+func TestNoopFillsGap(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	// Replica 2 accepted slots 1 and 3 under an old ballot; nobody holds
+	// slot 2. (Within one ballot followers never accept across a gap, but
+	// holes across ballots and acceptors are ordinary Paxos.)
+	old := Ballot{Round: 1, Replica: 1}
+	st := c.replicas[2].storage
+	st.hs.Promised = old
+	st.entries[1] = Entry{Slot: 1, Ballot: old, Kind: EntryCommand, Data: []byte("a")}
+	st.entries[3] = Entry{Slot: 3, Ballot: old, Kind: EntryCommand, Data: []byte("c")}
+	st.last = 3
+	c.crash(1)
+	c.restart(2)
+	c.elect(2)
+	c.settle()
+	for _, id := range []ReplicaID{2, 3} {
+		if got := appliedOf(c, id); got != "a,_,c" {
+			t.Fatalf("replica %d applied %q, want a,_,c\n%s", id, got, c.describe())
+		}
+	}
+}
+
+// An old leader's accepts that arrive after a new leader was promised are
+// refused with a nack, and the old leader steps down.
+func TestOldLeaderLateAccepts(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a")
+	c.deliver(1<<20, nil)
+	c.settle()
+	c.propose(1, "late")
+	c.process()
+	var late []Message
+	for _, m := range c.queue {
+		if m.Type == MsgAccept {
+			late = append(late, m)
+		}
+	}
+	c.queue = nil
+	c.isolate(1)
+	c.run(6 * c.timing.ElectionTicks)
+	l := c.leader()
+	if l == None || l == 1 {
+		t.Fatalf("no new leader among 2 and 3:\n%s", c.describe())
+	}
+	c.propose(l, "b")
+	c.deliver(1<<20, nil)
+	c.unblockAll()
+	c.queue = append(c.queue, late...)
+	nacks := 0
+	c.deliver(1<<20, func(m Message) bool {
+		if m.Type == MsgNack {
+			nacks++
+		}
+		return true
+	})
+	if nacks == 0 {
+		t.Fatalf("late accepts were not refused")
+	}
+	c.settle()
+	for _, id := range c.ids() {
+		got := appliedOf(c, id)
+		if got != "a,b" {
+			t.Fatalf("replica %d applied %q\n%s", id, got, c.describe())
+		}
+	}
+}
+
+// Two replicas campaign at once: at most one wins each ballot, and the log
+// stays in agreement (checked after every Ready by the harness).
+func TestDuelingProposers(t *testing.T) {
+	for seed := range uint64(20) {
+		c := newTestCluster(t, 3, seed)
+		c.elect(1)
+		c.propose(1, "a")
+		c.deliver(1<<20, func(m Message) bool { return m.To == 2 })
+		c.isolate(1)
+		c.run(c.timing.LeaseTicks)
+		for _, id := range []ReplicaID{2, 3} {
+			n := c.replicas[id].node
+			n.electionElapsed = n.electionTimeout - 1
+		}
+		c.tick(2, 1)
+		c.tick(3, 1)
+		c.deliver(1<<20, nil)
+		c.run(10 * c.timing.ElectionTicks)
+		c.unblockAll()
+		c.run(4 * c.timing.ElectionTicks)
+		l := c.leader()
+		if l == None {
+			t.Fatalf("seed %d: no leader\n%s", seed, c.describe())
+		}
+		c.propose(l, "z")
+		c.deliver(1<<20, nil)
+		c.settle()
+		for _, id := range c.ids() {
+			if got := appliedOf(c, id); !strings.HasSuffix(got, "z") || !strings.HasPrefix(got, "a") {
+				t.Fatalf("seed %d: replica %d applied %q\n%s", seed, id, got, c.describe())
+			}
+		}
+	}
+}
+
+// The promise a replica sends is in the same Ready as the hard state that
+// records it: the caller persists it before the message leaves, so a crash
+// before the sync loses the promise and the message together.
+func TestPromiseIsPersistedBeforeItIsSent(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.tickAll(c.timing.LeaseTicks)
+	n1 := c.replicas[1].node
+	n1.electionElapsed = n1.electionTimeout - 1
+	c.tick(1, 1)
+	var prepare Message
+	c.deliver(1<<20, func(m Message) bool {
+		if m.Type == MsgPrepare && m.To == 2 {
+			prepare = m
+		}
+		return m.Type == MsgPreVote || m.Type == MsgPreVoteReply
+	})
+	c.queue = nil
+	n2 := c.replicas[2].node
+	if err := n2.Step(prepare); err != nil {
+		t.Fatal(err)
+	}
+	rd := n2.Ready()
+	if !rd.HardStateChanged || rd.HardState.Promised != prepare.Ballot {
+		t.Fatalf("promise not handed out for persistence: %+v", rd.HardState)
+	}
+	if !slices.ContainsFunc(rd.Messages, func(m Message) bool { return m.Type == MsgPromise && !m.Reject }) {
+		t.Fatalf("no promise in the same Ready")
+	}
+	// The replica crashes before persisting: the promise is gone, and so
+	// is the message that would have told anyone about it.
+	c.crash(2)
+	c.restart(2)
+	if got := c.replicas[2].node.hs.Promised; !got.IsZero() {
+		t.Fatalf("promise survived a crash before its sync: %s", got)
+	}
+}
+
+// A follower that missed entries the leader has compacted away is caught up
+// with a snapshot, which overtakes whatever partial log it had.
+func TestSnapshotCatchUp(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a")
+	c.deliver(1<<20, nil)
+	c.settle()
+	c.crash(3)
+	c.propose(1, "b", "c", "d")
+	c.deliver(1<<20, nil)
+	c.settle()
+	// The leader and replica 2 snapshot and compact through slot 3.
+	for _, id := range []ReplicaID{1, 2} {
+		r := c.replicas[id]
+		r.storage.compact(3, []byte(strings.Join(r.applied[:3], ",")), c.members)
+		r.node.log.snapIndex = 3
+	}
+	c.restart(3)
+	c.run(c.timing.LeaseTicks)
+	c.propose(1, "e")
+	c.deliver(1<<20, nil)
+	c.run(c.timing.ElectionTicks)
+	if got := appliedOf(c, 3); got != "a,b,c,d,e" {
+		t.Fatalf("replica 3 applied %q\n%s", got, c.describe())
+	}
+	if c.replicas[3].storage.snap.Meta.Index != 3 {
+		t.Fatalf("replica 3 did not install the snapshot")
+	}
+}
+
+func TestInvalidMessagesRejected(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	n := c.replicas[1].node
+	cases := map[string]Message{
+		"unknown type":   {Type: 99, From: 2, To: 1},
+		"wrong receiver": {Type: MsgHeartbeat, From: 2, To: 3, Start: 1},
+		"non-member":     {Type: MsgHeartbeat, From: 9, To: 1, Start: 1},
+		"from self":      {Type: MsgHeartbeat, From: 1, To: 1, Start: 1},
+		"gap in accept": {Type: MsgAccept, From: 2, To: 1, Start: 1, Ballot: Ballot{1, 2},
+			Entries: []Entry{{Slot: 1, Ballot: Ballot{1, 2}, Kind: EntryNoop}, {Slot: 3, Ballot: Ballot{1, 2}, Kind: EntryNoop}}},
+		"foreign ballot": {Type: MsgAccept, From: 2, To: 1, Start: 1, Ballot: Ballot{1, 2},
+			Entries: []Entry{{Slot: 1, Ballot: Ballot{1, 3}, Kind: EntryNoop}}},
+		"bad kind":       {Type: MsgChosen, From: 2, To: 1, Entries: []Entry{{Slot: 1, Kind: 7}}},
+		"stray snapshot": {Type: MsgAccept, From: 2, To: 1, Start: 1, Snapshot: &Snapshot{}},
+	}
+	for name, m := range cases {
+		if err := n.Step(m); !errors.Is(err, ErrInvalidMessage) {
+			t.Errorf("%s: got %v, want ErrInvalidMessage", name, err)
+		}
+	}
+}

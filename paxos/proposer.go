@@ -1,0 +1,386 @@
+package paxos
+
+import (
+	"fmt"
+	"slices"
+)
+
+// This file holds the proposer's side: pre-vote, phase 1 and leadership.
+
+// candidacy is the state of a pre-vote or a phase 1 in progress.
+type candidacy struct {
+	ballot   Ballot
+	start    uint64 // first slot asked about: chosen+1 when it began
+	sentAt   uint64 // local tick the prepare went out: the lease counts from it
+	granted  map[ReplicaID]bool
+	rejected map[ReplicaID]bool
+	promises map[ReplicaID][]Entry
+	chosen   map[ReplicaID]uint64 // each promiser's chosen index
+}
+
+func (n *Node) nextBallot() Ballot {
+	round := max(n.maxRound, n.hs.Promised.Round) + 1
+	return Ballot{Round: round, Replica: n.id}
+}
+
+func (n *Node) startPreVote() {
+	n.resetElectionTimer()
+	if !n.leaseFree(n.id) {
+		return // our own acceptor still honours someone's lease
+	}
+	n.role = PreCandidate
+	n.leader = None
+	n.lead = nil
+	n.cand = &candidacy{ballot: n.nextBallot(), granted: map[ReplicaID]bool{n.id: true}, rejected: map[ReplicaID]bool{}}
+	if n.quorum(n.cand.granted) {
+		n.startPrepare()
+		return
+	}
+	for _, p := range n.peers {
+		n.send(Message{Type: MsgPreVote, To: p, Ballot: n.cand.ballot, Start: n.hs.Chosen + 1, Chosen: n.hs.Chosen})
+	}
+}
+
+func (n *Node) onPreVoteReply(m Message) {
+	if n.role != PreCandidate || m.Ballot != n.cand.ballot {
+		return
+	}
+	if m.Reject {
+		n.cand.rejected[m.From] = true
+		if len(n.cand.rejected) >= n.members.Quorum() {
+			n.becomeFollower(None)
+		}
+		return
+	}
+	n.cand.granted[m.From] = true
+	if n.quorum(n.cand.granted) {
+		n.startPrepare()
+	}
+}
+
+func (n *Node) startPrepare() {
+	n.stats.Elections++
+	b := n.nextBallot()
+	n.role = Candidate
+	n.setPromised(b)
+	n.maxRound = b.Round
+	n.leaseHolder, n.leaseUntil = n.id, n.now+uint64(n.timing.LeaseTicks)
+	start := n.hs.Chosen + 1
+	own, err := n.log.entries(start, n.log.lastSlot+1, int(^uint(0)>>1), ^uint64(0))
+	if err != nil {
+		n.halt(err)
+		return
+	}
+	n.cand = &candidacy{
+		ballot: b, start: start, sentAt: n.now,
+		granted: map[ReplicaID]bool{}, rejected: map[ReplicaID]bool{},
+		promises: map[ReplicaID][]Entry{n.id: own},
+		chosen:   map[ReplicaID]uint64{},
+	}
+	for _, p := range n.peers {
+		n.send(Message{Type: MsgPrepare, To: p, Ballot: b, Start: start, Chosen: n.hs.Chosen})
+	}
+	n.maybeWin()
+}
+
+func (n *Node) onPromise(m Message) {
+	if n.role != Candidate || m.Ballot != n.cand.ballot {
+		return
+	}
+	if m.Reject {
+		n.cand.rejected[m.From] = true
+		if n.cand.ballot.Less(m.Promised) || len(n.cand.rejected) >= n.members.Quorum() {
+			n.becomeFollower(None)
+		}
+		return
+	}
+	for _, e := range m.Entries {
+		if e.Slot < n.cand.start {
+			n.halt(fmt.Errorf("%w: promise from %d reports slot %d below start %d", ErrInvalidMessage, m.From, e.Slot, n.cand.start))
+			return
+		}
+	}
+	n.cand.promises[m.From] = m.Entries
+	n.cand.chosen[m.From] = m.Chosen
+	n.maybeWin()
+}
+
+func (n *Node) maybeWin() {
+	if len(n.cand.promises) < n.members.Quorum() {
+		return
+	}
+	n.becomeLeader()
+}
+
+// becomeLeader re-proposes, for every slot from the candidacy's start to
+// the highest slot any promise reported, the value accepted under the
+// highest ballot among the promises, and a no-op where none was.
+//
+// Slots this replica learned were chosen while it campaigned are not
+// re-proposed: followers learn them by catch-up, like all below start.
+func (n *Node) becomeLeader() {
+	c := n.cand
+	c.start = max(c.start, n.hs.Chosen+1)
+	highest := map[uint64]Entry{}
+	top := c.start - 1
+	for _, id := range n.members.Voters {
+		for _, e := range c.promises[id] {
+			if e.Slot < c.start {
+				continue
+			}
+			if cur, ok := highest[e.Slot]; !ok || cur.Ballot.Less(e.Ballot) {
+				highest[e.Slot] = e
+			}
+			top = max(top, e.Slot)
+		}
+	}
+	for s := c.start; s <= top; s++ {
+		e, ok := highest[s]
+		if !ok {
+			e = Entry{Slot: s, Kind: EntryNoop}
+		}
+		e.Ballot = c.ballot
+		n.log.put(e)
+	}
+	n.role = Leader
+	n.leader = n.id
+	n.cand = nil
+	n.stats.BecameLeader++
+	n.lead = newLeadership(n, c, top)
+	n.lead.heartbeat(n)
+}
+
+func (n *Node) onNack(m Message) {
+	var mine Ballot
+	switch n.role {
+	case Leader:
+		mine = n.lead.ballot
+	case Candidate, PreCandidate:
+		mine = n.cand.ballot
+	default:
+		return
+	}
+	if m.Ballot == mine && mine.Less(m.Promised) {
+		n.becomeFollower(None)
+	}
+}
+
+func (n *Node) quorum(votes map[ReplicaID]bool) bool {
+	return len(votes) >= n.members.Quorum()
+}
+
+// leadership is the state of a leader.
+type leadership struct {
+	ballot     Ballot
+	start      uint64
+	caughtUpAt uint64
+	progress   map[ReplicaID]*progress
+
+	heartbeatElapsed int
+	round            uint64
+	rounds           []leaseRound // recent heartbeat rounds, oldest first
+	leaseUntil       uint64
+	lastQuorumAt     uint64 // the send tick of the newest round a quorum acknowledged
+}
+
+// progress is what the leader knows of one follower.
+type progress struct {
+	next        uint64 // next slot to send
+	match       uint64 // highest slot known accepted under our ballot (or chosen)
+	chosen      uint64 // the follower's chosen index
+	inflight    int    // accepts sent and not answered
+	lastAckAt   uint64 // local tick of the last reply
+	resetAt     uint64 // the through a gap reset restarted from, to ignore echoes
+	catchUpAt   uint64 // local tick of the last catch-up sent
+	catchUpSent bool
+	// known is set once the follower's chosen index is known (from its
+	// promise or a reply): catch-up waits for it.
+	known bool
+}
+
+type leaseRound struct {
+	round  uint64
+	sentAt uint64
+	acks   map[ReplicaID]bool
+}
+
+const maxLeaseRounds = 8
+
+func newLeadership(n *Node, c *candidacy, top uint64) *leadership {
+	l := &leadership{
+		ballot: c.ballot, start: c.start, caughtUpAt: top,
+		progress: map[ReplicaID]*progress{}, lastQuorumAt: c.sentAt,
+		leaseUntil: c.sentAt + n.leaseSpan,
+	}
+	for _, p := range n.peers {
+		pr := &progress{next: c.start, match: c.start - 1, lastAckAt: n.now}
+		if chosen, ok := c.chosen[p]; ok {
+			pr.chosen, pr.known = chosen, true
+		}
+		l.progress[p] = pr
+	}
+	return l
+}
+
+func (n *Node) tickLeader() {
+	l := n.lead
+	l.heartbeatElapsed++
+	if l.heartbeatElapsed >= n.timing.HeartbeatTicks {
+		l.heartbeat(n)
+	}
+	// Check quorum: a leader that has not heard a quorum for an election
+	// timeout steps down, so a partitioned leader stops believing in itself.
+	if n.now-l.lastQuorumAt >= uint64(n.timing.ElectionTicks) {
+		n.becomeFollower(None)
+	}
+}
+
+// holdsQuorum reports whether a quorum answered recently enough that this
+// leader should refuse pre-votes.
+func (l *leadership) holdsQuorum(n *Node) bool {
+	return n.now-l.lastQuorumAt < uint64(n.timing.ElectionTicks)
+}
+
+func (l *leadership) heartbeat(n *Node) {
+	l.heartbeatElapsed = 0
+	l.round++
+	r := leaseRound{round: l.round, sentAt: n.now, acks: map[ReplicaID]bool{n.id: true}}
+	l.rounds = append(l.rounds, r)
+	if len(l.rounds) > maxLeaseRounds {
+		l.rounds = slices.Delete(l.rounds, 0, 1)
+	}
+	n.leaseHolder, n.leaseUntil = n.id, n.now+uint64(n.timing.LeaseTicks)
+	for _, p := range n.peers {
+		pr := l.progress[p]
+		n.send(Message{Type: MsgHeartbeat, To: p, Ballot: l.ballot, Start: l.start, Commit: n.hs.Chosen, Round: l.round})
+		l.maybeRetransmit(n, pr)
+		l.maybeCatchUp(n, p, pr)
+	}
+}
+
+// maybeRetransmit restarts sending from the follower's last known
+// position when accepts seem lost: none was answered for two heartbeats.
+func (l *leadership) maybeRetransmit(n *Node, pr *progress) {
+	if pr.inflight > 0 && n.now-pr.lastAckAt >= 2*uint64(n.timing.HeartbeatTicks) {
+		pr.inflight = 0
+		pr.next = pr.match + 1
+		pr.lastAckAt = n.now
+		n.stats.Retransmissions++
+	}
+}
+
+// maybeCatchUp sends chosen entries (or a snapshot) below the leader's
+// start to a follower that lacks them: it cannot learn them under our
+// ballot.
+func (l *leadership) maybeCatchUp(n *Node, to ReplicaID, pr *progress) {
+	if !pr.known || (pr.chosen+1 >= l.start && pr.next > n.log.snapIndex) {
+		return
+	}
+	if pr.catchUpSent && n.now-pr.catchUpAt < 2*uint64(n.timing.HeartbeatTicks) {
+		return
+	}
+	pr.catchUpSent, pr.catchUpAt = true, n.now
+	n.sendCatchUp(to, pr.chosen, l.ballot)
+}
+
+func (l *leadership) wantsSend(n *Node) bool {
+	for _, p := range n.peers {
+		pr := l.progress[p]
+		if pr.next <= n.log.lastSlot && pr.inflight < n.limits.MaxInflightAccepts && pr.next > n.log.snapIndex {
+			return true
+		}
+	}
+	return false
+}
+
+// sendAccepts sends every follower the proposals it has not been sent,
+// in batches, with at most MaxInflightAccepts unanswered.
+func (l *leadership) sendAccepts(n *Node) {
+	for _, p := range n.peers {
+		pr := l.progress[p]
+		for pr.next <= n.log.lastSlot && pr.inflight < n.limits.MaxInflightAccepts {
+			if pr.next <= n.log.snapIndex {
+				l.maybeCatchUp(n, p, pr)
+				break
+			}
+			es, err := n.log.entries(pr.next, n.log.lastSlot+1, n.limits.MaxBatchEntries, n.limits.MaxBatchBytes)
+			if err != nil {
+				n.halt(err)
+				return
+			}
+			if len(es) == 0 || es[0].Slot != pr.next {
+				panic(fmt.Sprintf("paxos: leader %d lacks its own proposal for slot %d", n.id, pr.next))
+			}
+			n.send(Message{Type: MsgAccept, To: p, Ballot: l.ballot, Start: l.start, Entries: es, Commit: n.hs.Chosen})
+			n.stats.AcceptsSent++
+			n.stats.EntriesSent += uint64(len(es))
+			pr.next = es[len(es)-1].Slot + 1
+			pr.inflight++
+		}
+	}
+}
+
+// onAccepted handles MsgAccepted and MsgHeartbeatReply.
+func (n *Node) onAccepted(m Message) {
+	if n.role != Leader || m.Ballot != n.lead.ballot {
+		return
+	}
+	l := n.lead
+	pr := l.progress[m.From]
+	pr.known = true
+	pr.chosen = max(pr.chosen, m.Chosen)
+	pr.match = max(pr.match, m.Through)
+	if pr.next <= pr.match {
+		pr.next = pr.match + 1
+	}
+	switch m.Type {
+	case MsgAccepted:
+		pr.lastAckAt = n.now
+		if pr.inflight > 0 && m.Last > 0 {
+			pr.inflight--
+		}
+		if m.Last > m.Through && m.Through != pr.resetAt {
+			// The follower found a gap: resend from where it stands.
+			pr.resetAt = m.Through
+			pr.next = m.Through + 1
+			pr.inflight = 0
+			n.stats.Retransmissions++
+		}
+		if m.Last == 0 {
+			pr.catchUpSent = false
+			l.maybeCatchUp(n, m.From, pr)
+		}
+	case MsgHeartbeatReply:
+		l.ackRound(n, m.From, m.Round)
+	}
+	l.advanceCommit(n)
+}
+
+func (l *leadership) ackRound(n *Node, from ReplicaID, round uint64) {
+	for i := range l.rounds {
+		r := &l.rounds[i]
+		if r.round != round {
+			continue
+		}
+		r.acks[from] = true
+		if len(r.acks) >= n.members.Quorum() && r.sentAt > l.lastQuorumAt {
+			l.lastQuorumAt = r.sentAt
+			l.leaseUntil = max(l.leaseUntil, r.sentAt+n.leaseSpan)
+		}
+		return
+	}
+}
+
+// advanceCommit chooses the highest slot a quorum has accepted.
+func (l *leadership) advanceCommit(n *Node) {
+	matches := make([]uint64, 0, len(n.members.Voters))
+	matches = append(matches, n.log.lastSlot)
+	for _, p := range n.peers {
+		matches = append(matches, l.progress[p].match)
+	}
+	slices.Sort(matches)
+	commit := matches[len(matches)-n.members.Quorum()]
+	if commit > n.hs.Chosen && commit >= l.start {
+		n.setChosen(commit)
+	}
+}
