@@ -43,7 +43,7 @@ func (s *testStorage) Entries(lo, hi, maxBytes uint64) ([]Entry, error) {
 	return out, nil
 }
 
-func (s *testStorage) LastSlot() (uint64, error) { return s.last, nil }
+func (s *testStorage) LastSlot() (uint64, error)   { return s.last, nil }
 func (s *testStorage) Snapshot() (Snapshot, error) { return s.snap, nil }
 
 func (s *testStorage) save(rd Ready) {
@@ -292,8 +292,8 @@ func (c *testCluster) propose(id ReplicaID, values ...string) {
 	}
 }
 
-func (c *testCluster) block(from, to ReplicaID)   { c.blocked[[2]ReplicaID{from, to}] = true }
-func (c *testCluster) unblockAll()                { clear(c.blocked) }
+func (c *testCluster) block(from, to ReplicaID) { c.blocked[[2]ReplicaID{from, to}] = true }
+func (c *testCluster) unblockAll()              { clear(c.blocked) }
 func (c *testCluster) isolate(id ReplicaID) {
 	for _, o := range c.ids() {
 		if o != id {

@@ -29,6 +29,9 @@ type Options struct {
 	// MemTableBytes is the size of one memtable; 0 leaves Pebble's default
 	// (4 MiB). Tests set it small to make flushes and compactions happen.
 	MemTableBytes uint64
+	// Logger receives Pebble's messages; nil leaves Pebble's default (the
+	// standard log package).
+	Logger pebble.Logger
 }
 
 // Store is a storage.Store on Pebble. It is safe for concurrent use.
@@ -66,6 +69,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		FS:                 opts.FS,
 		MemTableSize:       opts.MemTableBytes,
 		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             opts.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storage: pebblestore: open %s: %w", dir, err)

@@ -180,4 +180,3 @@ func randomStep(t *testing.T, r *rand.Rand, h Harness, s storage.Store, m *Model
 	}
 	return s
 }
-
