@@ -1,0 +1,130 @@
+package pebblestore_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"paxcron/storage"
+	"paxcron/storage/pebblestore"
+	"paxcron/storage/storetest"
+)
+
+const dir = "db"
+
+// quietLogger drops Pebble's chatter and keeps its errors.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+
+func (quietLogger) Errorf(format string, args ...any) { pebble.DefaultLogger.Errorf(format, args...) }
+
+func (quietLogger) Fatalf(format string, args ...any) { pebble.DefaultLogger.Fatalf(format, args...) }
+
+// memDisk is a store on Pebble's crashable memory file system.
+type memDisk struct {
+	fs    *vfs.MemFS
+	store *pebblestore.Store
+	opts  pebblestore.Options
+}
+
+func openMemDisk(t *testing.T, opts pebblestore.Options) *memDisk {
+	t.Helper()
+	d := &memDisk{fs: vfs.NewCrashableMem(), opts: opts}
+	d.open(t)
+	t.Cleanup(func() { _ = d.store.Close() })
+	return d
+}
+
+func (d *memDisk) open(t *testing.T) *pebblestore.Store {
+	t.Helper()
+	opts := d.opts
+	opts.FS, opts.Logger = d.fs, quietLogger{}
+	s, err := pebblestore.Open(dir, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	d.store = s
+	return s
+}
+
+// crash keeps only what was synced and reopens the store on it.
+func (d *memDisk) crash(t *testing.T) *pebblestore.Store {
+	t.Helper()
+	clone := d.fs.CrashClone(vfs.CrashCloneCfg{})
+	_ = d.store.Close() // may be closed already; the clone is unaffected
+	d.fs = clone
+	return d.open(t)
+}
+
+func (d *memDisk) harness() storetest.Harness {
+	return storetest.Harness{
+		Store: d.store,
+		Reopen: func(t *testing.T) storage.Store {
+			if err := d.store.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			return d.open(t)
+		},
+		Crash: func(t *testing.T) storage.Store { return d.crash(t) },
+		Corrupt: func(t *testing.T, r *rand.Rand) (string, bool) {
+			desc, ok, err := pebblestore.CorruptRandomRecord(d.store, r)
+			if err != nil {
+				t.Fatalf("corrupting: %v", err)
+			}
+			return desc, ok
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		return openMemDisk(t, pebblestore.Options{}).harness()
+	})
+}
+
+// TestConformanceSmallMemTable runs the suite with memtables small enough
+// that flushes and compactions run under it.
+func TestConformanceSmallMemTable(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		return openMemDisk(t, pebblestore.Options{MemTableBytes: 64 << 10}).harness()
+	})
+}
+
+// TestRealDisk checks the store on the operating system's file system.
+func TestRealDisk(t *testing.T) {
+	path := t.TempDir()
+	open := func() *pebblestore.Store {
+		s, err := pebblestore.Open(path, pebblestore.Options{FS: vfs.Default, Logger: quietLogger{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s, m := open(), storetest.NewModel()
+	r := rand.New(rand.NewPCG(1, 1))
+	for range 20 {
+		u := storetest.RandomUpdate(r, m)
+		if err := s.Save(u); err != nil {
+			t.Fatal(err)
+		}
+		_ = m.Save(u)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open()
+	defer s.Close()
+	got, err := storetest.ReadState(s)
+	if err != nil || !got.Equal(m.State()) {
+		t.Fatalf("after reopen: %v, %v; want %v", got, err, m.State())
+	}
+}
+
+func TestOpenWithoutFS(t *testing.T) {
+	if _, err := pebblestore.Open(dir, pebblestore.Options{}); err == nil {
+		t.Fatal("Open without an FS succeeded")
+	}
+}
