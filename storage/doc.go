@@ -6,4 +6,22 @@
 // (storage/storetest): a Pebble store for production (storage/pebblestore)
 // and an in-memory store that can lose unsynced writes and flip bytes on
 // demand, for the deterministic simulator (storage/memstore).
+//
+// This package holds what both share: the write-side contract (Store,
+// Update), the record format and its Codec (record.go: msgpack value, format
+// version, CRC-32C; any mismatch is an error wrapping ErrCorrupt that names
+// the record), and the small rules every store applies the same way
+// (CheckUpdate, CheckCompact, CheckEntriesRange, SizeBudget).
+//
+// Choices the paxos.Storage contract leaves open, made here once:
+//   - Entries' maxBytes is a ceiling: entries are returned while their summed
+//     paxos.EntrySize stays within it, and the first one always.
+//   - Entries with lo <= the snapshot index returns paxos.ErrCompacted itself,
+//     unwrapped; with no snapshot the index is 0, so lo = 0 is compacted too.
+//   - Save drops entries at or below the snapshot index in effect and rejects
+//     a snapshot older than the stored one (ErrInvalid), so that no entry is
+//     ever held where Entries could not return it.
+//   - Stores cache only what their keys say (snapshot index, last slot) and
+//     decode every value on read, so a byte flipped on disk after Open is
+//     still caught by the next read of that record.
 package storage

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 )
 
-// CrashDuringNextSave makes the next Save crash between writing and
-// syncing: its records are written (reads see them, as they would see the
+// CrashDuringNextSave makes the next Save that writes something (not an
+// empty or rejected one) crash between writing and syncing: its records are written (reads see them, as they would see the
 // page cache) but not synced, and it returns an error wrapping ErrCrashed.
 // Later writes fail with ErrCrashed until Crash (which drops the unsynced
 // records), Restart (which keeps them) or Wipe.

@@ -146,7 +146,7 @@ func (s *Store) Save(u storage.Update) error {
 	}
 	if crash {
 		s.crashed = true
-		return fmt.Errorf("storage: save of %d entries: %w before sync", len(u.Entries), ErrCrashed)
+		return fmt.Errorf("%w during a save of %d entries, before its sync", ErrCrashed, len(u.Entries))
 	}
 	return nil
 }
@@ -177,7 +177,7 @@ func (s *Store) checkWritable() error {
 	case s.closed:
 		return storage.ErrClosed
 	case s.crashed:
-		return fmt.Errorf("storage: write after a crashed save: %w", ErrCrashed)
+		return fmt.Errorf("%w: writes are refused until the store restarts", ErrCrashed)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,6 +49,7 @@ func newCrashPlan(seed uint64, saves int) crashPlan {
 type crashPoint struct {
 	fs             *vfs.MemFS
 	acked, started int
+	op             errorfs.Op // the write the crash preceded
 }
 
 // TestCrashAtEveryWrite runs one sequence of Saves again and again, each
@@ -58,19 +60,39 @@ type crashPoint struct {
 // exactly a prefix of the Saves: every Save that had returned, at most the
 // one in flight, and nothing half-applied.
 func TestCrashAtEveryWrite(t *testing.T) {
-	plan := newCrashPlan(1, 40)
-	stride := 1
+	seeds, stride := []uint64{1, 2}, 1
 	if testing.Short() {
-		stride = 7
+		seeds, stride = seeds[:1], 5
 	}
-	for k := 1; ; k += stride {
-		cp, crashed := runUntilCrash(t, plan, k)
-		if !crashed {
-			t.Logf("%d write operations in all", k-1)
-			break
-		}
-		checkCrashImage(t, plan, cp, k)
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			plan := newCrashPlan(seed, 40)
+			var points, walSyncs, sstWrites int
+			for k := 1; ; k += stride {
+				cp, crashed := runUntilCrash(t, plan, k)
+				if !crashed {
+					t.Logf("%d crash points", points)
+					break
+				}
+				points++
+				checkCrashImage(t, plan, cp, k)
+				walSyncs += boolInt(cp.op.Kind == errorfs.OpFileSyncData && strings.HasSuffix(cp.op.Path, ".log"))
+				sstWrites += boolInt(strings.HasSuffix(cp.op.Path, ".sst"))
+			}
+			// Keep the test honest if Pebble changes how it writes: it must
+			// have crashed between a WAL write and its sync, and in flushes.
+			if walSyncs == 0 || sstWrites == 0 {
+				t.Fatalf("crash points: %d just before a WAL sync, %d in sstables; want some of each", walSyncs, sstWrites)
+			}
+		})
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // runUntilCrash runs the plan on a fresh disk, taking the crash image at
@@ -95,7 +117,7 @@ func runUntilCrash(t *testing.T, plan crashPlan, k int) (crashPoint, bool) {
 		hi := started.Load()
 		mu.Lock()
 		defer mu.Unlock()
-		cp, crashed = crashPoint{fs: fs, acked: int(lo), started: int(hi)}, true
+		cp, crashed = crashPoint{fs: fs, acked: int(lo), started: int(hi), op: op}, true
 		return nil
 	})
 	s, err := pebblestore.Open(dir, pebblestore.Options{
