@@ -3,6 +3,7 @@ package memstore
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 )
 
 // CrashDuringNextSave makes the next Save that writes something (not an
@@ -75,6 +76,6 @@ func (s *Store) recordAt(i int) (rec []byte, name string) {
 	return s.entries[slot], fmt.Sprintf("entry at slot %d", slot)
 }
 
-// Held reports how many entries the store holds, for tests and the
-// simulator's statistics.
-func (s *Store) Held() int { return len(s.slots) }
+// HeldSlots returns the slots of every stored entry, in order, for tests
+// and the simulator's statistics.
+func (s *Store) HeldSlots() []uint64 { return slices.Clone(s.slots) }

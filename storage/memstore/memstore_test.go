@@ -27,6 +27,7 @@ func TestConformance(t *testing.T) {
 			Corrupt: func(_ *testing.T, r *rand.Rand) (string, bool) {
 				return s.CorruptRandomRecord(r)
 			},
+			HeldSlots: func(*testing.T) []uint64 { return s.HeldSlots() },
 		}
 	})
 }

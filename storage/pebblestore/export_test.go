@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -34,4 +35,24 @@ func CorruptRandomRecord(s *Store, r *rand.Rand) (desc string, ok bool, err erro
 		return "", false, err
 	}
 	return fmt.Sprintf("key %q, byte %d of %d", keys[k], i, len(v)), true, nil
+}
+
+// HeldSlots lists the slots of every entry key in the database, in order,
+// past the store's API.
+func HeldSlots(s *Store) ([]uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{entryTag}, UpperBound: tagUpperBound(entryTag)})
+	if err != nil {
+		return nil, err
+	}
+	var slots []uint64
+	for valid := it.First(); valid; valid = it.Next() {
+		slot, err := parseNumberedKey(entryTag, it.Key())
+		if err != nil {
+			return nil, errors.Join(err, it.Close())
+		}
+		slots = append(slots, slot)
+	}
+	return slots, it.Close()
 }

@@ -76,6 +76,13 @@ func (d *memDisk) harness() storetest.Harness {
 			}
 			return desc, ok
 		},
+		HeldSlots: func(t *testing.T) []uint64 {
+			slots, err := pebblestore.HeldSlots(d.store)
+			if err != nil {
+				t.Fatalf("listing held slots: %v", err)
+			}
+			return slots
+		},
 	}
 }
 

@@ -158,6 +158,7 @@ func testRandomAgainstModel(t *testing.T, open func(t *testing.T) Harness) {
 			for range 150 {
 				s = randomStep(t, r, h, s, m)
 				checkState(t, s, m.State())
+				checkHeld(t, h, m.State())
 			}
 		})
 	}

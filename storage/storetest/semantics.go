@@ -93,12 +93,14 @@ func testSaveSemantics(t *testing.T, open func(t *testing.T) Harness) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, m := open(t).Store, NewModel()
+			h := open(t)
+			s, m := h.Store, NewModel()
 			for i, st := range tt.steps {
 				runStep(t, i, s, m, st)
 			}
 			want := m.State()
 			checkState(t, s, want)
+			checkHeld(t, h, want)
 			var slots []uint64
 			for _, e := range want.Entries {
 				slots = append(slots, e.Slot)

@@ -6,6 +6,7 @@ package storetest
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"paxcron/paxos"
@@ -27,6 +28,10 @@ type Harness struct {
 	// failing disk would; ok is false if no record is stored. Nil if the
 	// store cannot be corrupted on purpose.
 	Corrupt func(t *testing.T, r *rand.Rand) (desc string, ok bool)
+	// HeldSlots lists the slots of every entry physically stored, read
+	// past the store's API, in order. It shows entries that the API hides
+	// but a snapshot or Compact should have deleted. Nil if unsupported.
+	HeldSlots func(t *testing.T) []uint64
 }
 
 // Run runs the conformance suite; open must return a harness on a fresh,
@@ -62,6 +67,19 @@ func checkState(t *testing.T, s storage.Store, want State) {
 	}
 	if !got.Equal(want) {
 		t.Fatalf("store state\n got %v\nwant %v\n(full got %+v)", got, want, got)
+	}
+}
+
+// checkHeld fails t if h's store physically holds entries other than
+// want's, such as entries at or below the snapshot index that the API
+// hides but Save or Compact should have deleted.
+func checkHeld(t *testing.T, h Harness, want State) {
+	t.Helper()
+	if h.HeldSlots == nil {
+		return
+	}
+	if got := h.HeldSlots(t); !slices.Equal(got, slotsOf(want.Entries)) {
+		t.Fatalf("store physically holds slots %v, want %v", got, slotsOf(want.Entries))
 	}
 }
 
