@@ -51,6 +51,7 @@ type wireHardState struct {
 	PromisedRound   uint64
 	PromisedReplica uint64
 	Chosen          uint64
+	Rebuilding      bool
 }
 
 type wireEntry struct {
@@ -95,6 +96,7 @@ func (c *Codec) AppendHardState(dst []byte, hs paxos.HardState) []byte {
 		PromisedRound:   hs.Promised.Round,
 		PromisedReplica: uint64(hs.Promised.Replica),
 		Chosen:          hs.Chosen,
+		Rebuilding:      hs.Rebuilding,
 	}
 	return c.appendRecord(dst, kindHardState, &w)
 }
@@ -147,8 +149,9 @@ func (c *Codec) DecodeHardState(rec []byte) (paxos.HardState, error) {
 		return paxos.HardState{}, err
 	}
 	return paxos.HardState{
-		Promised: paxos.Ballot{Round: w.PromisedRound, Replica: paxos.ReplicaID(w.PromisedReplica)},
-		Chosen:   w.Chosen,
+		Promised:   paxos.Ballot{Round: w.PromisedRound, Replica: paxos.ReplicaID(w.PromisedReplica)},
+		Chosen:     w.Chosen,
+		Rebuilding: w.Rebuilding,
 	}, nil
 }
 
