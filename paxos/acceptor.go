@@ -146,7 +146,7 @@ func (n *Node) replyCaughtUp(m Message) {
 	if n.follow.ballot == m.Ballot {
 		through = max(through, n.follow.through)
 	}
-	n.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Through: through, Chosen: n.hs.Chosen})
+	n.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Through: through, Chosen: n.hs.Chosen, Reject: n.hs.Rebuilding})
 }
 
 // sendCatchUp sends to a replica whose chosen index is peerChosen the

@@ -72,8 +72,12 @@ type Config struct {
 	// Applied is the highest slot the caller's state machine has applied
 	// (its snapshot index after a restart). Committed entries start after it.
 	Applied uint64
-	Timing  Timing
-	Limits  Limits
+	// Rebuilding starts a replica that lost its disk and rejoins an
+	// existing cluster as a learner (see HardState.Rebuilding). It only
+	// matters when the storage is empty.
+	Rebuilding bool
+	Timing     Timing
+	Limits     Limits
 }
 
 // ErrConfig wraps every configuration error.

@@ -114,13 +114,21 @@ func newTestCluster(t testing.TB, n int, seed uint64) *testCluster {
 
 func (c *testCluster) ids() []ReplicaID { return c.members.Voters }
 
-func (c *testCluster) start(id ReplicaID) {
+func (c *testCluster) start(id ReplicaID) { c.startWith(id, false) }
+
+// wipe loses a replica's disk and restarts it as a rebuilding learner.
+func (c *testCluster) wipe(id ReplicaID) {
+	c.replicas[id].storage = newTestStorage()
+	c.startWith(id, true)
+}
+
+func (c *testCluster) startWith(id ReplicaID, rebuilding bool) {
 	r := c.replicas[id]
 	applied := r.storage.snap.Meta.Index
 	node, err := NewNode(Config{
 		ID: id, Membership: c.members, Storage: r.storage,
 		Rand:    rand.New(rand.NewPCG(c.seed, uint64(id))),
-		Applied: applied, Timing: c.timing, Limits: c.limits,
+		Applied: applied, Timing: c.timing, Limits: c.limits, Rebuilding: rebuilding,
 	})
 	if err != nil {
 		c.t.Fatalf("starting %d: %v", id, err)

@@ -93,7 +93,9 @@ type Message struct {
 	Last uint64
 	// Round numbers heartbeat rounds for the leader's lease.
 	Round uint64
-	// Reject marks a denied MsgPreVoteReply or MsgPromise.
+	// Reject marks a denied MsgPreVoteReply or MsgPromise, and a
+	// MsgAccepted or MsgHeartbeatReply from a rebuilding replica, which
+	// reports its chosen index but casts no vote.
 	Reject bool
 	// Snapshot is set on MsgSnapshot.
 	Snapshot *Snapshot

@@ -74,6 +74,10 @@ type Node struct {
 	leader   ReplicaID // the replica whose ballot we follow, if known
 	maxRound uint64    // the highest round seen in any ballot
 
+	// rebuildPrepared is the highest ballot seen prepared since this
+	// rebuilding replica started.
+	rebuildPrepared Ballot
+
 	electionElapsed int
 	electionTimeout int
 
@@ -118,6 +122,9 @@ func NewNode(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("paxos: reading initial state: %w", err)
 	}
+	if cfg.Rebuilding && hs == (HardState{}) && meta.Index == 0 {
+		hs.Rebuilding = true
+	}
 	if hs.Chosen < meta.Index {
 		hs.Chosen = meta.Index
 	}
@@ -148,6 +155,9 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	slices.Sort(n.peers)
 	n.becomeFollower(None)
+	if hs.Rebuilding {
+		n.hsDirty = true // persist the mark before anything else
+	}
 	return n, nil
 }
 
@@ -174,7 +184,7 @@ func (n *Node) Tick() {
 		n.tickLeader()
 	default:
 		n.electionElapsed++
-		if n.electionElapsed >= n.electionTimeout {
+		if n.electionElapsed >= n.electionTimeout && !n.hs.Rebuilding {
 			n.startPreVote()
 		}
 	}
@@ -226,6 +236,10 @@ func (n *Node) Step(m Message) error {
 	}
 	if m.Promised.Round > n.maxRound {
 		n.maxRound = m.Promised.Round
+	}
+	if n.hs.Rebuilding {
+		n.stepRebuilding(m)
+		return n.halted
 	}
 	switch m.Type {
 	case MsgPreVote:
@@ -393,6 +407,8 @@ type Status struct {
 	// LeaseUntil is the local tick before which this leader is sure no
 	// other replica can be leader (zero when not leader).
 	LeaseUntil uint64
+	// Rebuilding is set while the replica learns without voting.
+	Rebuilding bool
 	// CaughtUpAt is, on a leader, the slot through which it must have
 	// applied to have seen every command chosen before its leadership.
 	CaughtUpAt uint64
@@ -403,6 +419,7 @@ func (n *Node) Status() Status {
 	s := Status{
 		ID: n.id, Role: n.role, Leader: n.leader, Promised: n.hs.Promised,
 		Chosen: n.hs.Chosen, Applied: n.applied, LastSlot: n.log.lastSlot, Now: n.now,
+		Rebuilding: n.hs.Rebuilding,
 	}
 	if n.role == Leader {
 		s.Ballot = n.lead.ballot
@@ -421,4 +438,22 @@ func (n *Node) LeaseValidUntil() (uint64, bool) {
 		return 0, false
 	}
 	return n.lead.leaseUntil, n.now < n.lead.leaseUntil
+}
+
+// Compacted tells the node the caller saved a snapshot at index and
+// dropped the log at or below it. Call it after Advance, before any other
+// input; index must not pass the applied index.
+func (n *Node) Compacted(index uint64) {
+	if index > n.applied {
+		panic(fmt.Sprintf("paxos: replica %d compacted through %d beyond applied %d", n.id, index, n.applied))
+	}
+	if len(n.log.handed) != 0 {
+		panic("paxos: Compacted between Ready and Advance")
+	}
+	n.log.installSnapshot(index)
+}
+
+// Membership returns the voters.
+func (n *Node) Membership() Membership {
+	return Membership{Voters: slices.Clone(n.members.Voters)}
 }

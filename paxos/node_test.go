@@ -8,8 +8,16 @@ import (
 	"testing"
 )
 
+// appliedOf returns the commands a replica applied, without no-ops (every
+// new leader chooses one).
 func appliedOf(c *testCluster, id ReplicaID) string {
-	return strings.Join(c.replicas[id].applied, ",")
+	var cmds []string
+	for _, v := range c.replicas[id].applied {
+		if v != "_" {
+			cmds = append(cmds, v)
+		}
+	}
+	return strings.Join(cmds, ",")
 }
 
 // settle lets heartbeats carry the commit index to every follower.
@@ -153,7 +161,7 @@ func TestNoopFillsGap(t *testing.T) {
 	c.elect(2)
 	c.settle()
 	for _, id := range []ReplicaID{2, 3} {
-		if got := appliedOf(c, id); got != "a,_,c" {
+		if got := strings.Join(c.replicas[id].applied, ","); got != "a,_,c" {
 			t.Fatalf("replica %d applied %q, want a,_,c\n%s", id, got, c.describe())
 		}
 	}
@@ -327,5 +335,54 @@ func TestInvalidMessagesRejected(t *testing.T) {
 		if err := n.Step(m); !errors.Is(err, ErrInvalidMessage) {
 			t.Errorf("%s: got %v, want ErrInvalidMessage", name, err)
 		}
+	}
+}
+
+// A replica that lost its disk learns without voting until a ballot
+// prepared after it rejoined chose a slot; then it votes again, and the
+// cluster survives losing another replica.
+func TestRebuildAfterDiskLoss(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a", "b")
+	c.deliver(1<<20, nil)
+	c.settle()
+	c.crash(3)
+	c.wipe(3)
+	if !c.replicas[3].node.Status().Rebuilding {
+		t.Fatal("wiped replica is not rebuilding")
+	}
+	c.run(4 * c.timing.ElectionTicks)
+	if c.replicas[3].node.Status().Rebuilding {
+		t.Fatalf("replica 3 still rebuilding:\n%s", c.describe())
+	}
+	if got := appliedOf(c, 3); got != "a,b" {
+		t.Fatalf("replica 3 applied %q", got)
+	}
+	// Replica 3 now votes: with 2 down, 1 and 3 still commit.
+	c.crash(2)
+	l := c.leader()
+	if l != 1 {
+		t.Fatalf("leader is %d, want 1:\n%s", l, c.describe())
+	}
+	c.propose(1, "c")
+	c.deliver(1<<20, nil)
+	c.settle()
+	if got := appliedOf(c, 3); got != "a,b,c" {
+		t.Fatalf("replica 3 applied %q:\n%s", got, c.describe())
+	}
+}
+
+// While rebuilding, a replica never answers with a vote.
+func TestRebuildingReplicaCastsNoVote(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.crash(3)
+	c.wipe(3)
+	c.crash(2)
+	c.propose(1, "x")
+	c.run(2 * c.timing.ElectionTicks)
+	if got := appliedOf(c, 1); got != "" {
+		t.Fatalf("leader chose %q with a rebuilding replica's vote", got)
 	}
 }

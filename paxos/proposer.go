@@ -134,6 +134,10 @@ func (n *Node) becomeLeader() {
 			top = max(top, e.Slot)
 		}
 	}
+	// A new leader always chooses at least one slot under its ballot: the
+	// mark that ends a follower's rebuild, and proof to itself that its
+	// phase 2 works.
+	top = max(top, c.start)
 	for s := c.start; s <= top; s++ {
 		e, ok := highest[s]
 		if !ok {
@@ -181,6 +185,7 @@ type leadership struct {
 	rounds           []leaseRound // recent heartbeat rounds, oldest first
 	leaseUntil       uint64
 	lastQuorumAt     uint64 // the send tick of the newest round a quorum acknowledged
+	reprepareAt      uint64 // when a phase 1 was last run for a rebuilt follower
 }
 
 // progress is what the leader knows of one follower.
@@ -196,6 +201,8 @@ type progress struct {
 	// known is set once the follower's chosen index is known (from its
 	// promise or a reply): catch-up waits for it.
 	known bool
+	// rebuilding is set while the follower answers as a learner.
+	rebuilding bool
 }
 
 type leaseRound struct {
@@ -273,7 +280,8 @@ func (l *leadership) maybeRetransmit(n *Node, pr *progress) {
 // start to a follower that lacks them: it cannot learn them under our
 // ballot.
 func (l *leadership) maybeCatchUp(n *Node, to ReplicaID, pr *progress) {
-	if !pr.known || (pr.chosen+1 >= l.start && pr.next > n.log.snapIndex) {
+	behind := pr.chosen+1 < l.start || pr.next <= n.log.snapIndex || (pr.rebuilding && pr.chosen < n.hs.Chosen)
+	if !pr.known || !behind {
 		return
 	}
 	if pr.catchUpSent && n.now-pr.catchUpAt < 2*uint64(n.timing.HeartbeatTicks) {
@@ -329,6 +337,20 @@ func (n *Node) onAccepted(m Message) {
 	pr := l.progress[m.From]
 	pr.known = true
 	pr.chosen = max(pr.chosen, m.Chosen)
+	if m.Reject {
+		// A rebuilding replica: catch it up, never count its vote.
+		pr.rebuilding = true
+		if pr.chosen < n.hs.Chosen {
+			if m.Type == MsgAccepted {
+				pr.catchUpSent = false
+			}
+			l.maybeCatchUp(n, m.From, pr)
+		} else if l.rebuildCaughtUp(n, pr) {
+			n.startPrepare()
+		}
+		return
+	}
+	pr.rebuilding = false
 	pr.match = max(pr.match, m.Through)
 	if pr.next <= pr.match {
 		pr.next = pr.match + 1

@@ -71,6 +71,12 @@ type HardState struct {
 	// Chosen is the highest slot such that this replica knows every slot up
 	// to it is chosen and holds their values (in its log or its snapshot).
 	Chosen uint64
+	// Rebuilding marks a replica that lost its disk and rejoined: it has
+	// forgotten what it promised and accepted, so it does not vote (it only
+	// learns chosen entries) until a ballot prepared after it rejoined has
+	// chosen a slot. That ballot is then higher than any it could have
+	// promised before (a quorum that did not include it promised it).
+	Rebuilding bool
 }
 
 // Membership is the set of voting replicas. It is a type of its own so that a

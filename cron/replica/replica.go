@@ -1,0 +1,237 @@
+// Package replica owns the deterministic glue that drives one replica: the
+// paxos core, its durable store and the replicated state machine, with the
+// snapshot policy. It owns no goroutines, clocks or sockets: the server and
+// the simulator both feed it ticks and messages and hand it a function to
+// send with, so they run the same code.
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"paxcron/paxos"
+	"paxcron/storage"
+)
+
+// StateMachine is the application the log replicates. Apply must be
+// deterministic: every replica applies the same commands in the same order
+// and must reach the same state.
+type StateMachine interface {
+	// Apply applies the command chosen at slot.
+	Apply(slot uint64, cmd []byte)
+	// Snapshot encodes the whole state.
+	Snapshot() ([]byte, error)
+	// Restore replaces the whole state with a decoded snapshot.
+	Restore(data []byte) error
+}
+
+// Observer hears what the replica does; the simulator checks invariants
+// with it. Every method is optional through NopObserver.
+type Observer interface {
+	// Persisted is called after a Ready's write returned.
+	Persisted(rd *paxos.Ready)
+	// Sent is called for each message handed to Send.
+	Sent(m paxos.Message)
+	// Applied is called for every chosen entry applied (no-ops included).
+	Applied(e paxos.Entry)
+	// Restored is called after the state machine was restored from a
+	// snapshot at index (at start-up or from a peer).
+	Restored(index uint64)
+	// SnapshotTaken is called after a local snapshot at index was saved.
+	SnapshotTaken(index uint64)
+}
+
+// NopObserver ignores everything.
+type NopObserver struct{}
+
+func (NopObserver) Persisted(*paxos.Ready) {}
+func (NopObserver) Sent(paxos.Message)     {}
+func (NopObserver) Applied(paxos.Entry)    {}
+func (NopObserver) Restored(uint64)        {}
+func (NopObserver) SnapshotTaken(uint64)   {}
+
+// SnapshotPolicy says when a replica snapshots its state machine and
+// compacts its log: after EveryEntries applied slots or EveryTicks ticks,
+// whichever comes first (zero disables that trigger).
+type SnapshotPolicy struct {
+	EveryEntries uint64
+	EveryTicks   uint64
+}
+
+// DefaultSnapshotPolicy snapshots every 10,000 entries or, with a 50 ms
+// tick, every 10 minutes.
+func DefaultSnapshotPolicy() SnapshotPolicy {
+	return SnapshotPolicy{EveryEntries: 10_000, EveryTicks: 12_000}
+}
+
+// Config configures a Replica. Every dependency is required.
+type Config struct {
+	ID           paxos.ReplicaID
+	Membership   paxos.Membership
+	Timing       paxos.Timing
+	Limits       paxos.Limits
+	Rand         *rand.Rand
+	Store        storage.Store
+	StateMachine StateMachine
+	// Send hands a message to the transport. It must not block; a message
+	// it cannot deliver may be dropped (the protocol retransmits).
+	Send      func(paxos.Message)
+	Snapshots SnapshotPolicy
+	Observer  Observer
+}
+
+// ErrConfig wraps every configuration error.
+var ErrConfig = errors.New("replica: invalid config")
+
+// Replica drives one replica. It is not safe for concurrent use.
+type Replica struct {
+	node     *paxos.Node
+	store    storage.Store
+	sm       StateMachine
+	send     func(paxos.Message)
+	obs      Observer
+	policy   SnapshotPolicy
+	snapAt   uint64 // index of the newest snapshot
+	snapTick uint64 // node tick when it was taken or restored
+	applied  uint64
+}
+
+// New opens a replica from its store: it restores the newest snapshot into
+// the state machine and resumes the log after it.
+func New(cfg Config) (*Replica, error) {
+	switch {
+	case cfg.Store == nil || cfg.StateMachine == nil || cfg.Send == nil || cfg.Observer == nil:
+		return nil, fmt.Errorf("%w: Store, StateMachine, Send and Observer are required", ErrConfig)
+	}
+	snap, err := cfg.Store.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("replica: reading snapshot: %w", err)
+	}
+	if snap.Meta.Index > 0 {
+		if err := cfg.StateMachine.Restore(snap.Data); err != nil {
+			return nil, fmt.Errorf("replica: restoring snapshot at %d: %w", snap.Meta.Index, err)
+		}
+	}
+	node, err := paxos.NewNode(paxos.Config{
+		ID: cfg.ID, Membership: cfg.Membership, Storage: cfg.Store, Rand: cfg.Rand,
+		Applied: snap.Meta.Index, Timing: cfg.Timing, Limits: cfg.Limits,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := &Replica{
+		node: node, store: cfg.Store, sm: cfg.StateMachine, send: cfg.Send, obs: cfg.Observer,
+		policy: cfg.Snapshots, snapAt: snap.Meta.Index, applied: snap.Meta.Index,
+	}
+	if snap.Meta.Index > 0 {
+		r.obs.Restored(snap.Meta.Index)
+	}
+	return r, nil
+}
+
+// Node exposes the consensus core for queries (status, lease).
+func (r *Replica) Node() *paxos.Node { return r.node }
+
+// Applied is the highest slot applied to the state machine.
+func (r *Replica) Applied() uint64 { return r.applied }
+
+// Tick advances local time by one tick and processes the outcome.
+func (r *Replica) Tick() error {
+	r.node.Tick()
+	return r.Process()
+}
+
+// Step feeds a message from a peer. A malformed message is returned as an
+// error and changes nothing; a storage failure halts the replica.
+func (r *Replica) Step(m paxos.Message) error {
+	if err := r.node.Step(m); err != nil {
+		return err
+	}
+	return r.Process()
+}
+
+// Propose proposes a command; it is chosen when it is applied at the
+// returned slot. The caller calls Process (or the next Tick or Step does).
+func (r *Replica) Propose(cmd []byte) (uint64, error) { return r.node.Propose(cmd) }
+
+// Process runs every pending Ready: persist, send, apply, snapshot,
+// advance. A storage error halts the replica: it must be restarted from
+// its store (or rebuilt from peers), never go on from state it cannot
+// trust.
+func (r *Replica) Process() error {
+	for r.node.HasReady() {
+		if err := r.processReady(); err != nil {
+			return err
+		}
+	}
+	return r.node.Err()
+}
+
+func (r *Replica) processReady() error {
+	rd := r.node.Ready()
+	u := storage.Update{Entries: rd.Entries, Snapshot: rd.Snapshot}
+	if rd.HardStateChanged {
+		hs := rd.HardState
+		u.HardState = &hs
+	}
+	if !u.IsEmpty() {
+		if err := r.store.Save(u); err != nil {
+			return fmt.Errorf("replica %d: persisting: %w", r.node.ID(), err)
+		}
+	}
+	r.obs.Persisted(&rd)
+	for _, m := range rd.Messages {
+		r.obs.Sent(m)
+		r.send(m)
+	}
+	if rd.Snapshot != nil {
+		if err := r.sm.Restore(rd.Snapshot.Data); err != nil {
+			return fmt.Errorf("replica %d: restoring snapshot at %d: %w", r.node.ID(), rd.Snapshot.Meta.Index, err)
+		}
+		r.applied, r.snapAt, r.snapTick = rd.Snapshot.Meta.Index, rd.Snapshot.Meta.Index, r.node.Now()
+		r.obs.Restored(rd.Snapshot.Meta.Index)
+	}
+	for _, e := range rd.Committed {
+		if e.Slot != r.applied+1 {
+			panic(fmt.Sprintf("replica %d: applying slot %d after %d", r.node.ID(), e.Slot, r.applied))
+		}
+		if e.Kind == paxos.EntryCommand {
+			r.sm.Apply(e.Slot, e.Data)
+		}
+		r.applied = e.Slot
+		r.obs.Applied(e)
+	}
+	r.node.Advance()
+	return r.maybeSnapshot()
+}
+
+func (r *Replica) maybeSnapshot() error {
+	due := (r.policy.EveryEntries > 0 && r.applied-r.snapAt >= r.policy.EveryEntries) ||
+		(r.policy.EveryTicks > 0 && r.node.Now()-r.snapTick >= r.policy.EveryTicks)
+	if !due || r.applied == r.snapAt {
+		return nil
+	}
+	return r.TakeSnapshot()
+}
+
+// TakeSnapshot snapshots the state machine at the applied index, saves it
+// and compacts the log below it.
+func (r *Replica) TakeSnapshot() error {
+	data, err := r.sm.Snapshot()
+	if err != nil {
+		return fmt.Errorf("replica %d: snapshot at %d: %w", r.node.ID(), r.applied, err)
+	}
+	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: r.applied, Membership: r.membership()}, Data: data}
+	if err := r.store.Save(storage.Update{Snapshot: &snap}); err != nil {
+		return fmt.Errorf("replica %d: saving snapshot at %d: %w", r.node.ID(), r.applied, err)
+	}
+	r.node.Compacted(r.applied)
+	r.snapAt, r.snapTick = r.applied, r.node.Now()
+	r.obs.SnapshotTaken(r.applied)
+	return nil
+}
+
+func (r *Replica) membership() paxos.Membership {
+	return r.node.Membership()
+}

@@ -1,0 +1,66 @@
+package paxos
+
+// This file holds what a rebuilding replica does: it lost its disk, so it
+// may have promised or accepted things it no longer remembers. Following
+// "Paxos Made Live", it takes part only as a learner (catch-up from the
+// leader) until it has seen a slot chosen under a ballot whose prepare it
+// saw after it rejoined. Such a ballot was promised by a quorum without it,
+// which intersects any quorum it helped before the loss; from then on it
+// promises that ballot and votes as usual.
+
+func (n *Node) stepRebuilding(m Message) {
+	switch m.Type {
+	case MsgPreVote:
+		n.send(Message{Type: MsgPreVoteReply, To: m.From, Ballot: m.Ballot, Reject: true, Promised: n.hs.Promised, Chosen: n.hs.Chosen})
+	case MsgPrepare:
+		if n.rebuildPrepared.Less(m.Ballot) {
+			n.rebuildPrepared = m.Ballot
+		}
+	case MsgAccept, MsgHeartbeat:
+		n.leader = m.From
+		n.electionElapsed = 0
+		reply := MsgAccepted
+		if m.Type == MsgHeartbeat {
+			reply = MsgHeartbeatReply
+		}
+		n.send(Message{Type: reply, To: m.From, Ballot: m.Ballot, Round: m.Round, Reject: true, Chosen: n.hs.Chosen})
+	case MsgChosen:
+		n.onChosen(m)
+		n.maybeFinishRebuild(m.Entries)
+	case MsgSnapshot:
+		n.onSnapshot(m)
+	}
+}
+
+func (n *Node) maybeFinishRebuild(learned []Entry) {
+	if n.rebuildPrepared.IsZero() {
+		return
+	}
+	for _, e := range learned {
+		if e.Slot <= n.hs.Chosen && !e.Ballot.Less(n.rebuildPrepared) {
+			n.hs.Rebuilding = false
+			n.hsDirty = true
+			n.setPromised(maxBallot(n.hs.Promised, e.Ballot))
+			n.becomeFollower(None)
+			return
+		}
+	}
+}
+
+func maxBallot(a, b Ballot) Ballot {
+	if a.Less(b) {
+		return b
+	}
+	return a
+}
+
+// rebuildCaughtUp is the leader's side: a rebuilding follower that has
+// learned everything chosen can only vote again after a new phase 1, so the
+// leader runs one (once per election timeout at most).
+func (l *leadership) rebuildCaughtUp(n *Node, pr *progress) bool {
+	if pr.chosen < n.hs.Chosen || n.now-l.reprepareAt < uint64(n.timing.ElectionTicks) {
+		return false
+	}
+	l.reprepareAt = n.now
+	return true
+}
