@@ -139,14 +139,21 @@ func (n *Node) onSnapshot(m Message) {
 }
 
 func (n *Node) replyCaughtUp(m Message) {
-	if m.Ballot.IsZero() {
-		return // sent by an acceptor that refused us a promise, not a leader
+	if m.Ballot.IsZero() || m.Ballot.Less(n.hs.Promised) {
+		// Sent by an acceptor that refused us a promise, or by a leader we
+		// no longer follow: an answer under its ballot would read as an
+		// accept below our promise.
+		return
+	}
+	if n.hs.Rebuilding {
+		n.sendLearnerReply(m.From, m.Ballot, 0)
+		return
 	}
 	through := n.hs.Chosen
 	if n.follow.ballot == m.Ballot {
 		through = max(through, n.follow.through)
 	}
-	n.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Through: through, Chosen: n.hs.Chosen, Reject: n.hs.Rebuilding})
+	n.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Through: through, Chosen: n.hs.Chosen})
 }
 
 // sendCatchUp sends to a replica whose chosen index is peerChosen the

@@ -94,8 +94,8 @@ type Message struct {
 	// Round numbers heartbeat rounds for the leader's lease.
 	Round uint64
 	// Reject marks a denied MsgPreVoteReply or MsgPromise, and a
-	// MsgAccepted or MsgHeartbeatReply from a rebuilding replica, which
-	// reports its chosen index but casts no vote.
+	// MsgHeartbeatReply from a rebuilding replica, which reports its chosen
+	// index but casts no vote.
 	Reject bool
 	// Snapshot is set on MsgSnapshot.
 	Snapshot *Snapshot

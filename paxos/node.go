@@ -77,6 +77,10 @@ type Node struct {
 	// rebuildPrepared is the highest ballot seen prepared since this
 	// rebuilding replica started.
 	rebuildPrepared Ballot
+	// reprepareAt is when this replica, as leader, last ran a phase 1 to
+	// let a rebuilt follower vote again.
+	reprepareAt uint64
+	reprepared  bool
 
 	electionElapsed int
 	electionTimeout int

@@ -185,7 +185,6 @@ type leadership struct {
 	rounds           []leaseRound // recent heartbeat rounds, oldest first
 	leaseUntil       uint64
 	lastQuorumAt     uint64 // the send tick of the newest round a quorum acknowledged
-	reprepareAt      uint64 // when a phase 1 was last run for a rebuilt follower
 }
 
 // progress is what the leader knows of one follower.
@@ -341,8 +340,8 @@ func (n *Node) onAccepted(m Message) {
 		// A rebuilding replica: catch it up, never count its vote.
 		pr.rebuilding = true
 		if pr.chosen < n.hs.Chosen {
-			if m.Type == MsgAccepted {
-				pr.catchUpSent = false
+			if m.Round == 0 {
+				pr.catchUpSent = false // a catch-up answered: send the next chunk
 			}
 			l.maybeCatchUp(n, m.From, pr)
 		} else if l.rebuildCaughtUp(n, pr) {

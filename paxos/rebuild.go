@@ -19,17 +19,21 @@ func (n *Node) stepRebuilding(m Message) {
 	case MsgAccept, MsgHeartbeat:
 		n.leader = m.From
 		n.electionElapsed = 0
-		reply := MsgAccepted
-		if m.Type == MsgHeartbeat {
-			reply = MsgHeartbeatReply
-		}
-		n.send(Message{Type: reply, To: m.From, Ballot: m.Ballot, Round: m.Round, Reject: true, Chosen: n.hs.Chosen})
+		n.sendLearnerReply(m.From, m.Ballot, m.Round)
 	case MsgChosen:
 		n.onChosen(m)
 		n.maybeFinishRebuild(m.Entries)
 	case MsgSnapshot:
 		n.onSnapshot(m)
 	}
+}
+
+// sendLearnerReply reports a rebuilding replica's chosen index. It is a
+// heartbeat reply marked Reject, never a MsgAccepted, which would read as
+// a vote. Round is zero when answering a catch-up, so the leader sends the
+// next chunk at once.
+func (n *Node) sendLearnerReply(to ReplicaID, b Ballot, round uint64) {
+	n.send(Message{Type: MsgHeartbeatReply, To: to, Ballot: b, Round: round, Reject: true, Chosen: n.hs.Chosen})
 }
 
 func (n *Node) maybeFinishRebuild(learned []Entry) {
@@ -58,9 +62,9 @@ func maxBallot(a, b Ballot) Ballot {
 // learned everything chosen can only vote again after a new phase 1, so the
 // leader runs one (once per election timeout at most).
 func (l *leadership) rebuildCaughtUp(n *Node, pr *progress) bool {
-	if pr.chosen < n.hs.Chosen || n.now-l.reprepareAt < uint64(n.timing.ElectionTicks) {
+	if pr.chosen < n.hs.Chosen || (n.reprepared && n.now-n.reprepareAt < uint64(n.timing.ElectionTicks)) {
 		return false
 	}
-	l.reprepareAt = n.now
+	n.reprepared, n.reprepareAt = true, n.now
 	return true
 }

@@ -79,6 +79,9 @@ type Config struct {
 	Send      func(paxos.Message)
 	Snapshots SnapshotPolicy
 	Observer  Observer
+	// Rebuilding starts a replica whose disk was lost as a learner that
+	// rejoins from its peers (see paxos.HardState.Rebuilding).
+	Rebuilding bool
 }
 
 // ErrConfig wraps every configuration error.
@@ -115,7 +118,7 @@ func New(cfg Config) (*Replica, error) {
 	}
 	node, err := paxos.NewNode(paxos.Config{
 		ID: cfg.ID, Membership: cfg.Membership, Storage: cfg.Store, Rand: cfg.Rand,
-		Applied: snap.Meta.Index, Timing: cfg.Timing, Limits: cfg.Limits,
+		Applied: snap.Meta.Index, Timing: cfg.Timing, Limits: cfg.Limits, Rebuilding: cfg.Rebuilding,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,274 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"paxcron/cron/replica"
+	"paxcron/paxos"
+	"paxcron/sim/check"
+	"paxcron/sim/simclock"
+	"paxcron/sim/simnet"
+	"paxcron/storage"
+	"paxcron/storage/memstore"
+)
+
+// node is one simulated replica: its disk survives crashes, everything
+// else is rebuilt on restart.
+type node struct {
+	id      paxos.ReplicaID
+	disk    *memstore.Store
+	store   storage.Store // disk, or a planted-bug wrapper around it
+	clock   *simclock.Clock
+	rep     *replica.Replica
+	sm      *hashMachine
+	up      bool
+	wiped   bool // restarts as a rebuilding learner
+	tick    simclock.Timer
+	restart simclock.Timer
+}
+
+// cluster is one run: every source of nondeterminism is owned here and
+// drawn from one seed.
+type cluster struct {
+	opts    Options
+	rng     *rand.Rand
+	sched   *simclock.Scheduler
+	net     *simnet.Network
+	nodes   []*node
+	members paxos.Membership
+
+	checks   *check.Consensus
+	live     *check.Liveness
+	corrupt  *check.Corruption
+	trace    *check.Trace
+	slotHash map[uint64]uint64 // state machine hash after each slot, first seen
+	pending  map[string]paxos.ReplicaID
+	nextCmd  uint64
+	healed   bool
+	failure  error
+	faults   map[string]int
+	acked    int
+}
+
+func newCluster(opts Options) (*cluster, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	c := &cluster{
+		opts:     opts,
+		rng:      rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
+		sched:    simclock.NewScheduler(),
+		checks:   check.NewConsensus(),
+		live:     check.NewLiveness(opts.LivenessBound),
+		corrupt:  check.NewCorruption(),
+		trace:    check.NewTrace(),
+		slotHash: map[uint64]uint64{},
+		pending:  map[string]paxos.ReplicaID{},
+		faults:   map[string]int{},
+	}
+	netRand := rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64()))
+	var err error
+	c.net, err = simnet.New(c.sched, netRand, simnet.DefaultLANConfig(), c.deliver)
+	if err != nil {
+		return nil, err
+	}
+	for i := 1; i <= opts.Replicas; i++ {
+		c.members.Voters = append(c.members.Voters, paxos.ReplicaID(i))
+	}
+	for _, id := range c.members.Voters {
+		disk := memstore.New()
+		n := &node{id: id, disk: disk, store: disk, clock: simclock.NewClock(0, opts.Timing.MaxClockDriftPPM, c.rng)}
+		if bug := plantedBugs[opts.Bug]; bug != nil && bug.wrapStore != nil {
+			n.store = bug.wrapStore(disk)
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	return c, nil
+}
+
+func (c *cluster) node(id paxos.ReplicaID) *node { return c.nodes[id-1] }
+
+func (c *cluster) logf(format string, args ...any) {
+	if c.opts.Log != nil {
+		c.opts.Log(fmt.Sprintf("%12v ", c.sched.Now()) + fmt.Sprintf(format, args...))
+	}
+}
+
+func (c *cluster) fail(err error) {
+	if c.failure == nil && err != nil {
+		c.failure = fmt.Errorf("at %v: %w", c.sched.Now(), err)
+	}
+}
+
+// start boots (or reboots) a replica from its disk.
+func (c *cluster) start(n *node) {
+	snap, err := n.store.Snapshot()
+	if errors.Is(err, storage.ErrCorrupt) {
+		c.corruptionFound(n, err)
+		return
+	}
+	if err != nil {
+		c.fail(fmt.Errorf("replica %d: reading snapshot: %w", n.id, err))
+		return
+	}
+	c.fail(c.checks.Restored(n.id, snap.Meta.Index))
+	n.sm = &hashMachine{}
+	rebuilding := n.wiped
+	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.wipeAsVoter {
+		rebuilding = false
+	}
+	rep, err := replica.New(replica.Config{
+		ID: n.id, Membership: c.members, Timing: c.opts.Timing, Limits: c.opts.Limits,
+		Rand:  rand.New(rand.NewPCG(c.rng.Uint64(), uint64(n.id))),
+		Store: n.store, StateMachine: n.sm, Send: c.sender(n), Snapshots: c.opts.Snapshots,
+		Observer: &observer{c: c, n: n}, Rebuilding: rebuilding,
+	})
+	if errors.Is(err, storage.ErrCorrupt) {
+		c.corruptionFound(n, err)
+		return
+	}
+	if err != nil {
+		c.fail(fmt.Errorf("replica %d: restart: %w", n.id, err))
+		return
+	}
+	c.logf("replica %d starts (rebuilding=%t, snapshot %d)", n.id, rebuilding, snap.Meta.Index)
+	n.rep, n.up, n.wiped = rep, true, false
+	c.net.SetUp(n.id, true)
+	c.scheduleTick(n)
+}
+
+func (c *cluster) sender(n *node) func(paxos.Message) {
+	return func(m paxos.Message) {
+		if n.up {
+			c.net.Send(m)
+		}
+	}
+}
+
+func (c *cluster) scheduleTick(n *node) {
+	at, _ := n.clock.NextTick(c.sched.Now(), c.opts.TickInterval)
+	n.tick = c.sched.At(at, func() {
+		if !n.up {
+			return
+		}
+		c.handle(n, n.rep.Tick())
+		if n.up {
+			c.scheduleTick(n)
+		}
+	})
+}
+
+func (c *cluster) deliver(m paxos.Message) {
+	n := c.node(m.To)
+	if !n.up {
+		return
+	}
+	c.trace.RecordMessage(c.sched.Now(), m)
+	c.handle(n, n.rep.Step(m))
+}
+
+// handle reacts to what a replica's input returned.
+func (c *cluster) handle(n *node, err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, paxos.ErrInvalidMessage):
+		c.fail(fmt.Errorf("replica %d rejected a message from a correct peer: %w", n.id, err))
+	case errors.Is(err, memstore.ErrCrashed):
+		c.crash(n, "power loss during a write")
+	case errors.Is(err, storage.ErrCorrupt):
+		c.corruptionFound(n, err)
+	default:
+		c.fail(fmt.Errorf("replica %d: %w", n.id, err))
+	}
+}
+
+// corruptionFound takes a replica whose disk returned corrupt bytes out of
+// service; an operator (here, the simulator) replaces its disk and it
+// rebuilds from its peers.
+func (c *cluster) corruptionFound(n *node, err error) {
+	c.corrupt.CorruptRecordRead(n.id)
+	c.fail(c.corrupt.CorruptionDetected(n.id))
+	c.faults["corruption detected"]++
+	c.crash(n, "corrupt disk")
+	n.disk.Wipe()
+	n.wiped = true
+	c.scheduleRestart(n, c.downtime())
+}
+
+func (c *cluster) crash(n *node, why string) {
+	if !n.up {
+		return
+	}
+	c.trace.Record("crash " + why)
+	c.logf("replica %d crashes: %s", n.id, why)
+	n.up = false
+	n.rep = nil
+	n.tick.Cancel()
+	c.net.SetUp(n.id, false)
+	n.disk.Crash()
+	c.checks.Crashed(n.id)
+	//detlint:maprange deleting entries; order cannot matter
+	for data, at := range c.pending {
+		if at == n.id {
+			delete(c.pending, data)
+		}
+	}
+}
+
+func (c *cluster) scheduleRestart(n *node, after time.Duration) {
+	n.restart.Cancel()
+	n.restart = c.sched.After(after, func() {
+		if !n.up {
+			c.start(n)
+		}
+	})
+}
+
+func (c *cluster) downtime() time.Duration {
+	return 200*time.Millisecond + time.Duration(c.rng.Int64N(int64(3*time.Second)))
+}
+
+// observer feeds what a replica does to the checkers.
+type observer struct {
+	c *cluster
+	n *node
+}
+
+func (o *observer) Persisted(*paxos.Ready) {}
+
+func (o *observer) Sent(m paxos.Message) {
+	if m.Type == paxos.MsgPromise || m.Type == paxos.MsgNack || m.Type == paxos.MsgPrepare {
+		o.c.logf("%s", m)
+	}
+	o.c.fail(o.c.checks.Sent(m))
+}
+
+func (o *observer) Applied(e paxos.Entry) {
+	c, n := o.c, o.n
+	c.trace.RecordEntry(c.sched.Now(), n.id, e)
+	c.fail(c.checks.Learned(n.id, e))
+	c.fail(c.checks.Applied(n.id, e))
+	if want, ok := c.slotHash[e.Slot]; !ok {
+		c.slotHash[e.Slot] = n.sm.hash
+	} else if want != n.sm.hash {
+		c.fail(fmt.Errorf("replica %d: state after slot %d hashes to %x, others had %x (snapshot + log differs from the full log)", n.id, e.Slot, n.sm.hash, want))
+	}
+	if e.Kind != paxos.EntryCommand {
+		return
+	}
+	if at, ok := c.pending[string(e.Data)]; ok && at == n.id {
+		delete(c.pending, string(e.Data))
+		c.fail(c.checks.Acknowledged(e.Slot, e))
+		c.acked++
+		if c.healed {
+			c.live.Committed(c.sched.Now())
+		}
+	}
+}
+
+func (o *observer) Restored(index uint64) { o.c.fail(o.c.checks.Restored(o.n.id, index)) }
+
+func (o *observer) SnapshotTaken(uint64) { o.c.faults["snapshot taken"]++ }

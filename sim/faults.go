@@ -1,0 +1,217 @@
+package sim
+
+import (
+	"time"
+
+	"paxcron/paxos"
+	"paxcron/sim/simnet"
+)
+
+// faultKinds lists every fault the simulator injects, each a function that
+// returns false when it does not apply now (then another is drawn).
+var faultKinds = []struct {
+	name   string
+	inject func(c *cluster) bool
+}{
+	{"crash", (*cluster).faultCrash},
+	{"crash leader", (*cluster).faultCrashLeader},
+	{"crash during write", (*cluster).faultCrashDuringWrite},
+	{"crash all", (*cluster).faultCrashAll},
+	{"disk loss", (*cluster).faultDiskLoss},
+	{"corrupt record", (*cluster).faultCorrupt},
+	{"partition", (*cluster).faultPartition},
+	{"isolate leader", (*cluster).faultIsolateLeader},
+	{"asymmetric link", (*cluster).faultAsymmetric},
+	{"heal network", (*cluster).faultHealNetwork},
+	{"lossy network", (*cluster).faultLossy},
+	{"clock drift", (*cluster).faultDrift},
+}
+
+// FaultKinds returns the names of every fault type, for coverage checks.
+func FaultKinds() []string {
+	names := make([]string, len(faultKinds))
+	for i, f := range faultKinds {
+		names[i] = f.name
+	}
+	return names
+}
+
+func (c *cluster) injectFault() {
+	if c.healed {
+		return
+	}
+	defer c.sched.After(c.expDuration(c.opts.FaultEvery), c.injectFault)
+	for range 8 {
+		f := faultKinds[c.rng.IntN(len(faultKinds))]
+		if f.inject(c) {
+			c.faults[f.name]++
+			c.trace.Record("fault " + f.name)
+			c.logf("fault: %s", f.name)
+			return
+		}
+	}
+}
+
+// impaired counts replicas that are down or rebuilding. Faults that can
+// lose a replica's state are injected only while fewer than a minority are
+// impaired: beyond that no protocol keeps what was acknowledged.
+func (c *cluster) impaired() int {
+	k := 0
+	for _, n := range c.nodes {
+		if !n.up || n.rep.Node().Status().Rebuilding {
+			k++
+		}
+	}
+	return k
+}
+
+func (c *cluster) maxImpaired() int { return (len(c.nodes) - 1) / 2 }
+
+func (c *cluster) randomUp() *node {
+	var up []*node
+	for _, n := range c.nodes {
+		if n.up {
+			up = append(up, n)
+		}
+	}
+	if len(up) == 0 {
+		return nil
+	}
+	return up[c.rng.IntN(len(up))]
+}
+
+func (c *cluster) faultCrash() bool {
+	n := c.randomUp()
+	if n == nil || c.impaired() >= c.maxImpaired() {
+		return false
+	}
+	c.crash(n, "fault")
+	c.scheduleRestart(n, c.downtime())
+	return true
+}
+
+func (c *cluster) faultCrashLeader() bool {
+	n := c.leader()
+	if n == nil || c.impaired() >= c.maxImpaired() {
+		return false
+	}
+	c.crash(n, "fault")
+	c.scheduleRestart(n, c.downtime())
+	return true
+}
+
+// faultCrashDuringWrite makes a replica lose power in the middle of its
+// next synced write: the write is visible to reads but never reaches the
+// disk, and no reply that depended on it may have left.
+func (c *cluster) faultCrashDuringWrite() bool {
+	n := c.randomUp()
+	if n == nil || c.impaired() >= c.maxImpaired() {
+		return false
+	}
+	n.disk.CrashDuringNextSave()
+	c.scheduleRestart(n, c.downtime())
+	return true
+}
+
+// faultCrashAll is a power cut of the whole cluster: disks survive, so
+// nothing acknowledged may be lost.
+func (c *cluster) faultCrashAll() bool {
+	if c.rng.IntN(4) != 0 {
+		return false // rarer than the others
+	}
+	for _, n := range c.nodes {
+		if n.up {
+			c.crash(n, "power cut")
+		}
+		c.scheduleRestart(n, c.downtime())
+	}
+	return true
+}
+
+func (c *cluster) faultDiskLoss() bool {
+	n := c.randomUp()
+	if n == nil || c.impaired() >= c.maxImpaired() {
+		return false
+	}
+	c.crash(n, "disk loss")
+	n.disk.Wipe()
+	n.wiped = true
+	c.scheduleRestart(n, c.downtime())
+	return true
+}
+
+func (c *cluster) faultCorrupt() bool {
+	n := c.randomUp()
+	if n == nil || c.impaired() >= c.maxImpaired() {
+		return false
+	}
+	if _, ok := n.disk.CorruptRandomRecord(c.rng); !ok {
+		return false
+	}
+	c.corrupt.CorruptionInjected(n.id)
+	return true
+}
+
+func (c *cluster) faultPartition() bool {
+	c.net.Heal()
+	perm := c.rng.Perm(len(c.nodes))
+	cut := 1 + c.rng.IntN(len(c.nodes)-1)
+	var a, b []paxos.ReplicaID
+	for i, p := range perm {
+		if i < cut {
+			a = append(a, c.nodes[p].id)
+		} else {
+			b = append(b, c.nodes[p].id)
+		}
+	}
+	c.net.Partition(a, b)
+	return len(c.nodes) > 1
+}
+
+func (c *cluster) faultIsolateLeader() bool {
+	n := c.leader()
+	if n == nil {
+		return false
+	}
+	c.net.Isolate(n.id)
+	return true
+}
+
+func (c *cluster) faultAsymmetric() bool {
+	from, to := c.rng.IntN(len(c.nodes)), c.rng.IntN(len(c.nodes))
+	if from == to {
+		return false
+	}
+	c.net.Block(c.nodes[from].id, c.nodes[to].id)
+	return true
+}
+
+func (c *cluster) faultHealNetwork() bool {
+	c.net.Heal()
+	return true
+}
+
+func (c *cluster) faultLossy() bool {
+	cfg := simnet.DefaultLossyConfig()
+	if c.net.Config().LossProbability > 0 {
+		cfg = simnet.DefaultLANConfig()
+	}
+	if err := c.net.SetConfig(cfg); err != nil {
+		panic(err)
+	}
+	return true
+}
+
+// faultDrift redraws one replica's clock rate within the stated bound.
+func (c *cluster) faultDrift() bool {
+	n := c.randomUp()
+	if n == nil {
+		return false
+	}
+	n.clock.RedrawDrift(c.sched.Now(), c.rng)
+	n.tick.Cancel()
+	c.scheduleTick(n)
+	return true
+}
+
+var _ = time.Second

@@ -1,0 +1,75 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"paxcron/cron/replica"
+	"paxcron/paxos"
+)
+
+// Options configures one simulated run.
+type Options struct {
+	Seed     uint64
+	Replicas int // 3 or 5
+	// Duration is the simulated time the run lasts. Faults are injected
+	// until HealAt; then everything heals and the cluster must elect a
+	// leader and commit within LivenessBound.
+	Duration      time.Duration
+	HealAt        time.Duration
+	LivenessBound time.Duration
+	TickInterval  time.Duration
+	Timing        paxos.Timing
+	Limits        paxos.Limits
+	Snapshots     replica.SnapshotPolicy
+	// ProposalEvery is the mean simulated time between client proposals.
+	ProposalEvery time.Duration
+	// FaultEvery is the mean simulated time between injected faults.
+	FaultEvery time.Duration
+	// Bug plants a known defect, to prove the checkers catch it (see
+	// plantedBugs); empty in real runs.
+	Bug string
+	// Log, when set, receives a line per notable event (faults, crashes,
+	// restarts, leadership), for replaying a failing seed.
+	Log func(string)
+}
+
+// DefaultOptions is a one-minute run of a 3-replica cluster under faults.
+func DefaultOptions(seed uint64) Options {
+	limits := paxos.DefaultLimits()
+	// Small batches and windows exercise pipelining, back-pressure and
+	// retransmission within a short run.
+	limits.MaxBatchEntries = 16
+	limits.MaxInflightAccepts = 4
+	limits.MaxUncommittedSlots = 256
+	limits.MaxPromiseLagSlots = 1024
+	return Options{
+		Seed:          seed,
+		Replicas:      3,
+		Duration:      60 * time.Second,
+		HealAt:        45 * time.Second,
+		LivenessBound: 10 * time.Second,
+		TickInterval:  50 * time.Millisecond,
+		Timing:        paxos.DefaultTiming(),
+		Limits:        limits,
+		Snapshots:     replica.SnapshotPolicy{EveryEntries: 64},
+		ProposalEvery: 40 * time.Millisecond,
+		FaultEvery:    700 * time.Millisecond,
+	}
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.Replicas < 1 || o.Replicas > 9:
+		return fmt.Errorf("sim: %d replicas, want 1 to 9", o.Replicas)
+	case o.Duration <= 0 || o.HealAt > o.Duration || o.LivenessBound <= 0:
+		return fmt.Errorf("sim: need 0 < HealAt <= Duration and a LivenessBound: %v %v %v", o.HealAt, o.Duration, o.LivenessBound)
+	case o.HealAt+o.LivenessBound > o.Duration:
+		return fmt.Errorf("sim: HealAt %v + LivenessBound %v passes Duration %v", o.HealAt, o.LivenessBound, o.Duration)
+	case o.TickInterval <= 0 || o.ProposalEvery <= 0 || o.FaultEvery <= 0:
+		return fmt.Errorf("sim: TickInterval, ProposalEvery and FaultEvery must be positive")
+	case o.Bug != "" && plantedBugs[o.Bug] == nil:
+		return fmt.Errorf("sim: unknown planted bug %q", o.Bug)
+	}
+	return nil
+}
