@@ -1,13 +1,19 @@
-// Package detlint owns the simulator's determinism lint: it type-checks a
-// package's non-test sources and reports every construct that could make a
-// run depend on something other than its seed: goroutines, select, the real
-// clock, global or crypto randomness, and ranging over a map.
+// Package detlint owns the determinism lint for the Paxos core and the
+// simulator: it type-checks a package's non-test sources and reports every
+// construct that could make a run depend on something other than its seed:
+// goroutines, select, the real clock, global or crypto randomness, and
+// iterating over a map (a range over a map, or the unordered iterators
+// maps.Keys, maps.Values and maps.All unless sorted at once by slices.Sorted
+// or slices.SortedFunc).
 //
-// Ranging over a map is sometimes harmless (collecting keys to sort, or a
-// reduction whose result does not depend on order). Such a loop is allowed
-// when the line before it carries the directive
+// Iterating over a map is sometimes harmless (collecting keys to sort, or a
+// reduction whose result does not depend on order). Such a loop or call is
+// allowed when the line before it carries the directive
 //
 //	//detlint:maprange <why the order cannot matter>
+//
+// Packages lists the packages held to this contract; the test in this
+// package and cmd/detlint (run by make lint) check every one of them.
 package detlint
 
 import (
@@ -24,6 +30,15 @@ import (
 	"slices"
 	"strings"
 )
+
+// Packages are the directories, relative to the module root, that must be
+// deterministic. Add a package here when it joins the contract.
+var Packages = []string{
+	"paxos",
+	"sim/simclock",
+	"sim/simnet",
+	"sim/check",
+}
 
 // Finding is one forbidden construct.
 type Finding struct {
@@ -42,6 +57,16 @@ var forbiddenTime = []string{"Now", "Since", "Until", "Sleep", "After", "AfterFu
 // allowedRand are the math/rand(/v2) package-level names that build a
 // seeded source instead of drawing from the global one.
 var allowedRand = []string{"New", "NewPCG", "NewChaCha8", "NewZipf", "NewSource", "Rand", "Source", "PCG", "ChaCha8", "Zipf"}
+
+// mapIterators are the functions, by package, whose result yields a map's
+// entries in an unspecified order.
+var mapIterators = map[string][]string{
+	"maps":                  {"Keys", "Values", "All"},
+	"golang.org/x/exp/maps": {"Keys", "Values"},
+}
+
+// sorters are the slices functions that put an iterator's output in order.
+var sorters = []string{"Sorted", "SortedFunc", "SortedStableFunc"}
 
 // Dir lints the package in dir (non-test .go files only).
 func Dir(dir string) ([]Finding, error) {
@@ -114,6 +139,7 @@ func parseDir(fset *token.FileSet, dir string) ([]*ast.File, error) {
 
 func lintFile(fset *token.FileSet, f *ast.File, info *types.Info) []Finding {
 	allowed := allowedLines(fset, f)
+	sorted := sortedIterators(f, info)
 	var out []Finding
 	report := func(n ast.Node, format string, args ...any) {
 		out = append(out, Finding{Pos: fset.Position(n.Pos()), Reason: fmt.Sprintf(format, args...)})
@@ -136,6 +162,10 @@ func lintFile(fset *token.FileSet, f *ast.File, info *types.Info) []Finding {
 		case *ast.SelectorExpr:
 			if reason := forbiddenSelector(info, n); reason != "" {
 				report(n, "%s", reason)
+			}
+		case *ast.CallExpr:
+			if name := mapIterator(info, n); name != "" && !sorted[n] && !allowed[fset.Position(n.Pos()).Line-1] {
+				report(n, "iterates over a map in random order (%s; wrap it in slices.Sorted or add %s <reason> on the line before)", name, allowDirective)
 			}
 		}
 		return true
@@ -163,6 +193,61 @@ func isMap(info *types.Info, x ast.Expr) bool {
 	}
 	_, isMap := tv.Type.Underlying().(*types.Map)
 	return isMap
+}
+
+// sortedIterators returns the map-iterator calls passed straight to a
+// slices sorter, whose order therefore cannot leak.
+func sortedIterators(f *ast.File, info *types.Info) map[*ast.CallExpr]bool {
+	ok := make(map[*ast.CallExpr]bool)
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, isCall := n.(*ast.CallExpr)
+		if !isCall || len(call.Args) == 0 {
+			return true
+		}
+		path, name := calledFunc(info, call)
+		if path != "slices" || !slices.Contains(sorters, name) {
+			return true
+		}
+		if inner, isCall := call.Args[0].(*ast.CallExpr); isCall {
+			ok[inner] = true
+		}
+		return true
+	})
+	return ok
+}
+
+// mapIterator returns "pkg.Name" if call is one of mapIterators.
+func mapIterator(info *types.Info, call *ast.CallExpr) string {
+	path, name := calledFunc(info, call)
+	if slices.Contains(mapIterators[path], name) {
+		return path + "." + name
+	}
+	return ""
+}
+
+// calledFunc returns the package path and name of a call to pkg.Name
+// (possibly instantiated, as in pkg.Name[T]), or "", "".
+func calledFunc(info *types.Info, call *ast.CallExpr) (path, name string) {
+	fun := call.Fun
+	switch x := fun.(type) {
+	case *ast.IndexExpr:
+		fun = x.X
+	case *ast.IndexListExpr:
+		fun = x.X
+	}
+	sel, ok := fun.(*ast.SelectorExpr)
+	if !ok {
+		return "", ""
+	}
+	id, ok := sel.X.(*ast.Ident)
+	if !ok {
+		return "", ""
+	}
+	pkgName, ok := info.Uses[id].(*types.PkgName)
+	if !ok {
+		return "", ""
+	}
+	return pkgName.Imported().Path(), sel.Sel.Name
 }
 
 // forbiddenSelector names what is wrong with pkg.Name, if anything.

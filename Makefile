@@ -1,0 +1,91 @@
+# paxcron developer targets. `make help` lists them.
+#
+# Tools are pinned in the separate tools module (tools/go.mod) and installed
+# into tools/bin; nothing here touches the main module's go.mod.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+
+GO ?= go
+
+# Seeds for the quick simulation run by `make test`, and for `make sim`.
+TEST_SEEDS ?= 300
+SEEDS ?= 1000
+# Extra flags for the simulator (e.g. SIM_FLAGS='-start 5000 -replicas 5').
+SIM_FLAGS ?=
+# Extra flags for `go test` in `make test` (e.g. TEST_FLAGS='-count=1 -v').
+TEST_FLAGS ?=
+# Benchmark selection and duration for `make bench`.
+BENCH ?= .
+BENCHTIME ?= 1s
+BENCH_PKGS ?= ./...
+# How long each fuzz target runs in `make fuzz`.
+FUZZTIME ?= 10s
+# Packages searched for fuzz targets by `make fuzz`.
+FUZZ_PKGS ?= ./...
+
+TOOLS_BIN := $(CURDIR)/tools/bin
+STATICCHECK := $(TOOLS_BIN)/staticcheck
+
+# Every Go file of the tree, skipping dot directories (.git, .cache).
+GOFILES = $(shell find . -path './.*' -prune -o -name '*.go' -type f -print)
+
+.DEFAULT_GOAL := help
+
+.PHONY: help build lint fmt test sim bench fuzz tools clean
+
+help: ## List the targets and the variables they take.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo
+	@echo "Variables: TEST_SEEDS=$(TEST_SEEDS) SEEDS=$(SEEDS) SIM_FLAGS=$(SIM_FLAGS) TEST_FLAGS=$(TEST_FLAGS)"
+	@echo "           BENCH=$(BENCH) BENCHTIME=$(BENCHTIME) BENCH_PKGS=$(BENCH_PKGS) FUZZTIME=$(FUZZTIME) FUZZ_PKGS=$(FUZZ_PKGS)"
+
+build: ## Compile every package, and the ./cmd/... binaries into bin/.
+	$(GO) build ./...
+	@mains="$$($(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./cmd/... 2>/dev/null)"; \
+	if [ -z "$$mains" ]; then echo "build: no commands under ./cmd yet"; exit 0; fi; \
+	mkdir -p bin; \
+	echo "$(GO) build -o bin/" $$mains; \
+	$(GO) build -o bin/ $$mains
+
+lint: $(STATICCHECK) ## gofmt (must list nothing), go vet, staticcheck, determinism lint.
+	@status=0; \
+	echo "gofmt -l"; out="$$(gofmt -l $(GOFILES))"; \
+	if [ -n "$$out" ]; then echo "$$out" | sed 's/^/gofmt: needs formatting (make fmt): /'; status=1; fi; \
+	echo "$(GO) vet ./..."; $(GO) vet ./... || status=1; \
+	echo "staticcheck ./..."; $(STATICCHECK) ./... || status=1; \
+	echo "detlint"; $(GO) run ./internal/detlint/cmd/detlint || status=1; \
+	if [ $$status -ne 0 ]; then echo "lint: FAILED"; else echo "lint: ok"; fi; \
+	exit $$status
+
+fmt: ## Rewrite every Go file with gofmt.
+	gofmt -w $(GOFILES)
+
+test: ## Unit tests (race detector, shuffled), then TEST_SEEDS simulation seeds.
+	$(GO) test -race -shuffle=on $(TEST_FLAGS) ./...
+	$(GO) run ./cmd/paxcron-sim -seeds $(TEST_SEEDS) $(SIM_FLAGS)
+
+sim: ## Run SEEDS simulation seeds (pass SIM_FLAGS, e.g. '-start 1000').
+	$(GO) run ./cmd/paxcron-sim -seeds $(SEEDS) $(SIM_FLAGS)
+
+bench: ## Benchmarks matching BENCH in BENCH_PKGS, BENCHTIME each.
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem $(BENCH_PKGS)
+
+fuzz: ## Every Fuzz* target in FUZZ_PKGS, FUZZTIME each.
+	@targets="$$($(GO) test -list '^Fuzz' $(FUZZ_PKGS) | awk '/^Fuzz/ {names = names " " $$1; next} /^ok/ {n = split(names, a, " "); for (i = 1; i <= n; i++) print $$2, a[i]; names = ""}')"; \
+	if [ -z "$$targets" ]; then echo "fuzz: no Fuzz targets found"; exit 0; fi; \
+	echo "$$targets" | while read -r pkg name; do \
+		echo "$(GO) test -run '^\$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" </dev/null; \
+	done
+
+tools: $(STATICCHECK) ## Install the pinned tools into tools/bin.
+
+# Reinstalled whenever the pins change. `go install tool` installs every
+# tool directive of tools/go.mod.
+$(STATICCHECK): tools/go.mod tools/go.sum
+	GOBIN=$(TOOLS_BIN) $(GO) -C tools install tool
+	@touch $@
+
+clean: ## Remove bin/ and tools/bin/.
+	rm -rf bin tools/bin
