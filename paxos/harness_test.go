@@ -3,8 +3,6 @@ package paxos
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -324,14 +322,3 @@ func (c *testCluster) describe() string {
 	}
 	return b.String()
 }
-
-func sortedKeys[K interface{ ~uint64 }, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	return keys
-}
-
-var _ = slices.Clone[[]int]

@@ -76,21 +76,6 @@ func (l *memLog) stabilize() {
 	l.handed = nil
 }
 
-// entry returns the entry held for slot.
-func (l *memLog) entry(slot uint64) (Entry, bool, error) {
-	if e, ok := l.bySlot[slot]; ok {
-		return e, true, nil
-	}
-	if slot <= l.snapIndex || slot > l.lastSlot {
-		return Entry{}, false, nil
-	}
-	es, err := l.storage.Entries(slot, slot+1, 1)
-	if err != nil || len(es) == 0 {
-		return Entry{}, false, err
-	}
-	return es[0], true, nil
-}
-
 // entries returns held entries in [lo, hi), in slot order, skipping empty
 // slots, bounded by maxEntries and maxBytes (at least one if any is held).
 // It returns ErrCompacted if lo is at or below the snapshot index.

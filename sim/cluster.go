@@ -18,16 +18,19 @@ import (
 // node is one simulated replica: its disk survives crashes, everything
 // else is rebuilt on restart.
 type node struct {
-	id      paxos.ReplicaID
-	disk    *memstore.Store
-	store   storage.Store // disk, or a planted-bug wrapper around it
-	clock   *simclock.Clock
-	rep     *replica.Replica
-	sm      *hashMachine
-	up      bool
-	wiped   bool // restarts as a rebuilding learner
-	tick    simclock.Timer
-	restart simclock.Timer
+	id    paxos.ReplicaID
+	disk  *memstore.Store
+	store storage.Store // disk, or a planted-bug wrapper around it
+	clock *simclock.Clock
+	rep   *replica.Replica
+	sm    *hashMachine
+	up    bool
+	wiped bool // restarts as a rebuilding learner
+	// corrupted is set from injecting a flipped byte until it is found;
+	// the disk may be lost then, so it counts as impaired.
+	corrupted bool
+	tick      simclock.Timer
+	restart   simclock.Timer
 }
 
 // cluster is one run: every source of nondeterminism is owned here and
@@ -178,6 +181,7 @@ func (c *cluster) handle(n *node, err error) {
 		c.fail(fmt.Errorf("replica %d rejected a message from a correct peer: %w", n.id, err))
 	case errors.Is(err, memstore.ErrCrashed):
 		c.crash(n, "power loss during a write")
+		c.scheduleRestart(n, c.downtime())
 	case errors.Is(err, storage.ErrCorrupt):
 		c.corruptionFound(n, err)
 	default:
@@ -193,6 +197,7 @@ func (c *cluster) corruptionFound(n *node, err error) {
 	c.fail(c.corrupt.CorruptionDetected(n.id))
 	c.faults["corruption detected"]++
 	c.crash(n, "corrupt disk")
+	n.corrupted = false
 	n.disk.Wipe()
 	n.wiped = true
 	c.scheduleRestart(n, c.downtime())

@@ -58,7 +58,7 @@ func (c *cluster) injectFault() {
 func (c *cluster) impaired() int {
 	k := 0
 	for _, n := range c.nodes {
-		if !n.up || n.rep.Node().Status().Rebuilding {
+		if !n.up || n.corrupted || n.rep.Node().Status().Rebuilding {
 			k++
 		}
 	}
@@ -109,7 +109,6 @@ func (c *cluster) faultCrashDuringWrite() bool {
 		return false
 	}
 	n.disk.CrashDuringNextSave()
-	c.scheduleRestart(n, c.downtime())
 	return true
 }
 
@@ -134,6 +133,7 @@ func (c *cluster) faultDiskLoss() bool {
 		return false
 	}
 	c.crash(n, "disk loss")
+	n.corrupted = false
 	n.disk.Wipe()
 	n.wiped = true
 	c.scheduleRestart(n, c.downtime())
@@ -149,6 +149,7 @@ func (c *cluster) faultCorrupt() bool {
 		return false
 	}
 	c.corrupt.CorruptionInjected(n.id)
+	n.corrupted = true
 	return true
 }
 

@@ -141,6 +141,7 @@ func (c *cluster) heal() {
 		panic(err)
 	}
 	for _, n := range c.nodes {
+		n.disk.CancelCrashDuringNextSave()
 		if !n.up {
 			n.restart.Cancel()
 			c.start(n)

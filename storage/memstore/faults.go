@@ -13,6 +13,9 @@ import (
 // records), Restart (which keeps them) or Wipe.
 func (s *Store) CrashDuringNextSave() { s.crashNextSave = true }
 
+// CancelCrashDuringNextSave disarms CrashDuringNextSave if it has not fired.
+func (s *Store) CancelCrashDuringNextSave() { s.crashNextSave = false }
+
 // Crash simulates a power loss and the restart after it: every unsynced
 // write is dropped and the store is usable again, as if reopened.
 func (s *Store) Crash() {

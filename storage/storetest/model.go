@@ -59,22 +59,22 @@ func (s State) String() string {
 func ReadState(s storage.Store) (State, error) {
 	hs, meta, err := s.InitialState()
 	if err != nil {
-		return State{}, fmt.Errorf("InitialState: %w", err)
+		return State{}, fmt.Errorf("storetest: InitialState: %w", err)
 	}
 	snap, err := s.Snapshot()
 	if err != nil {
-		return State{}, fmt.Errorf("Snapshot: %w", err)
+		return State{}, fmt.Errorf("storetest: Snapshot: %w", err)
 	}
 	if !reflect.DeepEqual(meta, snap.Meta) {
-		return State{}, fmt.Errorf("InitialState meta %+v differs from Snapshot meta %+v", meta, snap.Meta)
+		return State{}, fmt.Errorf("storetest: InitialState meta %+v differs from Snapshot meta %+v", meta, snap.Meta)
 	}
 	last, err := s.LastSlot()
 	if err != nil {
-		return State{}, fmt.Errorf("LastSlot: %w", err)
+		return State{}, fmt.Errorf("storetest: LastSlot: %w", err)
 	}
 	es, err := s.Entries(snap.Meta.Index+1, math.MaxUint64, math.MaxUint64)
 	if err != nil {
-		return State{}, fmt.Errorf("Entries: %w", err)
+		return State{}, fmt.Errorf("storetest: Entries: %w", err)
 	}
 	return State{HardState: hs, Snapshot: snap, Entries: es, LastSlot: last}, nil
 }
