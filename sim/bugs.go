@@ -15,6 +15,8 @@ type plantedBug struct {
 	// ackOnPropose tells the client a command committed as soon as the
 	// leader took it.
 	ackOnPropose bool
+	// clockDriftPPM lets clocks drift further than the core assumes.
+	clockDriftPPM int
 }
 
 var plantedBugs = map[string]*plantedBug{
@@ -23,11 +25,13 @@ var plantedBugs = map[string]*plantedBug{
 	"unsynced-promise": {wrapStore: func(s *memstore.Store) storage.Store { return &forgetfulStore{Store: s} }},
 	"wipe-as-voter":    {wipeAsVoter: true},
 	"ack-on-propose":   {ackOnPropose: true},
+	// Clocks 30% off true time while the core budgets 1%: leases overlap.
+	"clock-beyond-bound": {clockDriftPPM: 300_000},
 }
 
 // PlantedBugs lists the bugs Options.Bug accepts.
 func PlantedBugs() []string {
-	return []string{"ack-on-propose", "unsynced-promise", "wipe-as-voter"}
+	return []string{"ack-on-propose", "clock-beyond-bound", "unsynced-promise", "wipe-as-voter"}
 }
 
 // forgetfulStore drops every hard state write: promises never reach the

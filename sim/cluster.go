@@ -44,6 +44,8 @@ type cluster struct {
 	members paxos.Membership
 
 	checks   *check.Consensus
+	lease    *check.Lease
+	holders  []paxos.ReplicaID // scratch for lease checks
 	live     *check.Liveness
 	corrupt  *check.Corruption
 	trace    *check.Trace
@@ -65,6 +67,7 @@ func newCluster(opts Options) (*cluster, error) {
 		rng:      rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
 		sched:    simclock.NewScheduler(),
 		checks:   check.NewConsensus(),
+		lease:    check.NewLease(),
 		live:     check.NewLiveness(opts.LivenessBound),
 		corrupt:  check.NewCorruption(),
 		trace:    check.NewTrace(),
@@ -83,7 +86,13 @@ func newCluster(opts Options) (*cluster, error) {
 	}
 	for _, id := range c.members.Voters {
 		disk := memstore.New()
-		n := &node{id: id, disk: disk, store: disk, clock: simclock.NewClock(0, opts.Timing.MaxClockDriftPPM, c.rng)}
+		clock := simclock.NewClock(0, opts.Timing.MaxClockDriftPPM, c.rng)
+		if bug := plantedBugs[opts.Bug]; bug != nil && bug.clockDriftPPM > 0 {
+			// Odd replicas slow, even ones fast: the worst case.
+			drift := bug.clockDriftPPM * (2*int(id%2) - 1) * -1
+			clock = simclock.NewClockWithDrift(0, bug.clockDriftPPM, drift)
+		}
+		n := &node{id: id, disk: disk, store: disk, clock: clock}
 		if bug := plantedBugs[opts.Bug]; bug != nil && bug.wrapStore != nil {
 			n.store = bug.wrapStore(disk)
 		}
@@ -173,8 +182,23 @@ func (c *cluster) deliver(m paxos.Message) {
 	c.handle(n, n.rep.Step(m))
 }
 
+// checkLease checks that at most one replica believes it holds the lease
+// now; every tick and step may change a belief.
+func (c *cluster) checkLease() {
+	c.holders = c.holders[:0]
+	for _, n := range c.nodes {
+		if n.up {
+			if _, ok := n.rep.Node().LeaseValidUntil(); ok {
+				c.holders = append(c.holders, n.id)
+			}
+		}
+	}
+	c.fail(c.lease.Holders(c.sched.Now(), c.holders))
+}
+
 // handle reacts to what a replica's input returned.
 func (c *cluster) handle(n *node, err error) {
+	defer c.checkLease()
 	switch {
 	case err == nil:
 	case errors.Is(err, paxos.ErrInvalidMessage):

@@ -206,7 +206,7 @@ func (c *cluster) faultLossy() bool {
 // faultDrift redraws one replica's clock rate within the stated bound.
 func (c *cluster) faultDrift() bool {
 	n := c.randomUp()
-	if n == nil {
+	if n == nil || plantedBugs[c.opts.Bug] != nil && plantedBugs[c.opts.Bug].clockDriftPPM > 0 {
 		return false
 	}
 	n.clock.RedrawDrift(c.sched.Now(), c.rng)

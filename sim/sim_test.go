@@ -68,9 +68,10 @@ func TestEveryFaultIsExercised(t *testing.T) {
 // that cannot fail proves nothing.
 func TestPlantedBugsAreCaught(t *testing.T) {
 	want := map[string]string{
-		"unsynced-promise": "invariant", // promise safety or, first, durability
-		"wipe-as-voter":    "invariant",
-		"ack-on-propose":   "durability",
+		"unsynced-promise":   "invariant", // promise safety or, first, durability
+		"wipe-as-voter":      "invariant",
+		"ack-on-propose":     "durability",
+		"clock-beyond-bound": "invariant 9",
 	}
 	for _, bug := range PlantedBugs() {
 		caught := 0

@@ -18,6 +18,7 @@ const (
 	InvPrefixOrder   Invariant = 4
 	InvPromiseSafety Invariant = 5
 	InvLiveness      Invariant = 6
+	InvLease         Invariant = 9
 	InvCorruption    Invariant = 12
 	InvDeterminism   Invariant = 13
 )
@@ -29,6 +30,7 @@ var invariantNames = map[Invariant]string{
 	InvPrefixOrder:   "prefix order",
 	InvPromiseSafety: "promise safety",
 	InvLiveness:      "liveness",
+	InvLease:         "lease mutual exclusion",
 	InvCorruption:    "corruption never applied",
 	InvDeterminism:   "determinism",
 }
