@@ -154,7 +154,7 @@ func (c *cluster) heal() {
 // finalCheck runs the end-of-run invariants.
 func (c *cluster) finalCheck() error {
 	if !c.live.Satisfied() {
-		return fmt.Errorf("liveness: no leader committed within %v of healing", c.opts.LivenessBound)
+		return fmt.Errorf("check: invariant 6 (liveness) violated: no leader committed within %v of healing", c.opts.LivenessBound)
 	}
 	finals := make([]check.ReplicaFinal, 0, len(c.nodes))
 	for _, n := range c.nodes {
