@@ -142,7 +142,10 @@ func (r *Replica) Applied() uint64 { return r.applied }
 // Tick advances local time by one tick and processes the outcome.
 func (r *Replica) Tick() error {
 	r.node.Tick()
-	return r.Process()
+	if err := r.Process(); err != nil {
+		return err
+	}
+	return r.maybeSnapshot() // time alone may make a snapshot due
 }
 
 // Step feeds a message from a peer. A malformed message is returned as an

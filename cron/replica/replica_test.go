@@ -1,0 +1,118 @@
+package replica
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"paxcron/paxos"
+	"paxcron/storage/memstore"
+)
+
+// listMachine applies commands into a list.
+type listMachine struct{ cmds []string }
+
+func (m *listMachine) Apply(_ uint64, cmd []byte) { m.cmds = append(m.cmds, string(cmd)) }
+func (m *listMachine) Snapshot() ([]byte, error) { return []byte(strings.Join(m.cmds, ",")), nil }
+func (m *listMachine) Restore(data []byte) error {
+	m.cmds = nil
+	if len(data) > 0 {
+		m.cmds = strings.Split(string(data), ",")
+	}
+	return nil
+}
+
+func newSolo(t *testing.T, store *memstore.Store, policy SnapshotPolicy) (*Replica, *listMachine) {
+	t.Helper()
+	sm := &listMachine{}
+	r, err := New(Config{
+		ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1}},
+		Timing: paxos.DefaultTiming(), Limits: paxos.DefaultLimits(), Rand: rand.New(rand.NewPCG(1, 1)),
+		Store: store, StateMachine: sm, Send: func(paxos.Message) { t.Fatal("a lone replica sent a message") },
+		Snapshots: policy, Observer: NopObserver{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 * paxos.DefaultTiming().ElectionTicks {
+		if r.Node().Status().Role == paxos.Leader {
+			return r, sm
+		}
+		if err := r.Tick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("a lone replica did not become leader")
+	return nil, nil
+}
+
+func propose(t *testing.T, r *Replica, cmds ...string) {
+	t.Helper()
+	for _, c := range cmds {
+		if _, err := r.Propose([]byte(c)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Process(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestSnapshotPolicyAndRestart(t *testing.T) {
+	store := memstore.New()
+	r, sm := newSolo(t, store, SnapshotPolicy{EveryEntries: 4})
+	propose(t, r, "a", "b", "c", "d", "e", "f", "g")
+	if got := strings.Join(sm.cmds, ","); got != "a,b,c,d,e,f,g" {
+		t.Fatalf("applied %q", got)
+	}
+	snap, err := store.Snapshot()
+	if err != nil || snap.Meta.Index == 0 {
+		t.Fatalf("no snapshot taken: %v %+v", err, snap.Meta)
+	}
+	if _, err := store.Entries(1, 2, 1<<20); !errors.Is(err, paxos.ErrCompacted) {
+		t.Fatalf("log below the snapshot not compacted: %v", err)
+	}
+	// Restart: snapshot plus the log after it rebuild the same state.
+	store.Crash()
+	r2, sm2 := newSolo(t, store, SnapshotPolicy{EveryEntries: 4})
+	if got := strings.Join(sm2.cmds, ","); got != "a,b,c,d,e,f,g" {
+		t.Fatalf("after restart applied %q", got)
+	}
+	propose(t, r2, "h")
+	if got := strings.Join(sm2.cmds, ","); got != "a,b,c,d,e,f,g,h" {
+		t.Fatalf("after restart and a proposal: %q", got)
+	}
+}
+
+func TestSnapshotByTicks(t *testing.T) {
+	store := memstore.New()
+	r, _ := newSolo(t, store, SnapshotPolicy{EveryTicks: 5})
+	propose(t, r, "a")
+	for range 6 {
+		if err := r.Tick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if snap, _ := store.Snapshot(); snap.Meta.Index < 2 {
+		t.Fatalf("no snapshot after 6 ticks: index %d", snap.Meta.Index)
+	}
+}
+
+func TestConfigRequiresDependencies(t *testing.T) {
+	if _, err := New(Config{}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("got %v, want ErrConfig", err)
+	}
+}
+
+func TestCrashedWriteHaltsReplica(t *testing.T) {
+	store := memstore.New()
+	r, _ := newSolo(t, store, SnapshotPolicy{})
+	store.CrashDuringNextSave()
+	if _, err := r.Propose([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Process(); !errors.Is(err, memstore.ErrCrashed) {
+		t.Fatalf("got %v, want the write's crash", err)
+	}
+}
