@@ -386,3 +386,35 @@ func TestRebuildingReplicaCastsNoVote(t *testing.T) {
 		t.Fatalf("leader chose %q with a rebuilding replica's vote", got)
 	}
 }
+
+// A failure detector's suspicion of the leader makes a follower campaign at
+// its next tick instead of waiting out its timeout; the acceptors' leases
+// still hold it back while the leader is alive.
+func TestReportSuspectSpeedsUpElection(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	n2 := c.replicas[2].node
+	// A wrong suspicion while the leader is alive changes nothing.
+	n2.ReportSuspect(1)
+	c.run(2)
+	if c.leader() != 1 || n2.hs.Promised != c.replicas[1].node.lead.ballot {
+		t.Fatalf("a wrong suspicion disrupted the leader:\n%s", c.describe())
+	}
+	// The leader dies: with the hint, replica 2 campaigns as soon as the
+	// leases it granted lapse, well before its own election timeout.
+	c.crash(1)
+	for i := 0; ; i++ {
+		if c.leader() == 2 {
+			if i > c.timing.LeaseTicks+5 {
+				t.Fatalf("elected %d ticks after the crash; leases last %d", i, c.timing.LeaseTicks)
+			}
+			return
+		}
+		if i > 4*c.timing.ElectionTicks {
+			t.Fatalf("no election:\n%s", c.describe())
+		}
+		c.replicas[3].node.electionElapsed = 0 // let replica 2 be the one
+		n2.ReportSuspect(1)
+		c.run(1)
+	}
+}
