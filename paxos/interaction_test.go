@@ -14,21 +14,7 @@ import (
 // fixed. Their last expected outputs were written by hand to say what Paxos
 // requires: once the bug is fixed, remove the entry, run the test and check
 // that those outputs hold before rewriting the rest of the trace.
-var knownBugs = map[string]string{
-	// BUG: a follower that restarts resets its "through" to its chosen
-	// index while the leader's match for it never decreases, and the
-	// leader drops the follower's gap refusal as an echo when the
-	// follower once reported a gap at the same index (progress.resetAt):
-	// the leader never resends, the follower never catches up, and with
-	// one more replica down the leader (which keeps its lease) can choose
-	// nothing.
-	"restart_follower_gap.txt": "restarted follower never caught up (stale progress.match, resetAt echo check)",
-	// BUG: onChosen at a leader writes a late catch-up's entries (older
-	// ballots) over the leader's own proposals; its accepts then carry
-	// entries under another ballot, every acceptor refuses them as
-	// invalid, and nothing after them is ever chosen.
-	"stale_catchup.txt": "late MsgChosen at a leader puts old-ballot entries into its accepts",
-}
+var knownBugs = map[string]string{}
 
 // TestInteraction runs the protocol scripts in testdata/. Each script drives
 // a test cluster through a small DSL and its expected output is the

@@ -252,10 +252,18 @@ func (n *Node) Step(m Message) error {
 		n.onPrepare(m)
 	case MsgAccept, MsgHeartbeat:
 		n.onAccept(m)
-	case MsgChosen:
-		n.onChosen(m)
-	case MsgSnapshot:
-		n.onSnapshot(m)
+	case MsgChosen, MsgSnapshot:
+		// A leader already holds every chosen value below its start and
+		// chooses the rest itself; a late catch-up from an old leader would
+		// overwrite its proposals with entries under other ballots.
+		if n.role == Leader {
+			break
+		}
+		if m.Type == MsgChosen {
+			n.onChosen(m)
+		} else {
+			n.onSnapshot(m)
+		}
 	case MsgPreVoteReply:
 		n.onPreVoteReply(m)
 	case MsgPromise:

@@ -189,12 +189,17 @@ type leadership struct {
 
 // progress is what the leader knows of one follower.
 type progress struct {
-	next        uint64 // next slot to send
-	match       uint64 // highest slot known accepted under our ballot (or chosen)
-	chosen      uint64 // the follower's chosen index
-	inflight    int    // accepts sent and not answered
-	lastAckAt   uint64 // local tick of the last reply
-	resetAt     uint64 // the through a gap reset restarted from, to ignore echoes
+	next      uint64 // next slot to send
+	match     uint64 // highest slot known accepted under our ballot (or chosen)
+	chosen    uint64 // the follower's chosen index
+	inflight  int    // accepts sent and not answered
+	lastAckAt uint64 // local tick of the last reply
+	// through is the follower's own latest report of how far it accepted
+	// without a gap. Unlike match it can go down (a restarted follower
+	// forgets its position), so resends start from it.
+	through     uint64
+	resetAt     uint64 // the through a gap reset last restarted from
+	resetTick   uint64 // and when, to ignore echoes of one gap for a heartbeat
 	catchUpAt   uint64 // local tick of the last catch-up sent
 	catchUpSent bool
 	// known is set once the follower's chosen index is known (from its
@@ -219,7 +224,7 @@ func newLeadership(n *Node, c *candidacy, top uint64) *leadership {
 		leaseUntil: c.sentAt + n.leaseSpan,
 	}
 	for _, p := range n.peers {
-		pr := &progress{next: c.start, match: c.start - 1, lastAckAt: n.now}
+		pr := &progress{next: c.start, match: c.start - 1, through: c.start - 1, lastAckAt: n.now}
 		if chosen, ok := c.chosen[p]; ok {
 			pr.chosen, pr.known = chosen, true
 		}
@@ -269,7 +274,7 @@ func (l *leadership) heartbeat(n *Node) {
 func (l *leadership) maybeRetransmit(n *Node, pr *progress) {
 	if pr.inflight > 0 && n.now-pr.lastAckAt >= 2*uint64(n.timing.HeartbeatTicks) {
 		pr.inflight = 0
-		pr.next = pr.match + 1
+		pr.next = pr.through + 1
 		pr.lastAckAt = n.now
 		n.stats.Retransmissions++
 	}
@@ -350,9 +355,12 @@ func (n *Node) onAccepted(m Message) {
 		return
 	}
 	pr.rebuilding = false
+	// match only grows: what a follower accepted under our ballot is on its
+	// disk even if it restarted and forgot how far it got.
 	pr.match = max(pr.match, m.Through)
-	if pr.next <= pr.match {
-		pr.next = pr.match + 1
+	pr.through = m.Through
+	if pr.next <= m.Through {
+		pr.next = m.Through + 1
 	}
 	switch m.Type {
 	case MsgAccepted:
@@ -360,12 +368,11 @@ func (n *Node) onAccepted(m Message) {
 		if pr.inflight > 0 && m.Last > 0 {
 			pr.inflight--
 		}
-		if m.Last > m.Through && m.Through != pr.resetAt {
-			// The follower found a gap: resend from where it stands.
-			pr.resetAt = m.Through
-			pr.next = m.Through + 1
-			pr.inflight = 0
-			n.stats.Retransmissions++
+		echo := m.Through == pr.resetAt && n.now-pr.resetTick < uint64(n.timing.HeartbeatTicks)
+		if m.Last > m.Through && !echo {
+			// The follower found a gap: resend from where it stands. Other
+			// replies to accepts sent before now report the same gap.
+			l.resendFrom(n, pr, m.Through)
 		}
 		if m.Last == 0 {
 			pr.catchUpSent = false
@@ -373,8 +380,20 @@ func (n *Node) onAccepted(m Message) {
 		}
 	case MsgHeartbeatReply:
 		l.ackRound(n, m.From, m.Round)
+		if pr.inflight == 0 && m.Through+1 < pr.next {
+			// Every accept was answered, yet the follower stands behind
+			// them: it restarted, or its answers were lost.
+			l.resendFrom(n, pr, m.Through)
+		}
 	}
 	l.advanceCommit(n)
+}
+
+func (l *leadership) resendFrom(n *Node, pr *progress, through uint64) {
+	pr.resetAt, pr.resetTick = through, n.now
+	pr.next = through + 1
+	pr.inflight = 0
+	n.stats.Retransmissions++
 }
 
 func (l *leadership) ackRound(n *Node, from ReplicaID, round uint64) {
