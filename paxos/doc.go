@@ -16,5 +16,6 @@
 // The core owns no goroutines, timers, clocks or I/O and takes all randomness
 // from a seeded source in its Config, so that a whole cluster can be
 // simulated deterministically (see package sim). It imports only the
-// standard library.
+// standard library and, for the wire codec (AppendMessage, DecodeMessage),
+// go-msgpack.
 package paxos
