@@ -1,0 +1,189 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"paxcron/cron/replica"
+	"paxcron/paxos"
+	"paxcron/storage"
+	"paxcron/storage/memstore"
+)
+
+// testOptions is a three-replica cluster with a short tick, so that the
+// first election takes about a second, and a half-second election timeout,
+// so that a machine loaded by -race and parallel tests rarely stalls a
+// leader long enough to lose it (the tests survive that, but it slows them).
+func testOptions(dir string) Options {
+	o := DefaultOptions(dir)
+	o.TickInterval = 10 * time.Millisecond
+	o.Timing = paxos.Timing{HeartbeatTicks: 4, ElectionTicks: 50, LeaseTicks: 50, MaxClockDriftPPM: 10_000}
+	o.Snapshots = replica.SnapshotPolicy{EveryEntries: 250}
+	return o
+}
+
+func start(t *testing.T, o Options) *Cluster {
+	t.Helper()
+	c, err := Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// proposeAll proposes perWorker commands from each of workers goroutines
+// through the cluster's leader, failing t on any error.
+func proposeAll(ctx context.Context, t *testing.T, c *Cluster, workers, perWorker int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				if err := c.Propose(ctx, fmt.Appendf(nil, "w%d-%d", w, i)); err != nil {
+					errs <- fmt.Errorf("worker %d command %d: %w", w, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// checkSameState waits until every replica applied commands commands and
+// checks they hold the same hash, that is applied the same sequence.
+func checkSameState(ctx context.Context, t *testing.T, c *Cluster, commands uint64) {
+	t.Helper()
+	err := c.waitUntil(ctx, func() bool {
+		for _, s := range c.Statuses() {
+			if s.Commands < commands {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("waiting for %d commands everywhere: %v: %+v", commands, err, c.Statuses())
+	}
+	ss := c.Statuses()
+	for _, s := range ss {
+		if s.Commands != commands || s.Hash != ss[0].Hash || s.Err != nil {
+			t.Fatalf("replicas disagree (want %d commands): %+v", commands, ss)
+		}
+	}
+}
+
+func TestCommitFromConcurrentProposersOnPebble(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := start(t, testOptions(dir))
+	if _, err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	proposeAll(ctx, t, c, 8, 125)
+	checkSameState(ctx, t, c, 1000)
+	// Every command was accepted, so saved, by a quorum: two of three.
+	var saved uint64
+	for _, s := range c.Statuses() {
+		saved += s.SavedEntries
+	}
+	if saved < 2*1000 {
+		t.Errorf("replicas saved %d entries in all, want at least 2000: %+v", saved, c.Statuses())
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restarted from its stores (snapshots every 250 entries, then the log
+	// tail), the cluster holds the same state and goes on.
+	c = start(t, testOptions(dir))
+	if _, err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	proposeAll(ctx, t, c, 1, 1)
+	checkSameState(ctx, t, c, 1001)
+}
+
+func TestProposeOnFollowerIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := start(t, testOptions(t.TempDir()))
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower := leader%3 + 1
+	if err := c.Replica(follower).Propose(ctx, []byte("x")); !errors.Is(err, paxos.ErrNotLeader) {
+		t.Fatalf("propose on follower %d: got %v, want paxos.ErrNotLeader", follower, err)
+	}
+}
+
+func TestProposeAfterCloseFails(t *testing.T) {
+	c := start(t, testOptions(t.TempDir()))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Replica(1).Propose(context.Background(), []byte("x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("got %v, want ErrClosed", err)
+	}
+	if _, err := c.WaitLeader(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("WaitLeader after Close: got %v, want ErrClosed", err)
+	}
+}
+
+func TestStartRejectsBadOptions(t *testing.T) {
+	for _, o := range []Options{
+		{Dir: "x", TickInterval: time.Millisecond},
+		{Dir: "x", Replicas: 3},
+		{Replicas: 3, TickInterval: time.Millisecond},
+	} {
+		if _, err := Start(o); !errors.Is(err, ErrConfig) {
+			t.Errorf("Start(%+v): got %v, want ErrConfig", o, err)
+		}
+	}
+}
+
+// TestBusyCoreInFakeTime runs a cluster on in-memory stores inside a
+// synctest bubble, whose clock only moves when every goroutine waits, with
+// a core that holds at most four uncommitted slots: the sixteen proposers
+// keep running into paxos.ErrBusy, which the loop must turn into
+// back-pressure rather than errors.
+func TestBusyCoreInFakeTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := testOptions("")
+		o.OpenStore = func(paxos.ReplicaID) (storage.Store, error) { return memstore.New(), nil }
+		o.Limits.MaxUncommittedSlots = 4
+		o.Limits.MaxPromiseLagSlots = 8
+		o.Snapshots = replica.SnapshotPolicy{EveryEntries: 100}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+		defer cancel()
+		c, err := Start(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		leader, err := c.WaitLeader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proposeAll(ctx, t, c, 16, 40)
+		checkSameState(ctx, t, c, 640)
+		if s := c.Replica(leader).Status(); s.BusyRefusals == 0 {
+			t.Errorf("the core never refused a proposal as busy: %+v", s)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
