@@ -180,6 +180,7 @@ func (c *benchCluster) settle() {
 			for n.HasReady() {
 				rd := n.Ready()
 				c.stores[i].save(&rd)
+				c.queue = append(c.queue, rd.EarlyMessages...)
 				c.queue = append(c.queue, rd.Messages...)
 				if len(rd.Committed) > 0 {
 					c.applied[i] = rd.Committed[len(rd.Committed)-1].Slot

@@ -161,6 +161,7 @@ func (c *testCluster) process() {
 			progress = true
 			rd := r.node.Ready()
 			r.storage.save(rd)
+			c.queue = append(c.queue, rd.EarlyMessages...)
 			c.queue = append(c.queue, rd.Messages...)
 			if rd.Snapshot != nil {
 				r.applied = decodeSnapshotValues(*rd.Snapshot)

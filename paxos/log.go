@@ -5,15 +5,18 @@ import (
 	"fmt"
 )
 
-// memLog overlays the entries the core produced and the caller has not yet
-// persisted on top of Storage. Entries go through three stages: pending
-// (produced since the last Ready), handed (in the Ready being processed) and
-// stable (in Storage, after Advance).
+// memLog overlays Storage with the entries the core still needs at hand:
+// those the caller has not yet persisted, and those persisted but not yet
+// applied (so that applying and sending them does not read them back from
+// disk). Entries go through three stages: pending (produced since the last
+// Ready), handed (in the Ready being processed) and stable (in Storage,
+// after Advance); a stable entry leaves memory once it is applied.
 type memLog struct {
 	storage   Storage
 	pending   []Entry
 	handed    []Entry
-	bySlot    map[uint64]Entry // newest unpersisted entry per slot
+	bySlot    map[uint64]Entry // newest entry per slot, for slots not yet pruned
+	pruned    uint64           // bySlot holds nothing at or below this slot
 	snapIndex uint64           // the newest snapshot's index, in Storage or pending
 	lastSlot  uint64           // the highest slot held anywhere
 }
@@ -26,32 +29,40 @@ func newMemLog(s Storage, snapIndex uint64) (*memLog, error) {
 	if last < snapIndex {
 		return nil, fmt.Errorf("paxos: storage last slot %d below snapshot index %d", last, snapIndex)
 	}
-	return &memLog{storage: s, bySlot: map[uint64]Entry{}, snapIndex: snapIndex, lastSlot: last}, nil
+	return &memLog{storage: s, bySlot: map[uint64]Entry{}, pruned: snapIndex, snapIndex: snapIndex, lastSlot: last}, nil
 }
 
 // put records e as accepted (or learned) for its slot.
 func (l *memLog) put(e Entry) {
-	if e.Slot <= l.snapIndex {
-		panic(fmt.Sprintf("paxos: put of slot %d at or below snapshot index %d", e.Slot, l.snapIndex))
+	if e.Slot <= l.snapIndex || e.Slot <= l.pruned {
+		panic(fmt.Sprintf("paxos: put of slot %d at or below snapshot %d or applied %d", e.Slot, l.snapIndex, l.pruned))
 	}
 	l.pending = append(l.pending, e)
 	l.bySlot[e.Slot] = e
 	l.lastSlot = max(l.lastSlot, e.Slot)
 }
 
-// installSnapshot drops every unpersisted entry at or below index.
+// installSnapshot drops every entry held in memory at or below index.
 func (l *memLog) installSnapshot(index uint64) {
+	if len(l.handed) != 0 {
+		panic("paxos: snapshot installed between Ready and Advance")
+	}
 	kept := l.pending[:0]
 	for _, e := range l.pending {
 		if e.Slot > index {
 			kept = append(kept, e)
-		} else {
-			delete(l.bySlot, e.Slot)
 		}
 	}
 	clear(l.pending[len(kept):])
 	l.pending = kept
+	// Persisted entries above index stay readable from Storage; rebuilding
+	// the map from the pending ones is cheaper than walking every slot.
+	l.bySlot = make(map[uint64]Entry, len(kept))
+	for _, e := range kept {
+		l.bySlot[e.Slot] = e
+	}
 	l.snapIndex = max(l.snapIndex, index)
+	l.pruned = max(l.pruned, index)
 	l.lastSlot = max(l.lastSlot, index)
 }
 
@@ -64,16 +75,31 @@ func (l *memLog) takePending() []Entry {
 	return l.handed
 }
 
-// stabilize forgets handed entries: the caller has persisted them.
-func (l *memLog) stabilize() {
-	for _, e := range l.handed {
-		// A pending entry for the same slot may have replaced e in bySlot;
-		// only an identical one may now be read from Storage instead.
-		if cur, ok := l.bySlot[e.Slot]; ok && cur.Ballot == e.Ballot && cur.SameValue(e) {
-			delete(l.bySlot, e.Slot)
+// stabilize records that the handed entries are persisted.
+func (l *memLog) stabilize() { l.handed = nil }
+
+// prune forgets entries at or below applied: they are persisted (prune is
+// called after Advance) and will only be read again for catch-up.
+func (l *memLog) prune(applied uint64) {
+	if len(l.handed) != 0 {
+		panic("paxos: prune between Ready and Advance")
+	}
+	if applied <= l.pruned {
+		return
+	}
+	if applied-l.pruned > 4*uint64(len(l.bySlot))+64 {
+		//detlint:maprange deleting entries; the order cannot matter
+		for s := range l.bySlot {
+			if s <= applied {
+				delete(l.bySlot, s)
+			}
+		}
+	} else {
+		for s := l.pruned + 1; s <= applied; s++ {
+			delete(l.bySlot, s)
 		}
 	}
-	l.handed = nil
+	l.pruned = applied
 }
 
 // entries returns held entries in [lo, hi), in slot order, skipping empty
@@ -87,6 +113,29 @@ func (l *memLog) entries(lo, hi uint64, maxEntries int, maxBytes uint64) ([]Entr
 	if lo >= hi {
 		return nil, nil
 	}
+	// Fast path: the whole range is in memory, as it is for entries being
+	// sent, applied, or both.
+	var out []Entry
+	var size uint64
+	for s := lo; s < hi && len(out) < maxEntries; s++ {
+		e, ok := l.bySlot[s]
+		if !ok {
+			break
+		}
+		if len(out) > 0 && size+EntrySize(e) > maxBytes {
+			return out, nil
+		}
+		out = append(out, e)
+		size += EntrySize(e)
+	}
+	if len(out) == maxEntries || lo+uint64(len(out)) == hi {
+		return out, nil
+	}
+	return l.entriesMerged(lo, hi, maxEntries, maxBytes)
+}
+
+// entriesMerged reads [lo, hi) from Storage and overlays what memory holds.
+func (l *memLog) entriesMerged(lo, hi uint64, maxEntries int, maxBytes uint64) ([]Entry, error) {
 	stored, err := l.storage.Entries(lo, hi, maxBytes)
 	if errors.Is(err, ErrCompacted) {
 		// A snapshot in the Ready being processed compacted storage

@@ -64,11 +64,13 @@ type Node struct {
 	halted error
 
 	hs      HardState
-	hsDirty bool
+	hsDirty bool      // Promised or Rebuilding changed: must be written
+	savedHS HardState // what Storage holds
 	log     *memLog
 	applied uint64
 	snap    *Snapshot // received, to hand out in the next Ready
-	msgs    []Message
+	msgs    []Message // sent after the Ready's write
+	early   []Message // may be sent before it
 
 	role     Role
 	leader   ReplicaID // the replica whose ballot we follow, if known
@@ -147,6 +149,7 @@ func NewNode(cfg Config) (*Node, error) {
 		limits:     cfg.Limits,
 		leaseSpan:  uint64(leaderLeaseTicks(cfg.Timing)),
 		hs:         hs,
+		savedHS:    hs,
 		log:        l,
 		applied:    cfg.Applied,
 		maxRound:   hs.Promised.Round,
@@ -318,7 +321,7 @@ func (n *Node) HasReady() bool {
 	if n.role == Leader && n.lead.wantsSend(n) {
 		return true
 	}
-	return n.hsDirty || len(n.log.pending) > 0 || n.snap != nil || len(n.msgs) > 0 || n.hs.Chosen > n.applied
+	return n.hsDirty || len(n.log.pending) > 0 || n.snap != nil || len(n.msgs) > 0 || len(n.early) > 0 || n.hs.Chosen > n.applied
 }
 
 // Ready returns what the caller must persist, send and apply. The caller
@@ -331,7 +334,14 @@ func (n *Node) Ready() Ready {
 		n.lead.sendAccepts(n)
 		n.lead.advanceCommit(n) // alone, a leader is its own quorum
 	}
-	rd := Ready{HardState: n.hs, HardStateChanged: n.hsDirty, Entries: n.log.takePending(), Snapshot: n.snap}
+	rd := Ready{HardState: n.hs, Entries: n.log.takePending(), Snapshot: n.snap}
+	rd.HardStateChanged = n.hsDirty || (n.hs != n.savedHS && (len(rd.Entries) > 0 || rd.Snapshot != nil))
+	if rd.HardStateChanged {
+		n.savedHS = n.hs
+	}
+	if n.role == Leader && len(rd.Entries) > 0 {
+		n.lead.handedThrough = rd.Entries[len(rd.Entries)-1].Slot
+	}
 	if n.snap != nil {
 		n.applied = n.snap.Meta.Index
 	}
@@ -340,12 +350,21 @@ func (n *Node) Ready() Ready {
 		n.applied = rd.Committed[len(rd.Committed)-1].Slot
 	}
 	rd.Messages, n.msgs = n.msgs, nil
+	rd.EarlyMessages, n.early = n.early, nil
 	n.hsDirty, n.snap = false, nil
 	return rd
 }
 
 // Advance tells the node the last Ready was processed.
-func (n *Node) Advance() { n.log.stabilize() }
+func (n *Node) Advance() {
+	n.log.stabilize()
+	n.log.prune(n.applied)
+	if n.role == Leader {
+		// The leader's own accepts now count toward choosing.
+		n.lead.persisted = max(n.lead.persisted, n.lead.handedThrough)
+		n.lead.advanceCommit(n)
+	}
+}
 
 func (n *Node) committedEntries() []Entry {
 	if n.applied >= n.hs.Chosen {
@@ -372,7 +391,12 @@ func (n *Node) halt(err error) {
 
 func (n *Node) send(m Message) {
 	m.From = n.id
-	n.msgs = append(n.msgs, m)
+	switch m.Type {
+	case MsgPreVote, MsgAccept, MsgHeartbeat, MsgChosen, MsgSnapshot:
+		n.early = append(n.early, m)
+	default:
+		n.msgs = append(n.msgs, m)
+	}
 }
 
 func (n *Node) setPromised(b Ballot) {
@@ -388,7 +412,6 @@ func (n *Node) setPromised(b Ballot) {
 func (n *Node) setChosen(c uint64) {
 	if c > n.hs.Chosen {
 		n.hs.Chosen = c
-		n.hsDirty = true
 	}
 }
 

@@ -185,6 +185,11 @@ type leadership struct {
 	rounds           []leaseRound // recent heartbeat rounds, oldest first
 	leaseUntil       uint64
 	lastQuorumAt     uint64 // the send tick of the newest round a quorum acknowledged
+	// persisted is the highest slot of the leader's own proposals known
+	// durable; only that far does its own vote count. handedThrough is the
+	// last slot of the Ready being written.
+	persisted     uint64
+	handedThrough uint64
 }
 
 // progress is what the leader knows of one follower.
@@ -220,7 +225,7 @@ const maxLeaseRounds = 8
 func newLeadership(n *Node, c *candidacy, top uint64) *leadership {
 	l := &leadership{
 		ballot: c.ballot, start: c.start, caughtUpAt: top,
-		progress: map[ReplicaID]*progress{}, lastQuorumAt: c.sentAt,
+		progress: map[ReplicaID]*progress{}, lastQuorumAt: c.sentAt, persisted: c.start - 1,
 		leaseUntil: c.sentAt + n.leaseSpan,
 	}
 	for _, p := range n.peers {
@@ -274,7 +279,7 @@ func (l *leadership) heartbeat(n *Node) {
 func (l *leadership) maybeRetransmit(n *Node, pr *progress) {
 	if pr.inflight > 0 && n.now-pr.lastAckAt >= 2*uint64(n.timing.HeartbeatTicks) {
 		pr.inflight = 0
-		pr.next = pr.through + 1
+		pr.next = max(pr.through+1, l.start)
 		pr.lastAckAt = n.now
 		n.stats.Retransmissions++
 	}
@@ -389,9 +394,12 @@ func (n *Node) onAccepted(m Message) {
 	l.advanceCommit(n)
 }
 
+// resendFrom restarts sending after through. A follower may report a
+// position below our start (a catch-up reply carries its chosen index);
+// slots below start it learns by catch-up, never by accept.
 func (l *leadership) resendFrom(n *Node, pr *progress, through uint64) {
 	pr.resetAt, pr.resetTick = through, n.now
-	pr.next = through + 1
+	pr.next = max(through+1, l.start)
 	pr.inflight = 0
 	n.stats.Retransmissions++
 }
@@ -414,7 +422,7 @@ func (l *leadership) ackRound(n *Node, from ReplicaID, round uint64) {
 // advanceCommit chooses the highest slot a quorum has accepted.
 func (l *leadership) advanceCommit(n *Node) {
 	matches := make([]uint64, 0, len(n.members.Voters))
-	matches = append(matches, n.log.lastSlot)
+	matches = append(matches, l.persisted)
 	for _, p := range n.peers {
 		matches = append(matches, l.progress[p].match)
 	}

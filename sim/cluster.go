@@ -147,7 +147,7 @@ func (c *cluster) start(n *node) {
 		return
 	}
 	c.logf("replica %d starts (rebuilding=%t, snapshot %d)", n.id, rebuilding, snap.Meta.Index)
-	n.rep, n.up, n.wiped = rep, true, false
+	n.rep, n.up = rep, true
 	c.net.SetUp(n.id, true)
 	c.scheduleTick(n)
 }
@@ -266,7 +266,13 @@ type observer struct {
 	n *node
 }
 
-func (o *observer) Persisted(*paxos.Ready) {}
+// Persisted clears a lost disk's flag once the rebuilding mark is durable:
+// until then a restart must still say the disk was lost.
+func (o *observer) Persisted(rd *paxos.Ready) {
+	if rd.HardStateChanged && rd.HardState.Rebuilding {
+		o.n.wiped = false
+	}
+}
 
 func (o *observer) Sent(m paxos.Message) {
 	if m.Type == paxos.MsgPromise || m.Type == paxos.MsgNack || m.Type == paxos.MsgPrepare {

@@ -130,6 +130,12 @@ func New(cfg Config) (*Replica, error) {
 	if snap.Meta.Index > 0 {
 		r.obs.Restored(snap.Meta.Index)
 	}
+	// Persist what the node starts with before anything else happens: a
+	// rebuilding replica's mark must be durable before it talks to anyone,
+	// or a crash would bring it back with an empty disk as a voter.
+	if err := r.Process(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -176,6 +182,10 @@ func (r *Replica) Process() error {
 
 func (r *Replica) processReady() error {
 	rd := r.node.Ready()
+	for _, m := range rd.EarlyMessages {
+		r.obs.Sent(m)
+		r.send(m)
+	}
 	u := storage.Update{Entries: rd.Entries, Snapshot: rd.Snapshot}
 	if rd.HardStateChanged {
 		hs := rd.HardState

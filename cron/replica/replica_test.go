@@ -14,7 +14,7 @@ import (
 type listMachine struct{ cmds []string }
 
 func (m *listMachine) Apply(_ uint64, cmd []byte) { m.cmds = append(m.cmds, string(cmd)) }
-func (m *listMachine) Snapshot() ([]byte, error) { return []byte(strings.Join(m.cmds, ",")), nil }
+func (m *listMachine) Snapshot() ([]byte, error)  { return []byte(strings.Join(m.cmds, ",")), nil }
 func (m *listMachine) Restore(data []byte) error {
 	m.cmds = nil
 	if len(data) > 0 {
@@ -114,5 +114,25 @@ func TestCrashedWriteHaltsReplica(t *testing.T) {
 	}
 	if err := r.Process(); !errors.Is(err, memstore.ErrCrashed) {
 		t.Fatalf("got %v, want the write's crash", err)
+	}
+}
+
+// A replica that lost its disk must have its rebuilding mark on disk before
+// New returns: a crash right after must not bring it back as a voter.
+func TestRebuildingMarkDurableAtStart(t *testing.T) {
+	store := memstore.New()
+	_, err := New(Config{
+		ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}},
+		Timing: paxos.DefaultTiming(), Limits: paxos.DefaultLimits(), Rand: rand.New(rand.NewPCG(1, 1)),
+		Store: store, StateMachine: &listMachine{}, Send: func(paxos.Message) {},
+		Observer: NopObserver{}, Rebuilding: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Crash() // power loss right after start
+	hs, _, err := store.InitialState()
+	if err != nil || !hs.Rebuilding {
+		t.Fatalf("rebuilding mark lost in a crash right after start: %+v, %v", hs, err)
 	}
 }
