@@ -79,6 +79,9 @@ type Node struct {
 	// rebuildPrepared is the highest ballot seen prepared since this
 	// rebuilding replica started.
 	rebuildPrepared Ballot
+	// rebuildSeen is the highest ballot of any prepare, accept or
+	// heartbeat received while rebuilding.
+	rebuildSeen Ballot
 	// reprepareAt is when this replica, as leader, last ran a phase 1 to
 	// let a rebuilt follower vote again.
 	reprepareAt uint64

@@ -9,6 +9,9 @@ package paxos
 // promises that ballot and votes as usual.
 
 func (n *Node) stepRebuilding(m Message) {
+	if m.Type == MsgPrepare || m.Type == MsgAccept || m.Type == MsgHeartbeat {
+		n.rebuildSeen = maxBallot(n.rebuildSeen, m.Ballot)
+	}
 	switch m.Type {
 	case MsgPreVote:
 		n.send(Message{Type: MsgPreVoteReply, To: m.From, Ballot: m.Ballot, Reject: true, Promised: n.hs.Promised, Chosen: n.hs.Chosen})
@@ -36,19 +39,33 @@ func (n *Node) sendLearnerReply(to ReplicaID, b Ballot, round uint64) {
 	n.send(Message{Type: MsgHeartbeatReply, To: to, Ballot: b, Round: round, Reject: true, Chosen: n.hs.Chosen})
 }
 
+// maybeFinishRebuild ends the rebuild once a slot was chosen under a
+// ballot prepared after the replica rejoined, and the replica has listened
+// for RebuildQuietTicks. It then promises the highest ballot any leader or
+// candidate used in a message since it rejoined. The quiet period lets a
+// live leader of a higher ballot be heard: a promise given to it before the
+// loss is then honoured again. What remains assumed is that no leader
+// elected with that lost promise stays silent to this replica for the whole
+// period (see DESIGN.md, "Disk loss").
 func (n *Node) maybeFinishRebuild(learned []Entry) {
-	if n.rebuildPrepared.IsZero() {
+	if n.rebuildPrepared.IsZero() || n.now < rebuildQuietTicks(n.timing) {
 		return
 	}
 	for _, e := range learned {
 		if e.Slot <= n.hs.Chosen && !e.Ballot.Less(n.rebuildPrepared) {
 			n.hs.Rebuilding = false
 			n.hsDirty = true
-			n.setPromised(maxBallot(n.hs.Promised, e.Ballot))
+			n.setPromised(maxBallot(maxBallot(n.hs.Promised, e.Ballot), n.rebuildSeen))
 			n.becomeFollower(None)
 			return
 		}
 	}
+}
+
+// rebuildQuietTicks is how long a rebuilding replica listens before it may
+// vote again: several heartbeat rounds past an election timeout.
+func rebuildQuietTicks(t Timing) uint64 {
+	return uint64(2*t.ElectionTicks + 4*t.HeartbeatTicks)
 }
 
 func maxBallot(a, b Ballot) Ballot {
