@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"paxcron/cron/replica"
+	"paxcron/internal/hashsm"
 	"paxcron/paxos"
 	"paxcron/sim/check"
 	"paxcron/sim/simclock"
@@ -23,7 +24,7 @@ type node struct {
 	store storage.Store // disk, or a planted-bug wrapper around it
 	clock *simclock.Clock
 	rep   *replica.Replica
-	sm    *hashMachine
+	sm    *hashsm.Machine
 	up    bool
 	wiped bool // restarts as a rebuilding learner
 	// corrupted is set from injecting a flipped byte until it is found;
@@ -127,7 +128,7 @@ func (c *cluster) start(n *node) {
 		return
 	}
 	c.fail(c.checks.Restored(n.id, snap.Meta.Index))
-	n.sm = &hashMachine{}
+	n.sm = &hashsm.Machine{}
 	rebuilding := n.wiped
 	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.wipeAsVoter {
 		rebuilding = false
@@ -287,9 +288,9 @@ func (o *observer) Applied(e paxos.Entry) {
 	c.fail(c.checks.Learned(n.id, e))
 	c.fail(c.checks.Applied(n.id, e))
 	if want, ok := c.slotHash[e.Slot]; !ok {
-		c.slotHash[e.Slot] = n.sm.hash
-	} else if want != n.sm.hash {
-		c.fail(fmt.Errorf("replica %d: state after slot %d hashes to %x, others had %x (snapshot + log differs from the full log)", n.id, e.Slot, n.sm.hash, want))
+		c.slotHash[e.Slot] = n.sm.Hash()
+	} else if want != n.sm.Hash() {
+		c.fail(fmt.Errorf("replica %d: state after slot %d hashes to %x, others had %x (snapshot + log differs from the full log)", n.id, e.Slot, n.sm.Hash(), want))
 	}
 	if e.Kind != paxos.EntryCommand {
 		return

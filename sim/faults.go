@@ -80,22 +80,24 @@ func (c *cluster) randomUp() *node {
 	return up[c.rng.IntN(len(up))]
 }
 
-func (c *cluster) faultCrash() bool {
-	n := c.randomUp()
-	if n == nil || c.impaired() >= c.maxImpaired() {
-		return false
-	}
-	c.crash(n, "fault")
-	c.scheduleRestart(n, c.downtime())
-	return true
-}
+func (c *cluster) faultCrash() bool       { return c.crashAndRestart(c.randomUp(), false) }
+func (c *cluster) faultCrashLeader() bool { return c.crashAndRestart(c.leader(), false) }
+func (c *cluster) faultDiskLoss() bool    { return c.crashAndRestart(c.randomUp(), true) }
 
-func (c *cluster) faultCrashLeader() bool {
-	n := c.leader()
+// crashAndRestart crashes n (losing its disk if wipe) and restarts it
+// later, unless that would impair a majority.
+func (c *cluster) crashAndRestart(n *node, wipe bool) bool {
 	if n == nil || c.impaired() >= c.maxImpaired() {
 		return false
 	}
-	c.crash(n, "fault")
+	if !wipe {
+		c.crash(n, "fault")
+	} else {
+		c.crash(n, "disk loss")
+		n.corrupted = false
+		n.disk.Wipe()
+		n.wiped = true
+	}
 	c.scheduleRestart(n, c.downtime())
 	return true
 }
@@ -124,19 +126,6 @@ func (c *cluster) faultCrashAll() bool {
 		}
 		c.scheduleRestart(n, c.downtime())
 	}
-	return true
-}
-
-func (c *cluster) faultDiskLoss() bool {
-	n := c.randomUp()
-	if n == nil || c.impaired() >= c.maxImpaired() {
-		return false
-	}
-	c.crash(n, "disk loss")
-	n.corrupted = false
-	n.disk.Wipe()
-	n.wiped = true
-	c.scheduleRestart(n, c.downtime())
 	return true
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"paxcron/cron/replica"
+	"paxcron/internal/hashsm"
 	"paxcron/paxos"
 	"paxcron/storage"
 	"paxcron/storage/pebblestore"
@@ -212,7 +213,7 @@ func (c *Cluster) newReplica(id paxos.ReplicaID, members paxos.Membership) (*Rep
 		inbox:     make(chan paxos.Message, c.opts.InboxMessages),
 		proposals: make(chan *proposal, c.opts.QueuedProposals),
 		stopped:   make(chan struct{}),
-		sm:        &counter{},
+		sm:        &hashsm.Machine{},
 		pending:   map[uint64]*proposal{},
 	}
 	r.store = &countingStore{Store: store, r: r}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -159,10 +160,35 @@ func TestStartRejectsBadOptions(t *testing.T) {
 // a core that holds at most four uncommitted slots: the sixteen proposers
 // keep running into paxos.ErrBusy, which the loop must turn into
 // back-pressure rather than errors.
+// gatedStore holds every Save while held is set, until release is closed.
+type gatedStore struct {
+	*memstore.Store
+	held    atomic.Bool
+	release chan struct{}
+}
+
+func (g *gatedStore) Save(u storage.Update) error {
+	if g.held.Load() {
+		<-g.release
+	}
+	return g.Store.Save(u)
+}
+
+// With the followers' disks held, nothing can be chosen, so the leader must
+// refuse proposals beyond MaxUncommittedSlots; once released, every command
+// commits and the replicas agree.
 func TestBusyCoreInFakeTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := testOptions("")
-		o.OpenStore = func(paxos.ReplicaID) (storage.Store, error) { return memstore.New(), nil }
+		var mu sync.Mutex
+		gates := map[paxos.ReplicaID]*gatedStore{}
+		o.OpenStore = func(id paxos.ReplicaID) (storage.Store, error) {
+			g := &gatedStore{Store: memstore.New(), release: make(chan struct{})}
+			mu.Lock()
+			gates[id] = g
+			mu.Unlock()
+			return g, nil
+		}
 		o.Limits.MaxUncommittedSlots = 4
 		o.Limits.MaxPromiseLagSlots = 8
 		o.Snapshots = replica.SnapshotPolicy{EveryEntries: 100}
@@ -177,11 +203,31 @@ func TestBusyCoreInFakeTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		proposeAll(ctx, t, c, 16, 40)
-		checkSameState(ctx, t, c, 640)
-		if s := c.Replica(leader).Status(); s.BusyRefusals == 0 {
-			t.Errorf("the core never refused a proposal as busy: %+v", s)
+		mu.Lock()
+		for id, g := range gates { // every follower is held; order is irrelevant
+			if id != leader {
+				g.held.Store(true)
+			}
 		}
+		mu.Unlock()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			proposeAll(ctx, t, c, 16, 40)
+		}()
+		if err := c.waitUntil(ctx, func() bool { return c.Replica(leader).Status().BusyRefusals > 0 }); err != nil {
+			t.Fatalf("the core never refused a proposal as busy: %v", err)
+		}
+		mu.Lock()
+		for id, g := range gates { // release every follower; order is irrelevant
+			if id != leader {
+				g.held.Store(false)
+				close(g.release)
+			}
+		}
+		mu.Unlock()
+		<-done
+		checkSameState(ctx, t, c, 640)
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"paxcron/cron/replica"
+	"paxcron/internal/hashsm"
 	"paxcron/paxos"
 	"paxcron/storage"
 )
@@ -24,7 +25,7 @@ type Replica struct {
 	// Owned by the goroutine running run (set up before it starts).
 	rep     *replica.Replica
 	store   *countingStore
-	sm      *counter
+	sm      *hashsm.Machine
 	pending map[uint64]*proposal // proposed, by slot, until that slot is applied
 	busy    []*proposal          // refused with paxos.ErrBusy, oldest first
 	ticks   int64                // ticks fed to the core since run started
@@ -243,7 +244,7 @@ func (r *Replica) publish() {
 	s := Status{
 		ID: r.id, Role: ns.Role, Leader: ns.Leader, Ballot: ns.Ballot,
 		Chosen: ns.Chosen, Applied: r.rep.Applied(),
-		Commands: r.sm.commands, Hash: r.sm.hash,
+		Commands: r.sm.Commands(), Hash: r.sm.Hash(),
 		Saves: r.store.saves, SavedEntries: r.store.savedEntries,
 		BusyRefusals: r.refused,
 	}
