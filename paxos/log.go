@@ -9,12 +9,13 @@ import (
 // those the caller has not yet persisted, and those persisted but not yet
 // applied (so that applying and sending them does not read them back from
 // disk). Entries go through three stages: pending (produced since the last
-// Ready), handed (in the Ready being processed) and stable (in Storage,
-// after Advance); a stable entry leaves memory once it is applied.
+// Ready), in flight (handed out in a Ready whose write has not been
+// confirmed; several may be, in order) and stable (in Storage); a stable
+// entry leaves memory once it is applied.
 type memLog struct {
 	storage   Storage
 	pending   []Entry
-	handed    []Entry
+	inflight  [][]Entry        // entries of each unconfirmed Ready, oldest first
 	bySlot    map[uint64]Entry // newest entry per slot, for slots not yet pruned
 	pruned    uint64           // bySlot holds nothing at or below this slot
 	snapIndex uint64           // the newest snapshot's index, in Storage or pending
@@ -43,10 +44,9 @@ func (l *memLog) put(e Entry) {
 }
 
 // installSnapshot drops every entry held in memory at or below index.
+// Entries in flight stay in flight (the caller writes them before the
+// snapshot, which then deletes those it covers).
 func (l *memLog) installSnapshot(index uint64) {
-	if len(l.handed) != 0 {
-		panic("paxos: snapshot installed between Ready and Advance")
-	}
 	kept := l.pending[:0]
 	for _, e := range l.pending {
 		if e.Slot > index {
@@ -56,8 +56,16 @@ func (l *memLog) installSnapshot(index uint64) {
 	clear(l.pending[len(kept):])
 	l.pending = kept
 	// Persisted entries above index stay readable from Storage; rebuilding
-	// the map from the pending ones is cheaper than walking every slot.
+	// the map from the unpersisted ones is cheaper than walking every slot.
+	// Older batches first, so that the newest entry for a slot wins.
 	l.bySlot = make(map[uint64]Entry, len(kept))
+	for _, batch := range l.inflight {
+		for _, e := range batch {
+			if e.Slot > index {
+				l.bySlot[e.Slot] = e
+			}
+		}
+	}
 	for _, e := range kept {
 		l.bySlot[e.Slot] = e
 	}
@@ -66,24 +74,28 @@ func (l *memLog) installSnapshot(index uint64) {
 	l.lastSlot = max(l.lastSlot, index)
 }
 
-// takePending moves the pending entries to handed and returns them.
+// takePending moves the pending entries in flight and returns them.
 func (l *memLog) takePending() []Entry {
-	if len(l.handed) != 0 {
-		panic("paxos: Ready called twice without Advance")
-	}
-	l.handed, l.pending = l.pending, nil
-	return l.handed
+	es := l.pending
+	l.pending = nil
+	l.inflight = append(l.inflight, es)
+	return es
 }
 
-// stabilize records that the handed entries are persisted.
-func (l *memLog) stabilize() { l.handed = nil }
-
-// prune forgets entries at or below applied: they are persisted (prune is
-// called after Advance) and will only be read again for catch-up.
-func (l *memLog) prune(applied uint64) {
-	if len(l.handed) != 0 {
-		panic("paxos: prune between Ready and Advance")
+// stabilize records that the oldest batch in flight is persisted.
+func (l *memLog) stabilize() {
+	if len(l.inflight) == 0 {
+		panic("paxos: a write confirmed with none in flight")
 	}
+	l.inflight[0] = nil
+	l.inflight = l.inflight[1:]
+}
+
+// prune forgets entries at or below applied, which must all be persisted:
+// they will only be read again for catch-up. (Entries still in flight are
+// all above it: a slot is applied only after the Ready that chose it was
+// confirmed, and later Readys only carry slots above the chosen index.)
+func (l *memLog) prune(applied uint64) {
 	if applied <= l.pruned {
 		return
 	}

@@ -71,6 +71,9 @@ type Node struct {
 	snap    *Snapshot // received, to hand out in the next Ready
 	msgs    []Message // sent after the Ready's write
 	early   []Message // may be sent before it
+	// readies are the Readys handed out whose write is not yet confirmed,
+	// oldest first.
+	readies []readyRecord
 
 	role     Role
 	leader   ReplicaID // the replica whose ballot we follow, if known
@@ -109,6 +112,14 @@ type follower struct {
 	ballot  Ballot
 	start   uint64
 	through uint64
+}
+
+// readyRecord is what the node must remember of a Ready until its write
+// is confirmed.
+type readyRecord struct {
+	applied  uint64 // the applied index once this Ready is processed
+	ballot   Ballot // the ballot led when it was handed out (zero if none)
+	lastSlot uint64 // the last entry slot it carried (0 if none)
 }
 
 // Stats counts protocol events, for tests, metrics and the simulator.
@@ -342,8 +353,12 @@ func (n *Node) Ready() Ready {
 	if rd.HardStateChanged {
 		n.savedHS = n.hs
 	}
-	if n.role == Leader && len(rd.Entries) > 0 {
-		n.lead.handedThrough = rd.Entries[len(rd.Entries)-1].Slot
+	rec := readyRecord{}
+	if n.role == Leader {
+		rec.ballot = n.lead.ballot
+	}
+	if len(rd.Entries) > 0 {
+		rec.lastSlot = rd.Entries[len(rd.Entries)-1].Slot
 	}
 	if n.snap != nil {
 		n.applied = n.snap.Meta.Index
@@ -355,19 +370,42 @@ func (n *Node) Ready() Ready {
 	rd.Messages, n.msgs = n.msgs, nil
 	rd.EarlyMessages, n.early = n.early, nil
 	n.hsDirty, n.snap = false, nil
+	rec.applied = n.applied
+	n.readies = append(n.readies, rec)
 	return rd
 }
 
-// Advance tells the node the last Ready was processed.
+// Advance tells the node every Ready handed out was processed: written,
+// its messages sent and its entries applied.
 func (n *Node) Advance() {
+	for len(n.readies) > 0 {
+		n.Persisted()
+	}
+}
+
+// Persisted tells the node the oldest unconfirmed Ready was processed: its
+// write is durable, its Messages were sent, its snapshot installed and its
+// Committed entries applied. A caller that writes asynchronously may keep
+// stepping the node and take further Readys meanwhile, as long as it writes
+// them in order and confirms each with Persisted, in order.
+func (n *Node) Persisted() {
+	if len(n.readies) == 0 {
+		panic(fmt.Sprintf("paxos: replica %d: Persisted with no Ready in flight", n.id))
+	}
+	rec := n.readies[0]
+	n.readies = n.readies[1:]
 	n.log.stabilize()
-	n.log.prune(n.applied)
-	if n.role == Leader {
-		// The leader's own accepts now count toward choosing.
-		n.lead.persisted = max(n.lead.persisted, n.lead.handedThrough)
+	n.log.prune(rec.applied)
+	if n.role == Leader && rec.ballot == n.lead.ballot && rec.lastSlot > 0 {
+		// The leader's own accepts now count toward choosing. Its entries
+		// go out in slot order, so everything up to rec.lastSlot is written.
+		n.lead.persisted = max(n.lead.persisted, rec.lastSlot)
 		n.lead.advanceCommit(n)
 	}
 }
+
+// InFlight is the number of Readys handed out and not yet confirmed.
+func (n *Node) InFlight() int { return len(n.readies) }
 
 func (n *Node) committedEntries() []Entry {
 	if n.applied >= n.hs.Chosen {
@@ -484,9 +522,6 @@ func (n *Node) LeaseValidUntil() (uint64, bool) {
 func (n *Node) Compacted(index uint64) {
 	if index > n.applied {
 		panic(fmt.Sprintf("paxos: replica %d compacted through %d beyond applied %d", n.id, index, n.applied))
-	}
-	if len(n.log.handed) != 0 {
-		panic("paxos: Compacted between Ready and Advance")
 	}
 	n.log.installSnapshot(index)
 }

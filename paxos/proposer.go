@@ -186,10 +186,8 @@ type leadership struct {
 	leaseUntil       uint64
 	lastQuorumAt     uint64 // the send tick of the newest round a quorum acknowledged
 	// persisted is the highest slot of the leader's own proposals known
-	// durable; only that far does its own vote count. handedThrough is the
-	// last slot of the Ready being written.
-	persisted     uint64
-	handedThrough uint64
+	// durable; only that far does its own vote count.
+	persisted uint64
 }
 
 // progress is what the leader knows of one follower.

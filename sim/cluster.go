@@ -32,6 +32,10 @@ type node struct {
 	corrupted bool
 	tick      simclock.Timer
 	restart   simclock.Timer
+	// incarnation counts starts: a write completing after a crash belongs
+	// to a dead incarnation and never happens.
+	incarnation  uint64
+	writesDoneAt time.Duration // when the last write handed out completes
 }
 
 // cluster is one run: every source of nondeterminism is owned here and
@@ -133,8 +137,14 @@ func (c *cluster) start(n *node) {
 	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.wipeAsVoter {
 		rebuilding = false
 	}
+	var writer replica.Writer
+	n.incarnation++
+	if c.opts.DiskLatencyMax > 0 {
+		writer = &simWriter{c: c, n: n, incarnation: n.incarnation}
+	}
 	rep, err := replica.New(replica.Config{
-		ID: n.id, Membership: c.members, Timing: c.opts.Timing, Limits: c.opts.Limits,
+		Writer: writer,
+		ID:     n.id, Membership: c.members, Timing: c.opts.Timing, Limits: c.opts.Limits,
 		Rand:  rand.New(rand.NewPCG(c.rng.Uint64(), uint64(n.id))),
 		Store: n.store, StateMachine: n.sm, Send: c.sender(n), Snapshots: c.opts.Snapshots,
 		Observer: &observer{c: c, n: n}, Rebuilding: rebuilding,
@@ -259,6 +269,33 @@ func (c *cluster) scheduleRestart(n *node, after time.Duration) {
 
 func (c *cluster) downtime() time.Duration {
 	return 200*time.Millisecond + time.Duration(c.rng.Int64N(int64(3*time.Second)))
+}
+
+// simWriter is a disk with latency: writes complete in order, each after a
+// random delay; one that has not completed when its replica crashes is lost.
+type simWriter struct {
+	c           *cluster
+	n           *node
+	incarnation uint64
+}
+
+func (w *simWriter) Write(u storage.Update) {
+	c, n := w.c, w.n
+	if n.rep != nil && n.rep.InFlight() > 1 {
+		c.faults["overlapping writes"]++ // not a fault: proof the async path ran
+	}
+	at := max(n.writesDoneAt, c.sched.Now()+time.Duration(1+c.rng.Int64N(int64(c.opts.DiskLatencyMax))))
+	n.writesDoneAt = at
+	c.sched.At(at, func() {
+		if !n.up || n.incarnation != w.incarnation {
+			return
+		}
+		var err error
+		if !u.IsEmpty() {
+			err = n.store.Save(u)
+		}
+		c.handle(n, n.rep.WriteDone(err))
+	})
 }
 
 // observer feeds what a replica does to the checkers.

@@ -26,6 +26,11 @@ type Options struct {
 	ProposalEvery time.Duration
 	// FaultEvery is the mean simulated time between injected faults.
 	FaultEvery time.Duration
+	// DiskLatencyMax, when positive, makes writes asynchronous: each takes
+	// a latency drawn from (0, DiskLatencyMax], they complete in order, the
+	// replica keeps working meanwhile, and a crash loses those in flight.
+	// Zero writes inline, as if the disk were instantaneous.
+	DiskLatencyMax time.Duration
 	// Bug plants a known defect, to prove the checkers catch it (see
 	// plantedBugs); empty in real runs.
 	Bug string
@@ -43,18 +48,25 @@ func DefaultOptions(seed uint64) Options {
 	limits.MaxInflightAccepts = 4
 	limits.MaxUncommittedSlots = 256
 	limits.MaxPromiseLagSlots = 1024
+	// Half the seeds run with asynchronous disks, half with inline writes:
+	// both ways of driving the replica are production paths.
+	var diskLatency time.Duration
+	if seed%2 == 1 {
+		diskLatency = 3 * time.Millisecond
+	}
 	return Options{
-		Seed:          seed,
-		Replicas:      3,
-		Duration:      60 * time.Second,
-		HealAt:        45 * time.Second,
-		LivenessBound: 10 * time.Second,
-		TickInterval:  50 * time.Millisecond,
-		Timing:        paxos.DefaultTiming(),
-		Limits:        limits,
-		Snapshots:     replica.SnapshotPolicy{EveryEntries: 64},
-		ProposalEvery: 40 * time.Millisecond,
-		FaultEvery:    700 * time.Millisecond,
+		DiskLatencyMax: diskLatency,
+		Seed:           seed,
+		Replicas:       3,
+		Duration:       60 * time.Second,
+		HealAt:         45 * time.Second,
+		LivenessBound:  10 * time.Second,
+		TickInterval:   50 * time.Millisecond,
+		Timing:         paxos.DefaultTiming(),
+		Limits:         limits,
+		Snapshots:      replica.SnapshotPolicy{EveryEntries: 64},
+		ProposalEvery:  40 * time.Millisecond,
+		FaultEvery:     700 * time.Millisecond,
 	}
 }
 

@@ -54,7 +54,7 @@ func TestEveryFaultIsExercised(t *testing.T) {
 			t.Logf("seed %d: network faults %+v", seed, r.Network)
 		}
 	}
-	for _, k := range append(FaultKinds(), "corruption detected", "snapshot taken") {
+	for _, k := range append(FaultKinds(), "corruption detected", "snapshot taken", "overlapping writes") {
 		if seen[k] == 0 {
 			t.Errorf("fault %q never injected across 20 seeds: %v", k, seen)
 		}

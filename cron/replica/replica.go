@@ -82,6 +82,18 @@ type Config struct {
 	// Rebuilding starts a replica whose disk was lost as a learner that
 	// rejoins from its peers (see paxos.HardState.Rebuilding).
 	Rebuilding bool
+	// Writer, when set, takes the replica's writes off its thread: the
+	// replica keeps stepping while a write is in flight, and the caller
+	// calls WriteDone once it is durable. Nil writes to Store inline.
+	Writer Writer
+}
+
+// Writer persists the replica's writes asynchronously. Writes must become
+// durable in the order Write was called (one queue per replica); the caller
+// reports each, in that order, with Replica.WriteDone on the replica's own
+// thread.
+type Writer interface {
+	Write(u storage.Update)
 }
 
 // ErrConfig wraps every configuration error.
@@ -98,6 +110,8 @@ type Replica struct {
 	snapAt   uint64 // index of the newest snapshot
 	snapTick uint64 // node tick when it was taken or restored
 	applied  uint64
+	writer   Writer
+	inflight []paxos.Ready // handed to writer, oldest first
 }
 
 // New opens a replica from its store: it restores the newest snapshot into
@@ -126,15 +140,19 @@ func New(cfg Config) (*Replica, error) {
 	r := &Replica{
 		node: node, store: cfg.Store, sm: cfg.StateMachine, send: cfg.Send, obs: cfg.Observer,
 		policy: cfg.Snapshots, snapAt: snap.Meta.Index, applied: snap.Meta.Index,
+		writer: cfg.Writer,
 	}
 	if snap.Meta.Index > 0 {
 		r.obs.Restored(snap.Meta.Index)
 	}
 	// Persist what the node starts with before anything else happens: a
 	// rebuilding replica's mark must be durable before it talks to anyone,
-	// or a crash would bring it back with an empty disk as a voter.
-	if err := r.Process(); err != nil {
-		return nil, err
+	// or a crash would bring it back with an empty disk as a voter. This
+	// first write is always inline.
+	if r.node.HasReady() {
+		if err := r.processInline(r.node.Ready()); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -186,16 +204,55 @@ func (r *Replica) processReady() error {
 		r.obs.Sent(m)
 		r.send(m)
 	}
+	if r.writer == nil {
+		return r.processInline(rd)
+	}
+	r.inflight = append(r.inflight, rd)
+	r.writer.Write(update(&rd)) // an empty update too: completions stay in order
+	return nil
+}
+
+// InFlight is the number of writes handed to the Writer and not done.
+func (r *Replica) InFlight() int { return len(r.inflight) }
+
+// WriteDone reports that the oldest write handed to the Writer is durable
+// (err nil) or failed (the replica must then be restarted from its store).
+func (r *Replica) WriteDone(err error) error {
+	if len(r.inflight) == 0 {
+		panic(fmt.Sprintf("replica %d: WriteDone with no write in flight", r.node.ID()))
+	}
+	rd := r.inflight[0]
+	r.inflight = r.inflight[1:]
+	if err != nil {
+		return fmt.Errorf("replica %d: persisting: %w", r.node.ID(), err)
+	}
+	if err := r.finish(rd); err != nil {
+		return err
+	}
+	return r.Process()
+}
+
+func update(rd *paxos.Ready) storage.Update {
 	u := storage.Update{Entries: rd.Entries, Snapshot: rd.Snapshot}
 	if rd.HardStateChanged {
 		hs := rd.HardState
 		u.HardState = &hs
 	}
-	if !u.IsEmpty() {
+	return u
+}
+
+func (r *Replica) processInline(rd paxos.Ready) error {
+	if u := update(&rd); !u.IsEmpty() {
 		if err := r.store.Save(u); err != nil {
 			return fmt.Errorf("replica %d: persisting: %w", r.node.ID(), err)
 		}
 	}
+	return r.finish(rd)
+}
+
+// finish does what follows a durable write: replies, restore, apply,
+// confirm to the core, and the snapshot policy.
+func (r *Replica) finish(rd paxos.Ready) error {
 	r.obs.Persisted(&rd)
 	for _, m := range rd.Messages {
 		r.obs.Sent(m)
@@ -218,7 +275,7 @@ func (r *Replica) processReady() error {
 		r.applied = e.Slot
 		r.obs.Applied(e)
 	}
-	r.node.Advance()
+	r.node.Persisted()
 	return r.maybeSnapshot()
 }
 
