@@ -25,7 +25,9 @@ func (u Update) IsEmpty() bool {
 }
 
 // Store is a replica's durable state: the read side the paxos core uses plus
-// the write side its caller drives from each Ready.
+// the write side its caller drives from each Ready. A replica that writes
+// asynchronously calls Save from a writer goroutine while the core reads on
+// its own: reads and one writer must be safe together.
 type Store interface {
 	paxos.Storage
 
@@ -124,4 +126,32 @@ func (b *SizeBudget) Take(sizeBytes uint64) bool {
 	b.usedBytes += sizeBytes
 	b.taken++
 	return true
+}
+
+// Merge combines updates, given in the order they were produced, into one
+// whose Save leaves the store exactly as saving them one by one would:
+// entries in order (a later one for the same slot wins), the last hard
+// state, and the newest snapshot (which deletes every entry at or below it,
+// as each older one would have). A writer that falls behind merges what
+// queued up and pays one sync for all of it.
+func Merge(us []Update) Update {
+	if len(us) == 1 {
+		return us[0]
+	}
+	var m Update
+	n := 0
+	for _, u := range us {
+		n += len(u.Entries)
+	}
+	m.Entries = make([]paxos.Entry, 0, n)
+	for _, u := range us {
+		m.Entries = append(m.Entries, u.Entries...)
+		if u.HardState != nil {
+			m.HardState = u.HardState
+		}
+		if u.Snapshot != nil && (m.Snapshot == nil || m.Snapshot.Meta.Index <= u.Snapshot.Meta.Index) {
+			m.Snapshot = u.Snapshot
+		}
+	}
+	return m
 }

@@ -111,7 +111,13 @@ type Replica struct {
 	snapTick uint64 // node tick when it was taken or restored
 	applied  uint64
 	writer   Writer
-	inflight []paxos.Ready // handed to writer, oldest first
+	inflight []write // handed to writer, oldest first
+}
+
+// write is one write in flight: a Ready's, or a local snapshot's.
+type write struct {
+	ready     *paxos.Ready
+	snapIndex uint64 // set for a local snapshot
 }
 
 // New opens a replica from its store: it restores the newest snapshot into
@@ -207,7 +213,7 @@ func (r *Replica) processReady() error {
 	if r.writer == nil {
 		return r.processInline(rd)
 	}
-	r.inflight = append(r.inflight, rd)
+	r.inflight = append(r.inflight, write{ready: &rd})
 	r.writer.Write(update(&rd)) // an empty update too: completions stay in order
 	return nil
 }
@@ -221,12 +227,16 @@ func (r *Replica) WriteDone(err error) error {
 	if len(r.inflight) == 0 {
 		panic(fmt.Sprintf("replica %d: WriteDone with no write in flight", r.node.ID()))
 	}
-	rd := r.inflight[0]
+	w := r.inflight[0]
 	r.inflight = r.inflight[1:]
 	if err != nil {
 		return fmt.Errorf("replica %d: persisting: %w", r.node.ID(), err)
 	}
-	if err := r.finish(rd); err != nil {
+	if w.ready == nil {
+		r.obs.SnapshotTaken(w.snapIndex)
+		return nil
+	}
+	if err := r.finish(*w.ready); err != nil {
 		return err
 	}
 	return r.Process()
@@ -296,6 +306,16 @@ func (r *Replica) TakeSnapshot() error {
 		return fmt.Errorf("replica %d: snapshot at %d: %w", r.node.ID(), r.applied, err)
 	}
 	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: r.applied, Membership: r.membership()}, Data: data}
+	if r.writer != nil {
+		// Through the same queue as every other write, so it lands after
+		// the entries it covers. The core treats the log as compacted from
+		// now on: it must not read slots the write is about to delete.
+		r.inflight = append(r.inflight, write{snapIndex: r.applied})
+		r.writer.Write(storage.Update{Snapshot: &snap})
+		r.node.Compacted(r.applied)
+		r.snapAt, r.snapTick = r.applied, r.node.Now()
+		return nil
+	}
 	if err := r.store.Save(storage.Update{Snapshot: &snap}); err != nil {
 		return fmt.Errorf("replica %d: saving snapshot at %d: %w", r.node.ID(), r.applied, err)
 	}

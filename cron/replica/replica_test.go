@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"paxcron/paxos"
+	"paxcron/storage"
 	"paxcron/storage/memstore"
 )
 
@@ -135,4 +136,81 @@ func TestRebuildingMarkDurableAtStart(t *testing.T) {
 	if err != nil || !hs.Rebuilding {
 		t.Fatalf("rebuilding mark lost in a crash right after start: %+v, %v", hs, err)
 	}
+}
+
+// queueWriter holds writes until the test completes them.
+type queueWriter struct {
+	store *memstore.Store
+	queue []storage.Update
+}
+
+func (w *queueWriter) Write(u storage.Update) { w.queue = append(w.queue, u) }
+
+// completeAll makes every queued write durable, in order, and reports each.
+func (w *queueWriter) completeAll(t *testing.T, r *Replica) {
+	t.Helper()
+	for len(w.queue) > 0 {
+		u := w.queue[0]
+		w.queue = w.queue[1:]
+		if !u.IsEmpty() {
+			if err := w.store.Save(u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.WriteDone(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// With a Writer, nothing is applied before its write is done, the replica
+// keeps taking proposals meanwhile, and snapshots go through the same
+// queue.
+func TestAsyncWriter(t *testing.T) {
+	store := memstore.New()
+	w := &queueWriter{store: store}
+	sm := &listMachine{}
+	r, err := New(Config{
+		ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1}},
+		Timing: paxos.DefaultTiming(), Limits: paxos.DefaultLimits(), Rand: rand.New(rand.NewPCG(1, 1)),
+		Store: store, StateMachine: sm, Send: func(paxos.Message) {},
+		Snapshots: SnapshotPolicy{EveryEntries: 3}, Observer: NopObserver{}, Writer: w,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; r.Node().Status().Role != paxos.Leader; i++ {
+		if i > 200 {
+			t.Fatal("no leader")
+		}
+		if err := r.Tick(); err != nil {
+			t.Fatal(err)
+		}
+		w.completeAll(t, r)
+	}
+	for _, c := range []string{"a", "b", "c", "d"} {
+		if _, err := r.Propose([]byte(c)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Process(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(sm.cmds) != 0 || r.InFlight() == 0 {
+		t.Fatalf("applied %v with %d writes in flight; want nothing applied before the writes", sm.cmds, r.InFlight())
+	}
+	w.completeAll(t, r)
+	w.completeAll(t, r) // the snapshot queued behind them
+	if got := strings.Join(sm.cmds, ","); got != "a,b,c,d" {
+		t.Fatalf("applied %q", got)
+	}
+	if snap, _ := store.Snapshot(); snap.Meta.Index < 3 {
+		t.Fatalf("snapshot through the writer not saved: index %d", snap.Meta.Index)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("WriteDone with nothing in flight did not panic")
+		}
+	}()
+	_ = r.WriteDone(nil)
 }

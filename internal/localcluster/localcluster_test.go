@@ -85,10 +85,21 @@ func checkSameState(ctx context.Context, t *testing.T, c *Cluster, commands uint
 }
 
 func TestCommitFromConcurrentProposersOnPebble(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		t.Run(fmt.Sprintf("async=%t", async), func(t *testing.T) { testCommitOnPebble(t, async) })
+	}
+}
+
+func testCommitOnPebble(t *testing.T, async bool) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := start(t, testOptions(dir))
+	opts := func() Options {
+		o := testOptions(dir)
+		o.AsyncWrites = async
+		return o
+	}
+	c := start(t, opts())
 	if _, err := c.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +119,7 @@ func TestCommitFromConcurrentProposersOnPebble(t *testing.T) {
 
 	// Restarted from its stores (snapshots every 250 entries, then the log
 	// tail), the cluster holds the same state and goes on.
-	c = start(t, testOptions(dir))
+	c = start(t, opts())
 	if _, err := c.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -180,6 +191,7 @@ func (g *gatedStore) Save(u storage.Update) error {
 func TestBusyCoreInFakeTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := testOptions("")
+		o.AsyncWrites = true // holding a write must not hold the replica
 		var mu sync.Mutex
 		gates := map[paxos.ReplicaID]*gatedStore{}
 		o.OpenStore = func(id paxos.ReplicaID) (storage.Store, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"paxcron/cron/replica"
@@ -31,8 +32,66 @@ type Replica struct {
 	ticks   int64                // ticks fed to the core since run started
 	refused uint64               // proposals the core refused as busy
 
+	// writes and written connect the replica to its writer goroutine when
+	// writes are asynchronous (nil otherwise).
+	writes  chan storage.Update
+	written chan error
+	wrote   chan struct{} // closed when the writer goroutine returns
+
 	mu     sync.Mutex
 	status Status
+}
+
+// maxWritesInFlight bounds the writes handed to the writer goroutine and
+// not yet done; past it the loop stops taking Readys until one completes.
+const maxWritesInFlight = 64
+
+// writerFor returns the replica.Writer for the cluster's options: nil for
+// synchronous writes, else a queue to a writer goroutine that run starts.
+func (r *Replica) writerFor(async bool) replica.Writer {
+	if !async {
+		return nil
+	}
+	// Capacities exceed what can be in flight: neither side ever blocks
+	// on the other.
+	r.writes = make(chan storage.Update, 2*maxWritesInFlight)
+	r.written = make(chan error, 2*maxWritesInFlight)
+	r.wrote = make(chan struct{})
+	return queueWriter(r.writes)
+}
+
+type queueWriter chan storage.Update
+
+func (q queueWriter) Write(u storage.Update) { q <- u }
+
+// write is the writer goroutine: it takes every write queued up, saves them
+// as one merged, synced batch (group commit across Readys), and reports a
+// result for each, in order.
+func (r *Replica) write() {
+	defer close(r.wrote)
+	batch := make([]storage.Update, 0, maxWritesInFlight)
+	for u := range r.writes {
+		batch = append(batch[:0], u)
+	drain:
+		for len(batch) < cap(batch) {
+			select {
+			case u, ok := <-r.writes:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, u)
+			default:
+				break drain
+			}
+		}
+		var err error
+		if merged := storage.Merge(batch); !merged.IsEmpty() {
+			err = r.store.Save(merged)
+		}
+		for range batch {
+			r.written <- err
+		}
+	}
 }
 
 // proposal is one Propose call waiting for its command to be applied.
@@ -99,6 +158,13 @@ func (r *Replica) stopErr() error {
 // costs one Ready and one synced Save.
 func (r *Replica) run() {
 	defer close(r.stopped)
+	if r.writes != nil {
+		go r.write()
+		defer func() {
+			close(r.writes)
+			<-r.wrote // the store must not close under a write
+		}()
+	}
 	ticker := time.NewTicker(r.c.opts.TickInterval)
 	defer ticker.Stop()
 	started := time.Now()
@@ -114,6 +180,10 @@ func (r *Replica) run() {
 			r.take(p)
 		case now := <-ticker.C:
 			r.tick(now.Sub(started))
+		case err := <-r.written:
+			if !r.writeDone(err) {
+				return
+			}
 		}
 	drain:
 		// Bounded, so that a flood of inputs cannot postpone the Save
@@ -126,18 +196,38 @@ func (r *Replica) run() {
 				r.take(p)
 			case now := <-ticker.C:
 				r.tick(now.Sub(started))
+			case err := <-r.written:
+				if !r.writeDone(err) {
+					return
+				}
 			default:
 				break drain
 			}
 		}
 		r.retryBusy()
-		if err := r.rep.Process(); err != nil {
-			r.failAll(err)
-			r.publishErr(err)
-			return
+		if r.rep.InFlight() < maxWritesInFlight {
+			if err := r.rep.Process(); err != nil {
+				r.fail(err)
+				return
+			}
 		}
 		r.publish()
 	}
+}
+
+// writeDone hands a completed write to the replica; false means the
+// replica failed and the loop must stop.
+func (r *Replica) writeDone(err error) bool {
+	if err := r.rep.WriteDone(err); err != nil {
+		r.fail(err)
+		return false
+	}
+	return true
+}
+
+func (r *Replica) fail(err error) {
+	r.failAll(err)
+	r.publishErr(err)
 }
 
 // proposalQueue is nil, which blocks, while the core refuses proposals as
@@ -245,7 +335,7 @@ func (r *Replica) publish() {
 		ID: r.id, Role: ns.Role, Leader: ns.Leader, Ballot: ns.Ballot,
 		Chosen: ns.Chosen, Applied: r.rep.Applied(),
 		Commands: r.sm.Commands(), Hash: r.sm.Hash(),
-		Saves: r.store.saves, SavedEntries: r.store.savedEntries,
+		Saves: r.store.saves.Load(), SavedEntries: r.store.savedEntries.Load(),
 		BusyRefusals: r.refused,
 	}
 	r.mu.Lock()
@@ -273,13 +363,14 @@ type observer struct {
 func (o observer) Applied(e paxos.Entry) { o.r.applied(e) }
 func (o observer) Restored(index uint64) { o.r.restored(index) }
 
-// countingStore counts Saves for Status and reports them to OnSave. Only
-// the replica's goroutine calls Save.
+// countingStore counts Saves for Status and reports them to OnSave. Save
+// runs on the replica's writer goroutine (or its own, with SyncWrites);
+// the counters are read by the replica's goroutine.
 type countingStore struct {
 	storage.Store
 	r            *Replica
-	saves        uint64
-	savedEntries uint64
+	saves        atomic.Uint64
+	savedEntries atomic.Uint64
 }
 
 func (s *countingStore) Save(u storage.Update) error {
@@ -287,8 +378,8 @@ func (s *countingStore) Save(u storage.Update) error {
 		return err
 	}
 	if !u.IsEmpty() {
-		s.saves++
-		s.savedEntries += uint64(len(u.Entries))
+		s.saves.Add(1)
+		s.savedEntries.Add(uint64(len(u.Entries)))
 		if s.r.c.opts.OnSave != nil {
 			s.r.c.opts.OnSave(s.r.id, u)
 		}

@@ -11,14 +11,24 @@ import (
 // page cache) but not synced, and it returns an error wrapping ErrCrashed.
 // Later writes fail with ErrCrashed until Crash (which drops the unsynced
 // records), Restart (which keeps them) or Wipe.
-func (s *Store) CrashDuringNextSave() { s.crashNextSave = true }
+func (s *Store) CrashDuringNextSave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.crashNextSave = true
+}
 
 // CancelCrashDuringNextSave disarms CrashDuringNextSave if it has not fired.
-func (s *Store) CancelCrashDuringNextSave() { s.crashNextSave = false }
+func (s *Store) CancelCrashDuringNextSave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.crashNextSave = false
+}
 
 // Crash simulates a power loss and the restart after it: every unsynced
 // write is dropped and the store is usable again, as if reopened.
 func (s *Store) Crash() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i := len(s.unsynced) - 1; i >= 0; i-- {
 		s.unsynced[i].apply(s)
 	}
@@ -28,11 +38,22 @@ func (s *Store) Crash() {
 // Restart simulates a process restart without power loss: writes that
 // reached the operating system survive even if they were never synced, so
 // the unsynced records are kept. A crashed Save may thus turn out durable.
-func (s *Store) Restart() { s.reopen() }
+func (s *Store) Restart() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reopen()
+}
 
 // Wipe simulates the loss of the whole disk: the store is empty and usable
 // again, as if opened on a new disk.
-func (s *Store) Wipe() { *s = *New() }
+func (s *Store) Wipe() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fresh := New()
+	s.codec, s.entries = fresh.codec, fresh.entries
+	s.hardState, s.snapshot, s.snapIndex, s.slots, s.unsynced = nil, nil, 0, nil, nil
+	s.crashNextSave, s.crashed, s.closed = false, false, false
+}
 
 func (s *Store) reopen() {
 	s.unsynced = s.unsynced[:0]
@@ -43,6 +64,8 @@ func (s *Store) reopen() {
 // r, so that the next read of that record fails with storage.ErrCorrupt.
 // desc names the record and byte; ok is false when no record is stored.
 func (s *Store) CorruptRandomRecord(r *rand.Rand) (desc string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	n := len(s.slots)
 	if s.hardState != nil {
 		n++
@@ -81,4 +104,8 @@ func (s *Store) recordAt(i int) (rec []byte, name string) {
 
 // HeldSlots returns the slots of every stored entry, in order, for tests
 // and the simulator's statistics.
-func (s *Store) HeldSlots() []uint64 { return slices.Clone(s.slots) }
+func (s *Store) HeldSlots() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.slots)
+}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"paxcron/paxos"
 	"paxcron/storage"
@@ -31,6 +32,9 @@ var ErrCrashed = errors.New("storage: simulated crash")
 // the records are all synced; a crashing Save writes without syncing and
 // records how to undo each write, which is exactly what a power loss drops.
 type Store struct {
+	// mu makes the store safe for reads while a writer goroutine saves, as
+	// a replica with asynchronous writes does (Pebble is safe for that too).
+	mu    sync.Mutex
 	codec *storage.Codec
 
 	hardState []byte // the hard state record; nil if never saved
@@ -56,6 +60,8 @@ func New() *Store {
 // InitialState implements paxos.Storage. It decodes the records on every
 // call, so that a byte flipped since the last read is caught.
 func (s *Store) InitialState() (paxos.HardState, paxos.SnapshotMeta, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
 		return paxos.HardState{}, paxos.SnapshotMeta{}, storage.ErrClosed
 	}
@@ -66,7 +72,7 @@ func (s *Store) InitialState() (paxos.HardState, paxos.SnapshotMeta, error) {
 			return paxos.HardState{}, paxos.SnapshotMeta{}, err
 		}
 	}
-	snap, err := s.Snapshot()
+	snap, err := s.snapshotLocked()
 	if err != nil {
 		return paxos.HardState{}, paxos.SnapshotMeta{}, err
 	}
@@ -75,6 +81,8 @@ func (s *Store) InitialState() (paxos.HardState, paxos.SnapshotMeta, error) {
 
 // Entries implements paxos.Storage.
 func (s *Store) Entries(lo, hi, maxBytes uint64) ([]paxos.Entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
 		return nil, storage.ErrClosed
 	}
@@ -99,6 +107,8 @@ func (s *Store) Entries(lo, hi, maxBytes uint64) ([]paxos.Entry, error) {
 
 // LastSlot implements paxos.Storage.
 func (s *Store) LastSlot() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
 		return 0, storage.ErrClosed
 	}
@@ -110,6 +120,12 @@ func (s *Store) LastSlot() (uint64, error) {
 
 // Snapshot implements paxos.Storage.
 func (s *Store) Snapshot() (paxos.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshotLocked()
+}
+
+func (s *Store) snapshotLocked() (paxos.Snapshot, error) {
 	if s.closed {
 		return paxos.Snapshot{}, storage.ErrClosed
 	}
@@ -122,6 +138,8 @@ func (s *Store) Snapshot() (paxos.Snapshot, error) {
 // Save implements storage.Store. After CrashDuringNextSave it writes u
 // without syncing and returns an error wrapping ErrCrashed.
 func (s *Store) Save(u storage.Update) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.checkWritable(); err != nil {
 		return err
 	}
@@ -153,6 +171,8 @@ func (s *Store) Save(u storage.Update) error {
 
 // Compact implements storage.Store. Its deletions are synced at once.
 func (s *Store) Compact(upTo uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.checkWritable(); err != nil {
 		return err
 	}
@@ -165,6 +185,8 @@ func (s *Store) Compact(upTo uint64) error {
 
 // Close implements storage.Store. Crash, Restart or Wipe open it again.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
 		return storage.ErrClosed
 	}
