@@ -123,6 +123,9 @@ var regressionSeeds = []struct {
 	{15562, 3, "same"},
 	{100723, 5, "same, five replicas"},
 	{101602, 5, "same, five replicas"},
+	{3677, 3, "async disk: a local snapshot queued behind a newer one from the leader"},
+	{8113, 3, "same"},
+	{16883, 3, "same"},
 }
 
 func TestRegressionSeeds(t *testing.T) {

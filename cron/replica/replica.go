@@ -96,8 +96,13 @@ type Writer interface {
 	Write(u storage.Update)
 }
 
-// ErrConfig wraps every configuration error.
-var ErrConfig = errors.New("replica: invalid config")
+var (
+	// ErrConfig wraps every configuration error.
+	ErrConfig = errors.New("replica: invalid config")
+	// ErrSnapshotInFlight is returned by TakeSnapshot while a snapshot
+	// write is still queued; try again once it is done.
+	ErrSnapshotInFlight = errors.New("replica: a snapshot is still being written")
+)
 
 // Replica drives one replica. It is not safe for concurrent use.
 type Replica struct {
@@ -292,15 +297,30 @@ func (r *Replica) finish(rd paxos.Ready) error {
 func (r *Replica) maybeSnapshot() error {
 	due := (r.policy.EveryEntries > 0 && r.applied-r.snapAt >= r.policy.EveryEntries) ||
 		(r.policy.EveryTicks > 0 && r.node.Now()-r.snapTick >= r.policy.EveryTicks)
-	if !due || r.applied == r.snapAt {
+	if !due || r.applied == r.snapAt || r.snapshotInFlight() {
 		return nil
 	}
 	return r.TakeSnapshot()
 }
 
+// snapshotInFlight reports whether a snapshot write is queued: one from the
+// leader is newer than anything applied, and a local one would land behind
+// it, older than the store's.
+func (r *Replica) snapshotInFlight() bool {
+	for _, w := range r.inflight {
+		if w.ready == nil || w.ready.Snapshot != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // TakeSnapshot snapshots the state machine at the applied index, saves it
 // and compacts the log below it.
 func (r *Replica) TakeSnapshot() error {
+	if r.snapshotInFlight() {
+		return fmt.Errorf("%w (replica %d)", ErrSnapshotInFlight, r.node.ID())
+	}
 	data, err := r.sm.Snapshot()
 	if err != nil {
 		return fmt.Errorf("replica %d: snapshot at %d: %w", r.node.ID(), r.applied, err)
