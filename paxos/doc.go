@@ -8,10 +8,15 @@
 // a snapshot to install, chosen entries to apply and messages to send. The
 // caller must process a Ready in this order:
 //
+//  0. send EarlyMessages (requests that acknowledge nothing) at once;
 //  1. persist HardState, Entries and Snapshot in one synced write;
 //  2. send Messages (replies may depend on step 1 having returned);
 //  3. install Snapshot, then apply Committed entries in order;
-//  4. call Advance.
+//  4. call Persisted (or Advance, which confirms every Ready handed out).
+//
+// A caller may write asynchronously: keep stepping the node and take more
+// Readys while earlier writes are in flight, as long as it writes them in
+// order and confirms each, in order, with Persisted.
 //
 // The core owns no goroutines, timers, clocks or I/O and takes all randomness
 // from a seeded source in its Config, so that a whole cluster can be

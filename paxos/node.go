@@ -339,7 +339,8 @@ func (n *Node) HasReady() bool {
 }
 
 // Ready returns what the caller must persist, send and apply. The caller
-// must call Advance after processing it and before any other input.
+// confirms it with Persisted (or Advance) once processed; see the package
+// documentation for the order.
 func (n *Node) Ready() Ready {
 	if n.halted != nil {
 		return Ready{}
