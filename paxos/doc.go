@@ -11,7 +11,9 @@
 //  0. send EarlyMessages (requests that acknowledge nothing) at once;
 //  1. persist HardState, Entries and Snapshot in one synced write;
 //  2. send Messages (replies may depend on step 1 having returned);
-//  3. install Snapshot, then apply Committed entries in order;
+//  3. install Snapshot, then apply Committed entries in order (this may
+//     also happen before step 1: chosen entries are durable on a quorum
+//     whatever this replica's write does);
 //  4. call Persisted (or Advance, which confirms every Ready handed out).
 //
 // A caller may write asynchronously: keep stepping the node and take more

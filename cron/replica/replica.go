@@ -161,7 +161,7 @@ func New(cfg Config) (*Replica, error) {
 	// or a crash would bring it back with an empty disk as a voter. This
 	// first write is always inline.
 	if r.node.HasReady() {
-		if err := r.processInline(r.node.Ready()); err != nil {
+		if err := r.handleReady(r.node.Ready(), true); err != nil {
 			return nil, err
 		}
 	}
@@ -210,12 +210,22 @@ func (r *Replica) Process() error {
 }
 
 func (r *Replica) processReady() error {
-	rd := r.node.Ready()
+	return r.handleReady(r.node.Ready(), false)
+}
+
+// handleReady sends, applies and writes (inline, or through the Writer
+// unless inline is forced) what a Ready asks.
+func (r *Replica) handleReady(rd paxos.Ready, inline bool) error {
 	for _, m := range rd.EarlyMessages {
 		r.obs.Sent(m)
 		r.send(m)
 	}
-	if r.writer == nil {
+	// Chosen entries are durable on a quorum whatever this replica's own
+	// write does, so they are applied now rather than one sync later.
+	if err := r.apply(&rd); err != nil {
+		return err
+	}
+	if r.writer == nil || inline {
 		return r.processInline(rd)
 	}
 	r.inflight = append(r.inflight, write{ready: &rd})
@@ -265,14 +275,20 @@ func (r *Replica) processInline(rd paxos.Ready) error {
 	return r.finish(rd)
 }
 
-// finish does what follows a durable write: replies, restore, apply,
-// confirm to the core, and the snapshot policy.
+// finish does what follows a durable write: replies, confirmation to the
+// core, and the snapshot policy.
 func (r *Replica) finish(rd paxos.Ready) error {
 	r.obs.Persisted(&rd)
 	for _, m := range rd.Messages {
 		r.obs.Sent(m)
 		r.send(m)
 	}
+	r.node.Persisted()
+	return r.maybeSnapshot()
+}
+
+// apply installs a snapshot from the leader and applies chosen entries.
+func (r *Replica) apply(rd *paxos.Ready) error {
 	if rd.Snapshot != nil {
 		if err := r.sm.Restore(rd.Snapshot.Data); err != nil {
 			return fmt.Errorf("replica %d: restoring snapshot at %d: %w", r.node.ID(), rd.Snapshot.Meta.Index, err)
@@ -290,8 +306,7 @@ func (r *Replica) finish(rd paxos.Ready) error {
 		r.applied = e.Slot
 		r.obs.Applied(e)
 	}
-	r.node.Persisted()
-	return r.maybeSnapshot()
+	return nil
 }
 
 func (r *Replica) maybeSnapshot() error {

@@ -163,9 +163,9 @@ func (w *queueWriter) completeAll(t *testing.T, r *Replica) {
 	}
 }
 
-// With a Writer, nothing is applied before its write is done, the replica
-// keeps taking proposals meanwhile, and snapshots go through the same
-// queue.
+// With a Writer, a lone leader chooses (and so applies) nothing before its
+// own write is done, since its vote is the quorum; it keeps taking
+// proposals meanwhile, and snapshots go through the same queue.
 func TestAsyncWriter(t *testing.T) {
 	store := memstore.New()
 	w := &queueWriter{store: store}

@@ -1,0 +1,203 @@
+package schedule
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Limits on what Parse accepts and how far Next looks.
+const (
+	// MaxExprBytes is the longest expression Parse accepts.
+	MaxExprBytes = 1024
+	// SearchYears bounds Next's search: a schedule with no launch within
+	// this many years of the given time has none.
+	SearchYears = 10
+	// MinEvery is the shortest @every duration.
+	MinEvery = time.Second
+)
+
+// Options are the per-job inputs of Parse besides the expression.
+type Options struct {
+	// JobName is hashed by ? and H terms; it must not be empty if the
+	// expression has one.
+	JobName string
+	// TimeZone is an IANA zone name such as "Europe/Paris"; "" means UTC.
+	TimeZone string
+}
+
+// ParseError says which field of an expression is wrong and why.
+type ParseError struct {
+	Field  string // "minute", "hour", ..., or "expression", "time zone"
+	Expr   string // the whole expression as given
+	Reason string // e.g. "25 is out of range 0-23"
+}
+
+func (e *ParseError) Error() string {
+	return "schedule: " + e.Field + ": " + e.Reason
+}
+
+// Schedule is a parsed expression for one job. It is immutable and safe
+// for concurrent use.
+type Schedule struct {
+	loc      *time.Location
+	resolved string
+	every    int64 // seconds; non-zero for @every
+
+	second, minute, hour uint64 // bit i: value i
+	dom                  uint64 // bits 1-31
+	month                uint64 // bits 1-12
+	dow                  uint64 // bits 0-6
+	domStar, dowStar     bool   // the field's text starts with '*'
+	hourCadence          bool   // the hour field covers 0-23 (see the DST rules)
+
+	lastDay     bool     // L in day-of-month
+	lastWeekday bool     // LW
+	nearestDay  int      // n of nW, 0 if none
+	nthDow      [7]uint8 // bit k: the k-th such weekday of the month
+	lastDow     uint8    // bit d: the last weekday d of the month
+}
+
+// String returns the resolved expression: hashed terms replaced by the
+// values they chose.
+func (s *Schedule) String() string { return s.resolved }
+
+// Resolved is String.
+func (s *Schedule) Resolved() string { return s.resolved }
+
+// Location returns the schedule's time zone.
+func (s *Schedule) Location() *time.Location { return s.loc }
+
+var macros = map[string]string{
+	"@yearly":   "0 0 1 1 *",
+	"@annually": "0 0 1 1 *",
+	"@monthly":  "0 0 1 * *",
+	"@weekly":   "0 0 * * 0",
+	"@daily":    "0 0 * * *",
+	"@midnight": "0 0 * * *",
+	"@hourly":   "0 * * * *",
+}
+
+// Parse parses expr for the job and zone in opts.
+func Parse(expr string, opts Options) (*Schedule, error) {
+	fail := func(field, format string, args ...any) (*Schedule, error) {
+		return nil, &ParseError{Field: field, Expr: expr, Reason: fmt.Sprintf(format, args...)}
+	}
+	if len(expr) > MaxExprBytes {
+		return fail("expression", "longer than %d bytes", MaxExprBytes)
+	}
+	loc, err := loadZone(opts.TimeZone)
+	if err != nil {
+		return fail("time zone", "unknown time zone %q", opts.TimeZone)
+	}
+	text := strings.TrimSpace(expr)
+	if strings.HasPrefix(text, "@") {
+		return parseMacro(expr, text, loc)
+	}
+	fields := strings.Fields(text)
+	specs := specs5
+	switch len(fields) {
+	case 5:
+	case 6:
+		specs = specs6
+	default:
+		return fail("expression", "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got %d", len(fields))
+	}
+	s := &Schedule{loc: loc, second: 1}
+	parsed := make([]field, len(fields))
+	for i, f := range fields {
+		p, reason := parseField(specs[i], f, opts.JobName)
+		if reason != "" {
+			return fail(specs[i].name, "%s", reason)
+		}
+		parsed[i] = p
+	}
+	res := make([]string, len(parsed))
+	for i, p := range parsed {
+		res[i] = p.resolved
+	}
+	s.resolved = strings.Join(res, " ")
+	if len(fields) == 6 {
+		s.second = parsed[0].mask
+		parsed = parsed[1:]
+	}
+	s.assemble(parsed)
+	if reason := s.impossible(fields[len(fields)-3], fields[len(fields)-2]); reason != "" {
+		return fail("day-of-month", "%s", reason)
+	}
+	return s, nil
+}
+
+func (s *Schedule) assemble(p []field) {
+	s.minute, s.hour = p[0].mask, p[1].mask
+	s.dom, s.month, s.dow = p[2].mask, p[3].mask, p[4].mask
+	s.hourCadence = p[1].whole
+	s.domStar, s.dowStar = p[2].star, p[4].star
+	s.lastDay, s.lastWeekday, s.nearestDay = p[2].lastDay, p[2].lastWeekday, p[2].nearest
+	s.nthDow, s.lastDow = p[4].nth, p[4].lastDow
+}
+
+// maxDays is the longest each month can be.
+var maxDays = [13]int{0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+
+// impossible returns why the day-of-month field can never match in the
+// chosen months when day-of-week cannot rescue it, or "".
+func (s *Schedule) impossible(domText, monthText string) string {
+	if s.lastDay || s.lastWeekday || (!s.domStar && !s.dowStar) {
+		return ""
+	}
+	for m := 1; m <= 12; m++ {
+		if s.month&(1<<m) == 0 {
+			continue
+		}
+		days := uint64(1)<<(maxDays[m]+1) - 2
+		if s.dom&days != 0 || (s.nearestDay != 0 && s.nearestDay <= maxDays[m]) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%s never occurs in month %s", domText, monthText)
+}
+
+func loadZone(name string) (*time.Location, error) {
+	if name == "" || name == "UTC" {
+		return time.UTC, nil
+	}
+	return time.LoadLocation(name)
+}
+
+func parseMacro(expr, text string, loc *time.Location) (*Schedule, error) {
+	name, arg, _ := strings.Cut(text, " ")
+	name = strings.ToLower(name)
+	arg = strings.TrimSpace(arg)
+	fail := func(format string, args ...any) (*Schedule, error) {
+		return nil, &ParseError{Field: name, Expr: expr, Reason: fmt.Sprintf(format, args...)}
+	}
+	if name == "@every" {
+		d, err := time.ParseDuration(arg)
+		switch {
+		case arg == "":
+			return fail("needs a duration, e.g. @every 1h30m")
+		case err != nil:
+			return fail("%q is not a duration (e.g. 90s, 1h30m)", arg)
+		case d < MinEvery:
+			return fail("%s is shorter than the minimum %s", d, MinEvery)
+		case d%time.Second != 0:
+			return fail("%s is not a whole number of seconds", d)
+		}
+		return &Schedule{loc: loc, every: int64(d / time.Second), resolved: "@every " + d.String()}, nil
+	}
+	std, ok := macros[name]
+	if !ok {
+		return fail("unknown macro (want @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly or @every)")
+	}
+	if arg != "" {
+		return fail("takes no argument, got %q", arg)
+	}
+	s, err := Parse(std, Options{})
+	if err != nil {
+		panic("schedule: built-in macro does not parse: " + err.Error())
+	}
+	s.loc = loc
+	s.resolved = name
+	return s, nil
+}
