@@ -13,15 +13,16 @@
 //
 // Each field is a comma-separated list of terms:
 //
-//	*          every value (for day-of-week, 0-6)
-//	5          one value; months JAN-DEC and weekdays SUN-SAT by name, any case
-//	1-5        a range, start <= end
-//	*/15 1-30/5 10/20
-//	           a step over every value, a range, or from a value to the end
-//	?  H       one value chosen by hashing the job's name (see below)
-//	?(0-7)     the same, chosen within a range
-//	?/15       a step whose start is chosen by the hash: */15 shifted by
-//	           hash mod 15; also ?(lo-hi)/step
+//	term         meaning
+//	5            one value; months JAN-DEC and weekdays SUN-SAT by name, any case
+//	1-5          a range, start <= end
+//	*            every value (for day-of-week, 0-6)
+//	*/15         a step over every value; also 1-30/5 over a range, and
+//	             10/20 from a value to the end of the field's range
+//	? or H       one value chosen by hashing the job's name (see below)
+//	?(0-7)       the same, chosen within a range
+//	?/15         a step whose start is chosen by the hash: */15 shifted by
+//	             hash mod 15; also ?(lo-hi)/step
 //
 // Day-of-month also takes L (the last day of the month), LW (the last
 // weekday, Monday to Friday, of the month) and nW (the weekday nearest to

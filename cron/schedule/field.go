@@ -121,9 +121,6 @@ func (f *field) set(lo, hi, step int) {
 
 // hashed parses the rest of a ? or H term (after the ? and before the /).
 func (f *field) hashed(spec *fieldSpec, rest string, step int, hasStep bool, job string, nterms int) (string, string) {
-	if job == "" {
-		return "", "? and H need the job's name to hash, and it is empty"
-	}
 	lo, hi := spec.hashLo, spec.hashHi
 	if hasStep {
 		lo, hi = spec.min, spec.starMax
@@ -139,6 +136,9 @@ func (f *field) hashed(spec *fieldSpec, rest string, step int, hasStep bool, job
 		if lo, hi, reason = bounds(spec, a, b); reason != "" {
 			return "", reason
 		}
+	}
+	if job == "" {
+		return "", "? and H need the job's name to hash, and it is empty"
 	}
 	h := hashOf(job, spec.name)
 	if !hasStep {
