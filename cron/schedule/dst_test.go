@@ -1,0 +1,118 @@
+package schedule
+
+import (
+	"testing"
+	"time"
+)
+
+// TestDST pins the documented rules with examples in a northern zone, a
+// southern zone, one with a 30-minute offset and one-hour shift
+// (Adelaide), and one with a 30-minute shift (Lord Howe). 2025 transitions:
+// New York 03-09 02:00->03:00 and 11-02 02:00->01:00; Sydney and Adelaide
+// 04-06 03:00->02:00 and 10-05 02:00->03:00; Lord Howe 04-06 02:00->01:30
+// and 10-05 02:00->02:30.
+func TestDST(t *testing.T) {
+	for _, tc := range []struct {
+		zone, expr, from string
+		n                int
+		want             string
+	}{
+		// Fixed hour, spring-forward gap: once, at the end of the gap.
+		{"America/New_York", "30 2 * * *", "2025-03-08T00:00:00-05:00", 3,
+			"2025-03-08T02:30:00-05:00 2025-03-09T03:00:00-04:00 2025-03-10T02:30:00-04:00"},
+		{"America/New_York", "0,30 2 * * *", "2025-03-09T00:00:00-05:00", 3,
+			"2025-03-09T03:00:00-04:00 2025-03-10T02:00:00-04:00 2025-03-10T02:30:00-04:00"},
+		{"America/New_York", "0 2,3 * * *", "2025-03-09T00:00:00-05:00", 2,
+			"2025-03-09T03:00:00-04:00 2025-03-10T02:00:00-04:00"},
+		{"Australia/Sydney", "30 2 * * *", "2025-10-04T12:00:00+10:00", 2,
+			"2025-10-05T03:00:00+11:00 2025-10-06T02:30:00+11:00"},
+		{"Australia/Adelaide", "30 2 * * *", "2025-10-04T12:00:00+09:30", 2,
+			"2025-10-05T03:00:00+10:30 2025-10-06T02:30:00+10:30"},
+		{"Australia/Lord_Howe", "15 2 * * *", "2025-10-04T12:00:00+10:30", 2,
+			"2025-10-05T02:30:00+11:00 2025-10-06T02:15:00+11:00"},
+		{"Australia/Lord_Howe", "45 2 * * *", "2025-10-04T12:00:00+10:30", 1,
+			"2025-10-05T02:45:00+11:00"},
+		// Fixed hour, fall-back overlap: once, at the first occurrence.
+		{"America/New_York", "30 1 * * *", "2025-11-01T12:00:00-04:00", 2,
+			"2025-11-02T01:30:00-04:00 2025-11-03T01:30:00-05:00"},
+		{"Australia/Sydney", "30 2 * * *", "2025-04-05T12:00:00+11:00", 2,
+			"2025-04-06T02:30:00+11:00 2025-04-07T02:30:00+10:00"},
+		{"Australia/Adelaide", "30 2 * * *", "2025-04-05T12:00:00+10:30", 2,
+			"2025-04-06T02:30:00+10:30 2025-04-07T02:30:00+09:30"},
+		{"Australia/Lord_Howe", "45 1 * * *", "2025-04-05T12:00:00+11:00", 2,
+			"2025-04-06T01:45:00+11:00 2025-04-07T01:45:00+10:30"},
+		// From inside the second occurrence, the next launch is the next day.
+		{"America/New_York", "30 1 * * *", "2025-11-02T01:10:00-05:00", 1,
+			"2025-11-03T01:30:00-05:00"},
+		// Cadence: every instant whose wall clock matches.
+		{"America/New_York", "0 * * * *", "2025-03-09T00:30:00-05:00", 3,
+			"2025-03-09T01:00:00-05:00 2025-03-09T03:00:00-04:00 2025-03-09T04:00:00-04:00"},
+		{"America/New_York", "0 * * * *", "2025-11-02T00:30:00-04:00", 3,
+			"2025-11-02T01:00:00-04:00 2025-11-02T01:00:00-05:00 2025-11-02T02:00:00-05:00"},
+		{"Australia/Sydney", "0 * * * *", "2025-04-06T01:30:00+11:00", 3,
+			"2025-04-06T02:00:00+11:00 2025-04-06T02:00:00+10:00 2025-04-06T03:00:00+10:00"},
+		{"Australia/Adelaide", "*/30 * * * *", "2025-04-06T02:00:00+10:30", 3,
+			"2025-04-06T02:30:00+10:30 2025-04-06T02:00:00+09:30 2025-04-06T02:30:00+09:30"},
+		{"Australia/Lord_Howe", "*/15 * * * *", "2025-10-05T01:40:00+10:30", 3,
+			"2025-10-05T01:45:00+10:30 2025-10-05T02:30:00+11:00 2025-10-05T02:45:00+11:00"},
+		{"Australia/Lord_Howe", "0 * * * *", "2025-04-06T00:30:00+11:00", 3,
+			"2025-04-06T01:00:00+11:00 2025-04-06T02:00:00+10:30 2025-04-06T03:00:00+10:30"},
+	} {
+		if got := launches(t, tc.expr, tc.zone, tc.from, tc.n); got != tc.want {
+			t.Errorf("%s in %s from %s:\n got %s\nwant %s", tc.expr, tc.zone, tc.from, got, tc.want)
+		}
+	}
+}
+
+// TestDSTCadence checks that cadences keep their period in absolute time
+// through two years of transitions.
+func TestDSTCadence(t *testing.T) {
+	for _, tc := range []struct {
+		expr   string
+		period time.Duration
+		zones  []string
+	}{
+		{"0 * * * *", time.Hour, []string{"America/New_York", "Australia/Sydney", "Australia/Adelaide", "Asia/Kolkata"}},
+		{"*/15 * * * *", 15 * time.Minute, dstZones(t)},
+		{"0,30 * * * *", 30 * time.Minute, dstZones(t)},
+		{"@every 1h", time.Hour, dstZones(t)},
+	} {
+		for _, zone := range tc.zones {
+			s := mustParse(t, tc.expr, "", zone)
+			from := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+			got := s.Between(from, from.AddDate(2, 0, 0), 1<<20)
+			for i := 1; i < len(got); i++ {
+				if d := got[i].Sub(got[i-1]); d != tc.period {
+					t.Errorf("%s in %s: %v after %v, want %v", tc.expr, zone, got[i], got[i-1], tc.period)
+					break
+				}
+			}
+			if want := int(2*365*24*time.Hour/tc.period) - 1; len(got) < want {
+				t.Errorf("%s in %s: %d launches in two years, want %d", tc.expr, zone, len(got), want)
+			}
+		}
+	}
+}
+
+// TestDSTDailyOnce checks that daily schedules with a fixed hour launch
+// exactly once on every local day, gaps and overlaps included.
+func TestDSTDailyOnce(t *testing.T) {
+	exprs := []string{"0 2 * * *", "30 2 * * *", "59 2 * * *", "0 3 * * *", "0 1 * * *", "30 1 * * *", "45 1 * * *", "15 2 * * *"}
+	for _, zone := range dstZones(t) {
+		loc := mustZone(t, zone)
+		from := time.Date(2025, 1, 1, 0, 0, 0, 0, loc)
+		to := time.Date(2027, 1, 1, 0, 0, 0, 0, loc)
+		for _, expr := range exprs {
+			s := mustParse(t, expr, "", zone)
+			perDay := map[string]int{}
+			for _, l := range s.Between(from, to, 1<<20) {
+				perDay[l.Format(time.DateOnly)]++
+			}
+			for d := from; d.Before(to); d = d.AddDate(0, 0, 1) {
+				if n := perDay[d.Format(time.DateOnly)]; n != 1 {
+					t.Errorf("%s in %s: %d launches on %s, want 1", expr, zone, n, d.Format(time.DateOnly))
+				}
+			}
+		}
+	}
+}
