@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"fmt"
 	"math/bits"
 	"time"
 )
@@ -37,20 +38,29 @@ func (s *Schedule) Next(after time.Time) (time.Time, bool) {
 		}
 		i := w - z.offset
 		if z.hasEnd && i >= z.end {
-			t = z.end
+			t = advance(t, z.end)
 			continue
 		}
 		if !s.hourCadence && z.hasStart && i-z.start < maxShiftSeconds {
 			// A fixed hour launches at the first occurrence of a wall
 			// time only: skip the rest of a fall-back overlap.
 			if prev := s.offsetAt(z.start - 1); prev > z.offset && i < z.start+prev-z.offset {
-				t = z.start + prev - z.offset
+				t = advance(t, z.start+prev-z.offset)
 				continue
 			}
 		}
 		return time.Unix(i, 0).In(s.loc), true
 	}
 	return time.Time{}, false
+}
+
+// advance returns to, asserting that the search moves forward: the loop
+// in Next terminates because every step does.
+func advance(from, to int64) int64 {
+	if to <= from {
+		panic(fmt.Sprintf("schedule: Next did not move forward: from %d to %d", from, to))
+	}
+	return to
 }
 
 // Between returns the launches in (from, to], at most max of them.
@@ -97,6 +107,36 @@ func (s *Schedule) zoneAt(t int64) zone {
 	if !end.IsZero() {
 		z.end, z.hasEnd = end.Unix(), true
 	}
+	if (z.hasStart && z.start > t) || (z.hasEnd && z.end <= t) {
+		return s.probeZone(t, z.offset)
+	}
+	return z
+}
+
+// probeZone finds a short stretch [t, end) with t's offset by looking
+// offsets up, for when ZoneBounds returns bounds that do not contain t: it
+// does at the end of leap years served by a zone's TZ rule (after its last
+// listed transition; golang/go#81583, e.g. Australia/Sydney at the end of
+// 2044). It assumes that no offset changes and changes back within an hour.
+func (s *Schedule) probeZone(t, offset int64) zone {
+	z := zone{offset: offset}
+	if s.offsetAt(t-1) != offset {
+		z.start, z.hasStart = t, true
+	}
+	lo, hi := t, t+3600
+	if s.offsetAt(hi) == offset {
+		z.end, z.hasEnd = hi, true
+		return z
+	}
+	for hi-lo > 1 { // offsetAt(lo) == offset != offsetAt(hi)
+		mid := lo + (hi-lo)/2
+		if s.offsetAt(mid) == offset {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	z.end, z.hasEnd = hi, true
 	return z
 }
 
