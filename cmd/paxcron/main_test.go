@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	fixed := func() time.Time { return time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) }
+	code = run(args, &out, &errOut, fixed)
+	return code, out.String(), errOut.String()
+}
+
+func TestScheduleCommand(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // exact, when set
+		stderr string // substring, when set
+	}{
+		{
+			name:   "resolves ? from the job name and lists launches in the zone",
+			args:   []string{"schedule", "-job", "nightly-report", "-tz", "Europe/Berlin", "-n", "2", "0 ? * * *"},
+			stdout: "# 0 11 * * *  (Europe/Berlin)\n2026-11-24T11:00:00+01:00\n2026-11-25T11:00:00+01:00\n",
+		},
+		{
+			name:   "flags after the expression",
+			args:   []string{"schedule", "*/30 * * * *", "-n", "2"},
+			stdout: "# */30 * * * *  (UTC)\n2026-11-23T12:30:00Z\n2026-11-23T13:00:00Z\n",
+		},
+		{
+			name:   "a wall time in a spring-forward gap fires once, right after it",
+			args:   []string{"schedule", "-tz", "Europe/Berlin", "-from", "2026-03-29T00:00:00Z", "-n", "2", "30 2 * * *"},
+			stdout: "# 30 2 * * *  (Europe/Berlin)\n2026-03-29T03:00:00+02:00\n2026-03-30T02:30:00+02:00\n",
+		},
+		{name: "bad field named", args: []string{"schedule", "0 25 * * *"}, code: 1, stderr: "hour: 25 is out of range 0-23"},
+		{name: "unknown zone", args: []string{"schedule", "-tz", "Mars/Olympus", "0 * * * *"}, code: 1, stderr: "time zone"},
+		{name: "missing expression", args: []string{"schedule"}, code: 2, stderr: "missing EXPR"},
+		{name: "bad -from", args: []string{"schedule", "-from", "yesterday", "* * * * *"}, code: 2, stderr: "not RFC 3339"},
+		{name: "bad -n", args: []string{"schedule", "-n", "0", "* * * * *"}, code: 2, stderr: "-n must be 1 to 1000"},
+		{name: "unknown command", args: []string{"frobnicate"}, code: 2, stderr: "unknown command"},
+		{name: "no command", args: nil, code: 2, stderr: "Usage: paxcron"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, c.args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, c.code, stdout, stderr)
+			}
+			if c.stdout != "" && stdout != c.stdout {
+				t.Fatalf("stdout:\n%s\nwant:\n%s", stdout, c.stdout)
+			}
+			if c.stderr != "" && !strings.Contains(stderr, c.stderr) {
+				t.Fatalf("stderr %q does not mention %q", stderr, c.stderr)
+			}
+		})
+	}
+}
+
+func TestScheduleJSON(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "schedule", "-json", "-job", "a", "-n", "3", "H * * * *")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out scheduleOutput
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout)
+	}
+	if out.Expression != "H * * * *" || strings.Contains(out.Resolved, "H") || out.TimeZone != "UTC" || len(out.Next) != 3 {
+		t.Fatalf("unexpected output %+v", out)
+	}
+	for i := 1; i < len(out.Next); i++ {
+		a, _ := time.Parse(time.RFC3339, out.Next[i-1])
+		b, _ := time.Parse(time.RFC3339, out.Next[i])
+		if b.Sub(a) != time.Hour {
+			t.Fatalf("launches %v and %v are not an hour apart", a, b)
+		}
+	}
+}
