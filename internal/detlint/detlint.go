@@ -35,6 +35,8 @@ import (
 // deterministic. Add a package here when it joins the contract.
 var Packages = []string{
 	"paxos",
+	"cron/replica",
+	"cron/schedule",
 	"sim/simclock",
 	"sim/simnet",
 	"sim/check",
