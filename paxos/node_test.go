@@ -418,3 +418,54 @@ func TestReportSuspectSpeedsUpElection(t *testing.T) {
 		c.run(1)
 	}
 }
+
+// With writes in flight, a leader's own accept counts toward choosing only
+// once Persisted confirms it: with one follower cut off, the other
+// follower's vote alone must not choose the slot.
+func TestLeaderVoteCountsOnlyOncePersisted(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.settle()
+	c.isolate(3)
+	leader := c.replicas[1].node
+	if _, err := leader.Propose([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	rd := leader.Ready() // its write is now "in flight"
+	chosenBefore := leader.Status().Chosen
+	var accept Message
+	for _, m := range rd.EarlyMessages {
+		if m.Type == MsgAccept && m.To == 2 {
+			accept = m
+		}
+	}
+	if accept.Type != MsgAccept {
+		t.Fatalf("no accept for replica 2 among the early messages: %v", rd.EarlyMessages)
+	}
+	// Replica 2 accepts and answers; the leader steps the answer while its
+	// own write is still in flight, and takes another Ready meanwhile.
+	if err := c.replicas[2].node.Step(accept); err != nil {
+		t.Fatal(err)
+	}
+	rd2 := c.replicas[2].node.Ready()
+	c.replicas[2].storage.save(rd2)
+	c.replicas[2].node.Advance()
+	for _, m := range rd2.Messages {
+		if m.Type == MsgAccepted {
+			if err := leader.Step(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := leader.Status().Chosen; got != chosenBefore {
+		t.Fatalf("chose slot %d with its own write unconfirmed", got)
+	}
+	if leader.InFlight() != 1 {
+		t.Fatalf("%d Readys in flight, want 1", leader.InFlight())
+	}
+	c.replicas[1].storage.save(rd)
+	leader.Persisted()
+	if got := leader.Status().Chosen; got != chosenBefore+1 {
+		t.Fatalf("chosen %d after the write was confirmed, want %d", got, chosenBefore+1)
+	}
+}
