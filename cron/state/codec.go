@@ -1,0 +1,272 @@
+package state
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+)
+
+// Command layout (the same approach as storage/record.go):
+//
+//	byte 0      format version (commandVersion)
+//	byte 1      Kind
+//	bytes 2..   the command, msgpack-encoded as an array of its wire
+//	            struct's fields (wirePutJob, ...)
+//
+// Times are [unix seconds, nanoseconds] pairs, durations nanoseconds, and
+// Meta a list of [key, value] pairs in key order, so that one command has
+// one encoding. The log's entries carry their own checksum (storage), so a
+// command has none.
+const (
+	commandVersion  byte = 1
+	snapshotVersion byte = 1
+)
+
+var msgpackHandle = func() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{WriteExt: true}
+	// Arrays instead of maps: the version byte fixes the field order.
+	h.StructToArray = true
+	// Collections are allocated as they are read, not as large as a
+	// (possibly garbage) length prefix says.
+	h.MaxInitLen = 64
+	h.MaxDepth = 16
+	return h
+}()
+
+type wireTime struct {
+	Sec  int64
+	Nsec int64
+}
+
+func toWire(t time.Time) wireTime { return wireTime{Sec: t.Unix(), Nsec: int64(t.Nanosecond())} }
+
+// fromWire is the inverse of toWire; the zero time round-trips.
+func fromWire(w wireTime) (time.Time, error) {
+	if w.Nsec < 0 || w.Nsec >= 1e9 || w.Sec < zeroUnix || w.Sec > maxUnixSeconds {
+		return time.Time{}, fmt.Errorf("time (%d, %d) out of range", w.Sec, w.Nsec)
+	}
+	return time.Unix(w.Sec, w.Nsec).UTC(), nil
+}
+
+// zeroUnix is the Unix time of time.Time{}.
+var zeroUnix = time.Time{}.Unix()
+
+type wireKV struct {
+	Key   string
+	Value string
+}
+
+type wireSpec struct {
+	Schedule      string
+	TimeZone      string
+	Concurrency   string
+	CatchupWindow int64
+	Payload       []byte
+	Meta          []wireKV
+	NomadJob      string
+	Namespace     string
+	Region        string
+}
+
+type wirePutJob struct {
+	Name      string
+	Spec      wireSpec
+	IfVersion uint64
+	At        wireTime
+}
+
+type wireName struct {
+	Name      string
+	IfVersion uint64 // DeleteJob only; 0 for Pause and Resume
+}
+
+type wireLaunchStarted struct {
+	Job         string
+	ScheduledAt wireTime
+	Identity    string
+	SpecVersion uint64
+}
+
+type wireOutcome struct {
+	Kind    string
+	ChildID string
+	Reason  string
+}
+
+type wireLaunchFinished struct {
+	Job         string
+	ScheduledAt wireTime
+	Outcome     wireOutcome
+}
+
+func specToWire(s JobSpec) wireSpec {
+	w := wireSpec{
+		Schedule: s.Schedule, TimeZone: s.TimeZone, Concurrency: string(s.Concurrency),
+		CatchupWindow: int64(s.CatchupWindow), Payload: cloneBytes(s.Payload),
+		NomadJob: s.NomadJob, Namespace: s.Namespace, Region: s.Region,
+	}
+	for _, k := range sortedKeys(s.Meta) {
+		w.Meta = append(w.Meta, wireKV{Key: k, Value: s.Meta[k]})
+	}
+	return w
+}
+
+func specFromWire(w wireSpec) (JobSpec, error) {
+	s := JobSpec{
+		Schedule: w.Schedule, TimeZone: w.TimeZone, Concurrency: Concurrency(w.Concurrency),
+		CatchupWindow: time.Duration(w.CatchupWindow), Payload: cloneBytes(w.Payload),
+		NomadJob: w.NomadJob, Namespace: w.Namespace, Region: w.Region,
+	}
+	if len(w.Meta) > MaxMetaEntries {
+		return JobSpec{}, fmt.Errorf("meta has %d entries, more than %d", len(w.Meta), MaxMetaEntries)
+	}
+	if len(w.Meta) > 0 {
+		s.Meta = make(map[string]string, len(w.Meta))
+	}
+	for i, kv := range w.Meta {
+		if i > 0 && kv.Key <= w.Meta[i-1].Key {
+			return JobSpec{}, fmt.Errorf("meta keys not in strictly increasing order at %q", kv.Key)
+		}
+		s.Meta[kv.Key] = kv.Value
+	}
+	return s, nil
+}
+
+// Encode returns the encoding of a valid command.
+func Encode(c Command) ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var w any
+	switch c := c.(type) {
+	case PutJob:
+		w = &wirePutJob{Name: c.Name, Spec: specToWire(c.Spec), IfVersion: c.IfVersion, At: toWire(c.At)}
+	case DeleteJob:
+		w = &wireName{Name: c.Name, IfVersion: c.IfVersion}
+	case Pause:
+		w = &wireName{Name: c.Name}
+	case Resume:
+		w = &wireName{Name: c.Name}
+	case LaunchStarted:
+		w = &wireLaunchStarted{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Identity: c.Identity, SpecVersion: c.SpecVersion}
+	case LaunchFinished:
+		w = &wireLaunchFinished{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Outcome: wireOutcome{Kind: string(c.Outcome.Kind), ChildID: c.Outcome.ChildID, Reason: c.Outcome.Reason}}
+	default:
+		panic(fmt.Sprintf("state: encoding unknown command type %T", c))
+	}
+	out, err := appendValue([]byte{commandVersion, byte(c.Kind())}, w)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > MaxCommandBytes {
+		return nil, invalid("%s is %d bytes encoded, more than %d", c.Kind(), len(out), MaxCommandBytes)
+	}
+	return out, nil
+}
+
+func appendValue(dst []byte, v any) ([]byte, error) {
+	enc := codec.NewEncoderBytes(&dst, msgpackHandle)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("state: encoding %T: %w", v, err)
+	}
+	return dst, nil
+}
+
+// decodeValue decodes all of b into v.
+func decodeValue(b []byte, v any) error {
+	dec := codec.NewDecoderBytes(b, msgpackHandle)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("msgpack: %w", err)
+	}
+	if n := dec.NumBytesRead(); n != len(b) {
+		return fmt.Errorf("%d trailing bytes", len(b)-n)
+	}
+	return nil
+}
+
+func decodeErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrDecode, fmt.Sprintf(format, args...))
+}
+
+// Decode decodes and validates a command. It returns an error wrapping
+// ErrDecode for bytes that are not a command of this format, and one
+// wrapping ErrInvalid for a command that fails Validate. It never panics.
+func Decode(b []byte) (Command, error) {
+	switch {
+	case len(b) < 2:
+		return nil, decodeErr("%d bytes is shorter than the header", len(b))
+	case len(b) > MaxCommandBytes:
+		return nil, decodeErr("%d bytes is more than %d", len(b), MaxCommandBytes)
+	case b[0] != commandVersion:
+		return nil, decodeErr("unknown format version %d", b[0])
+	}
+	kind, body := Kind(b[1]), b[2:]
+	c, err := decodeKind(kind, body)
+	if err != nil {
+		return nil, decodeErr("%s: %v", kind, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func decodeKind(kind Kind, body []byte) (Command, error) {
+	switch kind {
+	case KindPutJob:
+		var w wirePutJob
+		if err := decodeValue(body, &w); err != nil {
+			return nil, err
+		}
+		return putJobFromWire(w)
+	case KindDeleteJob, KindPause, KindResume:
+		var w wireName
+		if err := decodeValue(body, &w); err != nil {
+			return nil, err
+		}
+		switch {
+		case kind == KindDeleteJob:
+			return DeleteJob{Name: w.Name, IfVersion: w.IfVersion}, nil
+		case w.IfVersion != 0:
+			return nil, fmt.Errorf("if-version %d in a command without one", w.IfVersion)
+		case kind == KindPause:
+			return Pause{Name: w.Name}, nil
+		}
+		return Resume{Name: w.Name}, nil
+	case KindLaunchStarted:
+		var w wireLaunchStarted
+		if err := decodeValue(body, &w); err != nil {
+			return nil, err
+		}
+		at, err := fromWire(w.ScheduledAt)
+		if err != nil {
+			return nil, err
+		}
+		return LaunchStarted{Job: w.Job, ScheduledAt: at, Identity: w.Identity, SpecVersion: w.SpecVersion}, nil
+	case KindLaunchFinished:
+		var w wireLaunchFinished
+		if err := decodeValue(body, &w); err != nil {
+			return nil, err
+		}
+		at, err := fromWire(w.ScheduledAt)
+		if err != nil {
+			return nil, err
+		}
+		o := Outcome{Kind: OutcomeKind(w.Outcome.Kind), ChildID: w.Outcome.ChildID, Reason: w.Outcome.Reason}
+		return LaunchFinished{Job: w.Job, ScheduledAt: at, Outcome: o}, nil
+	}
+	return nil, fmt.Errorf("unknown kind")
+}
+
+func putJobFromWire(w wirePutJob) (Command, error) {
+	spec, err := specFromWire(w.Spec)
+	if err != nil {
+		return nil, err
+	}
+	at, err := fromWire(w.At)
+	if err != nil {
+		return nil, err
+	}
+	return PutJob{Name: w.Name, Spec: spec, IfVersion: w.IfVersion, At: at}, nil
+}

@@ -1,0 +1,420 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"paxcron/cron/schedule"
+)
+
+// Kind identifies a command; it is the second byte of its encoding and
+// part of the log format: never renumber one.
+type Kind uint8
+
+// The commands. 7 and 8 are kept for Trigger and Backfill (DESIGN.md).
+const (
+	KindPutJob         Kind = 1
+	KindDeleteJob      Kind = 2
+	KindPause          Kind = 3
+	KindResume         Kind = 4
+	KindLaunchStarted  Kind = 5
+	KindLaunchFinished Kind = 6
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindPutJob:
+		return "PutJob"
+	case KindDeleteJob:
+		return "DeleteJob"
+	case KindPause:
+		return "Pause"
+	case KindResume:
+		return "Resume"
+	case KindLaunchStarted:
+		return "LaunchStarted"
+	case KindLaunchFinished:
+		return "LaunchFinished"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Limits. Hitting one is a rejected command, never growth.
+const (
+	// MaxNameBytes is the longest job name.
+	MaxNameBytes = 128
+	// MaxPayloadBytes is Nomad's limit on a dispatch payload (16 KiB).
+	MaxPayloadBytes = 16 << 10
+	// MaxMetaEntries, MaxMetaKeyBytes and MaxMetaValueBytes bound JobSpec.Meta.
+	MaxMetaEntries    = 64
+	MaxMetaKeyBytes   = 128
+	MaxMetaValueBytes = 1024
+	// MaxNomadFieldBytes bounds NomadJob, Namespace and Region.
+	MaxNomadFieldBytes = 128
+	// MaxCatchupWindow is the longest catch-up window a job may ask for.
+	MaxCatchupWindow = 7 * 24 * time.Hour
+	// DefaultCatchupWindow replaces a zero CatchupWindow when a job is put.
+	DefaultCatchupWindow = 5 * time.Minute
+	// MaxChildIDBytes and MaxReasonBytes bound an Outcome.
+	MaxChildIDBytes = 256
+	MaxReasonBytes  = 1024
+	// MaxCommandBytes bounds an encoded command; Decode rejects longer input
+	// before decoding anything.
+	MaxCommandBytes = 256 << 10
+)
+
+// Operating errors. Every error this package returns wraps one of them.
+var (
+	// ErrInvalid: a command or spec that can never be applied.
+	ErrInvalid = errors.New("state: invalid command")
+	// ErrConflict: IfVersion is not the job's current version.
+	ErrConflict = errors.New("state: version conflict")
+	// ErrNotFound: no such job, or no such open launch.
+	ErrNotFound = errors.New("state: not found")
+	// ErrDuplicate: a launch already started (or finished) for that time.
+	ErrDuplicate = errors.New("state: duplicate launch")
+	// ErrLimit: applying the command would exceed a bound (MaxJobs,
+	// MaxOpenLaunches).
+	ErrLimit = errors.New("state: limit reached")
+	// ErrDecode: bytes that are not a command of this format.
+	ErrDecode = errors.New("state: cannot decode command")
+	// ErrSnapshot: bytes that are not a valid snapshot of this format.
+	ErrSnapshot = errors.New("state: invalid snapshot")
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// Command is one of PutJob, DeleteJob, Pause, Resume, LaunchStarted and
+// LaunchFinished.
+type Command interface {
+	Kind() Kind
+	// Validate checks everything that does not depend on the state: names,
+	// the spec (its schedule parses), times and limits.
+	Validate() error
+}
+
+// Concurrency is a job's policy when a launch comes due while an earlier
+// one is still running. The scheduler (next slice) enforces it.
+type Concurrency string
+
+// The policies; "" means ConcurrencyAllow.
+const (
+	ConcurrencyAllow   Concurrency = "allow"
+	ConcurrencyForbid  Concurrency = "forbid"
+	ConcurrencyReplace Concurrency = "replace"
+)
+
+// JobSpec is what a user writes for a job.
+type JobSpec struct {
+	// Schedule is a cron/schedule expression; ? and H hash the job's name.
+	Schedule string
+	// TimeZone is an IANA zone name; "" means UTC.
+	TimeZone    string
+	Concurrency Concurrency
+	// CatchupWindow is how late a missed launch may still start; zero
+	// means DefaultCatchupWindow (stored as such).
+	CatchupWindow time.Duration
+	// Payload and Meta are passed to Nomad's dispatch. Meta is encoded in
+	// key order.
+	Payload []byte
+	Meta    map[string]string
+	// NomadJob is the parameterized Nomad job to dispatch.
+	NomadJob  string
+	Namespace string
+	Region    string
+}
+
+// PutJob creates a job (IfVersion 0: it must not exist) or replaces it
+// (IfVersion equal to its current version). At is when the writer proposed
+// it; a created job's schedule counts from it.
+type PutJob struct {
+	Name      string
+	Spec      JobSpec
+	IfVersion uint64
+	At        time.Time
+}
+
+// DeleteJob deletes a job if its version is IfVersion (0: any version).
+// Its open launches are concluded as skipped ("job deleted").
+type DeleteJob struct {
+	Name      string
+	IfVersion uint64
+}
+
+// Pause marks a job paused; its launches are then recorded as skipped by
+// the scheduler. Pausing a paused job is not an error.
+type Pause struct{ Name string }
+
+// Resume undoes Pause.
+type Resume struct{ Name string }
+
+// LaunchStarted opens the launch of Job for ScheduledAt (a whole second)
+// under the spec of SpecVersion. Identity must be Identity(Job, ScheduledAt).
+type LaunchStarted struct {
+	Job         string
+	ScheduledAt time.Time
+	Identity    string
+	SpecVersion uint64
+}
+
+// LaunchFinished closes an open launch with its outcome.
+type LaunchFinished struct {
+	Job         string
+	ScheduledAt time.Time
+	Outcome     Outcome
+}
+
+// OutcomeKind says how a launch ended.
+type OutcomeKind string
+
+// The outcomes.
+const (
+	// OutcomeDispatched: Nomad accepted the dispatch; ChildID names the child.
+	OutcomeDispatched OutcomeKind = "dispatched"
+	// OutcomeFailed: the dispatch failed; Reason says why.
+	OutcomeFailed OutcomeKind = "failed"
+	// OutcomeSkipped: not launched on purpose (paused, outside the catch-up
+	// window, job deleted...); Reason says why.
+	OutcomeSkipped OutcomeKind = "skipped"
+	// OutcomeUnknown: nobody can tell whether the dispatch happened (fail
+	// closed: never re-dispatched blindly).
+	OutcomeUnknown OutcomeKind = "unknown"
+)
+
+// Outcome is how a launch ended.
+type Outcome struct {
+	Kind    OutcomeKind
+	ChildID string
+	Reason  string
+}
+
+// ReasonJobDeleted is the reason of the launches DeleteJob concludes.
+const ReasonJobDeleted = "job deleted"
+
+func (PutJob) Kind() Kind         { return KindPutJob }
+func (DeleteJob) Kind() Kind      { return KindDeleteJob }
+func (Pause) Kind() Kind          { return KindPause }
+func (Resume) Kind() Kind         { return KindResume }
+func (LaunchStarted) Kind() Kind  { return KindLaunchStarted }
+func (LaunchFinished) Kind() Kind { return KindLaunchFinished }
+
+// Identity is the identity of the launch of job for scheduledAt:
+// "<job>-<unix seconds>". It is a pure function of its arguments, so every
+// replica and every leader computes the same one, and it is the idempotency
+// token paxcron gives Nomad's dispatch: a launch dispatched twice (a leader
+// that lost the reply, a new leader after failover) creates one child.
+func Identity(job string, scheduledAt time.Time) string {
+	return job + "-" + strconv.FormatInt(scheduledAt.Unix(), 10)
+}
+
+// ValidName reports whether name is a valid job name: 1 to MaxNameBytes
+// bytes of [a-zA-Z0-9_.-], valid in a Nomad job ID.
+func ValidName(name string) error {
+	if len(name) == 0 || len(name) > MaxNameBytes {
+		return invalid("job name must be 1 to %d bytes, got %d", MaxNameBytes, len(name))
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+		if !ok {
+			return invalid("job name %q: byte %d (%q) is not one of [a-zA-Z0-9_.-]", name, i, c)
+		}
+	}
+	return nil
+}
+
+// Times in commands lie in [1970-01-01, 9999-12-31] UTC: a launch before
+// the epoch would have a negative identity.
+const (
+	minUnixSeconds = 0
+	maxUnixSeconds = 253402300799 // 9999-12-31T23:59:59Z
+)
+
+func validTime(what string, t time.Time) error {
+	if s := t.Unix(); s < minUnixSeconds || s > maxUnixSeconds {
+		return invalid("%s %s is outside 1970-9999", what, t.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+func validScheduledAt(t time.Time) error {
+	if err := validTime("scheduled time", t); err != nil {
+		return err
+	}
+	if t.Nanosecond() != 0 {
+		return invalid("scheduled time %s is not a whole second", t.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// nomadField checks NomadJob, Namespace and Region: printable, no spaces.
+func nomadField(what, s string, required bool) error {
+	switch {
+	case required && s == "":
+		return invalid("%s is required", what)
+	case len(s) > MaxNomadFieldBytes:
+		return invalid("%s is longer than %d bytes", what, MaxNomadFieldBytes)
+	case !utf8.ValidString(s):
+		return invalid("%s is not valid UTF-8", what)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return invalid("%s %q contains %q", what, s, r)
+		}
+	}
+	return nil
+}
+
+func boundedText(what, s string, maxBytes int) error {
+	switch {
+	case len(s) > maxBytes:
+		return invalid("%s is longer than %d bytes", what, maxBytes)
+	case !utf8.ValidString(s):
+		return invalid("%s is not valid UTF-8", what)
+	}
+	return nil
+}
+
+// parse validates spec for the job name and returns its schedule.
+func (spec *JobSpec) parse(name string) (*schedule.Schedule, error) {
+	switch spec.Concurrency {
+	case "", ConcurrencyAllow, ConcurrencyForbid, ConcurrencyReplace:
+	default:
+		return nil, invalid("concurrency %q is not allow, forbid or replace", spec.Concurrency)
+	}
+	if spec.CatchupWindow < 0 || spec.CatchupWindow > MaxCatchupWindow {
+		return nil, invalid("catch-up window %v is outside 0-%v", spec.CatchupWindow, MaxCatchupWindow)
+	}
+	if len(spec.Payload) > MaxPayloadBytes {
+		return nil, invalid("payload is %d bytes, more than %d", len(spec.Payload), MaxPayloadBytes)
+	}
+	if err := validMeta(spec.Meta); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		what     string
+		s        string
+		required bool
+	}{{"Nomad job", spec.NomadJob, true}, {"namespace", spec.Namespace, false}, {"region", spec.Region, false}} {
+		if err := nomadField(f.what, f.s, f.required); err != nil {
+			return nil, err
+		}
+	}
+	s, err := schedule.Parse(spec.Schedule, schedule.Options{JobName: name, TimeZone: spec.TimeZone})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return s, nil
+}
+
+func validMeta(meta map[string]string) error {
+	if len(meta) > MaxMetaEntries {
+		return invalid("meta has %d entries, more than %d", len(meta), MaxMetaEntries)
+	}
+	for _, k := range sortedKeys(meta) {
+		if k == "" {
+			return invalid("meta has an empty key")
+		}
+		if err := boundedText("meta key", k, MaxMetaKeyBytes); err != nil {
+			return err
+		}
+		if err := boundedText("meta value of "+strconv.Quote(k), meta[k], MaxMetaValueBytes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// normalized returns spec with its defaults filled in and empty
+// collections made nil, so that equal specs encode to equal bytes. It
+// shares no memory with spec.
+func (spec JobSpec) normalized() JobSpec {
+	out := spec
+	if out.Concurrency == "" {
+		out.Concurrency = ConcurrencyAllow
+	}
+	if out.CatchupWindow == 0 {
+		out.CatchupWindow = DefaultCatchupWindow
+	}
+	out.Payload = cloneBytes(spec.Payload)
+	out.Meta = cloneMeta(spec.Meta)
+	return out
+}
+
+// Validate implements Command.
+func (c PutJob) Validate() error {
+	if err := ValidName(c.Name); err != nil {
+		return err
+	}
+	if err := validTime("put time", c.At); err != nil {
+		return err
+	}
+	_, err := c.Spec.parse(c.Name)
+	return err
+}
+
+// Validate implements Command.
+func (c DeleteJob) Validate() error { return ValidName(c.Name) }
+
+// Validate implements Command.
+func (c Pause) Validate() error { return ValidName(c.Name) }
+
+// Validate implements Command.
+func (c Resume) Validate() error { return ValidName(c.Name) }
+
+// Validate implements Command.
+func (c LaunchStarted) Validate() error {
+	if err := ValidName(c.Job); err != nil {
+		return err
+	}
+	if err := validScheduledAt(c.ScheduledAt); err != nil {
+		return err
+	}
+	if want := Identity(c.Job, c.ScheduledAt); c.Identity != want {
+		return invalid("identity %q is not %q", c.Identity, want)
+	}
+	if c.SpecVersion == 0 {
+		return invalid("spec version 0")
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c LaunchFinished) Validate() error {
+	if err := ValidName(c.Job); err != nil {
+		return err
+	}
+	if err := validScheduledAt(c.ScheduledAt); err != nil {
+		return err
+	}
+	return c.Outcome.validate()
+}
+
+func (o Outcome) validate() error {
+	if err := boundedText("child ID", o.ChildID, MaxChildIDBytes); err != nil {
+		return err
+	}
+	if err := boundedText("reason", o.Reason, MaxReasonBytes); err != nil {
+		return err
+	}
+	switch o.Kind {
+	case OutcomeDispatched:
+		if o.ChildID == "" {
+			return invalid("a dispatched outcome needs a child ID")
+		}
+	case OutcomeFailed, OutcomeSkipped:
+		if o.Reason == "" {
+			return invalid("a %s outcome needs a reason", o.Kind)
+		}
+	case OutcomeUnknown:
+	default:
+		return invalid("outcome %q is not dispatched, failed, skipped or unknown", o.Kind)
+	}
+	return nil
+}

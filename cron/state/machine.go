@@ -1,0 +1,374 @@
+package state
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"paxcron/cron/schedule"
+)
+
+// Bounds on the state.
+const (
+	// HistoryLen is how many finished launches each job keeps, newest last.
+	HistoryLen = 64
+	// MaxRejections is how many rejected commands the state remembers.
+	MaxRejections = 32
+	// MaxJobs bounds the number of jobs.
+	MaxJobs = 10000
+	// MaxOpenLaunches bounds the open launches of one job.
+	MaxOpenLaunches = 64
+)
+
+// Counters count launches, for one job or for the whole state.
+// Counters is part of the snapshot format: adding a field is a format change.
+type Counters struct {
+	Started    uint64
+	Dispatched uint64
+	Failed     uint64
+	Skipped    uint64
+	Unknown    uint64
+	// Duplicates counts LaunchStarted and LaunchFinished commands ignored
+	// because that launch was already started or finished.
+	Duplicates uint64
+}
+
+// Stats counts what the machine applied. It is part of the snapshot format.
+type Stats struct {
+	Launches Counters
+	// Applied counts commands that changed the state.
+	Applied uint64
+	// Rejected counts decoded commands refused (see Rejection).
+	Rejected uint64
+	// Undecodable counts log entries that did not decode.
+	Undecodable uint64
+}
+
+// Rejection records a command Apply refused.
+type Rejection struct {
+	Slot   uint64
+	Kind   Kind // 0 for bytes that did not decode
+	Job    string
+	Reason string
+}
+
+// Launch is one launch of a job: open until its Outcome is set.
+type Launch struct {
+	Job          string
+	ScheduledAt  time.Time
+	Identity     string
+	SpecVersion  uint64
+	StartedSlot  uint64
+	FinishedSlot uint64  // 0 while open
+	Outcome      Outcome // zero while open
+}
+
+// Job is a copy of one job's state.
+type Job struct {
+	Name string
+	Spec JobSpec // with defaults filled in
+	// Version is the job's current version, CreatedVersion the version it
+	// was created with; both come from the state-wide version counter.
+	Version        uint64
+	CreatedVersion uint64
+	Paused         bool
+	CreatedAt      time.Time // At of the PutJob that created it
+	UpdatedAt      time.Time // At of the latest PutJob
+	// LastStartedAt is the latest ScheduledAt a launch was started for,
+	// zero if none; launches at or before it are duplicates.
+	LastStartedAt time.Time
+	// NextAt is the schedule's first launch after the later of CreatedAt
+	// and LastStartedAt; zero if the schedule has none within
+	// schedule.SearchYears.
+	NextAt   time.Time
+	Open     []Launch // by ScheduledAt
+	History  []Launch // finished, oldest first, at most HistoryLen
+	Counters Counters
+}
+
+// job is a Job plus its parsed schedule.
+type job struct {
+	Job
+	sched *schedule.Schedule
+}
+
+// Machine is the replicated cron state: the replica.StateMachine of a
+// paxcron replica. It is deterministic and not safe for concurrent use.
+type Machine struct {
+	jobs        map[string]*job
+	lastSlot    uint64
+	lastVersion uint64
+	stats       Stats
+	rejections  []Rejection // oldest first, at most MaxRejections
+}
+
+// New returns an empty Machine.
+func New() *Machine {
+	return &Machine{jobs: make(map[string]*job)}
+}
+
+// Apply implements replica.StateMachine: it decodes cmd and applies it.
+// Bytes that do not decode are counted (Stats.Undecodable), remembered as
+// a Rejection of kind 0, and otherwise ignored; every replica ignores them
+// identically, since they come from the replicated log.
+func (m *Machine) Apply(slot uint64, cmd []byte) {
+	c, err := Decode(cmd)
+	if err != nil {
+		m.advanceSlot(slot)
+		m.stats.Undecodable++
+		m.reject(Rejection{Slot: slot, Reason: err.Error()})
+		return
+	}
+	_ = m.ApplyCommand(slot, c) // the outcome is recorded in the state
+}
+
+// ApplyCommand applies a decoded command chosen at slot and returns why it
+// was refused, if it was: an error wrapping ErrInvalid, ErrConflict,
+// ErrNotFound or ErrLimit (counted in Stats.Rejected and kept in
+// Rejections), or ErrDuplicate (counted in the launch counters'
+// Duplicates). A refused command leaves the state otherwise unchanged.
+// Slots must increase from call to call.
+func (m *Machine) ApplyCommand(slot uint64, c Command) error {
+	m.advanceSlot(slot)
+	err := c.Validate()
+	if err == nil {
+		err = m.dispatch(slot, c)
+	}
+	switch {
+	case err == nil:
+		m.stats.Applied++
+	case errors.Is(err, ErrDuplicate):
+	default:
+		m.stats.Rejected++
+		m.reject(Rejection{Slot: slot, Kind: c.Kind(), Job: jobOf(c), Reason: err.Error()})
+	}
+	return err
+}
+
+func (m *Machine) advanceSlot(slot uint64) {
+	if slot <= m.lastSlot {
+		panic(fmt.Sprintf("state: applying slot %d after slot %d", slot, m.lastSlot))
+	}
+	m.lastSlot = slot
+}
+
+func (m *Machine) dispatch(slot uint64, c Command) error {
+	switch c := c.(type) {
+	case PutJob:
+		return m.putJob(c)
+	case DeleteJob:
+		return m.deleteJob(c)
+	case Pause:
+		return m.setPaused(c.Name, true)
+	case Resume:
+		return m.setPaused(c.Name, false)
+	case LaunchStarted:
+		return m.launchStarted(slot, c)
+	case LaunchFinished:
+		return m.launchFinished(slot, c)
+	}
+	panic(fmt.Sprintf("state: unknown command type %T", c))
+}
+
+func jobOf(c Command) string {
+	switch c := c.(type) {
+	case PutJob:
+		return c.Name
+	case DeleteJob:
+		return c.Name
+	case Pause:
+		return c.Name
+	case Resume:
+		return c.Name
+	case LaunchStarted:
+		return c.Job
+	case LaunchFinished:
+		return c.Job
+	}
+	return ""
+}
+
+func (m *Machine) reject(r Rejection) {
+	if len(m.rejections) == MaxRejections {
+		m.rejections = slices.Delete(m.rejections, 0, 1)
+	}
+	m.rejections = append(m.rejections, r)
+}
+
+func (m *Machine) putJob(c PutJob) error {
+	sched, err := c.Spec.parse(c.Name) // validated already; parsed again for the schedule
+	if err != nil {
+		return err
+	}
+	j, exists := m.jobs[c.Name]
+	switch {
+	case !exists && c.IfVersion != 0:
+		return fmt.Errorf("%w: job %q does not exist (if-version %d)", ErrConflict, c.Name, c.IfVersion)
+	case exists && c.IfVersion != j.Version:
+		return fmt.Errorf("%w: job %q is at version %d, not %d", ErrConflict, c.Name, j.Version, c.IfVersion)
+	case !exists && len(m.jobs) >= MaxJobs:
+		return fmt.Errorf("%w: %d jobs", ErrLimit, MaxJobs)
+	}
+	m.lastVersion++
+	at := c.At.UTC()
+	if !exists {
+		j = &job{Job: Job{Name: c.Name, CreatedVersion: m.lastVersion, CreatedAt: at}}
+		m.jobs[c.Name] = j
+	}
+	j.Spec = c.Spec.normalized()
+	j.sched = sched
+	j.Version = m.lastVersion
+	j.UpdatedAt = at
+	j.recompute()
+	return nil
+}
+
+// recompute sets NextAt from the schedule, CreatedAt and LastStartedAt.
+// A replaced spec counts from the last launch (or the creation), so the
+// launches the new schedule owes since then come due: none is skipped
+// silently.
+func (j *job) recompute() {
+	from := j.CreatedAt
+	if j.LastStartedAt.After(from) {
+		from = j.LastStartedAt
+	}
+	next, ok := j.sched.Next(from)
+	if !ok {
+		j.NextAt = time.Time{}
+		return
+	}
+	j.NextAt = next.UTC()
+}
+
+func (m *Machine) lookup(name string) (*job, error) {
+	j, ok := m.jobs[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: job %q", ErrNotFound, name)
+	}
+	return j, nil
+}
+
+func (m *Machine) deleteJob(c DeleteJob) error {
+	j, err := m.lookup(c.Name)
+	if err != nil {
+		return err
+	}
+	if c.IfVersion != 0 && c.IfVersion != j.Version {
+		return fmt.Errorf("%w: job %q is at version %d, not %d", ErrConflict, c.Name, j.Version, c.IfVersion)
+	}
+	for range j.Open {
+		m.stats.Launches.Skipped++ // concluded as skipped: ReasonJobDeleted
+	}
+	delete(m.jobs, c.Name)
+	return nil
+}
+
+func (m *Machine) setPaused(name string, paused bool) error {
+	j, err := m.lookup(name)
+	if err != nil {
+		return err
+	}
+	j.Paused = paused
+	return nil
+}
+
+func (m *Machine) launchStarted(slot uint64, c LaunchStarted) error {
+	j, err := m.lookup(c.Job)
+	if err != nil {
+		return err
+	}
+	at := c.ScheduledAt.UTC()
+	switch {
+	case !at.After(j.LastStartedAt):
+		j.Counters.Duplicates++
+		m.stats.Launches.Duplicates++
+		return fmt.Errorf("%w: %s (launches up to %s started)", ErrDuplicate, c.Identity, j.LastStartedAt.Format(time.RFC3339))
+	case j.NextAt.IsZero() || at.After(j.NextAt):
+		return invalid("job %q: launch at %s would skip the one due at %s", c.Job, at.Format(time.RFC3339), j.NextAt.Format(time.RFC3339))
+	case c.SpecVersion < j.CreatedVersion || c.SpecVersion > j.Version:
+		return invalid("job %q: spec version %d is not one of this job's (%d-%d)", c.Job, c.SpecVersion, j.CreatedVersion, j.Version)
+	case len(j.Open) >= MaxOpenLaunches:
+		return fmt.Errorf("%w: job %q has %d open launches", ErrLimit, c.Job, MaxOpenLaunches)
+	}
+	// at is after every open launch (all are at or before LastStartedAt),
+	// so appending keeps Open sorted.
+	j.Open = append(j.Open, Launch{Job: c.Job, ScheduledAt: at, Identity: c.Identity, SpecVersion: c.SpecVersion, StartedSlot: slot})
+	j.LastStartedAt = at
+	j.recompute()
+	j.Counters.Started++
+	m.stats.Launches.Started++
+	return nil
+}
+
+func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
+	j, err := m.lookup(c.Job)
+	if err != nil {
+		return err
+	}
+	at := c.ScheduledAt.UTC()
+	i, found := slices.BinarySearchFunc(j.Open, at, func(l Launch, t time.Time) int { return l.ScheduledAt.Compare(t) })
+	if !found {
+		if !at.After(j.LastStartedAt) {
+			j.Counters.Duplicates++
+			m.stats.Launches.Duplicates++
+			return fmt.Errorf("%w: %s is not open (finished already, or skipped over)", ErrDuplicate, Identity(c.Job, at))
+		}
+		return fmt.Errorf("%w: launch %s was never started", ErrNotFound, Identity(c.Job, at))
+	}
+	l := j.Open[i]
+	j.Open = slices.Delete(j.Open, i, i+1)
+	l.FinishedSlot = slot
+	l.Outcome = c.Outcome
+	if len(j.History) == HistoryLen {
+		j.History = slices.Delete(j.History, 0, 1)
+	}
+	j.History = append(j.History, l)
+	j.Counters.count(c.Outcome.Kind)
+	m.stats.Launches.count(c.Outcome.Kind)
+	return nil
+}
+
+func (c *Counters) count(k OutcomeKind) {
+	switch k {
+	case OutcomeDispatched:
+		c.Dispatched++
+	case OutcomeFailed:
+		c.Failed++
+	case OutcomeSkipped:
+		c.Skipped++
+	case OutcomeUnknown:
+		c.Unknown++
+	default:
+		panic(fmt.Sprintf("state: counting unvalidated outcome %q", k))
+	}
+}
+
+// sortedNames returns the job names in order.
+func (m *Machine) sortedNames() []string {
+	return slices.Sorted(maps.Keys(m.jobs))
+}
+
+func sortedKeys(meta map[string]string) []string {
+	return slices.Sorted(maps.Keys(meta))
+}
+
+func cloneBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return slices.Clone(b)
+}
+
+func cloneMeta(meta map[string]string) map[string]string {
+	if len(meta) == 0 {
+		return nil
+	}
+	return maps.Clone(meta)
+}
+
+func compareDue(a, b Due) int {
+	return cmp.Or(a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.Job, b.Job))
+}

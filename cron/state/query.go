@@ -1,0 +1,80 @@
+package state
+
+import (
+	"slices"
+	"time"
+)
+
+// Due is a job whose next launch has come due.
+type Due struct {
+	Job         string
+	ScheduledAt time.Time
+	Identity    string
+	SpecVersion uint64 // the job's current version
+	// Paused jobs are due too: the scheduler records their launches as
+	// skipped ("paused") rather than leaving a silent gap.
+	Paused bool
+}
+
+// Job returns a copy of the named job.
+func (m *Machine) Job(name string) (Job, bool) {
+	j, ok := m.jobs[name]
+	if !ok {
+		return Job{}, false
+	}
+	return j.copy(), true
+}
+
+// Jobs returns a copy of every job, sorted by name.
+func (m *Machine) Jobs() []Job {
+	names := m.sortedNames()
+	out := make([]Job, 0, len(names))
+	for _, name := range names {
+		out = append(out, m.jobs[name].copy())
+	}
+	return out
+}
+
+// OpenLaunches returns every open launch, sorted by job, then scheduled time.
+func (m *Machine) OpenLaunches() []Launch {
+	var out []Launch
+	for _, name := range m.sortedNames() {
+		out = append(out, m.jobs[name].Open...)
+	}
+	return out
+}
+
+// DueBefore returns the jobs whose next launch is at or before t, sorted
+// by (scheduled time, name). It scans every job and sorts the due ones:
+// O(J + D log D) for J jobs of which D are due. The leader's scheduler
+// will keep a heap instead (next slice); this stays the reference.
+func (m *Machine) DueBefore(t time.Time) []Due {
+	var out []Due
+	//detlint:maprange the result is sorted below
+	for _, j := range m.jobs {
+		if j.NextAt.IsZero() || j.NextAt.After(t) {
+			continue
+		}
+		out = append(out, Due{Job: j.Name, ScheduledAt: j.NextAt, Identity: Identity(j.Name, j.NextAt), SpecVersion: j.Version, Paused: j.Paused})
+	}
+	slices.SortFunc(out, compareDue)
+	return out
+}
+
+// Stats returns the machine's counters.
+func (m *Machine) Stats() Stats { return m.stats }
+
+// Rejections returns the last MaxRejections refused commands, oldest first.
+func (m *Machine) Rejections() []Rejection { return slices.Clone(m.rejections) }
+
+// LastSlot is the slot of the last command applied (0 if none).
+func (m *Machine) LastSlot() uint64 { return m.lastSlot }
+
+// copy returns the job's state sharing no memory with it.
+func (j *job) copy() Job {
+	c := j.Job
+	c.Spec = j.Spec.normalized()
+	c.Open = slices.Clone(j.Open)
+	c.History = slices.Clone(j.History)
+	return c
+}
