@@ -165,12 +165,14 @@ func Encode(c Command) ([]byte, error) {
 	return out, nil
 }
 
+// appendValue appends the msgpack encoding of v to dst.
 func appendValue(dst []byte, v any) ([]byte, error) {
-	enc := codec.NewEncoderBytes(&dst, msgpackHandle)
+	var body []byte
+	enc := codec.NewEncoderBytes(&body, msgpackHandle)
 	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("state: encoding %T: %w", v, err)
 	}
-	return dst, nil
+	return append(dst, body...), nil
 }
 
 // decodeValue decodes all of b into v.

@@ -1,0 +1,218 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestIdentityGolden(t *testing.T) {
+	for _, tc := range []struct {
+		job  string
+		at   time.Time
+		want string
+	}{
+		{"nightly", time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), "nightly-1772323200"},
+		{"a", time.Unix(0, 0), "a-0"},
+		{"report.v2_eu-west", time.Date(2030, 1, 1, 2, 30, 0, 0, time.FixedZone("X", 3600)), "report.v2_eu-west-1893461400"},
+		{"x", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), "x-253402300799"},
+	} {
+		if got := Identity(tc.job, tc.at); got != tc.want {
+			t.Errorf("Identity(%q, %v) = %q, want %q", tc.job, tc.at, got, tc.want)
+		}
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"a", true}, {"Nightly_backup-2.v1", true}, {strings.Repeat("x", MaxNameBytes), true},
+		{"", false}, {strings.Repeat("x", MaxNameBytes+1), false}, {"a b", false}, {"a/b", false},
+		{"é", false}, {"a\x00", false}, {"job:1", false},
+	} {
+		if err := ValidName(tc.name); (err == nil) != tc.ok {
+			t.Errorf("ValidName(%q) = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := PutJob{Name: "j", Spec: spec("*/5 * * * *"), At: t0}
+	mutate := func(f func(*PutJob)) PutJob { c := good; f(&c); return c }
+	bigMeta := map[string]string{}
+	for i := 0; i <= MaxMetaEntries; i++ {
+		bigMeta[strings.Repeat("k", i+1)] = "v"
+	}
+	for _, tc := range []struct {
+		name string
+		cmd  Command
+		ok   bool
+	}{
+		{"good put", good, true},
+		{"hashed schedule", mutate(func(c *PutJob) { c.Spec.Schedule = "? ? * * *" }), true},
+		{"zone", mutate(func(c *PutJob) { c.Spec.TimeZone = "Europe/Paris" }), true},
+		{"all fields", mutate(func(c *PutJob) {
+			c.Spec = JobSpec{Schedule: "@daily", TimeZone: "Asia/Kolkata", Concurrency: ConcurrencyForbid, CatchupWindow: time.Hour,
+				Payload: []byte("p"), Meta: map[string]string{"a": "1"}, NomadJob: "batch", Namespace: "ops", Region: "eu"}
+		}), true},
+		{"bad name", mutate(func(c *PutJob) { c.Name = "a b" }), false},
+		{"bad schedule", mutate(func(c *PutJob) { c.Spec.Schedule = "61 * * * *" }), false},
+		{"impossible schedule", mutate(func(c *PutJob) { c.Spec.Schedule = "0 0 30 2 *" }), false},
+		{"bad zone", mutate(func(c *PutJob) { c.Spec.TimeZone = "Mars/Olympus" }), false},
+		{"bad concurrency", mutate(func(c *PutJob) { c.Spec.Concurrency = "sometimes" }), false},
+		{"negative window", mutate(func(c *PutJob) { c.Spec.CatchupWindow = -1 }), false},
+		{"huge window", mutate(func(c *PutJob) { c.Spec.CatchupWindow = MaxCatchupWindow + 1 }), false},
+		{"huge payload", mutate(func(c *PutJob) { c.Spec.Payload = make([]byte, MaxPayloadBytes+1) }), false},
+		{"too much meta", mutate(func(c *PutJob) { c.Spec.Meta = bigMeta }), false},
+		{"empty meta key", mutate(func(c *PutJob) { c.Spec.Meta = map[string]string{"": "v"} }), false},
+		{"no Nomad job", mutate(func(c *PutJob) { c.Spec.NomadJob = "" }), false},
+		{"Nomad job with a space", mutate(func(c *PutJob) { c.Spec.NomadJob = "a b" }), false},
+		{"zero time", mutate(func(c *PutJob) { c.At = time.Time{} }), false},
+		{"before 1970", mutate(func(c *PutJob) { c.At = time.Unix(-1, 0) }), false},
+		{"delete", DeleteJob{Name: "j", IfVersion: 3}, true},
+		{"delete bad name", DeleteJob{Name: ""}, false},
+		{"pause", Pause{Name: "j"}, true},
+		{"resume bad name", Resume{Name: "j?"}, false},
+		{"started", started("j", t0, 1), true},
+		{"started wrong identity", LaunchStarted{Job: "j", ScheduledAt: t0, Identity: "j-1", SpecVersion: 1}, false},
+		{"started fractional second", started("j", t0.Add(time.Millisecond), 1), false},
+		{"started version 0", started("j", t0, 0), false},
+		{"finished", finished("j", t0, OutcomeDispatched), true},
+		{"finished unknown", LaunchFinished{Job: "j", ScheduledAt: t0, Outcome: Outcome{Kind: OutcomeUnknown}}, true},
+		{"dispatched without child", LaunchFinished{Job: "j", ScheduledAt: t0, Outcome: Outcome{Kind: OutcomeDispatched}}, false},
+		{"failed without reason", LaunchFinished{Job: "j", ScheduledAt: t0, Outcome: Outcome{Kind: OutcomeFailed}}, false},
+		{"bad outcome", LaunchFinished{Job: "j", ScheduledAt: t0, Outcome: Outcome{Kind: "maybe", Reason: "r"}}, false},
+		{"long reason", LaunchFinished{Job: "j", ScheduledAt: t0, Outcome: Outcome{Kind: OutcomeSkipped, Reason: strings.Repeat("r", MaxReasonBytes+1)}}, false},
+	} {
+		err := tc.cmd.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: Validate() = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v does not wrap ErrInvalid", tc.name, err)
+		}
+		if _, encErr := Encode(tc.cmd); (encErr == nil) != tc.ok {
+			t.Errorf("%s: Encode error %v, want ok=%v", tc.name, encErr, tc.ok)
+		}
+	}
+}
+
+// sampleCommands has one valid command of each kind, with every field set.
+func sampleCommands() []Command {
+	full := JobSpec{Schedule: "0 ? * * 1-5", TimeZone: "America/New_York", Concurrency: ConcurrencyReplace,
+		CatchupWindow: 90 * time.Second, Payload: []byte{0, 1, 2}, Meta: map[string]string{"b": "2", "a": "1", "c": ""},
+		NomadJob: "report", Namespace: "ops", Region: "global"}
+	return []Command{
+		PutJob{Name: "nightly", Spec: full, IfVersion: 7, At: time.Unix(1772323200, 123456789).UTC()},
+		put("minimal", "@every 1m", 0, t0),
+		DeleteJob{Name: "nightly", IfVersion: 9},
+		Pause{Name: "nightly"},
+		Resume{Name: "nightly"},
+		started("nightly", t0, 3),
+		finished("nightly", t0, OutcomeDispatched),
+		finished("nightly", t0, OutcomeFailed),
+		LaunchFinished{Job: "nightly", ScheduledAt: t0, Outcome: Outcome{Kind: OutcomeUnknown}},
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	for _, c := range sampleCommands() {
+		b, err := Encode(c)
+		if err != nil {
+			t.Fatalf("Encode(%#v): %v", c, err)
+		}
+		if b[0] != commandVersion || Kind(b[1]) != c.Kind() {
+			t.Fatalf("%s: header % x", c.Kind(), b[:2])
+		}
+		got, err := Decode(b)
+		if err != nil {
+			t.Fatalf("Decode(Encode(%#v)): %v", c, err)
+		}
+		if !reflect.DeepEqual(normalizeCmd(got), normalizeCmd(c)) {
+			t.Fatalf("round trip:\n got %#v\nwant %#v", got, c)
+		}
+		again, _ := Encode(got)
+		if !bytes.Equal(again, b) {
+			t.Fatalf("%s: re-encoding differs", c.Kind())
+		}
+	}
+}
+
+// normalizeCmd puts times in UTC for comparison.
+func normalizeCmd(c Command) Command {
+	switch c := c.(type) {
+	case PutJob:
+		c.At = c.At.UTC()
+		return c
+	case LaunchStarted:
+		c.ScheduledAt = c.ScheduledAt.UTC()
+		return c
+	case LaunchFinished:
+		c.ScheduledAt = c.ScheduledAt.UTC()
+		return c
+	}
+	return c
+}
+
+func TestMetaEncodedInKeyOrder(t *testing.T) {
+	c := put("j", "@daily", 0, t0)
+	c.Spec.Meta = map[string]string{}
+	for _, k := range []string{"z", "a", "m", "b", "y", "c"} {
+		c.Spec.Meta[k] = k
+	}
+	first, err := Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		b, _ := Encode(c)
+		if !bytes.Equal(b, first) {
+			t.Fatal("encoding a map depends on iteration order")
+		}
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	good, err := Encode(put("j", "@daily", 0, t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(f func([]byte) []byte) []byte { return f(bytes.Clone(good)) }
+	unsorted := put("j", "@daily", 0, t0)
+	unsortedWire := wirePutJob{Name: "j", Spec: specToWire(unsorted.Spec), At: toWire(t0)}
+	unsortedWire.Spec.Meta = []wireKV{{"b", "1"}, {"a", "2"}}
+	unsortedBytes, _ := appendValue([]byte{commandVersion, byte(KindPutJob)}, &unsortedWire)
+	badSpec := wirePutJob{Name: "j", Spec: specToWire(spec("not a schedule")), At: toWire(t0)}
+	badSpecBytes, _ := appendValue([]byte{commandVersion, byte(KindPutJob)}, &badSpec)
+	pauseWithVersion, _ := appendValue([]byte{commandVersion, byte(KindPause)}, &wireName{Name: "j", IfVersion: 1})
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"nil", nil, ErrDecode},
+		{"one byte", []byte{1}, ErrDecode},
+		{"header only", []byte{1, 1}, ErrDecode},
+		{"version", with(func(b []byte) []byte { b[0] = 2; return b }), ErrDecode},
+		{"kind 0", with(func(b []byte) []byte { b[1] = 0; return b }), ErrDecode},
+		{"kind 7", with(func(b []byte) []byte { b[1] = 7; return b }), ErrDecode},
+		{"other kind's body", with(func(b []byte) []byte { b[1] = byte(KindLaunchStarted); return b }), ErrDecode},
+		{"truncated", good[:len(good)-1], ErrDecode},
+		{"trailing byte", append(bytes.Clone(good), 0), ErrDecode},
+		{"too long", make([]byte, MaxCommandBytes+1), ErrDecode},
+		{"huge array length", []byte{1, 1, 0xdd, 0xff, 0xff, 0xff, 0xff}, ErrDecode},
+		{"unsorted meta", unsortedBytes, ErrDecode},
+		{"bad spec", badSpecBytes, ErrInvalid},
+		{"pause with a version", pauseWithVersion, ErrDecode},
+	} {
+		c, err := Decode(tc.b)
+		if !errors.Is(err, tc.want) || c != nil {
+			t.Errorf("%s: Decode = %v, %v; want %v", tc.name, c, err, tc.want)
+		}
+	}
+}
