@@ -1,0 +1,280 @@
+package state
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestPutJob(t *testing.T) {
+	hourly, quarter := "0 * * * *", "*/15 * * * *"
+	at := t0.Add(30 * time.Minute)
+	for _, tc := range []struct {
+		name    string
+		steps   []step
+		version uint64
+		nextAt  time.Time
+		expr    string
+	}{
+		{"create", []step{{put("j", hourly, 0, at), nil}}, 1, t0.Add(time.Hour), hourly},
+		{"create twice", []step{{put("j", hourly, 0, at), nil}, {put("j", quarter, 0, at), ErrConflict}}, 1, t0.Add(time.Hour), hourly},
+		{"replace", []step{{put("j", hourly, 0, at), nil}, {put("j", quarter, 1, at.Add(time.Hour)), nil}}, 2, t0.Add(45 * time.Minute), quarter},
+		{"replace stale", []step{{put("j", hourly, 0, at), nil}, {put("j", quarter, 1, at), nil}, {put("j", hourly, 1, at), ErrConflict}}, 2, t0.Add(45 * time.Minute), quarter},
+		{"replace ahead", []step{{put("j", hourly, 0, at), nil}, {put("j", quarter, 5, at), ErrConflict}}, 1, t0.Add(time.Hour), hourly},
+		{"replace missing", []step{{put("j", hourly, 1, at), ErrConflict}}, 0, time.Time{}, ""},
+		{"bad schedule", []step{{put("j", "99 * * * *", 0, at), ErrInvalid}}, 0, time.Time{}, ""},
+		{"bad schedule on replace", []step{{put("j", hourly, 0, at), nil}, {put("j", "* * 32 * *", 1, at), ErrInvalid}}, 1, t0.Add(time.Hour), hourly},
+		{"replace after a launch counts from it", []step{
+			{put("j", hourly, 0, at), nil}, {started("j", t0.Add(time.Hour), 1), nil}, {put("j", quarter, 1, at), nil},
+		}, 2, t0.Add(75 * time.Minute), quarter},
+		{"never fires", []step{{put("j", "0 0 * 2 MON#5", 0, at), nil}}, 1, time.Time{}, "0 0 * 2 MON#5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := run(t, tc.steps)
+			j, ok := m.Job("j")
+			if tc.version == 0 {
+				if ok {
+					t.Fatalf("job exists: %+v", j)
+				}
+				return
+			}
+			if j.Version != tc.version || !j.NextAt.Equal(tc.nextAt) || j.Spec.Schedule != tc.expr {
+				t.Fatalf("got version %d next %v schedule %q; want %d %v %q", j.Version, j.NextAt, j.Spec.Schedule, tc.version, tc.nextAt, tc.expr)
+			}
+			if j.Spec.Concurrency != ConcurrencyAllow || j.Spec.CatchupWindow != DefaultCatchupWindow {
+				t.Fatalf("defaults not filled in: %+v", j.Spec)
+			}
+			if !j.CreatedAt.Equal(at) || j.CreatedVersion != 1 {
+				t.Fatalf("created %v version %d", j.CreatedAt, j.CreatedVersion)
+			}
+		})
+	}
+}
+
+func TestRejectedCommandsAreRecorded(t *testing.T) {
+	m := run(t, []step{
+		{put("j", "0 * * * *", 0, t0), nil},
+		{put("j", "bad", 0, t0), ErrInvalid},
+		{Pause{Name: "nope"}, ErrNotFound},
+		{put("j", "0 * * * *", 9, t0), ErrConflict},
+	})
+	want := []Rejection{{Slot: 2, Kind: KindPutJob, Job: "j"}, {Slot: 3, Kind: KindPause, Job: "nope"}, {Slot: 4, Kind: KindPutJob, Job: "j"}}
+	got := m.Rejections()
+	if len(got) != len(want) {
+		t.Fatalf("rejections %+v", got)
+	}
+	for i := range got {
+		if got[i].Slot != want[i].Slot || got[i].Kind != want[i].Kind || got[i].Job != want[i].Job || got[i].Reason == "" {
+			t.Errorf("rejection %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if s := m.Stats(); s.Applied != 1 || s.Rejected != 3 {
+		t.Errorf("stats %+v", s)
+	}
+	for i := range MaxRejections + 5 {
+		_ = m.ApplyCommand(uint64(10+i), Resume{Name: "nope"})
+	}
+	if got := m.Rejections(); len(got) != MaxRejections || got[len(got)-1].Slot != uint64(10+MaxRejections+4) {
+		t.Errorf("ring: %d rejections, last %+v", len(got), got[len(got)-1])
+	}
+}
+
+func TestApplyUndecodable(t *testing.T) {
+	m := New()
+	m.Apply(1, []byte("garbage"))
+	m.Apply(2, nil)
+	if s := m.Stats(); s.Undecodable != 2 || s.Applied != 0 || s.Rejected != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	r := m.Rejections()
+	if len(r) != 2 || r[0].Kind != 0 || r[0].Slot != 1 || m.LastSlot() != 2 {
+		t.Fatalf("rejections %+v, last slot %d", r, m.LastSlot())
+	}
+	b, _ := Encode(put("j", "@daily", 0, t0))
+	m.Apply(3, b)
+	if _, ok := m.Job("j"); !ok {
+		t.Fatal("a valid command after garbage was not applied")
+	}
+}
+
+func TestSlotsMustIncrease(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic on a repeated slot")
+		}
+	}()
+	m := New()
+	m.Apply(5, nil)
+	m.Apply(5, nil)
+}
+
+func TestDeleteJob(t *testing.T) {
+	hourly := "0 * * * *"
+	h1, h2 := t0.Add(time.Hour), t0.Add(2*time.Hour)
+	m := run(t, []step{
+		{DeleteJob{Name: "j"}, ErrNotFound},
+		{put("j", hourly, 0, t0), nil},
+		{put("other", hourly, 0, t0), nil},
+		{started("j", h1, 1), nil},
+		{started("j", h2, 1), nil},
+		{started("other", h1, 2), nil},
+		{DeleteJob{Name: "j", IfVersion: 2}, ErrConflict},
+		{DeleteJob{Name: "j", IfVersion: 1}, nil},
+		{finished("j", h1, OutcomeDispatched), ErrNotFound}, // the job is gone
+		{put("j", hourly, 0, t0), nil},                      // created again: version 3
+		{started("j", h1, 1), ErrInvalid},                   // a spec version of the old job
+		{started("j", h1, 3), nil},
+		{DeleteJob{Name: "other"}, nil}, // IfVersion 0: any version
+	})
+	if s := m.Stats(); s.Launches.Started != 4 || s.Launches.Skipped != 3 {
+		t.Fatalf("stats %+v: want 4 started, 3 concluded skipped", s.Launches)
+	}
+	j := mustJob(t, m, "j")
+	if j.Version != 3 || j.CreatedVersion != 3 || len(j.Open) != 1 || j.Counters.Started != 1 {
+		t.Fatalf("recreated job %+v", j)
+	}
+	if got := m.OpenLaunches(); len(got) != 1 || got[0].Job != "j" {
+		t.Fatalf("open launches %+v", got)
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	m := run(t, []step{
+		{Pause{Name: "j"}, ErrNotFound},
+		{Resume{Name: "j"}, ErrNotFound},
+		{put("j", "0 * * * *", 0, t0), nil},
+		{Pause{Name: "j"}, nil},
+		{Pause{Name: "j"}, nil},
+	})
+	if !mustJob(t, m, "j").Paused {
+		t.Fatal("not paused")
+	}
+	due := m.DueBefore(t0.Add(time.Hour))
+	if len(due) != 1 || !due[0].Paused {
+		t.Fatalf("a paused job must still come due (to be recorded skipped): %+v", due)
+	}
+	if err := m.ApplyCommand(10, put("j", "*/5 * * * *", 1, t0)); err != nil || !mustJob(t, m, "j").Paused {
+		t.Fatalf("replacing the spec unpaused the job (err %v)", err)
+	}
+	if err := m.ApplyCommand(11, Resume{Name: "j"}); err != nil || mustJob(t, m, "j").Paused {
+		t.Fatalf("resume: %v", err)
+	}
+}
+
+func TestLaunchStarted(t *testing.T) {
+	h := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
+	m := run(t, []step{
+		{started("j", h(1), 1), ErrNotFound},
+		{put("j", "0 * * * *", 0, t0), nil},
+		{started("j", h(2), 1), ErrInvalid}, // would skip h(1)
+		{started("j", h(1), 2), ErrInvalid}, // no such spec version
+		{started("j", h(1), 1), nil},
+		{started("j", h(1), 1), ErrDuplicate}, // open already
+		{finished("j", h(1), OutcomeDispatched), nil},
+		{started("j", h(1), 1), ErrDuplicate},            // finished already
+		{started("j", t0, 1), ErrDuplicate},              // before the last launch
+		{started("j", h(1).Add(30*time.Minute), 1), nil}, // off-schedule but not past NextAt
+		{started("j", h(2), 1), nil},
+	})
+	j := mustJob(t, m, "j")
+	if !j.NextAt.Equal(h(3)) || !j.LastStartedAt.Equal(h(2)) {
+		t.Fatalf("next %v last %v", j.NextAt, j.LastStartedAt)
+	}
+	if j.Counters.Started != 3 || j.Counters.Duplicates != 3 || m.Stats().Launches.Duplicates != 3 {
+		t.Fatalf("counters %+v", j.Counters)
+	}
+	if len(j.Open) != 2 || j.Open[0].StartedSlot != 10 || j.Open[1].Identity != Identity("j", h(2)) {
+		t.Fatalf("open %+v", j.Open)
+	}
+}
+
+func TestOpenLaunchLimit(t *testing.T) {
+	m := run(t, []step{{put("j", "@every 1m", 0, t0), nil}})
+	slot := uint64(2)
+	for i := range MaxOpenLaunches + 1 {
+		want := error(nil)
+		if i == MaxOpenLaunches {
+			want = ErrLimit
+		}
+		next := mustJob(t, m, "j").NextAt
+		if err := m.ApplyCommand(slot, started("j", next, 1)); !errors.Is(err, want) || (want == nil && err != nil) {
+			t.Fatalf("launch %d: %v, want %v", i, err, want)
+		}
+		slot++
+	}
+}
+
+func TestLaunchFinished(t *testing.T) {
+	m := run(t, []step{{put("j", "@every 1m", 0, t0), nil}})
+	slot := uint64(2)
+	apply := func(c Command, want error) {
+		t.Helper()
+		if err := m.ApplyCommand(slot, c); !errors.Is(err, want) || (want == nil && err != nil) {
+			t.Fatalf("slot %d %s: %v, want %v", slot, c.Kind(), err, want)
+		}
+		slot++
+	}
+	kinds := []OutcomeKind{OutcomeDispatched, OutcomeFailed, OutcomeSkipped, OutcomeUnknown}
+	const n = HistoryLen + 6
+	for i := range n {
+		at := t0.Add(time.Duration(i+1) * time.Minute)
+		apply(started("j", at, 1), nil)
+		apply(finished("j", at, kinds[i%4]), nil)
+	}
+	last := t0.Add(n * time.Minute)
+	apply(finished("j", last, OutcomeDispatched), ErrDuplicate)
+	apply(finished("j", last.Add(time.Minute), OutcomeDispatched), ErrNotFound)
+	j := mustJob(t, m, "j")
+	if len(j.History) != HistoryLen || !j.History[0].ScheduledAt.Equal(t0.Add(7*time.Minute)) || !j.History[HistoryLen-1].ScheduledAt.Equal(last) {
+		t.Fatalf("history: %d launches from %v to %v", len(j.History), j.History[0].ScheduledAt, j.History[len(j.History)-1].ScheduledAt)
+	}
+	h := j.History[HistoryLen-1]
+	if h.Outcome.Kind != kinds[(n-1)%4] || h.FinishedSlot != h.StartedSlot+1 || len(j.Open) != 0 {
+		t.Fatalf("last launch %+v", h)
+	}
+	want := Counters{Started: n, Dispatched: 18, Failed: 18, Skipped: 17, Unknown: 17, Duplicates: 1}
+	if j.Counters != want || m.Stats().Launches != want {
+		t.Fatalf("counters %+v / %+v, want %+v", j.Counters, m.Stats().Launches, want)
+	}
+}
+
+func TestQueriesAreSortedAndCopies(t *testing.T) {
+	at := t0.Add(time.Second)
+	m := run(t, []step{
+		{put("b", "0 * * * *", 0, at), nil},  // next 01:00
+		{put("a", "0 * * * *", 0, at), nil},  // next 01:00
+		{put("c", "30 * * * *", 0, at), nil}, // next 00:30
+		{put("d", "0 0 1 1 *", 0, at), nil},  // next year
+		{started("b", t0.Add(time.Hour), 1), nil},
+		{started("a", t0.Add(time.Hour), 2), nil},
+	})
+	var names []string
+	for _, j := range m.Jobs() {
+		names = append(names, j.Name)
+	}
+	if !reflect.DeepEqual(names, []string{"a", "b", "c", "d"}) {
+		t.Fatalf("Jobs() order %v", names)
+	}
+	due := m.DueBefore(t0.Add(2 * time.Hour))
+	var got []string
+	for _, d := range due {
+		got = append(got, d.Job+"@"+d.ScheduledAt.Format("15:04"))
+	}
+	if want := []string{"c@00:30", "a@02:00", "b@02:00"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("DueBefore = %v, want %v", got, want)
+	}
+	if len(m.DueBefore(t0)) != 0 {
+		t.Fatal("due before anything is scheduled")
+	}
+	open := m.OpenLaunches()
+	if len(open) != 2 || open[0].Job != "a" || open[1].Job != "b" {
+		t.Fatalf("OpenLaunches %+v", open)
+	}
+	j := mustJob(t, m, "a")
+	j.Open[0].Job = "mutated"
+	j.Spec.Meta = map[string]string{"x": "y"}
+	if again := mustJob(t, m, "a"); again.Open[0].Job != "a" || again.Spec.Meta != nil {
+		t.Fatal("Job returned shared memory")
+	}
+}
