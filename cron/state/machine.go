@@ -319,7 +319,7 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 		return fmt.Errorf("%w: launch %s was never started", ErrNotFound, Identity(c.Job, at))
 	}
 	l := j.Open[i]
-	j.Open = slices.Delete(j.Open, i, i+1)
+	j.Open = nilIfEmpty(slices.Delete(j.Open, i, i+1))
 	l.FinishedSlot = slot
 	l.Outcome = c.Outcome
 	if len(j.History) == HistoryLen {
@@ -353,6 +353,15 @@ func (m *Machine) sortedNames() []string {
 
 func sortedKeys(meta map[string]string) []string {
 	return slices.Sorted(maps.Keys(meta))
+}
+
+// nilIfEmpty keeps the state canonical: an empty list is nil, as it is
+// after a Restore.
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }
 
 func cloneBytes(b []byte) []byte {

@@ -74,7 +74,7 @@ func (m *Machine) LastSlot() uint64 { return m.lastSlot }
 func (j *job) copy() Job {
 	c := j.Job
 	c.Spec = j.Spec.normalized()
-	c.Open = slices.Clone(j.Open)
-	c.History = slices.Clone(j.History)
+	c.Open = nilIfEmpty(slices.Clone(j.Open))
+	c.History = nilIfEmpty(slices.Clone(j.History))
 	return c
 }

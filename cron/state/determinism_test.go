@@ -1,0 +1,242 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"paxcron/internal/detlint"
+)
+
+// TestDeterminismLint holds this package to the determinism contract
+// (internal/detlint's rules) until it joins detlint.Packages.
+func TestDeterminismLint(t *testing.T) {
+	findings, err := detlint.Dir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range findings {
+		t.Errorf("%s", f)
+	}
+}
+
+type entry struct {
+	slot uint64
+	data []byte
+}
+
+var genNames = []string{"a", "b", "c.d", "e_1"}
+var genSchedules = []string{"@every 1m", "*/5 * * * *", "0 ? * * *", "? ? * * *", "30 2 * * *", "not a schedule"}
+var genZones = []string{"", "America/New_York", "Australia/Lord_Howe"}
+
+// genCommands returns n log entries, mostly valid commands chosen against
+// the state they will meet, some stale, duplicate, invalid or garbage,
+// with gaps between slots (no-ops).
+func genCommands(t *testing.T, seed uint64, n int) []entry {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	m := New()
+	now := t0
+	slot := uint64(0)
+	var out []entry
+	for len(out) < n {
+		slot += 1 + uint64(r.IntN(3)/2)
+		now = now.Add(time.Duration(r.IntN(600)) * time.Second)
+		data := genOne(r, m, now)
+		m.Apply(slot, data)
+		out = append(out, entry{slot, data})
+	}
+	return out
+}
+
+func genOne(r *rand.Rand, m *Machine, now time.Time) []byte {
+	name := genNames[r.IntN(len(genNames))]
+	j, exists := m.Job(name)
+	var c Command
+	switch k := r.IntN(20); {
+	case k == 0:
+		b := make([]byte, r.IntN(12))
+		for i := range b {
+			b[i] = byte(r.UintN(256))
+		}
+		return b
+	case k <= 3:
+		s := JobSpec{Schedule: genSchedules[r.IntN(len(genSchedules))], TimeZone: genZones[r.IntN(len(genZones))], NomadJob: "batch"}
+		if r.IntN(2) == 0 {
+			s.Meta = map[string]string{"owner": name, "tier": "1"}
+			s.Payload = []byte(name)
+			s.Concurrency = ConcurrencyForbid
+		}
+		v := j.Version
+		if r.IntN(5) == 0 {
+			v = uint64(r.IntN(4))
+		}
+		c = PutJob{Name: name, Spec: s, IfVersion: v, At: now}
+	case k == 4:
+		c = DeleteJob{Name: name, IfVersion: uint64(r.IntN(2)) * j.Version}
+	case k == 5:
+		c = Pause{Name: name}
+	case k == 6:
+		c = Resume{Name: name}
+	case k <= 12 && exists && !j.NextAt.IsZero():
+		at := j.NextAt
+		if r.IntN(6) == 0 && !j.LastStartedAt.IsZero() {
+			at = j.LastStartedAt // a duplicate
+		}
+		c = started(name, at, j.Version)
+	case exists && len(j.Open) > 0:
+		l := j.Open[r.IntN(len(j.Open))]
+		if r.IntN(6) == 0 && len(j.History) > 0 {
+			l = j.History[r.IntN(len(j.History))] // a duplicate
+		}
+		kinds := []OutcomeKind{OutcomeDispatched, OutcomeFailed, OutcomeSkipped, OutcomeUnknown}
+		c = finished(name, l.ScheduledAt, kinds[r.IntN(len(kinds))])
+	default:
+		c = Pause{Name: "missing"}
+	}
+	b, err := Encode(c)
+	if errors.Is(err, ErrInvalid) {
+		// Writers validate; a bug that skips it still reaches the log, as
+		// bytes that do not decode to a valid command.
+		w := wirePutJob{Name: name, Spec: specToWire(c.(PutJob).Spec), IfVersion: 0, At: toWire(now)}
+		b, err = appendValue([]byte{commandVersion, byte(KindPutJob)}, &w)
+	}
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func applyAll(m *Machine, es []entry) *Machine {
+	for _, e := range es {
+		m.Apply(e.slot, e.data)
+	}
+	return m
+}
+
+func snapshot(t *testing.T, m *Machine) []byte {
+	t.Helper()
+	b, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestSnapshotPlusTailEqualsLog: for random command sequences, two
+// machines applying the same log produce identical snapshots, and a
+// snapshot taken at any prefix, restored into a fresh machine that then
+// applies the rest, ends in exactly the state of applying everything.
+func TestSnapshotPlusTailEqualsLog(t *testing.T) {
+	seeds, n := 40, 300
+	if testing.Short() {
+		seeds = 8
+	}
+	for seed := range uint64(seeds) {
+		log := genCommands(t, seed, n)
+		full := applyAll(New(), log)
+		want := snapshot(t, full)
+		if got := snapshot(t, applyAll(New(), log)); !bytes.Equal(got, want) {
+			t.Fatalf("seed %d: two machines applying the same log differ", seed)
+		}
+		if s := full.Stats(); s.Applied < uint64(n)/4 || s.Launches.Started == 0 || s.Launches.Dispatched == 0 {
+			t.Fatalf("seed %d: the generator exercised too little: %+v", seed, s)
+		}
+		for k := 0; k <= len(log); k += 1 + int(seed%7) {
+			prefix := snapshot(t, applyAll(New(), log[:k]))
+			restored := New()
+			if err := restored.Restore(prefix); err != nil {
+				t.Fatalf("seed %d prefix %d: Restore: %v", seed, k, err)
+			}
+			if again := snapshot(t, restored); !bytes.Equal(again, prefix) {
+				t.Fatalf("seed %d prefix %d: Snapshot(Restore(s)) != s", seed, k)
+			}
+			applyAll(restored, log[k:])
+			if got := snapshot(t, restored); !bytes.Equal(got, want) {
+				t.Fatalf("seed %d: snapshot at %d + tail differs from the full log", seed, k)
+			}
+			if !reflect.DeepEqual(restored.Jobs(), full.Jobs()) || !reflect.DeepEqual(restored.Rejections(), full.Rejections()) ||
+				restored.Stats() != full.Stats() || restored.LastSlot() != full.LastSlot() {
+				t.Fatalf("seed %d: state after snapshot at %d + tail differs", seed, k)
+			}
+		}
+	}
+}
+
+func TestSnapshotRoundTripEmpty(t *testing.T) {
+	b := snapshot(t, New())
+	m := New()
+	if err := m.Restore(b); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshot(t, m), b) || len(m.Jobs()) != 0 {
+		t.Fatal("empty round trip")
+	}
+}
+
+func TestRestoreRejects(t *testing.T) {
+	var log []entry
+	var good []byte
+	for seed := uint64(1); ; seed++ {
+		log = genCommands(t, seed, 200)
+		good = snapshot(t, applyAll(New(), log))
+		var w wireState
+		if err := decodeValue(good[1:], &w); err != nil {
+			t.Fatal(err)
+		}
+		if len(w.Jobs) >= 2 && len(w.Rejections) > 0 {
+			break
+		}
+	}
+	enc := func(f func(*wireState)) []byte {
+		var c wireState
+		_ = decodeValue(good[1:], &c)
+		f(&c)
+		b, err := appendValue([]byte{snapshotVersion}, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"empty", nil},
+		{"version", append([]byte{9}, good[1:]...)},
+		{"truncated", good[:len(good)-1]},
+		{"trailing", append(bytes.Clone(good), 0)},
+		{"jobs out of order", enc(func(s *wireState) { s.Jobs[0], s.Jobs[1] = s.Jobs[1], s.Jobs[0] })},
+		{"bad name", enc(func(s *wireState) { s.Jobs[0].Name = "" })},
+		{"bad schedule", enc(func(s *wireState) { s.Jobs[0].Spec.Schedule = "x" })},
+		{"missing defaults", enc(func(s *wireState) { s.Jobs[0].Spec.CatchupWindow = 0 })},
+		{"version past the counter", enc(func(s *wireState) { s.Jobs[0].Version = s.LastVersion + 1 })},
+		{"next before last launch", enc(func(s *wireState) { s.Jobs[0].NextAt = s.Jobs[0].CreatedAt })},
+		{"too many rejections", enc(func(s *wireState) {
+			for len(s.Rejections) <= MaxRejections {
+				s.Rejections = append(s.Rejections, wireRejection{Slot: s.LastSlot})
+			}
+		})},
+		{"slot past the last", enc(func(s *wireState) { s.LastSlot = 0 })},
+	} {
+		m := applyAll(New(), log[:10])
+		before := snapshot(t, m)
+		err := m.Restore(tc.b)
+		if !errors.Is(err, ErrSnapshot) {
+			t.Errorf("%s: Restore = %v, want ErrSnapshot", tc.name, err)
+		}
+		if !bytes.Equal(snapshot(t, m), before) {
+			t.Errorf("%s: a failed Restore changed the machine", tc.name)
+		}
+	}
+	// Random corruption never panics.
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		b := bytes.Clone(good)
+		b[r.IntN(len(b))] ^= byte(1 + r.IntN(255))
+		_ = New().Restore(b)
+	}
+}
