@@ -145,8 +145,12 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 		if s := full.Stats(); s.Applied < uint64(n)/4 || s.Launches.Started == 0 || s.Launches.Dispatched == 0 {
 			t.Fatalf("seed %d: the generator exercised too little: %+v", seed, s)
 		}
-		for k := 0; k <= len(log); k += 1 + int(seed%7) {
-			prefix := snapshot(t, applyAll(New(), log[:k]))
+		pre := New()
+		applied := 0
+		for k := 0; k <= len(log); k += 1 + int(seed%13) + len(log)/16 {
+			applyAll(pre, log[applied:k]) // pre is the machine at prefix k
+			applied = k
+			prefix := snapshot(t, pre)
 			restored := New()
 			if err := restored.Restore(prefix); err != nil {
 				t.Fatalf("seed %d prefix %d: Restore: %v", seed, k, err)
