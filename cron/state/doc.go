@@ -27,7 +27,8 @@
 //
 // # What a bad command does
 //
-// Nothing, deterministically. Bytes that do not decode are counted in
+// Nothing, deterministically. Bytes that do not decode to a valid command
+// are counted in
 // Stats.Undecodable; a decoded command that is refused (invalid, a version
 // conflict, an unknown job or launch, a limit) is counted in
 // Stats.Rejected. Both are remembered in Rejections, a ring of the last

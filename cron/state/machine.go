@@ -43,7 +43,8 @@ type Stats struct {
 	Applied uint64
 	// Rejected counts decoded commands refused (see Rejection).
 	Rejected uint64
-	// Undecodable counts log entries that did not decode.
+	// Undecodable counts log entries that did not decode to a valid
+	// command (Decode failed: ErrDecode or ErrInvalid).
 	Undecodable uint64
 }
 
@@ -111,7 +112,8 @@ func New() *Machine {
 }
 
 // Apply implements replica.StateMachine: it decodes cmd and applies it.
-// Bytes that do not decode are counted (Stats.Undecodable), remembered as
+// Bytes that do not decode to a valid command are counted
+// (Stats.Undecodable), remembered as
 // a Rejection of kind 0, and otherwise ignored; every replica ignores them
 // identically, since they come from the replicated log.
 func (m *Machine) Apply(slot uint64, cmd []byte) {
