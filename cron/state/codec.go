@@ -229,7 +229,7 @@ func decodeKind(kind Kind, body []byte) (Command, error) {
 		}
 		switch {
 		case kind == KindDeleteJob:
-			return DeleteJob{Name: w.Name, IfVersion: w.IfVersion}, nil
+			return DeleteJob(w), nil
 		case w.IfVersion != 0:
 			return nil, fmt.Errorf("if-version %d in a command without one", w.IfVersion)
 		case kind == KindPause:
