@@ -1,0 +1,36 @@
+// Package scheduler owns the leader's schedule: a min-heap of jobs by next
+// scheduled time that tells the leader which launch comes due next and
+// hands out the due ones in bounded batches (the midnight herd).
+//
+// # Order
+//
+// Jobs are ordered by (scheduled time, name). Names are unique, so the order
+// is total: every replica that applies the same operations pops the same
+// entries in the same order, whatever shape its heap has. It is the order
+// of state.Machine.DueBefore, which stays the reference.
+//
+// # Determinism
+//
+// No clock, goroutine or randomness; the name-to-position index is a map
+// that is only looked up, never ranged over. A test runs the determinism
+// lint (internal/detlint) over this package.
+//
+// # Times
+//
+// A scheduled time is kept as Unix seconds in an int64: 8 bytes, exact over
+// the state's whole range (1970-9999), where Unix nanoseconds stop at 2262.
+// The state's scheduled times are whole seconds (cron/schedule computes
+// whole seconds and cron/state refuses launches at fractional ones), so a
+// fractional time handed to the heap is a programmer error and panics.
+// The zero time means "no next launch", as in state.Job.NextAt: Build
+// leaves such a job out, and Set removes it.
+//
+// # Cost
+//
+// Per job: one 24-byte slot (time and name header) in the heap's array
+// plus one entry of the name-to-position map; the name's bytes are shared
+// with the caller, never copied. Build is O(n); Set and Remove are
+// O(log n); Peek is O(1); PopDue is O(k log n) for k entries popped.
+//
+// A Heap is not safe for concurrent use.
+package scheduler

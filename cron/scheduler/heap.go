@@ -1,0 +1,245 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// MaxJobs is the most jobs a Heap holds: positions are int32 to keep the
+// index small.
+const MaxJobs = math.MaxInt32
+
+// Entry is one job's next scheduled time.
+type Entry struct {
+	Name   string
+	NextAt time.Time
+}
+
+// item is an Entry as stored: Unix seconds and the name.
+type item struct {
+	at   int64
+	name string
+}
+
+func less(a, b item) bool {
+	return a.at < b.at || (a.at == b.at && a.name < b.name)
+}
+
+// Heap is a min-heap of jobs ordered by (next scheduled time, name), with an
+// index from name to position so a job can be moved or removed in
+// O(log n). The zero value is an empty heap ready to use.
+type Heap struct {
+	items []item
+	index map[string]int32 // name -> position in items
+}
+
+// Len returns the number of jobs in the heap.
+func (h *Heap) Len() int { return len(h.items) }
+
+// Build replaces the heap's content with entries, in O(n). Entries with a
+// zero NextAt are left out. Two entries with the same name, an empty name,
+// or a fractional NextAt are programmer errors and panic.
+func (h *Heap) Build(entries []Entry) {
+	if len(entries) > MaxJobs {
+		panic(fmt.Sprintf("scheduler: Build of %d entries exceeds MaxJobs", len(entries)))
+	}
+	items := make([]item, 0, len(entries))
+	for _, e := range entries {
+		if e.NextAt.IsZero() {
+			continue
+		}
+		items = append(items, item{at: seconds(e.Name, e.NextAt), name: e.Name})
+	}
+	for i := len(items)/2 - 1; i >= 0; i-- {
+		siftDown(items, i)
+	}
+	index := make(map[string]int32, len(items))
+	for i, it := range items {
+		index[it.name] = int32(i)
+	}
+	if len(index) != len(items) {
+		panic(fmt.Sprintf("scheduler: Build: duplicate job name %q", firstDuplicate(items)))
+	}
+	h.items, h.index = items, index
+}
+
+// Set inserts the job or moves it to nextAt, in O(log n). A zero nextAt
+// removes it (the job has no next launch).
+func (h *Heap) Set(name string, nextAt time.Time) {
+	if nextAt.IsZero() {
+		h.Remove(name)
+		return
+	}
+	at := seconds(name, nextAt)
+	if h.index == nil {
+		h.index = make(map[string]int32)
+	}
+	i, ok := h.index[name]
+	if !ok {
+		if len(h.items) >= MaxJobs {
+			panic("scheduler: Set: the heap holds MaxJobs jobs")
+		}
+		h.items = append(h.items, item{at: at, name: name})
+		h.up(len(h.items) - 1)
+		return
+	}
+	old := h.items[i].at
+	h.items[i].at = at
+	switch {
+	case at < old:
+		h.up(int(i))
+	case at > old:
+		h.down(int(i))
+	}
+}
+
+// Remove removes the job, in O(log n), and reports whether it was there.
+func (h *Heap) Remove(name string) bool {
+	i, ok := h.index[name]
+	if !ok {
+		return false
+	}
+	h.removeAt(int(i))
+	return true
+}
+
+// Peek returns the job due first, if any.
+func (h *Heap) Peek() (Entry, bool) {
+	if len(h.items) == 0 {
+		return Entry{}, false
+	}
+	return h.items[0].entry(), true
+}
+
+// PopDue removes and returns the jobs whose next scheduled time is at or
+// before t, earliest first (ties by name), at most max of them: a herd of
+// due jobs is taken in bounded batches. max must be positive.
+func (h *Heap) PopDue(t time.Time, max int) []Entry {
+	if max <= 0 {
+		panic(fmt.Sprintf("scheduler: PopDue with max %d, want > 0", max))
+	}
+	// Stored times are whole seconds, so at <= t exactly when at <= the
+	// second t falls in (Unix rounds down).
+	limit := t.Unix()
+	var out []Entry
+	for len(h.items) > 0 && len(out) < max && h.items[0].at <= limit {
+		out = append(out, h.items[0].entry())
+		h.removeAt(0)
+	}
+	return out
+}
+
+func (it item) entry() Entry {
+	return Entry{Name: it.name, NextAt: time.Unix(it.at, 0).UTC()}
+}
+
+// seconds returns t as Unix seconds, asserting that it is a whole second
+// and that the name is not empty.
+func seconds(name string, t time.Time) int64 {
+	if name == "" {
+		panic("scheduler: empty job name")
+	}
+	if t.Nanosecond() != 0 {
+		panic(fmt.Sprintf("scheduler: job %q: scheduled time %s is not a whole second", name, t.Format(time.RFC3339Nano)))
+	}
+	return t.Unix()
+}
+
+// removeAt removes the item at position i: the last item takes its place
+// and moves up or down.
+func (h *Heap) removeAt(i int) {
+	last := len(h.items) - 1
+	delete(h.index, h.items[i].name)
+	moved := h.items[last]
+	h.items[last] = item{} // drop the name for the collector
+	h.items = h.items[:last]
+	if i == last {
+		return
+	}
+	h.items[i] = moved
+	h.index[moved.name] = int32(i)
+	if i > 0 && less(moved, h.items[(i-1)/2]) {
+		h.up(i)
+	} else {
+		h.down(i)
+	}
+}
+
+// up moves the item at i toward the root until its parent is smaller,
+// keeping the index up to date.
+func (h *Heap) up(i int) {
+	it := h.items[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if !less(it, h.items[p]) {
+			break
+		}
+		h.place(i, h.items[p])
+		i = p
+	}
+	h.place(i, it)
+}
+
+// down moves the item at i toward the leaves until its children are
+// larger, keeping the index up to date.
+func (h *Heap) down(i int) {
+	it := h.items[i]
+	for {
+		c := smallerChild(h.items, i)
+		if c < 0 || !less(h.items[c], it) {
+			break
+		}
+		h.place(i, h.items[c])
+		i = c
+	}
+	h.place(i, it)
+}
+
+func (h *Heap) place(i int, it item) {
+	h.items[i] = it
+	h.index[it.name] = int32(i)
+}
+
+// siftDown is down without the index, for Build's heapify.
+func siftDown(items []item, i int) {
+	it := items[i]
+	for {
+		c := smallerChild(items, i)
+		if c < 0 || !less(items[c], it) {
+			break
+		}
+		items[i] = items[c]
+		i = c
+	}
+	items[i] = it
+}
+
+// smallerChild returns the position of i's smaller child, -1 if none.
+func smallerChild(items []item, i int) int {
+	c := 2*i + 1
+	if c >= len(items) {
+		return -1
+	}
+	if r := c + 1; r < len(items) && less(items[r], items[c]) {
+		c = r
+	}
+	return c
+}
+
+// firstDuplicate returns the smallest name that occurs twice (slow path of
+// a failed Build: sorts a copy).
+func firstDuplicate(items []item) string {
+	names := make([]string, len(items))
+	for i, it := range items {
+		names[i] = it.name
+	}
+	slices.Sort(names)
+	for i := 1; i < len(names); i++ {
+		if names[i] == names[i-1] {
+			return names[i]
+		}
+	}
+	return ""
+}
