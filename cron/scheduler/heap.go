@@ -17,10 +17,12 @@ type Entry struct {
 	NextAt time.Time
 }
 
-// item is an Entry as stored: Unix seconds and the name.
+// item is an Entry as stored: Unix seconds, the name, and the job's slot
+// in Heap.pos.
 type item struct {
 	at   int64
 	name string
+	id   int32
 }
 
 func less(a, b item) bool {
@@ -29,10 +31,16 @@ func less(a, b item) bool {
 
 // Heap is a min-heap of jobs ordered by (next scheduled time, name), with an
 // index from name to position so a job can be moved or removed in
-// O(log n). The zero value is an empty heap ready to use.
+// O(log n). The index has two steps: the map gives a job's id, fixed while
+// it stays in the heap, and pos[id] its position. A move inside the heap
+// then updates pos, an array, not the map: hashing a name at every level
+// made Set and PopDue several times slower.
+// The zero value is an empty heap ready to use.
 type Heap struct {
 	items []item
-	index map[string]int32 // name -> position in items
+	ids   map[string]int32 // name -> id
+	pos   []int32          // id -> position in items; -1 for a free id
+	free  []int32          // ids free for reuse
 }
 
 // Len returns the number of jobs in the heap.
@@ -50,19 +58,23 @@ func (h *Heap) Build(entries []Entry) {
 		if e.NextAt.IsZero() {
 			continue
 		}
-		items = append(items, item{at: seconds(e.Name, e.NextAt), name: e.Name})
+		items = append(items, item{at: seconds(e.Name, e.NextAt), name: e.Name, id: int32(len(items))})
+	}
+	ids := make(map[string]int32, len(items))
+	for _, it := range items {
+		ids[it.name] = it.id
+	}
+	if len(ids) != len(items) {
+		panic(fmt.Sprintf("scheduler: Build: duplicate job name %q", firstDuplicate(items)))
 	}
 	for i := len(items)/2 - 1; i >= 0; i-- {
 		siftDown(items, i)
 	}
-	index := make(map[string]int32, len(items))
+	pos := make([]int32, len(items))
 	for i, it := range items {
-		index[it.name] = int32(i)
+		pos[it.id] = int32(i)
 	}
-	if len(index) != len(items) {
-		panic(fmt.Sprintf("scheduler: Build: duplicate job name %q", firstDuplicate(items)))
-	}
-	h.items, h.index = items, index
+	h.items, h.ids, h.pos, h.free = items, ids, pos, nil
 }
 
 // Set inserts the job or moves it to nextAt, in O(log n). A zero nextAt
@@ -73,18 +85,12 @@ func (h *Heap) Set(name string, nextAt time.Time) {
 		return
 	}
 	at := seconds(name, nextAt)
-	if h.index == nil {
-		h.index = make(map[string]int32)
-	}
-	i, ok := h.index[name]
+	id, ok := h.ids[name]
 	if !ok {
-		if len(h.items) >= MaxJobs {
-			panic("scheduler: Set: the heap holds MaxJobs jobs")
-		}
-		h.items = append(h.items, item{at: at, name: name})
-		h.up(len(h.items) - 1)
+		h.insert(item{at: at, name: name})
 		return
 	}
+	i := h.pos[id]
 	old := h.items[i].at
 	h.items[i].at = at
 	switch {
@@ -97,11 +103,11 @@ func (h *Heap) Set(name string, nextAt time.Time) {
 
 // Remove removes the job, in O(log n), and reports whether it was there.
 func (h *Heap) Remove(name string) bool {
-	i, ok := h.index[name]
+	id, ok := h.ids[name]
 	if !ok {
 		return false
 	}
-	h.removeAt(int(i))
+	h.removeAt(int(h.pos[id]))
 	return true
 }
 
@@ -147,19 +153,41 @@ func seconds(name string, t time.Time) int64 {
 	return t.Unix()
 }
 
+// insert adds a job not in the heap, giving it a free id or a new one.
+func (h *Heap) insert(it item) {
+	if len(h.items) >= MaxJobs {
+		panic("scheduler: Set: the heap holds MaxJobs jobs")
+	}
+	if h.ids == nil {
+		h.ids = make(map[string]int32)
+	}
+	if n := len(h.free); n > 0 {
+		it.id = h.free[n-1]
+		h.free = h.free[:n-1]
+	} else {
+		it.id = int32(len(h.pos))
+		h.pos = append(h.pos, -1)
+	}
+	h.ids[it.name] = it.id
+	h.items = append(h.items, it)
+	h.up(len(h.items) - 1)
+}
+
 // removeAt removes the item at position i: the last item takes its place
 // and moves up or down.
 func (h *Heap) removeAt(i int) {
 	last := len(h.items) - 1
-	delete(h.index, h.items[i].name)
+	gone := h.items[i]
+	delete(h.ids, gone.name)
+	h.pos[gone.id] = -1
+	h.free = append(h.free, gone.id)
 	moved := h.items[last]
 	h.items[last] = item{} // drop the name for the collector
 	h.items = h.items[:last]
 	if i == last {
 		return
 	}
-	h.items[i] = moved
-	h.index[moved.name] = int32(i)
+	h.place(i, moved)
 	if i > 0 && less(moved, h.items[(i-1)/2]) {
 		h.up(i)
 	} else {
@@ -199,7 +227,7 @@ func (h *Heap) down(i int) {
 
 func (h *Heap) place(i int, it item) {
 	h.items[i] = it
-	h.index[it.name] = int32(i)
+	h.pos[it.id] = int32(i)
 }
 
 // siftDown is down without the index, for Build's heapify.

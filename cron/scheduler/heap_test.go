@@ -32,15 +32,20 @@ func at(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
 // check asserts the heap property and that the index matches the array.
 func check(t *testing.T, h *Heap) {
 	t.Helper()
-	if len(h.index) != len(h.items) {
-		t.Fatalf("index holds %d names, heap %d", len(h.index), len(h.items))
+	if len(h.ids) != len(h.items) || len(h.pos) != len(h.items)+len(h.free) {
+		t.Fatalf("%d ids, %d positions, %d free ids for %d items", len(h.ids), len(h.pos), len(h.free), len(h.items))
 	}
 	for i, it := range h.items {
 		if p := (i - 1) / 2; i > 0 && less(it, h.items[p]) {
 			t.Fatalf("item %d %v is smaller than its parent %d %v", i, it, p, h.items[p])
 		}
-		if j, ok := h.index[it.name]; !ok || int(j) != i {
-			t.Fatalf("index[%q] = %d, %v; item is at %d", it.name, j, ok, i)
+		if id, ok := h.ids[it.name]; !ok || id != it.id || int(h.pos[id]) != i {
+			t.Fatalf("ids[%q] = %d, %v; item %v is at %d", it.name, id, ok, it, i)
+		}
+	}
+	for _, id := range h.free {
+		if h.pos[id] != -1 {
+			t.Fatalf("free id %d has position %d", id, h.pos[id])
 		}
 	}
 }
