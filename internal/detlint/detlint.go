@@ -37,6 +37,7 @@ var Packages = []string{
 	"paxos",
 	"cron/replica",
 	"cron/schedule",
+	"cron/scheduler",
 	"cron/state",
 	"sim/simclock",
 	"sim/simnet",
