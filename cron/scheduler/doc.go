@@ -12,8 +12,9 @@
 // # Determinism
 //
 // No clock, goroutine or randomness; the name-to-position index is a map
-// that is only looked up, never ranged over. A test runs the determinism
-// lint (internal/detlint) over this package.
+// that is only looked up, never ranged over. The package is in
+// internal/detlint's list, so make lint and that package's test hold it to
+// this.
 //
 // # Times
 //

@@ -9,21 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"paxcron/internal/detlint"
 )
-
-// TestDeterminismLint holds this package to the determinism contract
-// (internal/detlint's rules) until it joins detlint.Packages.
-func TestDeterminismLint(t *testing.T) {
-	findings, err := detlint.Dir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range findings {
-		t.Errorf("%s", f)
-	}
-}
 
 var t0 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 

@@ -7,21 +7,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
-
-	"paxcron/internal/detlint"
 )
-
-// TestDeterminismLint holds this package to the determinism contract
-// (internal/detlint's rules) until it joins detlint.Packages.
-func TestDeterminismLint(t *testing.T) {
-	findings, err := detlint.Dir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range findings {
-		t.Errorf("%s", f)
-	}
-}
 
 type entry struct {
 	slot uint64

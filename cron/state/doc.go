@@ -8,8 +8,9 @@
 // goroutine, draws no randomness and never takes a decision or an output
 // order from ranging over a map: names are sorted first. The only outside
 // input is the time zone database behind cron/schedule, which must be the
-// same on every replica (the server embeds time/tzdata). A test runs the
-// determinism lint (internal/detlint) over this package.
+// same on every replica (the server will have to pin one; see DESIGN.md).
+// The package is in internal/detlint's list, so make lint and that
+// package's test hold it to this.
 //
 // # Commands
 //
