@@ -145,20 +145,12 @@ func BenchmarkRawPebbleSynced(b *testing.B) {
 			began := time.Now()
 			for w := range writers {
 				wg.Go(func() {
-					key := make([]byte, 0, 9)
 					for next.Add(1) <= int64(b.N) {
 						t := time.Now()
-						batch := db.NewBatch()
-						key = binary.BigEndian.AppendUint64(append(key[:0], 'e'), slot.Add(1))
-						if err := batch.Set(key, value, nil); err != nil {
+						if err := commitSynced(db, 1, slot.Add, value, nil); err != nil {
 							b.Error(err)
 							return
 						}
-						if err := batch.Commit(pebble.Sync); err != nil {
-							b.Error(err)
-							return
-						}
-						_ = batch.Close()
 						latencies[w] = append(latencies[w], time.Since(t))
 					}
 				})
@@ -217,30 +209,18 @@ func rawSavedBatches(b *testing.B, dbs int, shape saveShape, value, hardState []
 	began := time.Now()
 	for i, db := range dbList {
 		wg.Go(func() {
-			key := make([]byte, 0, 9)
 			var slot uint64
+			nextSlot := func(delta uint64) uint64 { slot += delta; return slot }
+			hs := hardState
+			if !shape.hardState {
+				hs = nil
+			}
 			for range batches {
 				t := time.Now()
-				batch := db.NewBatch()
-				if shape.hardState {
-					if err := batch.Set([]byte{'h'}, hardState, nil); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-				for range perBatch {
-					slot++
-					key = binary.BigEndian.AppendUint64(append(key[:0], 'e'), slot)
-					if err := batch.Set(key, value, nil); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-				if err := batch.Commit(pebble.Sync); err != nil {
+				if err := commitSynced(db, perBatch, nextSlot, value, hs); err != nil {
 					b.Error(err)
 					return
 				}
-				_ = batch.Close()
 				latencies[i] = append(latencies[i], time.Since(t))
 			}
 		})
@@ -251,6 +231,26 @@ func rawSavedBatches(b *testing.B, dbs int, shape saveShape, value, hardState []
 	reportRate(b, batches*perBatch, elapsed, "entries/s", slices.Concat(latencies...))
 	b.ReportMetric(float64(batches)/elapsed.Seconds(), "batches/s")
 	b.ReportMetric(float64(perBatch), "batch-entries")
+}
+
+// commitSynced commits one synced batch: a hard-state record if hardState
+// is set, then n entry records under the slots nextSlot(1) hands out.
+func commitSynced(db *pebble.DB, n int, nextSlot func(uint64) uint64, value, hardState []byte) error {
+	batch := db.NewBatch()
+	defer batch.Close()
+	if hardState != nil {
+		if err := batch.Set([]byte{'h'}, hardState, nil); err != nil {
+			return err
+		}
+	}
+	key := make([]byte, 0, 9)
+	for range n {
+		key = binary.BigEndian.AppendUint64(append(key[:0], 'e'), nextSlot(1))
+		if err := batch.Set(key, value, nil); err != nil {
+			return err
+		}
+	}
+	return batch.Commit(pebble.Sync)
 }
 
 // reportRate reports n events in elapsed as a rate, with the p50 and p99
