@@ -83,6 +83,14 @@ func TestBatchingAndPipelining(t *testing.T) {
 			t.Fatalf("replica %d applied %q", id, got)
 		}
 	}
+	// 30 proposals and the election's no-op, in batches of at most 4.
+	st := c.replicas[1].node.Stats()
+	if st.Proposals != 30 || st.BecameLeader != 1 || st.Elections != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if st.EntriesSent < 2*31 || st.AcceptsSent < 2*8 {
+		t.Fatalf("sent %d entries in %d accepts; want each of 31 slots to both followers, 4 per accept", st.EntriesSent, st.AcceptsSent)
+	}
 }
 
 // A leader crashes after phase 1, before any accept left: the next leader
@@ -313,6 +321,9 @@ func TestSnapshotCatchUp(t *testing.T) {
 	}
 	if c.replicas[3].storage.snap.Meta.Index != 3 {
 		t.Fatalf("replica 3 did not install the snapshot")
+	}
+	if st := c.replicas[1].node.Stats(); st.CatchUps == 0 {
+		t.Fatalf("the leader counted no catch-up: %+v", st)
 	}
 }
 

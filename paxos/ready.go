@@ -35,13 +35,3 @@ type Ready struct {
 	// Messages to send once the write in step 1 is durable.
 	Messages []Message
 }
-
-// MustSync reports whether step 1 has anything to write.
-func (rd *Ready) MustSync() bool {
-	return rd.HardStateChanged || len(rd.Entries) > 0 || rd.Snapshot != nil
-}
-
-// IsEmpty reports whether the Ready asks for nothing.
-func (rd *Ready) IsEmpty() bool {
-	return !rd.MustSync() && len(rd.Committed) == 0 && len(rd.Messages) == 0 && len(rd.EarlyMessages) == 0
-}
