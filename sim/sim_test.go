@@ -41,6 +41,7 @@ func TestDeterminism(t *testing.T) {
 func TestEveryFaultIsExercised(t *testing.T) {
 	seen := map[string]int{}
 	acked := 0
+	var lost, duplicated, reordered, partitioned uint64
 	for seed := range uint64(20) {
 		r := Run(DefaultOptions(seed))
 		if r.Err != nil {
@@ -50,9 +51,14 @@ func TestEveryFaultIsExercised(t *testing.T) {
 			seen[k] += r.Faults[k]
 		}
 		acked += r.Acked
-		if r.Network.Duplicated == 0 || r.Network.DroppedLoss == 0 || r.Network.Reordered == 0 {
-			t.Logf("seed %d: network faults %+v", seed, r.Network)
-		}
+		lost += r.Network.DroppedLoss
+		duplicated += r.Network.Duplicated
+		reordered += r.Network.Reordered
+		partitioned += r.Network.DroppedPartition
+	}
+	if lost == 0 || duplicated == 0 || reordered == 0 || partitioned == 0 {
+		t.Errorf("network faults across 20 seeds: lost %d, duplicated %d, reordered %d, cut by partitions %d; each must happen",
+			lost, duplicated, reordered, partitioned)
 	}
 	for _, k := range append(FaultKinds(), "corruption detected", "snapshot taken", "overlapping writes") {
 		if seen[k] == 0 {
