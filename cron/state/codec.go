@@ -86,6 +86,7 @@ type wireLaunchStarted struct {
 	ScheduledAt wireTime
 	Identity    string
 	SpecVersion uint64
+	At          wireTime
 }
 
 type wireOutcome struct {
@@ -149,7 +150,7 @@ func Encode(c Command) ([]byte, error) {
 	case Resume:
 		w = &wireName{Name: c.Name}
 	case LaunchStarted:
-		w = &wireLaunchStarted{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Identity: c.Identity, SpecVersion: c.SpecVersion}
+		w = &wireLaunchStarted{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Identity: c.Identity, SpecVersion: c.SpecVersion, At: toWire(c.At)}
 	case LaunchFinished:
 		w = &wireLaunchFinished{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Outcome: wireOutcome{Kind: string(c.Outcome.Kind), ChildID: c.Outcome.ChildID, Reason: c.Outcome.Reason}}
 	default:
@@ -245,7 +246,11 @@ func decodeKind(kind Kind, body []byte) (Command, error) {
 		if err != nil {
 			return nil, err
 		}
-		return LaunchStarted{Job: w.Job, ScheduledAt: at, Identity: w.Identity, SpecVersion: w.SpecVersion}, nil
+		startedAt, err := fromWire(w.At)
+		if err != nil {
+			return nil, err
+		}
+		return LaunchStarted{Job: w.Job, ScheduledAt: at, Identity: w.Identity, SpecVersion: w.SpecVersion, At: startedAt}, nil
 	case KindLaunchFinished:
 		var w wireLaunchFinished
 		if err := decodeValue(body, &w); err != nil {

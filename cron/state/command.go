@@ -141,7 +141,8 @@ type PutJob struct {
 }
 
 // DeleteJob deletes a job if its version is IfVersion (0: any version).
-// Its open launches are concluded as skipped ("job deleted").
+// Its open launches stay open, as orphans, until the leader concludes them:
+// a dispatch may be in flight, and its outcome must still be recorded.
 type DeleteJob struct {
 	Name      string
 	IfVersion uint64
@@ -156,11 +157,15 @@ type Resume struct{ Name string }
 
 // LaunchStarted opens the launch of Job for ScheduledAt (a whole second)
 // under the spec of SpecVersion. Identity must be Identity(Job, ScheduledAt).
+// At is the proposing leader's clock when it proposed the launch: no
+// dispatch of it can have happened before, which bounds how long ago Nomad
+// may have seen its token (the launcher's memory-horizon rule).
 type LaunchStarted struct {
 	Job         string
 	ScheduledAt time.Time
 	Identity    string
 	SpecVersion uint64
+	At          time.Time
 }
 
 // LaunchFinished closes an open launch with its outcome.
@@ -193,9 +198,6 @@ type Outcome struct {
 	ChildID string
 	Reason  string
 }
-
-// ReasonJobDeleted is the reason of the launches DeleteJob concludes.
-const ReasonJobDeleted = "job deleted"
 
 func (PutJob) Kind() Kind         { return KindPutJob }
 func (DeleteJob) Kind() Kind      { return KindDeleteJob }
@@ -382,7 +384,7 @@ func (c LaunchStarted) Validate() error {
 	if c.SpecVersion == 0 {
 		return invalid("spec version 0")
 	}
-	return nil
+	return validTime("start time", c.At)
 }
 
 // Validate implements Command.

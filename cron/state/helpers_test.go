@@ -15,7 +15,7 @@ func put(name, expr string, ifVersion uint64, at time.Time) PutJob {
 }
 
 func started(job string, at time.Time, version uint64) LaunchStarted {
-	return LaunchStarted{Job: job, ScheduledAt: at, Identity: Identity(job, at), SpecVersion: version}
+	return LaunchStarted{Job: job, ScheduledAt: at, Identity: Identity(job, at), SpecVersion: version, At: at.Add(time.Second)}
 }
 
 func finished(job string, at time.Time, kind OutcomeKind) LaunchFinished {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"time"
 
 	"paxcron/cron/schedule"
@@ -21,6 +22,10 @@ const (
 	MaxJobs = 10000
 	// MaxOpenLaunches bounds the open launches of one job.
 	MaxOpenLaunches = 64
+	// MaxOrphans bounds the open launches of deleted jobs; a DeleteJob
+	// that would pass it is refused (ErrLimit) until the leader concludes
+	// some.
+	MaxOrphans = 4096
 )
 
 // Counters count launches, for one job or for the whole state.
@@ -62,6 +67,7 @@ type Launch struct {
 	ScheduledAt  time.Time
 	Identity     string
 	SpecVersion  uint64
+	StartedAt    time.Time // LaunchStarted.At: the leader's clock when it proposed it
 	StartedSlot  uint64
 	FinishedSlot uint64  // 0 while open
 	Outcome      Outcome // zero while open
@@ -104,6 +110,9 @@ type Machine struct {
 	lastVersion uint64
 	stats       Stats
 	rejections  []Rejection // oldest first, at most MaxRejections
+	// orphans are the open launches of deleted jobs, by (job, scheduled
+	// time); LaunchFinished still concludes them.
+	orphans []Launch
 }
 
 // New returns an empty Machine.
@@ -218,6 +227,13 @@ func (m *Machine) putJob(c PutJob) error {
 	at := c.At.UTC()
 	if !exists {
 		j = &job{Job: Job{Name: c.Name, CreatedVersion: m.lastVersion, CreatedAt: at}}
+		// A job re-created while launches of its deleted namesake are still
+		// open counts from after them, as if it had started them: no launch
+		// of the new job can share an identity (hence a Nomad idempotency
+		// token) with one.
+		if last, ok := m.lastOrphan(c.Name); ok && last.After(at) {
+			j.LastStartedAt = last
+		}
 		m.jobs[c.Name] = j
 	}
 	j.Spec = c.Spec.normalized()
@@ -261,11 +277,39 @@ func (m *Machine) deleteJob(c DeleteJob) error {
 	if c.IfVersion != 0 && c.IfVersion != j.Version {
 		return fmt.Errorf("%w: job %q is at version %d, not %d", ErrConflict, c.Name, j.Version, c.IfVersion)
 	}
-	for range j.Open {
-		m.stats.Launches.Skipped++ // concluded as skipped: ReasonJobDeleted
+	if len(m.orphans)+len(j.Open) > MaxOrphans {
+		return fmt.Errorf("%w: deleting job %q would leave more than %d open launches of deleted jobs; retry once the leader has concluded them", ErrLimit, c.Name, MaxOrphans)
+	}
+	if len(j.Open) > 0 {
+		m.orphans = append(m.orphans, j.Open...)
+		slices.SortFunc(m.orphans, compareLaunch)
 	}
 	delete(m.jobs, c.Name)
 	return nil
+}
+
+// lastOrphan returns the latest scheduled time of the deleted job name's
+// open launches.
+func (m *Machine) lastOrphan(name string) (time.Time, bool) {
+	// i is the first orphan of a job after name; the one before it, if
+	// name's, is name's latest.
+	i := sort.Search(len(m.orphans), func(i int) bool { return m.orphans[i].Job > name })
+	if i == 0 || m.orphans[i-1].Job != name {
+		return time.Time{}, false
+	}
+	return m.orphans[i-1].ScheduledAt, true
+}
+
+// finishOrphan concludes an open launch of a deleted job, if c names one.
+func (m *Machine) finishOrphan(c LaunchFinished) bool {
+	at := c.ScheduledAt.UTC()
+	i, found := slices.BinarySearchFunc(m.orphans, Launch{Job: c.Job, ScheduledAt: at}, compareLaunch)
+	if !found {
+		return false
+	}
+	m.orphans = nilIfEmpty(slices.Delete(m.orphans, i, i+1))
+	m.stats.Launches.count(c.Outcome.Kind)
+	return true
 }
 
 func (m *Machine) setPaused(name string, paused bool) error {
@@ -297,7 +341,7 @@ func (m *Machine) launchStarted(slot uint64, c LaunchStarted) error {
 	}
 	// at is after every open launch (all are at or before LastStartedAt),
 	// so appending keeps Open sorted.
-	j.Open = append(j.Open, Launch{Job: c.Job, ScheduledAt: at, Identity: c.Identity, SpecVersion: c.SpecVersion, StartedSlot: slot})
+	j.Open = append(j.Open, Launch{Job: c.Job, ScheduledAt: at, Identity: c.Identity, SpecVersion: c.SpecVersion, StartedAt: c.At.UTC(), StartedSlot: slot})
 	j.LastStartedAt = at
 	j.recompute()
 	j.Counters.Started++
@@ -306,12 +350,19 @@ func (m *Machine) launchStarted(slot uint64, c LaunchStarted) error {
 }
 
 func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
-	j, err := m.lookup(c.Job)
-	if err != nil {
-		return err
-	}
+	j, ok := m.jobs[c.Job]
+	var i int
+	found := false
 	at := c.ScheduledAt.UTC()
-	i, found := slices.BinarySearchFunc(j.Open, at, func(l Launch, t time.Time) int { return l.ScheduledAt.Compare(t) })
+	if ok {
+		i, found = slices.BinarySearchFunc(j.Open, at, func(l Launch, t time.Time) int { return l.ScheduledAt.Compare(t) })
+	}
+	if !found && m.finishOrphan(c) {
+		return nil
+	}
+	if !ok {
+		return fmt.Errorf("%w: job %q (and no open launch of a deleted job of that name at %s)", ErrNotFound, c.Job, at.Format(time.RFC3339))
+	}
 	if !found {
 		if !at.After(j.LastStartedAt) {
 			j.Counters.Duplicates++
@@ -378,6 +429,10 @@ func cloneMeta(meta map[string]string) map[string]string {
 		return nil
 	}
 	return maps.Clone(meta)
+}
+
+func compareLaunch(a, b Launch) int {
+	return cmp.Or(cmp.Compare(a.Job, b.Job), a.ScheduledAt.Compare(b.ScheduledAt))
 }
 
 func compareDue(a, b Due) int {

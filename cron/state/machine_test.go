@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -111,7 +112,7 @@ func TestSlotsMustIncrease(t *testing.T) {
 
 func TestDeleteJob(t *testing.T) {
 	hourly := "0 * * * *"
-	h1, h2 := t0.Add(time.Hour), t0.Add(2*time.Hour)
+	h1, h2, h3 := t0.Add(time.Hour), t0.Add(2*time.Hour), t0.Add(3*time.Hour)
 	m := run(t, []step{
 		{DeleteJob{Name: "j"}, ErrNotFound},
 		{put("j", hourly, 0, t0), nil},
@@ -121,21 +122,73 @@ func TestDeleteJob(t *testing.T) {
 		{started("other", h1, 2), nil},
 		{DeleteJob{Name: "j", IfVersion: 2}, ErrConflict},
 		{DeleteJob{Name: "j", IfVersion: 1}, nil},
-		{finished("j", h1, OutcomeDispatched), ErrNotFound}, // the job is gone
-		{put("j", hourly, 0, t0), nil},                      // created again: version 3
-		{started("j", h1, 1), ErrInvalid},                   // a spec version of the old job
-		{started("j", h1, 3), nil},
-		{DeleteJob{Name: "other"}, nil}, // IfVersion 0: any version
+		// The job is gone; its two open launches are orphans, still to be
+		// concluded.
+		{finished("j", h1, OutcomeDispatched), nil},
+		{finished("j", h1, OutcomeDispatched), ErrNotFound},
+		// Created again (version 3) while the h2 launch of the old one is
+		// open: the new job counts from h2, so its first launch is h3 and
+		// no identity is shared.
+		{put("j", hourly, 0, t0), nil},
+		{started("j", h1, 3), ErrDuplicate},
+		{started("j", h3, 1), ErrInvalid}, // a spec version of the old job
+		{started("j", h3, 3), nil},
+		{finished("j", h2, OutcomeFailed), nil}, // the old job's orphan
+		{DeleteJob{Name: "other"}, nil},         // IfVersion 0: any version
 	})
-	if s := m.Stats(); s.Launches.Started != 4 || s.Launches.Skipped != 3 {
-		t.Fatalf("stats %+v: want 4 started, 3 concluded skipped", s.Launches)
+	if s := m.Stats(); s.Launches.Started != 4 || s.Launches.Dispatched != 1 || s.Launches.Failed != 1 {
+		t.Fatalf("stats %+v: want 4 started, 1 dispatched, 1 failed", s.Launches)
 	}
 	j := mustJob(t, m, "j")
-	if j.Version != 3 || j.CreatedVersion != 3 || len(j.Open) != 1 || j.Counters.Started != 1 {
+	if j.Version != 3 || j.CreatedVersion != 3 || len(j.Open) != 1 || j.Counters.Started != 1 || len(j.History) != 0 {
 		t.Fatalf("recreated job %+v", j)
 	}
-	if got := m.OpenLaunches(); len(got) != 1 || got[0].Job != "j" {
+	got := m.OpenLaunches()
+	if len(got) != 2 || got[0].Job != "j" || !got[0].ScheduledAt.Equal(h3) || got[1].Job != "other" {
 		t.Fatalf("open launches %+v", got)
+	}
+	if o := m.Orphans(); len(o) != 1 || o[0].Job != "other" {
+		t.Fatalf("orphans %+v", o)
+	}
+}
+
+func TestDeleteRefusedPastMaxOrphans(t *testing.T) {
+	m := New()
+	slot := uint64(0)
+	apply := func(c Command) error {
+		slot++
+		return m.ApplyCommand(slot, c)
+	}
+	mustApply := func(c Command) {
+		t.Helper()
+		if err := apply(c); err != nil {
+			t.Fatalf("%s: %v", c.Kind(), err)
+		}
+	}
+	jobs := MaxOrphans / MaxOpenLaunches
+	for i := range jobs + 1 {
+		name := fmt.Sprintf("j%03d", i)
+		mustApply(put(name, "* * * * *", 0, t0))
+		for k := 1; k <= MaxOpenLaunches; k++ {
+			mustApply(started(name, t0.Add(time.Duration(k)*time.Minute), uint64(i+1)))
+		}
+		if i < jobs {
+			mustApply(DeleteJob{Name: name})
+		}
+	}
+	if got := len(m.Orphans()); got != MaxOrphans {
+		t.Fatalf("%d orphans, want %d", got, MaxOrphans)
+	}
+	last := fmt.Sprintf("j%03d", jobs)
+	if err := apply(DeleteJob{Name: last}); !errors.Is(err, ErrLimit) {
+		t.Fatalf("delete past MaxOrphans: %v, want ErrLimit", err)
+	}
+	for k := 1; k <= MaxOpenLaunches; k++ {
+		mustApply(finished("j000", t0.Add(time.Duration(k)*time.Minute), OutcomeSkipped))
+	}
+	mustApply(DeleteJob{Name: last})
+	if got := len(m.Orphans()); got != MaxOrphans {
+		t.Fatalf("%d orphans, want %d", got, MaxOrphans)
 	}
 }
 

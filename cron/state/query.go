@@ -3,6 +3,8 @@ package state
 import (
 	"slices"
 	"time"
+
+	"paxcron/cron/scheduler"
 )
 
 // Due is a job whose next launch has come due.
@@ -35,11 +37,30 @@ func (m *Machine) Jobs() []Job {
 	return out
 }
 
-// OpenLaunches returns every open launch, sorted by job, then scheduled time.
+// OpenLaunches returns every open launch, those of deleted jobs included,
+// sorted by job, then scheduled time.
 func (m *Machine) OpenLaunches() []Launch {
-	var out []Launch
-	for _, name := range m.sortedNames() {
-		out = append(out, m.jobs[name].Open...)
+	out := slices.Clone(m.orphans)
+	//detlint:maprange the result is sorted below
+	for _, j := range m.jobs {
+		out = append(out, j.Open...)
+	}
+	slices.SortFunc(out, compareLaunch)
+	return nilIfEmpty(out)
+}
+
+// Orphans returns the open launches of deleted jobs, sorted by job, then
+// scheduled time.
+func (m *Machine) Orphans() []Launch { return slices.Clone(m.orphans) }
+
+// Schedule returns every job's next launch, for building the leader's
+// heap, in no particular order: the heap orders them by (time, name).
+// Jobs with no next launch are included with a zero NextAt.
+func (m *Machine) Schedule() []scheduler.Entry {
+	out := make([]scheduler.Entry, 0, len(m.jobs))
+	//detlint:maprange the heap's order is total on (time, name), whatever the input order
+	for name, j := range m.jobs {
+		out = append(out, scheduler.Entry{Name: name, NextAt: j.NextAt})
 	}
 	return out
 }

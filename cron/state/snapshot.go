@@ -20,6 +20,13 @@ type wireState struct {
 	Stats       Stats
 	Rejections  []wireRejection
 	Jobs        []wireJob
+	Orphans     []wireOrphan
+}
+
+// wireOrphan is an open launch of a deleted job.
+type wireOrphan struct {
+	Job    string
+	Launch wireLaunch
 }
 
 type wireRejection struct {
@@ -48,6 +55,7 @@ type wireJob struct {
 type wireLaunch struct {
 	ScheduledAt  wireTime
 	SpecVersion  uint64
+	StartedAt    wireTime
 	StartedSlot  uint64
 	FinishedSlot uint64
 	Outcome      wireOutcome
@@ -61,6 +69,9 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	}
 	for _, name := range m.sortedNames() {
 		w.Jobs = append(w.Jobs, jobToWire(m.jobs[name]))
+	}
+	for _, l := range m.orphans {
+		w.Orphans = append(w.Orphans, wireOrphan{Job: l.Job, Launch: launchToWire(l)})
 	}
 	return appendValue([]byte{snapshotVersion}, &w)
 }
@@ -79,12 +90,17 @@ func jobToWire(j *job) wireJob {
 func launchesToWire(ls []Launch) []wireLaunch {
 	var out []wireLaunch
 	for _, l := range ls {
-		out = append(out, wireLaunch{
-			ScheduledAt: toWire(l.ScheduledAt), SpecVersion: l.SpecVersion, StartedSlot: l.StartedSlot, FinishedSlot: l.FinishedSlot,
-			Outcome: wireOutcome{Kind: string(l.Outcome.Kind), ChildID: l.Outcome.ChildID, Reason: l.Outcome.Reason},
-		})
+		out = append(out, launchToWire(l))
 	}
 	return out
+}
+
+func launchToWire(l Launch) wireLaunch {
+	return wireLaunch{
+		ScheduledAt: toWire(l.ScheduledAt), SpecVersion: l.SpecVersion, StartedAt: toWire(l.StartedAt),
+		StartedSlot: l.StartedSlot, FinishedSlot: l.FinishedSlot,
+		Outcome: wireOutcome{Kind: string(l.Outcome.Kind), ChildID: l.Outcome.ChildID, Reason: l.Outcome.Reason},
+	}
 }
 
 func snapshotErr(format string, args ...any) error {
@@ -137,7 +153,56 @@ func machineFromWire(w *wireState) (*Machine, error) {
 		}
 		m.jobs[j.Name] = j
 	}
+	if len(w.Orphans) > MaxOrphans {
+		return nil, snapshotErr("%d open launches of deleted jobs, more than %d", len(w.Orphans), MaxOrphans)
+	}
+	for i, o := range w.Orphans {
+		l, err := launchFromWire(o.Job, o.Launch)
+		if err != nil {
+			return nil, snapshotErr("open launch of deleted job %q: %v", o.Job, err)
+		}
+		if err := checkOrphan(l, w.LastSlot, w.LastVersion); err != nil {
+			return nil, snapshotErr("open launch %s of a deleted job: %v", l.Identity, err)
+		}
+		if i > 0 && compareLaunch(m.orphans[i-1], l) >= 0 {
+			return nil, snapshotErr("open launch %s of a deleted job out of order", l.Identity)
+		}
+		m.orphans = append(m.orphans, l)
+	}
 	return m, nil
+}
+
+func launchFromWire(name string, w wireLaunch) (Launch, error) {
+	if err := ValidName(name); err != nil {
+		return Launch{}, err
+	}
+	at, err := fromWire(w.ScheduledAt)
+	if err != nil {
+		return Launch{}, err
+	}
+	startedAt, err := fromWire(w.StartedAt)
+	if err != nil {
+		return Launch{}, err
+	}
+	return Launch{
+		Job: name, ScheduledAt: at, Identity: Identity(name, at), SpecVersion: w.SpecVersion,
+		StartedAt: startedAt, StartedSlot: w.StartedSlot, FinishedSlot: w.FinishedSlot,
+		Outcome: Outcome{Kind: OutcomeKind(w.Outcome.Kind), ChildID: w.Outcome.ChildID, Reason: w.Outcome.Reason},
+	}, nil
+}
+
+func checkOrphan(l Launch, lastSlot, lastVersion uint64) error {
+	switch {
+	case validScheduledAt(l.ScheduledAt) != nil || validTime("start time", l.StartedAt) != nil:
+		return fmt.Errorf("scheduled or start time invalid")
+	case l.StartedSlot == 0 || l.StartedSlot > lastSlot:
+		return fmt.Errorf("started slot %d outside 1-%d", l.StartedSlot, lastSlot)
+	case l.FinishedSlot != 0 || l.Outcome != Outcome{}:
+		return fmt.Errorf("open launch with an outcome")
+	case l.SpecVersion == 0 || l.SpecVersion > lastVersion:
+		return fmt.Errorf("spec version %d outside 1-%d", l.SpecVersion, lastVersion)
+	}
+	return nil
 }
 
 func jobFromWire(w *wireJob, lastSlot, lastVersion uint64) (*job, error) {
@@ -204,15 +269,11 @@ func launchesFromWire(j *job, ws []wireLaunch, open bool, lastSlot uint64) ([]La
 	}
 	var out []Launch
 	for i, w := range ws {
-		at, err := fromWire(w.ScheduledAt)
+		l, err := launchFromWire(j.Name, w)
 		if err != nil {
 			return nil, err
 		}
-		l := Launch{
-			Job: j.Name, ScheduledAt: at, Identity: Identity(j.Name, at), SpecVersion: w.SpecVersion,
-			StartedSlot: w.StartedSlot, FinishedSlot: w.FinishedSlot,
-			Outcome: Outcome{Kind: OutcomeKind(w.Outcome.Kind), ChildID: w.Outcome.ChildID, Reason: w.Outcome.Reason},
-		}
+		at := l.ScheduledAt
 		if err := checkLaunch(j, l, open, lastSlot); err != nil {
 			return nil, fmt.Errorf("launch %s: %w", l.Identity, err)
 		}
@@ -228,6 +289,8 @@ func checkLaunch(j *job, l Launch, open bool, lastSlot uint64) error {
 	switch {
 	case validScheduledAt(l.ScheduledAt) != nil || l.ScheduledAt.After(j.LastStartedAt):
 		return fmt.Errorf("scheduled time invalid or after the last started %v", j.LastStartedAt)
+	case validTime("start time", l.StartedAt) != nil:
+		return fmt.Errorf("start time %v invalid", l.StartedAt)
 	case l.StartedSlot == 0 || l.StartedSlot > lastSlot:
 		return fmt.Errorf("started slot %d outside 1-%d", l.StartedSlot, lastSlot)
 	case open && (l.FinishedSlot != 0 || l.Outcome != Outcome{}):
