@@ -130,6 +130,32 @@ type JobSpec struct {
 	Region    string
 }
 
+// Target is a parameterized Nomad job and its scope: together with the
+// launch identity, the scope of Nomad's idempotency token.
+type Target struct {
+	NomadJob  string
+	Namespace string
+	Region    string
+}
+
+func (t Target) validate() error {
+	for _, f := range []struct {
+		what     string
+		s        string
+		required bool
+	}{{"Nomad job", t.NomadJob, true}, {"namespace", t.Namespace, false}, {"region", t.Region, false}} {
+		if err := nomadField(f.what, f.s, f.required); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Target returns the spec's Nomad target.
+func (spec JobSpec) Target() Target {
+	return Target{NomadJob: spec.NomadJob, Namespace: spec.Namespace, Region: spec.Region}
+}
+
 // PutJob creates a job (IfVersion 0: it must not exist) or replaces it
 // (IfVersion equal to its current version). At is when the writer proposed
 // it; a created job's schedule counts from it.
@@ -299,14 +325,8 @@ func (spec *JobSpec) parse(name string) (*schedule.Schedule, error) {
 	if err := validMeta(spec.Meta); err != nil {
 		return nil, err
 	}
-	for _, f := range []struct {
-		what     string
-		s        string
-		required bool
-	}{{"Nomad job", spec.NomadJob, true}, {"namespace", spec.Namespace, false}, {"region", spec.Region, false}} {
-		if err := nomadField(f.what, f.s, f.required); err != nil {
-			return nil, err
-		}
+	if err := spec.Target().validate(); err != nil {
+		return nil, err
 	}
 	s, err := schedule.Parse(spec.Schedule, schedule.Options{JobName: name, TimeZone: spec.TimeZone})
 	if err != nil {

@@ -68,6 +68,10 @@ type Launch struct {
 	Identity     string
 	SpecVersion  uint64
 	StartedAt    time.Time // LaunchStarted.At: the leader's clock when it proposed it
+	// Target is where the launch goes in Nomad, fixed when it starts: a
+	// lookup after the job was edited or deleted searches the scope its
+	// dispatch used. Kept while the launch is open; zero in the history.
+	Target Target
 	StartedSlot  uint64
 	FinishedSlot uint64  // 0 while open
 	Outcome      Outcome // zero while open
@@ -341,7 +345,7 @@ func (m *Machine) launchStarted(slot uint64, c LaunchStarted) error {
 	}
 	// at is after every open launch (all are at or before LastStartedAt),
 	// so appending keeps Open sorted.
-	j.Open = append(j.Open, Launch{Job: c.Job, ScheduledAt: at, Identity: c.Identity, SpecVersion: c.SpecVersion, StartedAt: c.At.UTC(), StartedSlot: slot})
+	j.Open = append(j.Open, Launch{Job: c.Job, ScheduledAt: at, Identity: c.Identity, SpecVersion: c.SpecVersion, StartedAt: c.At.UTC(), StartedSlot: slot, Target: j.Spec.Target()})
 	j.LastStartedAt = at
 	j.recompute()
 	j.Counters.Started++
@@ -375,6 +379,7 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 	j.Open = nilIfEmpty(slices.Delete(j.Open, i, i+1))
 	l.FinishedSlot = slot
 	l.Outcome = c.Outcome
+	l.Target = Target{}
 	if len(j.History) == HistoryLen {
 		j.History = slices.Delete(j.History, 0, 1)
 	}

@@ -99,3 +99,38 @@ func (j *job) copy() Job {
 	c.History = nilIfEmpty(slices.Clone(j.History))
 	return c
 }
+
+// JobInfo is what the launcher needs of a job to launch it.
+type JobInfo struct {
+	Spec    JobSpec // with defaults filled in; a copy
+	Version uint64
+	Paused  bool
+	NextAt  time.Time
+	// LastChild is the child of the job's latest dispatched launch still
+	// in its history, "" if none: the child the forbid and replace
+	// policies look at.
+	LastChild string
+	// FirstOpen is the scheduled time of the job's earliest open launch,
+	// zero if none.
+	FirstOpen time.Time
+}
+
+// Info returns what the launcher needs of the named job, without copying
+// its history.
+func (m *Machine) Info(name string) (JobInfo, bool) {
+	j, ok := m.jobs[name]
+	if !ok {
+		return JobInfo{}, false
+	}
+	info := JobInfo{Spec: j.Spec.normalized(), Version: j.Version, Paused: j.Paused, NextAt: j.NextAt}
+	for i := len(j.History) - 1; i >= 0; i-- {
+		if o := j.History[i].Outcome; o.Kind == OutcomeDispatched {
+			info.LastChild = o.ChildID
+			break
+		}
+	}
+	if len(j.Open) > 0 {
+		info.FirstOpen = j.Open[0].ScheduledAt
+	}
+	return info, true
+}

@@ -59,6 +59,7 @@ type wireLaunch struct {
 	StartedSlot  uint64
 	FinishedSlot uint64
 	Outcome      wireOutcome
+	Target       Target // empty once finished
 }
 
 // Snapshot implements replica.StateMachine.
@@ -100,6 +101,7 @@ func launchToWire(l Launch) wireLaunch {
 		ScheduledAt: toWire(l.ScheduledAt), SpecVersion: l.SpecVersion, StartedAt: toWire(l.StartedAt),
 		StartedSlot: l.StartedSlot, FinishedSlot: l.FinishedSlot,
 		Outcome: wireOutcome{Kind: string(l.Outcome.Kind), ChildID: l.Outcome.ChildID, Reason: l.Outcome.Reason},
+		Target:  l.Target,
 	}
 }
 
@@ -188,6 +190,7 @@ func launchFromWire(name string, w wireLaunch) (Launch, error) {
 		Job: name, ScheduledAt: at, Identity: Identity(name, at), SpecVersion: w.SpecVersion,
 		StartedAt: startedAt, StartedSlot: w.StartedSlot, FinishedSlot: w.FinishedSlot,
 		Outcome: Outcome{Kind: OutcomeKind(w.Outcome.Kind), ChildID: w.Outcome.ChildID, Reason: w.Outcome.Reason},
+		Target:  w.Target,
 	}, nil
 }
 
@@ -199,6 +202,8 @@ func checkOrphan(l Launch, lastSlot, lastVersion uint64) error {
 		return fmt.Errorf("started slot %d outside 1-%d", l.StartedSlot, lastSlot)
 	case l.FinishedSlot != 0 || l.Outcome != Outcome{}:
 		return fmt.Errorf("open launch with an outcome")
+	case l.Target.validate() != nil:
+		return l.Target.validate()
 	case l.SpecVersion == 0 || l.SpecVersion > lastVersion:
 		return fmt.Errorf("spec version %d outside 1-%d", l.SpecVersion, lastVersion)
 	}
@@ -295,6 +300,10 @@ func checkLaunch(j *job, l Launch, open bool, lastSlot uint64) error {
 		return fmt.Errorf("started slot %d outside 1-%d", l.StartedSlot, lastSlot)
 	case open && (l.FinishedSlot != 0 || l.Outcome != Outcome{}):
 		return fmt.Errorf("open launch with an outcome")
+	case open && l.Target.validate() != nil:
+		return l.Target.validate()
+	case !open && l.Target != Target{}:
+		return fmt.Errorf("finished launch with a target")
 	case !open && (l.FinishedSlot <= l.StartedSlot || l.FinishedSlot > lastSlot):
 		return fmt.Errorf("finished slot %d not in %d-%d", l.FinishedSlot, l.StartedSlot+1, lastSlot)
 	case !open && l.Outcome.validate() != nil:

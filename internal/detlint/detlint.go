@@ -37,10 +37,12 @@ var Packages = []string{
 	"paxos",
 	"cron/replica",
 	"cron/schedule",
+	"cron/launcher",
 	"cron/scheduler",
 	"cron/state",
 	"sim/simclock",
 	"sim/simnet",
+	"sim/simnomad",
 	"sim/check",
 }
 

@@ -1,0 +1,765 @@
+package launcher
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"paxcron/cron/scheduler"
+	"paxcron/cron/state"
+	"paxcron/paxos"
+)
+
+// Config configures a Launcher. Machine, Propose and Dispatcher are
+// required; a zero limit takes its default.
+type Config struct {
+	// Machine is the replica's cron state. The Launcher applies the log
+	// to it (the Launcher is the replica's StateMachine) and reads it.
+	Machine *state.Machine
+	// Propose encodes and proposes a command to the local paxos node. An
+	// error (not leader, busy) is not fatal: the launcher tries again.
+	Propose func(state.Command) error
+	// Dispatcher makes the calls to Nomad.
+	Dispatcher Dispatcher
+	// MemoryHorizon is how long Nomad is sure to remember a dispatch's
+	// token: its job garbage-collection threshold (4 h by default). An
+	// open launch older than that, minus ClockSkew, is never dispatched
+	// again: Nomad may have forgotten the child it made.
+	MemoryHorizon time.Duration
+	// ClockSkew bounds how far two replicas' clocks may disagree; the
+	// horizon rule keeps that margin. Default 30 s.
+	ClockSkew time.Duration
+	// MaxInflight bounds the calls in flight to Nomad. Default 64.
+	MaxInflight int
+	// MaxStartsPerStep bounds the launches proposed per Step: a herd is
+	// taken in batches. Default 1024.
+	MaxStartsPerStep int
+	// RetryAfter is the wait before a failed call is retried; it doubles
+	// per attempt up to 32 times its value. Default 1 s.
+	RetryAfter time.Duration
+	// ProposalTimeout is how long a proposal may take to be applied
+	// before it is proposed again. Default 10 s.
+	ProposalTimeout time.Duration
+}
+
+// Defaults.
+const (
+	DefaultClockSkew        = 30 * time.Second
+	DefaultMaxInflight      = 64
+	DefaultMaxStartsPerStep = 1024
+	DefaultRetryAfter       = time.Second
+	DefaultProposalTimeout  = 10 * time.Second
+)
+
+// ErrConfig wraps every configuration error.
+var ErrConfig = errors.New("launcher: invalid config")
+
+func (c *Config) validate() error {
+	switch {
+	case c.Machine == nil || c.Propose == nil || c.Dispatcher == nil:
+		return fmt.Errorf("%w: Machine, Propose and Dispatcher are required", ErrConfig)
+	case c.MemoryHorizon <= 0:
+		return fmt.Errorf("%w: MemoryHorizon must be positive (Nomad's job GC threshold)", ErrConfig)
+	case c.ClockSkew < 0 || c.MaxInflight < 0 || c.MaxStartsPerStep < 0 || c.RetryAfter < 0 || c.ProposalTimeout < 0:
+		return fmt.Errorf("%w: negative limit", ErrConfig)
+	}
+	if c.ClockSkew == 0 {
+		c.ClockSkew = DefaultClockSkew
+	}
+	if c.ClockSkew >= c.MemoryHorizon {
+		return fmt.Errorf("%w: ClockSkew %v leaves nothing of MemoryHorizon %v", ErrConfig, c.ClockSkew, c.MemoryHorizon)
+	}
+	if c.MaxInflight == 0 {
+		c.MaxInflight = DefaultMaxInflight
+	}
+	if c.MaxStartsPerStep == 0 {
+		c.MaxStartsPerStep = DefaultMaxStartsPerStep
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.ProposalTimeout == 0 {
+		c.ProposalTimeout = DefaultProposalTimeout
+	}
+	return nil
+}
+
+// Leadership is what the launcher needs to know of its replica's role.
+type Leadership struct {
+	// Leader: the local paxos node leads, in ballot Term.
+	Leader bool
+	Term   paxos.Ballot
+	// CaughtUp: the replica has applied every command chosen before its
+	// leadership began (paxos.Status.CaughtUpAt).
+	CaughtUp bool
+	// LeaseUntil is when the leader's lease ends, on the launcher's clock;
+	// zero or past when it holds none.
+	LeaseUntil time.Time
+}
+
+// LeadershipOf derives the Leadership from the node's status. now is the
+// launcher's clock and tick the node's tick interval. The lease is counted
+// in ticks; one tick is taken off, since now may be up to a tick past the
+// node's last tick.
+func LeadershipOf(st paxos.Status, applied uint64, now time.Time, tick time.Duration) Leadership {
+	if st.Role != paxos.Leader {
+		return Leadership{}
+	}
+	l := Leadership{Leader: true, Term: st.Ballot, CaughtUp: applied >= st.CaughtUpAt}
+	if st.LeaseUntil > st.Now+1 {
+		l.LeaseUntil = now.Add(time.Duration(st.LeaseUntil-st.Now-1) * tick)
+	}
+	return l
+}
+
+// phase is where a task stands in concluding its launch.
+type phase uint8
+
+const (
+	// phaseLookup: ask Nomad whether the launch's child exists.
+	phaseLookup phase = iota + 1
+	// phaseDecide: about to dispatch; check the job, window and policy.
+	phaseDecide
+	// phaseRunning: the forbid policy asks whether the last child runs.
+	phaseRunning
+	// phaseStop: the replace policy stops the last child.
+	phaseStop
+	// phaseDispatch: dispatch.
+	phaseDispatch
+	// phaseFinish: LaunchFinished proposed, waiting for it to be applied.
+	phaseFinish
+)
+
+// task concludes one open launch on the leader.
+type task struct {
+	seq    uint64 // creation order, for a deterministic queue
+	launch state.Launch
+	phase  phase
+	// done: the launch's LaunchFinished was applied; the task is gone.
+	done bool
+	// call is the request in flight, 0 if none.
+	call uint64
+	// notBefore delays a retry.
+	notBefore time.Time
+	attempts  int
+	// dispatched: a dispatch was sent and may have happened; the task
+	// then never concludes "failed" without a lookup saying no child.
+	dispatched bool
+	lastErr    string
+	// lastChild is the child the forbid or replace policy acts on.
+	lastChild string
+	finish    state.LaunchFinished
+	// proposedAt is when finish (phaseFinish) was last proposed; zero
+	// when it still has to be.
+	proposedAt time.Time
+}
+
+// start is a LaunchStarted proposed and not yet applied.
+type start struct {
+	at         time.Time // the launch's scheduled time
+	proposedAt time.Time
+	// finish, when set, concludes the launch as soon as it starts: it is
+	// skipped (paused, or beyond its catch-up window).
+	finish *state.LaunchFinished
+}
+
+// Stats counts what a launcher did since it was created.
+type Stats struct {
+	Promotions   uint64
+	Demotions    uint64
+	Calls        [5]uint64 // by Op
+	Retries      uint64
+	StaleResults uint64 // results for calls of an earlier term, ignored
+	Reproposals  uint64
+}
+
+// Launcher is the leader's launch protocol. It is the replica's
+// StateMachine: it applies the log to the cron state, and while its replica
+// leads, holds the lease and has caught up, it launches the due jobs and
+// concludes every open launch. It owns no goroutine or clock: the caller
+// feeds it time (Step) and Nomad's answers (Done) on one thread, so the
+// simulator runs it as the server does. Not safe for concurrent use.
+type Launcher struct {
+	cfg Config
+	m   *state.Machine
+
+	now  time.Time
+	lead Leadership
+	// leading is set once promoted in term; everything below is the
+	// leader's and is dropped on demotion.
+	leading bool
+	term    paxos.Ballot
+	heap    scheduler.Heap
+	// starting holds, by job, the LaunchStarted proposed and not applied.
+	starting map[string]start
+	// fresh holds the identities this leader started in its term: their
+	// first call is a dispatch, not a lookup.
+	fresh map[string]bool
+	tasks map[string]*task // by identity
+	// queue holds tasks ready for a call, oldest first; delayed those
+	// waiting for notBefore, by (notBefore, seq); finishing those whose
+	// LaunchFinished is to be proposed. A task that concluded meanwhile is
+	// marked done and skipped when its turn comes.
+	queue     []*task
+	delayed   []*task
+	finishing []*task
+	calls     map[uint64]*task // by request ID
+	nextReq   uint64
+	nextSeq   uint64
+	swept     time.Time
+
+	stats Stats
+}
+
+// New returns a Launcher; it leads nothing until Step says so.
+func New(cfg Config) (*Launcher, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Launcher{cfg: cfg, m: cfg.Machine}, nil
+}
+
+// Machine returns the cron state.
+func (l *Launcher) Machine() *state.Machine { return l.m }
+
+// Stats returns the launcher's counters.
+func (l *Launcher) Stats() Stats { return l.stats }
+
+// Leading reports whether the launcher acts as the leader's launcher.
+func (l *Launcher) Leading() bool { return l.leading }
+
+// Apply implements replica.StateMachine.
+func (l *Launcher) Apply(slot uint64, data []byte) {
+	c, err := state.Decode(data)
+	if err != nil {
+		l.m.Apply(slot, data) // counted and remembered as undecodable
+		return
+	}
+	err = l.m.ApplyCommand(slot, c)
+	if l.leading {
+		l.applied(c, err)
+	}
+}
+
+// Snapshot implements replica.StateMachine.
+func (l *Launcher) Snapshot() ([]byte, error) { return l.m.Snapshot() }
+
+// Restore implements replica.StateMachine. A leader whose state is
+// replaced starts over: it rebuilds its heap and looks every open launch
+// up.
+func (l *Launcher) Restore(data []byte) error {
+	if err := l.m.Restore(data); err != nil {
+		return err
+	}
+	l.demote()
+	return nil
+}
+
+// Step advances the launcher to now with the replica's current role:
+// promotion or demotion, starting the due launches and making the calls
+// that are ready. Call it after every input to the replica (tick, message,
+// write completion), and after Done.
+func (l *Launcher) Step(now time.Time, lead Leadership) {
+	l.now, l.lead = now, lead
+	if l.leading && (!lead.Leader || lead.Term != l.term) {
+		l.demote()
+	}
+	if !l.leading && lead.Leader && lead.CaughtUp && l.leaseHeld() {
+		l.promote()
+	}
+	if !l.leading {
+		return
+	}
+	l.sweep()
+	l.proposeFinishing()
+	if !l.leaseHeld() {
+		return
+	}
+	l.startDue()
+	l.pump()
+}
+
+func (l *Launcher) leaseHeld() bool { return l.now.Before(l.lead.LeaseUntil) }
+
+// promote takes over as the launcher of a new term: the schedule heap is
+// built from the state, and every open launch is looked up in Nomad before
+// anything else is done with it.
+func (l *Launcher) promote() {
+	l.leading, l.term = true, l.lead.Term
+	l.stats.Promotions++
+	l.heap.Build(l.m.Schedule())
+	l.starting = map[string]start{}
+	l.fresh = map[string]bool{}
+	l.tasks = map[string]*task{}
+	l.calls = map[uint64]*task{}
+	l.swept = l.now
+	for _, open := range l.m.OpenLaunches() {
+		l.addTask(open, phaseLookup)
+	}
+}
+
+// demote drops everything the leader held; calls in flight are forgotten
+// and their results ignored. The next leader looks every open launch up.
+func (l *Launcher) demote() {
+	if !l.leading {
+		return
+	}
+	l.leading = false
+	l.stats.Demotions++
+	l.heap = scheduler.Heap{}
+	l.starting, l.fresh, l.tasks, l.calls = nil, nil, nil, nil
+	l.queue, l.delayed, l.finishing = nil, nil, nil
+}
+
+// addTask creates the task that concludes an open launch, queued for its
+// first call.
+func (l *Launcher) addTask(open state.Launch, p phase) *task {
+	if _, dup := l.tasks[open.Identity]; dup {
+		panic(fmt.Sprintf("launcher: a second task for launch %s", open.Identity))
+	}
+	l.nextSeq++
+	t := &task{seq: l.nextSeq, launch: open, phase: p}
+	l.tasks[open.Identity] = t
+	if p == phaseFinish {
+		l.finishing = append(l.finishing, t)
+	} else {
+		l.queue = append(l.queue, t)
+	}
+	return t
+}
+
+// applied updates the leader's view after the state applied c (err is
+// what the state said of it).
+func (l *Launcher) applied(c state.Command, err error) {
+	switch c := c.(type) {
+	case state.PutJob, state.Resume, state.Pause:
+		l.resync(jobName(c))
+	case state.DeleteJob:
+		if err == nil {
+			delete(l.starting, c.Name)
+			l.heap.Remove(c.Name)
+		}
+	case state.LaunchStarted:
+		s, ok := l.starting[c.Job]
+		if ok && s.at.Equal(c.ScheduledAt) {
+			delete(l.starting, c.Job)
+		}
+		l.resync(c.Job)
+		if err != nil {
+			return // a duplicate or a refused start: nothing opened
+		}
+		info, _ := l.m.Info(c.Job) // it exists: the start was accepted
+		open := state.Launch{Job: c.Job, ScheduledAt: c.ScheduledAt.UTC(), Identity: c.Identity, SpecVersion: c.SpecVersion, StartedAt: c.At.UTC(), Target: info.Spec.Target()}
+		switch {
+		case ok && s.at.Equal(c.ScheduledAt) && s.finish != nil:
+			// Proposed at the next Step: never from inside Apply.
+			l.addTask(open, phaseFinish).finish = *s.finish
+		case l.fresh[c.Identity]:
+			delete(l.fresh, c.Identity)
+			l.addTask(open, phaseDecide)
+		default:
+			l.addTask(open, phaseLookup)
+		}
+	case state.LaunchFinished:
+		id := state.Identity(c.Job, c.ScheduledAt)
+		if t, ok := l.tasks[id]; ok {
+			delete(l.tasks, id)
+			if t.call != 0 {
+				delete(l.calls, t.call)
+			}
+			t.done = true
+		}
+	}
+}
+
+func jobName(c state.Command) string {
+	switch c := c.(type) {
+	case state.PutJob:
+		return c.Name
+	case state.Pause:
+		return c.Name
+	case state.Resume:
+		return c.Name
+	}
+	panic(fmt.Sprintf("launcher: no job name in %T", c))
+}
+
+// resync puts the job back in the heap at its state's next launch, unless
+// a start of it is in flight (the heap learns the next one when it is
+// applied).
+func (l *Launcher) resync(name string) {
+	if _, busy := l.starting[name]; busy {
+		return
+	}
+	info, ok := l.m.Info(name)
+	if !ok {
+		l.heap.Remove(name)
+		return
+	}
+	l.heap.Set(name, info.NextAt)
+}
+
+// startDue proposes LaunchStarted for the jobs that came due, a batch at
+// a time. A paused job's launch, or one already beyond its catch-up
+// window, is started and finished at once as skipped: one record per
+// slot, never a silent gap.
+func (l *Launcher) startDue() {
+	budget := l.cfg.MaxStartsPerStep - len(l.starting)
+	if budget <= 0 {
+		return
+	}
+	due := l.heap.PopDue(l.now, budget)
+	for i, e := range due {
+		info, ok := l.m.Info(e.Name)
+		if !ok || !info.NextAt.Equal(e.NextAt) {
+			l.resync(e.Name) // the heap was stale
+			continue
+		}
+		at := e.NextAt
+		c := state.LaunchStarted{Job: e.Name, ScheduledAt: at, Identity: state.Identity(e.Name, at), SpecVersion: info.Version, At: l.now}
+		s := start{at: at, proposedAt: l.now}
+		switch late := l.now.Sub(at); {
+		case info.Paused:
+			s.finish = skipped(c, "job paused")
+		case late > info.Spec.CatchupWindow:
+			s.finish = skipped(c, fmt.Sprintf("missed: no leader could launch it within its catch-up window (%v late, window %v)", late.Truncate(time.Second), info.Spec.CatchupWindow))
+		default:
+			l.fresh[c.Identity] = true
+		}
+		if err := l.cfg.Propose(c); err != nil {
+			// Busy or no longer leader: put this and the rest back.
+			delete(l.fresh, c.Identity)
+			for _, back := range due[i:] {
+				l.resync(back.Name)
+			}
+			return
+		}
+		l.starting[e.Name] = s
+	}
+}
+
+func skipped(c state.LaunchStarted, reason string) *state.LaunchFinished {
+	return &state.LaunchFinished{Job: c.Job, ScheduledAt: c.ScheduledAt, Outcome: state.Outcome{Kind: state.OutcomeSkipped, Reason: reason}}
+}
+
+// proposeFinishing proposes the LaunchFinished of the tasks that
+// concluded; those the node refuses (busy) wait for the sweep.
+func (l *Launcher) proposeFinishing() {
+	for _, t := range l.finishing {
+		if !t.done {
+			l.proposeFinish(t)
+		}
+	}
+	l.finishing = nil
+}
+
+// pump moves delayed tasks whose wait is over to the queue, then makes
+// calls for queued tasks while there is room in flight.
+func (l *Launcher) pump() {
+	n := 0
+	for n < len(l.delayed) && !l.delayed[n].notBefore.After(l.now) {
+		n++
+	}
+	if n > 0 {
+		l.queue = append(l.queue, l.delayed[:n]...)
+		l.delayed = slices.Delete(l.delayed, 0, n)
+	}
+	for len(l.queue) > 0 && len(l.calls) < l.cfg.MaxInflight {
+		t := l.queue[0]
+		l.queue = l.queue[1:]
+		if !t.done {
+			l.advance(t)
+		}
+	}
+	if len(l.queue) == 0 {
+		l.queue = nil // let the backing array go after a herd
+	}
+}
+
+// retry puts t back after a backoff that doubles per attempt.
+func (l *Launcher) retry(t *task, p phase, err error) {
+	t.attempts++
+	t.lastErr = err.Error()
+	l.stats.Retries++
+	l.delay(t, p, l.cfg.RetryAfter<<min(t.attempts-1, 5))
+}
+
+// delay puts t back in phase p after wait.
+func (l *Launcher) delay(t *task, p phase, wait time.Duration) {
+	t.phase = p
+	t.notBefore = l.now.Add(wait)
+	i, _ := slices.BinarySearchFunc(l.delayed, t, func(a, b *task) int {
+		return cmp.Or(a.notBefore.Compare(b.notBefore), cmp.Compare(a.seq, b.seq))
+	})
+	l.delayed = slices.Insert(l.delayed, i, t)
+}
+
+// giveUpAt is when the launcher stops retrying a launch: at the end of its
+// catch-up window, and before Nomad may forget its token.
+func (l *Launcher) giveUpAt(t *task, window time.Duration) time.Time {
+	end := t.launch.ScheduledAt.Add(window)
+	if h := l.horizonEnd(t); h.Before(end) {
+		end = h
+	}
+	return end
+}
+
+// horizonEnd is when a dispatch of t's launch may have been forgotten by
+// Nomad: no dispatch of it happened before its LaunchStarted was proposed.
+func (l *Launcher) horizonEnd(t *task) time.Time {
+	return t.launch.StartedAt.Add(l.cfg.MemoryHorizon - l.cfg.ClockSkew)
+}
+
+// advance takes t one step: a call, or its conclusion.
+func (l *Launcher) advance(t *task) {
+	switch t.phase {
+	case phaseLookup:
+		l.call(t, OpLookup, target(t.launch.Target), "")
+	case phaseDecide:
+		l.decide(t)
+	case phaseRunning:
+		l.call(t, OpRunning, target(t.launch.Target), t.lastChild)
+	case phaseStop:
+		l.call(t, OpStop, target(t.launch.Target), t.lastChild)
+	case phaseDispatch:
+		info, ok := l.m.Info(t.launch.Job)
+		if !ok {
+			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: "job deleted before it was dispatched"})
+			return
+		}
+		// The payload and meta are the job's current ones; the target is
+		// the one fixed when the launch started, the token's scope.
+		spec := target(t.launch.Target)
+		spec.Payload, spec.Meta = info.Spec.Payload, info.Spec.Meta
+		l.call(t, OpDispatch, spec, "")
+	case phaseFinish:
+		l.proposeFinish(t)
+	default:
+		panic(fmt.Sprintf("launcher: task %s in phase %d", t.launch.Identity, t.phase))
+	}
+}
+
+// decide runs the checks before a dispatch: the job still exists and is
+// not paused, the launch is inside its catch-up window, and the
+// concurrency policy allows it.
+func (l *Launcher) decide(t *task) {
+	info, ok := l.m.Info(t.launch.Job)
+	switch late := l.now.Sub(t.launch.ScheduledAt); {
+	case !ok:
+		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: "job deleted before it was dispatched"})
+		return
+	case info.Paused:
+		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: "job paused"})
+		return
+	case late > info.Spec.CatchupWindow:
+		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: fmt.Sprintf("not dispatched within its catch-up window (%v late, window %v)", late.Truncate(time.Second), info.Spec.CatchupWindow)})
+		return
+	}
+	if info.Spec.Concurrency == state.ConcurrencyAllow {
+		t.phase = phaseDispatch
+		l.advance(t)
+		return
+	}
+	if info.FirstOpen.Before(t.launch.ScheduledAt) {
+		// An earlier launch of the job is still open: the policy looks at
+		// its child, so wait for it to conclude.
+		l.delay(t, phaseDecide, l.cfg.RetryAfter)
+		return
+	}
+	t.lastChild = info.LastChild
+	switch {
+	case t.lastChild == "":
+		t.phase = phaseDispatch
+	case info.Spec.Concurrency == state.ConcurrencyForbid:
+		t.phase = phaseRunning
+	default:
+		t.phase = phaseStop
+	}
+	l.advance(t)
+}
+
+// target is a spec holding only t: what a call other than a dispatch
+// needs.
+func target(t state.Target) state.JobSpec {
+	return state.JobSpec{NomadJob: t.NomadJob, Namespace: t.Namespace, Region: t.Region}
+}
+
+// call sends t's request for op.
+func (l *Launcher) call(t *task, op Op, spec state.JobSpec, child string) {
+	if t.call != 0 {
+		panic(fmt.Sprintf("launcher: second call for %s while %d is in flight", t.launch.Identity, t.call))
+	}
+	if !l.leaseHeld() {
+		panic("launcher: a call to Nomad without the lease")
+	}
+	l.nextReq++
+	t.call = l.nextReq
+	l.calls[t.call] = t
+	if op == OpDispatch {
+		t.dispatched = true
+	}
+	l.stats.Calls[op]++
+	l.cfg.Dispatcher.Submit(Request{
+		ID: t.call, Op: op, Job: t.launch.Job, ScheduledAt: t.launch.ScheduledAt, Identity: t.launch.Identity,
+		Spec: spec, ChildID: child, Deadline: l.lead.LeaseUntil,
+	})
+}
+
+// Done hands the launcher a Dispatcher's Result. Call Step after it.
+func (l *Launcher) Done(r Result) {
+	t, ok := l.calls[r.ID]
+	if !ok {
+		l.stats.StaleResults++
+		return
+	}
+	delete(l.calls, r.ID)
+	t.call = 0
+	switch t.phase {
+	case phaseLookup:
+		l.lookedUp(t, r)
+	case phaseRunning:
+		switch {
+		case r.Err != nil:
+			l.retryOrConclude(t, phaseRunning, r.Err, state.OutcomeFailed, "could not tell whether the previous child "+t.lastChild+" still runs")
+		case r.Found:
+			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: fmt.Sprintf("previous child %s still running (concurrency forbid)", t.lastChild)})
+		default:
+			t.phase = phaseDispatch
+			l.queue = append(l.queue, t)
+		}
+	case phaseStop:
+		if r.Err != nil {
+			l.retryOrConclude(t, phaseStop, r.Err, state.OutcomeFailed, "could not stop the previous child "+t.lastChild+" (concurrency replace)")
+			return
+		}
+		t.phase = phaseDispatch
+		l.queue = append(l.queue, t)
+	case phaseDispatch:
+		switch {
+		case r.Err == nil:
+			l.conclude(t, state.Outcome{Kind: state.OutcomeDispatched, ChildID: r.ChildID})
+		case errors.Is(r.Err, ErrRejected):
+			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: "Nomad refused the dispatch: " + r.Err.Error()})
+		default:
+			// It may have happened: find out before anything else.
+			t.lastErr = r.Err.Error()
+			t.phase = phaseLookup
+			l.queue = append(l.queue, t)
+		}
+	default:
+		panic(fmt.Sprintf("launcher: result for %s in phase %d", t.launch.Identity, t.phase))
+	}
+}
+
+// lookedUp handles a lookup's result.
+func (l *Launcher) lookedUp(t *task, r Result) {
+	switch {
+	case r.Err != nil:
+		l.retryOrConclude(t, phaseLookup, r.Err, state.OutcomeUnknown, "could not look the launch up in Nomad")
+	case r.Found:
+		l.conclude(t, state.Outcome{Kind: state.OutcomeDispatched, ChildID: r.ChildID})
+	case !l.now.Before(l.horizonEnd(t)):
+		// Not found, but Nomad may have forgotten a child it made: fail
+		// closed.
+		l.conclude(t, state.Outcome{Kind: state.OutcomeUnknown, Reason: fmt.Sprintf(
+			"open since %s, longer than Nomad is sure to remember a dispatch (%v less %v of clock skew), and not found: not dispatched again",
+			t.launch.StartedAt.Format(time.RFC3339), l.cfg.MemoryHorizon, l.cfg.ClockSkew)})
+	case t.dispatched:
+		// Our dispatch failed and Nomad has no child: try again, with the
+		// same token, until the launch's time is up.
+		info, ok := l.m.Info(t.launch.Job)
+		if !ok {
+			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: "dispatch failed (" + t.lastErr + ") and the job was deleted since"})
+			return
+		}
+		if !l.now.Add(l.backoff(t)).Before(l.giveUpAt(t, info.Spec.CatchupWindow)) {
+			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: fmt.Sprintf("dispatch failed %d times, last: %s", t.attempts+1, t.lastErr)})
+			return
+		}
+		l.retry(t, phaseDispatch, errors.New(t.lastErr))
+	default:
+		t.phase = phaseDecide
+		l.queue = append(l.queue, t)
+	}
+}
+
+func (l *Launcher) backoff(t *task) time.Duration { return l.cfg.RetryAfter << min(t.attempts, 5) }
+
+// retryOrConclude retries a failed call, or concludes the launch with kind
+// once its time is up, for the reason what failed.
+func (l *Launcher) retryOrConclude(t *task, p phase, err error, kind state.OutcomeKind, what string) {
+	window := state.DefaultCatchupWindow
+	if info, ok := l.m.Info(t.launch.Job); ok {
+		window = info.Spec.CatchupWindow
+	}
+	if kind == state.OutcomeUnknown {
+		// A lookup keeps trying for as long as Nomad remembers.
+		window = l.cfg.MemoryHorizon
+	}
+	if l.now.Add(l.backoff(t)).Before(l.giveUpAt(t, window)) {
+		l.retry(t, p, err)
+		return
+	}
+	if kind == state.OutcomeFailed && t.dispatched {
+		kind = state.OutcomeUnknown // a dispatch may have happened
+	}
+	l.conclude(t, state.Outcome{Kind: kind, Reason: fmt.Sprintf("%s: %v", what, err)})
+}
+
+// conclude proposes t's LaunchFinished.
+func (l *Launcher) conclude(t *task, o state.Outcome) {
+	t.phase = phaseFinish
+	t.finish = state.LaunchFinished{Job: t.launch.Job, ScheduledAt: t.launch.ScheduledAt, Outcome: o}
+	l.proposeFinish(t)
+}
+
+func (l *Launcher) proposeFinish(t *task) {
+	if len(t.finish.Outcome.Reason) > state.MaxReasonBytes {
+		t.finish.Outcome.Reason = t.finish.Outcome.Reason[:state.MaxReasonBytes-3] + "..."
+	}
+	if err := l.cfg.Propose(t.finish); err != nil {
+		t.proposedAt = time.Time{} // the sweep proposes it again
+		return
+	}
+	t.proposedAt = l.now
+}
+
+// sweep proposes again what was proposed and not applied in time (a lost
+// proposal, or one refused while the node was busy). Proposing twice is
+// safe: the state ignores a duplicate start or finish.
+func (l *Launcher) sweep() {
+	if l.now.Sub(l.swept) < l.cfg.ProposalTimeout/4 {
+		return
+	}
+	l.swept = l.now
+	var late []string
+	//detlint:maprange collected, then sorted
+	for name, s := range l.starting {
+		if l.now.Sub(s.proposedAt) >= l.cfg.ProposalTimeout {
+			late = append(late, name)
+		}
+	}
+	slices.Sort(late)
+	for _, name := range late {
+		delete(l.starting, name)
+		l.resync(name)
+		l.stats.Reproposals++
+	}
+	var finishing []*task
+	//detlint:maprange collected, then sorted
+	for _, t := range l.tasks {
+		if t.phase == phaseFinish && (t.proposedAt.IsZero() || l.now.Sub(t.proposedAt) >= l.cfg.ProposalTimeout) {
+			finishing = append(finishing, t)
+		}
+	}
+	slices.SortFunc(finishing, func(a, b *task) int { return cmp.Compare(a.seq, b.seq) })
+	for _, t := range finishing {
+		l.stats.Reproposals++
+		l.proposeFinish(t)
+	}
+}
+
+// Open returns the number of launches the leader is concluding.
+func (l *Launcher) Open() int { return len(l.tasks) }

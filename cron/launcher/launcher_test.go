@@ -1,0 +1,471 @@
+package launcher
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"paxcron/cron/state"
+	"paxcron/paxos"
+)
+
+func TestScheduledLaunch(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("backup", job("@every 10s")))
+	h.lease(1, 10*time.Second)
+	h.at(t0.Add(9 * time.Second))
+	if !h.l.Leading() {
+		t.Fatal("a caught-up leader with a lease did not take over")
+	}
+	h.wantProposed("") // nothing due yet
+	h.at(t0.Add(10 * time.Second))
+	h.wantProposed("started backup-1772366410")
+	h.wantNoRequest() // not before LaunchStarted is chosen
+	h.commit()
+	h.wantRequest(OpDispatch, "backup-1772366410")
+	h.answer(Result{ChildID: "batch/dispatch-backup-1772366410-1-aa"})
+	h.wantProposed("finished backup-1772366410 dispatched batch/dispatch-backup-1772366410-1-aa")
+	h.commit()
+	j, _ := h.l.Machine().Job("backup")
+	if len(j.Open) != 0 || len(j.History) != 1 || j.History[0].Outcome.Kind != state.OutcomeDispatched {
+		t.Fatalf("job after the launch: open %v history %v", j.Open, j.History)
+	}
+	if h.l.Open() != 0 {
+		t.Fatalf("%d tasks left", h.l.Open())
+	}
+}
+
+func TestNoLaunchWithoutLeaseOrCatchUp(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("backup", job("@every 10s")))
+	h.lease(1, 10*time.Second)
+	h.lead.CaughtUp = false
+	h.at(t0.Add(20 * time.Second))
+	h.lead.CaughtUp = true
+	h.lead.LeaseUntil = time.Time{} // leader, caught up, no lease
+	h.step()
+	if h.l.Leading() || len(h.proposed) != 0 {
+		t.Fatalf("launched without catch-up or lease: leading %t, proposed %d", h.l.Leading(), len(h.proposed))
+	}
+	// The lease lapses after a launch started: its dispatch waits.
+	h.lease(1, 10*time.Second)
+	h.at(t0.Add(20 * time.Second))
+	h.wantProposed("started backup-1772366410")
+	h.lead.LeaseUntil = h.now
+	h.commit()
+	h.wantNoRequest()
+	h.at(h.now.Add(time.Second)) // lease renewed
+	h.wantRequest(OpDispatch, "backup-1772366410")
+}
+
+func TestPausedAndMissedSlotsAreRecorded(t *testing.T) {
+	h := newHarness(t, nil)
+	spec := job("@every 1m")
+	spec.CatchupWindow = 90 * time.Second
+	h.apply(putJob("p", job("@every 1m")), state.Pause{Name: "p"}, putJob("late", spec))
+	// The first leader arrives 3m30s after creation: late's slots at 1m
+	// and 2m are beyond its 90 s window, 3m is within; p is paused.
+	h.lease(1, 10*time.Second)
+	h.at(t0.Add(3*time.Minute + 30*time.Second))
+	h.wantProposed("started late-1772366460", "started p-1772366460")
+	h.commit()
+	h.wantProposed(
+		"finished late-1772366460 skipped missed: no leader could launch it within its catch-up window (2m30s late, window 1m30s)",
+		"finished p-1772366460 skipped job paused",
+		"started late-1772366520", "started p-1772366520")
+	h.commit()
+	// The 2m slot is 1m30s late: inside the window (it is inclusive).
+	h.wantProposed("finished p-1772366520 skipped job paused", "started late-1772366580", "started p-1772366580")
+	h.wantRequest(OpDispatch, "late-1772366520")
+	h.commit()
+	h.wantProposed("finished p-1772366580 skipped job paused")
+	h.commit()
+	if len(h.d.pending) != 2 || h.d.pending[1].Identity != "late-1772366580" {
+		t.Fatalf("pending %+v", h.d.pending)
+	}
+	if c := h.l.Machine().Stats().Launches; c.Started != 6 || c.Skipped != 4 {
+		t.Fatalf("counters %+v: want 6 started, 4 skipped", c)
+	}
+}
+
+// TestPromotionConcludesOpenLaunches: a new leader looks up every open
+// launch before it does anything with it.
+func TestPromotionConcludesOpenLaunches(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("a", job("@every 1m")), putJob("b", job("@every 1m")), putJob("c", job("@every 1m")), putJob("d", job("@every 1m")))
+	at := t0.Add(time.Minute)
+	for i, name := range []string{"a", "b", "c", "d"} {
+		h.apply(state.LaunchStarted{Job: name, ScheduledAt: at, Identity: state.Identity(name, at), SpecVersion: uint64(i + 1), At: at})
+	}
+	h.apply(state.DeleteJob{Name: "d"})
+	h.lease(2, 10*time.Second)
+	h.at(at.Add(30 * time.Second))
+	for _, req := range h.d.pending {
+		// The deleted job's launch too is looked up where it was sent.
+		if req.Spec.NomadJob != "batch" {
+			t.Fatalf("lookup of %s without its target: %+v", req.Identity, req.Spec)
+		}
+	}
+	h.answerFor(OpLookup, "a-1772366460", Result{Found: true, ChildID: "batch/dispatch-a"}) // dispatched before the failover
+	h.answerFor(OpLookup, "b-1772366460", Result{})                                         // never dispatched: dispatch it now, with the same token
+	h.answerFor(OpLookup, "c-1772366460", Result{Err: errTimeout})                          // Nomad unreachable: try again later
+	h.answerFor(OpLookup, "d-1772366460", Result{})                                         // the deleted job's launch: never dispatched now
+	h.answerFor(OpDispatch, "b-1772366460", Result{ChildID: "batch/dispatch-b"})
+	h.wantNoRequest()
+	if n := len(h.l.Machine().Orphans()); n != 1 {
+		t.Fatalf("%d orphans before the commit, want 1", n)
+	}
+	h.wantProposed(
+		"finished a-1772366460 dispatched batch/dispatch-a",
+		"finished d-1772366460 skipped job deleted before it was dispatched",
+		"finished b-1772366460 dispatched batch/dispatch-b")
+	h.commit()
+	h.at(h.now.Add(time.Second))
+	h.answerFor(OpLookup, "c-1772366460", Result{Found: true, ChildID: "batch/dispatch-c"})
+	h.wantProposed("finished c-1772366460 dispatched batch/dispatch-c")
+	h.commit()
+	if n := len(h.l.Machine().Orphans()); n != 0 {
+		t.Fatalf("%d orphans left", n)
+	}
+}
+
+// TestOpenLaunchPastHorizonIsNeverRedispatched: fail closed.
+func TestOpenLaunchPastHorizonIsNeverRedispatched(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MemoryHorizon = time.Hour; c.ClockSkew = time.Minute })
+	spec := job("@every 1m")
+	spec.CatchupWindow = 2 * time.Hour // the window would allow it
+	h.apply(putJob("a", spec))
+	at := t0.Add(time.Minute)
+	h.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
+	h.lease(2, 10*time.Second)
+	h.at(at.Add(59 * time.Minute)) // horizon 1h less 1m of skew: just past
+	h.wantRequest(OpLookup, "a-1772366460")
+	h.answer(Result{})
+	h.wantNoRequest()
+	got := describe(h.proposed)
+	if !strings.Contains(got, "finished a-1772366460 unknown open since 2026-03-01T12:01:00Z, longer than Nomad is sure to remember") {
+		t.Fatalf("proposed:\n%s", got)
+	}
+}
+
+func TestOpenLaunchBeyondCatchupWindowIsSkipped(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("a", job("@every 1h")))
+	at := t0.Add(time.Hour)
+	h.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
+	h.lease(2, 10*time.Second)
+	h.at(at.Add(6 * time.Minute))
+	h.wantRequest(OpLookup, "a-1772370000")
+	h.answer(Result{})
+	h.wantNoRequest()
+	h.wantProposed("finished a-1772370000 skipped not dispatched within its catch-up window (6m0s late, window 5m0s)")
+}
+
+func TestAmbiguousDispatchIsLookedUpThenRetried(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("a", job("@every 1h")), putJob("b", job("@every 1h")))
+	h.lease(1, 10*time.Second)
+	h.at(t0.Add(time.Hour))
+	h.commit()
+	// a: the reply was lost, but the child exists.
+	h.wantRequest(OpDispatch, "a-1772370000")
+	h.answer(Result{Err: errTimeout})
+	// b: Nomad answered 500 and made nothing.
+	h.wantRequest(OpDispatch, "b-1772370000")
+	h.answer(Result{Err: fmt.Errorf("500 internal error")})
+	h.wantRequest(OpLookup, "a-1772370000")
+	h.answer(Result{Found: true, ChildID: "batch/dispatch-a"})
+	h.wantRequest(OpLookup, "b-1772370000")
+	h.answer(Result{})
+	h.wantNoRequest() // b waits before dispatching again
+	h.at(h.now.Add(time.Second))
+	h.wantRequest(OpDispatch, "b-1772370000")
+	h.answer(Result{ChildID: "batch/dispatch-b"})
+	h.wantProposed("finished a-1772370000 dispatched batch/dispatch-a", "finished b-1772370000 dispatched batch/dispatch-b")
+}
+
+func TestRejectedDispatchFails(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("a", job("@every 1h")))
+	h.lease(1, 10*time.Second)
+	h.at(t0.Add(time.Hour))
+	h.commit()
+	h.answer(Result{Err: fmt.Errorf("%w: job %q not found", ErrRejected, "batch")})
+	h.wantNoRequest()
+	h.wantProposed(`finished a-1772370000 failed Nomad refused the dispatch: launcher: rejected by Nomad: job "batch" not found`)
+}
+
+// TestGivesUpAtTheEndOfTheWindow: a dispatch that keeps failing ends as
+// failed when a lookup says no child was made, and as unknown when
+// Nomad cannot even be asked.
+func TestGivesUpAtTheEndOfTheWindow(t *testing.T) {
+	for _, lookupFails := range []bool{false, true} {
+		h := newHarness(t, nil)
+		spec := job("0 13 1 3 *") // once a year, at t0 + 1h
+		spec.CatchupWindow = 10 * time.Second
+		h.apply(putJob("a", spec))
+		h.lease(1, 10*time.Second)
+		h.at(t0.Add(time.Hour))
+		h.commit()
+		for i := 0; i < 2000 && len(h.proposed) == 0; i++ {
+			switch {
+			case len(h.d.pending) > 0 && h.d.pending[0].Op == OpDispatch:
+				h.answer(Result{Err: errTimeout})
+			case len(h.d.pending) > 0 && lookupFails:
+				h.answer(Result{Err: errTimeout})
+			case len(h.d.pending) > 0:
+				h.answer(Result{})
+			case lookupFails:
+				h.at(h.now.Add(30 * time.Second))
+			default:
+				h.at(h.now.Add(time.Second))
+			}
+		}
+		want := "finished a-1772370000 failed dispatch failed 4 times, last: context deadline exceeded"
+		if lookupFails {
+			want = "finished a-1772370000 unknown could not look the launch up in Nomad: context deadline exceeded"
+		}
+		h.wantProposed(want)
+		// A dispatch is retried within the window; a lookup for as long
+		// as Nomad is sure to remember.
+		end := t0.Add(time.Hour + 10*time.Second)
+		if lookupFails {
+			end = t0.Add(time.Hour + 4*time.Hour - DefaultClockSkew)
+		}
+		if h.now.After(end) || h.now.Before(end.Add(-time.Minute)) {
+			t.Fatalf("gave up at %v, want just before %v", h.now, end)
+		}
+	}
+}
+
+func TestConcurrencyPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy  state.Concurrency
+		running bool
+		want    []Op
+		outcome string
+	}{
+		{state.ConcurrencyForbid, true, []Op{OpRunning}, "finished a-1772373600 skipped previous child batch/dispatch-1 still running (concurrency forbid)"},
+		{state.ConcurrencyForbid, false, []Op{OpRunning, OpDispatch}, "finished a-1772373600 dispatched batch/dispatch-2"},
+		{state.ConcurrencyReplace, true, []Op{OpStop, OpDispatch}, "finished a-1772373600 dispatched batch/dispatch-2"},
+		{state.ConcurrencyAllow, true, []Op{OpDispatch}, "finished a-1772373600 dispatched batch/dispatch-2"},
+	} {
+		t.Run(fmt.Sprintf("%s-running=%t", tc.policy, tc.running), func(t *testing.T) {
+			h := newHarness(t, nil)
+			spec := job("@every 1h")
+			spec.Concurrency = tc.policy
+			h.apply(putJob("a", spec))
+			h.lease(1, 10*time.Second)
+			h.at(t0.Add(time.Hour))
+			h.commit()
+			h.answer(Result{ChildID: "batch/dispatch-1"})
+			h.commit()
+			h.at(t0.Add(2 * time.Hour))
+			h.commit()
+			var ops []Op
+			for len(h.d.pending) > 0 {
+				req := h.answer(Result{Found: tc.running, ChildID: "batch/dispatch-2"})
+				ops = append(ops, req.Op)
+				if req.Op == OpRunning || req.Op == OpStop {
+					if req.ChildID != "batch/dispatch-1" {
+						t.Fatalf("%s about child %q", req.Op, req.ChildID)
+					}
+				}
+			}
+			if fmt.Sprint(ops) != fmt.Sprint(tc.want) {
+				t.Fatalf("calls %v, want %v", ops, tc.want)
+			}
+			h.wantProposed(tc.outcome)
+		})
+	}
+}
+
+// TestForbidWaitsForEarlierOpenLaunch: the policy is about the previous
+// child, so a launch waits until the one before it concluded.
+func TestForbidWaitsForEarlierOpenLaunch(t *testing.T) {
+	h := newHarness(t, nil)
+	spec := job("@every 1m")
+	spec.Concurrency = state.ConcurrencyForbid
+	h.apply(putJob("a", spec))
+	h.lease(1, 10*time.Second)
+	h.at(t0.Add(time.Minute))
+	h.commit()
+	first := h.wantRequest(OpDispatch, "a-1772366460")
+	h.at(t0.Add(2 * time.Minute))
+	h.commit()
+	h.at(h.now.Add(2 * time.Second))
+	if len(h.d.pending) != 1 {
+		t.Fatalf("%d requests pending, want only the first dispatch", len(h.d.pending))
+	}
+	h.answer(Result{ChildID: "batch/dispatch-1"})
+	if first.Op != OpDispatch {
+		t.Fatal(first)
+	}
+	h.commit()
+	h.at(h.now.Add(2 * time.Second))
+	h.wantRequest(OpRunning, "a-1772366520")
+}
+
+func TestDemotionDropsEverything(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("a", job("@every 1h")))
+	h.lease(1, 10*time.Second)
+	h.at(t0.Add(time.Hour))
+	h.commit()
+	h.wantRequest(OpDispatch, "a-1772370000")
+	h.lead = Leadership{} // a follower now
+	h.step()
+	if h.l.Leading() {
+		t.Fatal("still leading")
+	}
+	h.answer(Result{ChildID: "batch/dispatch-a"}) // the answer arrives late
+	if len(h.proposed) != 0 || h.l.Stats().StaleResults != 1 {
+		t.Fatalf("a result after demotion was acted on: %s", describe(h.proposed))
+	}
+	// Leader again in a new term: the launch is open, so it is looked up.
+	h.lease(3, 10*time.Second)
+	h.at(h.now.Add(time.Second))
+	h.wantRequest(OpLookup, "a-1772370000")
+	// A new term of the same replica is a new leadership too.
+	h.lead.Term = paxos.Ballot{Round: 4, Replica: 1}
+	h.step()
+	if s := h.l.Stats(); s.Promotions != 3 || s.Demotions != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestHerdIsBatchedAndBounded: many launches due at once are proposed in
+// batches of MaxStartsPerStep, with at most MaxInflight calls in flight,
+// and all are dispatched.
+func TestHerdIsBatchedAndBounded(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxInflight = 8; c.MaxStartsPerStep = 100 })
+	const jobs = 1000
+	for i := range jobs {
+		h.apply(putJob(fmt.Sprintf("j%04d", i), job("0 0 * * *")))
+	}
+	midnight := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	h.lease(1, 10*time.Second)
+	h.at(midnight)
+	if len(h.proposed) != 100 {
+		t.Fatalf("%d starts proposed in one step, want 100", len(h.proposed))
+	}
+	dispatched := 0
+	for round := 0; dispatched < jobs && round < 10*jobs; round++ {
+		if len(h.d.pending) > 8 {
+			t.Fatalf("%d calls in flight, limit 8", len(h.d.pending))
+		}
+		if len(h.proposed) > 0 {
+			for _, c := range h.commit() {
+				if f, ok := c.(state.LaunchFinished); ok && f.Outcome.Kind == state.OutcomeDispatched {
+					dispatched++
+				}
+			}
+			continue
+		}
+		if len(h.d.pending) == 0 {
+			t.Fatalf("stalled after %d dispatched", dispatched)
+		}
+		req := h.answer(Result{ChildID: "batch/dispatch-" + req0(h).Identity})
+		if req.Op != OpDispatch {
+			t.Fatalf("unexpected %s", req.Op)
+		}
+	}
+	if dispatched != jobs {
+		t.Fatalf("%d of %d dispatched", dispatched, jobs)
+	}
+	if s := h.l.Machine().Stats().Launches; s.Started != jobs || s.Dispatched != jobs {
+		t.Fatalf("counters %+v", s)
+	}
+}
+
+func req0(h *harness) Request { return h.d.pending[0] }
+
+// TestDeletedWhileInFlight: the dispatch's outcome is still recorded, on
+// the deleted job's orphaned launch.
+func TestDeletedWhileInFlight(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("a", job("@every 1h")))
+	h.lease(1, 10*time.Second)
+	h.at(t0.Add(time.Hour))
+	h.commit()
+	h.wantRequest(OpDispatch, "a-1772370000")
+	h.apply(state.DeleteJob{Name: "a"})
+	h.answer(Result{ChildID: "batch/dispatch-a"})
+	h.wantProposed("finished a-1772370000 dispatched batch/dispatch-a")
+	h.commit()
+	if s := h.l.Machine().Stats(); s.Launches.Dispatched != 1 || s.Rejected != 0 || len(h.l.Machine().Orphans()) != 0 {
+		t.Fatalf("stats %+v orphans %v", s, h.l.Machine().Orphans())
+	}
+}
+
+// TestLostProposalsAreProposedAgain: a proposal the node refused (busy)
+// or lost is proposed again, and a duplicate is harmless.
+func TestLostProposalsAreProposedAgain(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("a", job("@every 1h")))
+	h.lease(1, 10*time.Second)
+	h.busy = true
+	h.at(t0.Add(time.Hour))
+	h.busy = false
+	h.wantProposed("")
+	h.at(h.now.Add(50 * time.Millisecond))
+	h.wantProposed("started a-1772370000")
+	h.proposed = nil // lost
+	h.at(h.now.Add(DefaultProposalTimeout))
+	h.wantProposed("started a-1772370000")
+	h.commit()
+	h.busy = true
+	h.answer(Result{ChildID: "batch/dispatch-a"})
+	h.busy = false
+	h.wantProposed("")
+	h.at(h.now.Add(DefaultProposalTimeout / 2))
+	h.wantProposed("finished a-1772370000 dispatched batch/dispatch-a")
+	h.proposed = append(h.proposed, h.proposed...) // proposed twice
+	h.commit()
+	if s := h.l.Machine().Stats(); s.Launches.Dispatched != 1 || s.Launches.Duplicates != 1 {
+		t.Fatalf("stats %+v", s.Launches)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	d := &fakeDispatcher{}
+	ok := Config{Machine: state.New(), Dispatcher: d, MemoryHorizon: time.Hour, Propose: func(state.Command) error { return nil }}
+	if _, err := New(ok); err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(*Config){
+		"no machine":    func(c *Config) { c.Machine = nil },
+		"no horizon":    func(c *Config) { c.MemoryHorizon = 0 },
+		"skew too big":  func(c *Config) { c.ClockSkew = 2 * time.Hour },
+		"negative":      func(c *Config) { c.MaxInflight = -1 },
+		"no dispatcher": func(c *Config) { c.Dispatcher = nil },
+	} {
+		c := ok
+		mutate(&c)
+		if _, err := New(c); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestLeadershipOf(t *testing.T) {
+	now := t0
+	st := paxos.Status{Role: paxos.Leader, Ballot: paxos.Ballot{Round: 3, Replica: 2}, Now: 100, LeaseUntil: 120, CaughtUpAt: 50}
+	got := LeadershipOf(st, 49, now, 50*time.Millisecond)
+	want := Leadership{Leader: true, Term: st.Ballot, CaughtUp: false, LeaseUntil: now.Add(19 * 50 * time.Millisecond)}
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if got := LeadershipOf(st, 50, now, time.Second); !got.CaughtUp {
+		t.Fatal("applied at CaughtUpAt is caught up")
+	}
+	st.LeaseUntil = 101
+	if got := LeadershipOf(st, 50, now, time.Second); !got.LeaseUntil.IsZero() {
+		t.Fatalf("a lease ending within the tick counts as held: %+v", got)
+	}
+	st.Role = paxos.Follower
+	if got := LeadershipOf(st, 50, now, time.Second); got != (Leadership{}) {
+		t.Fatalf("follower: %+v", got)
+	}
+}
