@@ -63,15 +63,15 @@ type Rejection struct {
 
 // Launch is one launch of a job: open until its Outcome is set.
 type Launch struct {
-	Job          string
-	ScheduledAt  time.Time
-	Identity     string
-	SpecVersion  uint64
-	StartedAt    time.Time // LaunchStarted.At: the leader's clock when it proposed it
+	Job         string
+	ScheduledAt time.Time
+	Identity    string
+	SpecVersion uint64
+	StartedAt   time.Time // LaunchStarted.At: the leader's clock when it proposed it
 	// Target is where the launch goes in Nomad, fixed when it starts: a
 	// lookup after the job was edited or deleted searches the scope its
 	// dispatch used. Kept while the launch is open; zero in the history.
-	Target Target
+	Target       Target
 	StartedSlot  uint64
 	FinishedSlot uint64  // 0 while open
 	Outcome      Outcome // zero while open
