@@ -18,7 +18,10 @@ const (
 	InvPrefixOrder   Invariant = 4
 	InvPromiseSafety Invariant = 5
 	InvLiveness      Invariant = 6
+	InvAtMostOnce    Invariant = 7
+	InvNoSilentSkip  Invariant = 8
 	InvLease         Invariant = 9
+	InvReplicasAgree Invariant = 10
 	InvCorruption    Invariant = 12
 	InvDeterminism   Invariant = 13
 )
@@ -30,7 +33,10 @@ var invariantNames = map[Invariant]string{
 	InvPrefixOrder:   "prefix order",
 	InvPromiseSafety: "promise safety",
 	InvLiveness:      "liveness",
+	InvAtMostOnce:    "at most once",
+	InvNoSilentSkip:  "no silent skip",
 	InvLease:         "lease mutual exclusion",
+	InvReplicasAgree: "replicas agree",
 	InvCorruption:    "corruption never applied",
 	InvDeterminism:   "determinism",
 }

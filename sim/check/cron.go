@@ -1,0 +1,274 @@
+package check
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"paxcron/cron/launcher"
+	"paxcron/cron/schedule"
+	"paxcron/cron/state"
+	"paxcron/paxos"
+)
+
+// Cron checks the cron invariants from outside the cron layer: what the
+// log records (each chosen command, seen once, with the state's verdict),
+// what the replicas ask of Nomad, and which children Nomad made.
+//
+//   - 7, at most once: no launch identity has two children in Nomad, and
+//     Nomad has no child for a launch the log never started.
+//   - 8, no silent skip: each job's launches follow its schedule with no
+//     slot jumped over; every launch is concluded, and a "dispatched"
+//     record names a child that exists; a child that exists is recorded
+//     dispatched (or unknown, fail closed), never skipped or failed; at
+//     the end nothing due is left unstarted; and while the cluster and
+//     Nomad are healthy every launch is dispatched within the lateness
+//     bound, or skipped by a policy (paused, forbid, deleted).
+//   - 9, the Nomad half: a replica calls Nomad only while it believes it
+//     holds the lease (Lease checks that one replica at most believes so).
+type Cron struct {
+	launches map[string]*cronLaunch // by identity
+	// from is, per job incarnation, the time its next launch counts
+	// from: its creation, or its last accepted start.
+	from   map[incarnation]time.Time
+	scheds map[string]*schedule.Schedule
+	calls  uint64
+	starts uint64
+}
+
+type incarnation struct {
+	name    string
+	version uint64 // the job's CreatedVersion
+}
+
+type cronLaunch struct {
+	job      string
+	at       time.Time
+	slot     uint64
+	finished bool
+	outcome  state.Outcome
+}
+
+// NewCron returns an empty cron checker.
+func NewCron() *Cron {
+	return &Cron{launches: map[string]*cronLaunch{}, from: map[incarnation]time.Time{}, scheds: map[string]*schedule.Schedule{}}
+}
+
+// Stats reports how much the checker saw: starts accepted and Nomad calls.
+func (c *Cron) Stats() (starts, calls uint64) { return c.starts, c.calls }
+
+// Started records a LaunchStarted chosen at slot that the state accepted;
+// job is the job as the state holds it right after. It checks that the
+// launch is the job's next slot by its schedule, counted from its last
+// launch (or its creation), so that no due slot was jumped over.
+func (c *Cron) Started(slot uint64, cmd state.LaunchStarted, job state.Job) error {
+	at := cmd.ScheduledAt.UTC()
+	if prev, ok := c.launches[cmd.Identity]; ok {
+		return violation(InvAtMostOnce, "launch %s started at slot %d and again at slot %d", cmd.Identity, prev.slot, slot)
+	}
+	c.launches[cmd.Identity] = &cronLaunch{job: cmd.Job, at: at, slot: slot}
+	c.starts++
+	inc := incarnation{name: job.Name, version: job.CreatedVersion}
+	from, seen := c.from[inc]
+	c.from[inc] = at
+	s, err := c.schedule(job)
+	if err != nil {
+		return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker cannot parse: %v", job.Name, err)
+	}
+	if !seen {
+		from = job.CreatedAt
+		if c.followsNamesake(s, job, at) {
+			return nil
+		}
+	}
+	want, ok := s.Next(from)
+	if !ok || !want.Equal(at) {
+		return violation(InvNoSilentSkip, "job %q (%s in %s) started its launch at %s, but its next slot after %s is %s: a slot was jumped over",
+			job.Name, job.Spec.Schedule, zoneName(job.Spec.TimeZone), at.Format(time.RFC3339), from.Format(time.RFC3339), want.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// followsNamesake reports whether a re-created job's first launch at is
+// the slot after a launch of its deleted namesake: the state counts a job
+// created while such launches are open from the last of them.
+func (c *Cron) followsNamesake(s *schedule.Schedule, job state.Job, at time.Time) bool {
+	//detlint:maprange any match will do; the answer does not depend on the order
+	for _, l := range c.launches {
+		if l.job != job.Name || !l.at.After(job.CreatedAt) || !l.at.Before(at) {
+			continue
+		}
+		if next, ok := s.Next(l.at); ok && next.Equal(at) {
+			return true
+		}
+	}
+	return false
+}
+
+func zoneName(tz string) string {
+	if tz == "" {
+		return "UTC"
+	}
+	return tz
+}
+
+func (c *Cron) schedule(job state.Job) (*schedule.Schedule, error) {
+	key := job.Name + "\x00" + job.Spec.Schedule + "\x00" + job.Spec.TimeZone
+	if s, ok := c.scheds[key]; ok {
+		return s, nil
+	}
+	s, err := schedule.Parse(job.Spec.Schedule, schedule.Options{JobName: job.Name, TimeZone: job.Spec.TimeZone})
+	if err != nil {
+		return nil, err
+	}
+	c.scheds[key] = s
+	return s, nil
+}
+
+// Finished records a LaunchFinished the state accepted.
+func (c *Cron) Finished(slot uint64, cmd state.LaunchFinished) error {
+	id := state.Identity(cmd.Job, cmd.ScheduledAt)
+	l, ok := c.launches[id]
+	switch {
+	case !ok:
+		return violation(InvNoSilentSkip, "launch %s finished at slot %d but never started", id, slot)
+	case l.finished:
+		return violation(InvNoSilentSkip, "launch %s finished twice (%s, then %s at slot %d)", id, l.outcome.Kind, cmd.Outcome.Kind, slot)
+	}
+	l.finished, l.outcome = true, cmd.Outcome
+	return nil
+}
+
+// Call checks a call replica id made to Nomad at true time at.
+func (c *Cron) Call(at time.Duration, id paxos.ReplicaID, req launcher.Request, leaseHeld bool) error {
+	c.calls++
+	if !leaseHeld {
+		return violation(InvLease, "at %v replica %d called Nomad (%s %s) without holding the lease", at, id, req.Op, req.Identity)
+	}
+	return nil
+}
+
+// NomadChild is a child Nomad made, as the final check needs it.
+type NomadChild struct {
+	ID    string
+	Token string
+	// CreatedAt is on the same clock as the scheduled times.
+	CreatedAt time.Time
+}
+
+// CronFinal is the state at the end of a run.
+type CronFinal struct {
+	// End is the end of the run, on the scheduled times' clock.
+	End time.Time
+	// Bound is the lateness bound: a launch due before End-Bound must be
+	// concluded, and while healthy, dispatched within Bound of its time.
+	Bound time.Duration
+	// HealthyFrom is when a leader held the lease after the last fault
+	// healed, with Nomad up (zero: never).
+	HealthyFrom time.Time
+	// Children is every child Nomad ever made.
+	Children []NomadChild
+	// Jobs and Open are an up-to-date replica's final state.
+	Jobs []state.Job
+	Open []state.Launch
+}
+
+// Final runs the end-of-run checks.
+func (c *Cron) Final(f CronFinal) error {
+	byToken := map[string][]NomadChild{}
+	for _, ch := range f.Children {
+		byToken[ch.Token] = append(byToken[ch.Token], ch)
+	}
+	tokens := sortedStrings(byToken)
+	for _, tok := range tokens {
+		chs := byToken[tok]
+		if len(chs) > 1 {
+			return violation(InvAtMostOnce, "launch %s has %d children in Nomad: %s", tok, len(chs), childIDs(chs))
+		}
+		if _, ok := c.launches[tok]; !ok {
+			return violation(InvAtMostOnce, "Nomad has child %s for launch %s, which the log never started", chs[0].ID, tok)
+		}
+	}
+	due := f.End.Add(-f.Bound)
+	for _, id := range sortedStrings(c.launches) {
+		l := c.launches[id]
+		chs := byToken[id]
+		switch {
+		case !l.finished && l.at.Before(due):
+			return violation(InvNoSilentSkip, "launch %s, due %s, is still open at the end (%s)", id, l.at.Format(time.RFC3339), f.End.Format(time.RFC3339))
+		case !l.finished:
+			continue
+		case l.outcome.Kind == state.OutcomeDispatched && (len(chs) == 0 || chs[0].ID != l.outcome.ChildID):
+			return violation(InvNoSilentSkip, "launch %s is recorded dispatched as %s, but Nomad has %s", id, l.outcome.ChildID, childIDs(chs))
+		case len(chs) > 0 && l.outcome.Kind != state.OutcomeDispatched && l.outcome.Kind != state.OutcomeUnknown:
+			return violation(InvNoSilentSkip, "launch %s is recorded %s (%s), but Nomad made child %s", id, l.outcome.Kind, l.outcome.Reason, chs[0].ID)
+		}
+		if f.HealthyFrom.IsZero() || l.at.Before(f.HealthyFrom) || !l.at.Before(due) {
+			continue
+		}
+		if err := healthyOutcome(id, l, chs, f.Bound); err != nil {
+			return err
+		}
+	}
+	for _, j := range f.Jobs {
+		if !j.NextAt.IsZero() && j.NextAt.Before(due) {
+			return violation(InvNoSilentSkip, "job %q's launch due %s was never started (the run ended %s)", j.Name, j.NextAt.Format(time.RFC3339), f.End.Format(time.RFC3339))
+		}
+	}
+	for _, o := range f.Open {
+		if _, ok := c.launches[o.Identity]; !ok {
+			return violation(InvNoSilentSkip, "the state has open launch %s that the checker never saw start", o.Identity)
+		}
+	}
+	return nil
+}
+
+// healthyOutcome checks a launch due while the cluster and Nomad were
+// healthy: dispatched within the bound, or skipped or failed for a reason
+// that has nothing to do with the cluster's health.
+func healthyOutcome(id string, l *cronLaunch, chs []NomadChild, bound time.Duration) error {
+	o := l.outcome
+	switch o.Kind {
+	case state.OutcomeDispatched:
+		if late := chs[0].CreatedAt.Sub(l.at); late > bound {
+			return violation(InvNoSilentSkip, "launch %s, due %s while healthy, was dispatched %v late (bound %v)", id, l.at.Format(time.RFC3339), late, bound)
+		}
+		return nil
+	case state.OutcomeSkipped:
+		if !strings.Contains(o.Reason, "catch-up window") {
+			return nil // paused, forbid, deleted
+		}
+	case state.OutcomeFailed:
+		if strings.Contains(o.Reason, "refused") {
+			return nil // a target Nomad does not have
+		}
+	}
+	return violation(InvNoSilentSkip, "launch %s, due %s while the cluster and Nomad were healthy, ended %s: %s", id, l.at.Format(time.RFC3339), o.Kind, o.Reason)
+}
+
+func childIDs(chs []NomadChild) string {
+	if len(chs) == 0 {
+		return "no child"
+	}
+	ids := make([]string, len(chs))
+	for i, ch := range chs {
+		ids[i] = ch.ID
+	}
+	return strings.Join(ids, ", ")
+}
+
+func sortedStrings[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	//detlint:maprange sorted below
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// String summarises what the checker saw.
+func (c *Cron) String() string {
+	return fmt.Sprintf("%d launches started, %d Nomad calls", c.starts, c.calls)
+}

@@ -1,0 +1,157 @@
+package check
+
+import (
+	"testing"
+	"time"
+
+	"paxcron/cron/launcher"
+	"paxcron/cron/state"
+)
+
+var cronT0 = time.Date(2026, 3, 8, 6, 59, 40, 0, time.UTC)
+
+func cronJob(name, expr string, version uint64) state.Job {
+	return state.Job{Name: name, Spec: state.JobSpec{Schedule: expr, NomadJob: "batch"}, Version: version, CreatedVersion: version, CreatedAt: cronT0}
+}
+
+func startCmd(job string, at time.Time) state.LaunchStarted {
+	return state.LaunchStarted{Job: job, ScheduledAt: at, Identity: state.Identity(job, at), SpecVersion: 1, At: at}
+}
+
+func finishCmd(job string, at time.Time, o state.Outcome) state.LaunchFinished {
+	return state.LaunchFinished{Job: job, ScheduledAt: at, Outcome: o}
+}
+
+func dispatched(child string) state.Outcome {
+	return state.Outcome{Kind: state.OutcomeDispatched, ChildID: child}
+}
+
+func sec(n int) time.Time { return cronT0.Add(time.Duration(n) * time.Second) }
+
+func TestCronStartedFollowsSchedule(t *testing.T) {
+	j := cronJob("a", "*/5 * * * * *", 1)
+	c := NewCron()
+	runSteps(t, []step{
+		func() error { return c.Started(1, startCmd("a", sec(5)), j) },   // 06:59:45
+		func() error { return c.Started(2, startCmd("a", sec(10)), j) },  // 06:59:50
+		func() error { return c.Started(3, startCmd("a", sec(20)), j) }}, // planted: 06:59:55 jumped over
+		InvNoSilentSkip, `job "a"`, "06:59:55", "jumped over")
+}
+
+func TestCronStartedAcrossDSTAndRecreation(t *testing.T) {
+	// New York springs forward at 07:00:00Z (02:00 local becomes 03:00):
+	// an every-10-seconds schedule in local time keeps its cadence.
+	j := cronJob("ny", "*/10 * * * * *", 1)
+	j.Spec.TimeZone = "America/New_York"
+	c := NewCron()
+	for i, s := range []int{10, 20, 30, 40} {
+		wantOK(t, c.Started(uint64(i+1), startCmd("ny", sec(s)), j))
+	}
+	// Deleted with its 06:59:40+40 launch open, re-created at version 2:
+	// it counts from that launch.
+	j2 := cronJob("ny", "*/10 * * * * *", 2)
+	j2.Spec.TimeZone = "America/New_York"
+	j2.CreatedAt = sec(35)
+	wantOK(t, c.Started(5, startCmd("ny", sec(50)), j2))
+	// A launch already started is a double start.
+	wantViolation(t, c.Started(6, startCmd("ny", sec(50)), j2), InvAtMostOnce, "ny-", "slot 5", "slot 6")
+}
+
+func TestCronFinished(t *testing.T) {
+	c := NewCron()
+	j := cronJob("a", "* * * * * *", 1)
+	runSteps(t, []step{
+		func() error { return c.Started(1, startCmd("a", sec(1)), j) },
+		func() error { return c.Finished(2, finishCmd("a", sec(1), dispatched("x"))) },
+		func() error { return c.Finished(3, finishCmd("a", sec(2), dispatched("y"))) }}, // planted: never started
+		InvNoSilentSkip, "never started")
+	wantViolation(t, c.Finished(4, finishCmd("a", sec(1), dispatched("x"))), InvNoSilentSkip, "finished twice")
+}
+
+func TestCronCallNeedsLease(t *testing.T) {
+	c := NewCron()
+	req := launcher.Request{Op: launcher.OpDispatch, Identity: "a-1"}
+	wantOK(t, c.Call(time.Second, 1, req, true))
+	wantViolation(t, c.Call(time.Second, 2, req, false), InvLease, "replica 2", "dispatch a-1", "without holding the lease")
+}
+
+// cronRun is a small history: job a every second, launches 1-3 started;
+// the caller finishes them and gives Nomad's children.
+func cronRun(t *testing.T) *Cron {
+	t.Helper()
+	c := NewCron()
+	j := cronJob("a", "* * * * * *", 1)
+	for s := 1; s <= 3; s++ {
+		wantOK(t, c.Started(uint64(s), startCmd("a", sec(s)), j))
+	}
+	return c
+}
+
+func child(s int, id string, late time.Duration) NomadChild {
+	return NomadChild{ID: id, Token: state.Identity("a", sec(s)), CreatedAt: sec(s).Add(late)}
+}
+
+func TestCronFinal(t *testing.T) {
+	ms := 100 * time.Millisecond
+	good := []NomadChild{child(1, "c1", ms), child(2, "c2", ms), child(3, "c3", ms)}
+	finishAll := func(c *Cron, outcomes ...state.Outcome) {
+		for i, o := range outcomes {
+			wantOK(t, c.Finished(uint64(10+i), finishCmd("a", sec(i+1), o)))
+		}
+	}
+	final := func(children []NomadChild) CronFinal {
+		return CronFinal{End: sec(10), Bound: 2 * time.Second, HealthyFrom: sec(1), Children: children,
+			Jobs: []state.Job{{Name: "a", NextAt: sec(9)}}}
+	}
+	skippedLate := state.Outcome{Kind: state.OutcomeSkipped, Reason: "missed: no leader could launch it within its catch-up window (3s late, window 2s)"}
+	for _, tc := range []struct {
+		name     string
+		outcomes []state.Outcome
+		mutate   func(*CronFinal)
+		inv      Invariant
+		parts    []string
+	}{
+		{name: "all dispatched", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), dispatched("c3")}},
+		{name: "paused is fine while healthy", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), {Kind: state.OutcomeSkipped, Reason: "job paused"}},
+			mutate: func(f *CronFinal) { f.Children = f.Children[:2] }},
+		{name: "two children for one launch", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), dispatched("c3")},
+			mutate: func(f *CronFinal) { f.Children = append(f.Children, child(2, "c2-again", time.Second)) },
+			inv:    InvAtMostOnce, parts: []string{"2 children", "c2, c2-again"}},
+		{name: "child of a launch never started", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), dispatched("c3")},
+			mutate: func(f *CronFinal) { f.Children = append(f.Children, child(7, "c7", 0)) },
+			inv:    InvAtMostOnce, parts: []string{"c7", "never started"}},
+		{name: "dispatched without a child", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), dispatched("c3")},
+			mutate: func(f *CronFinal) { f.Children = f.Children[:2] },
+			inv:    InvNoSilentSkip, parts: []string{"recorded dispatched as c3", "no child"}},
+		{name: "a child recorded as failed", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), {Kind: state.OutcomeFailed, Reason: "timeout"}},
+			inv: InvNoSilentSkip, parts: []string{"recorded failed", "made child c3"}},
+		{name: "open at the end", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2")},
+			inv: InvNoSilentSkip, parts: []string{"still open at the end"}},
+		{name: "a due launch never started", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), dispatched("c3")},
+			mutate: func(f *CronFinal) { f.Jobs[0].NextAt = sec(4) },
+			inv:    InvNoSilentSkip, parts: []string{"never started"}},
+		{name: "missed while healthy", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), skippedLate},
+			mutate: func(f *CronFinal) { f.Children = f.Children[:2] },
+			inv:    InvNoSilentSkip, parts: []string{"while the cluster and Nomad were healthy", "catch-up window"}},
+		{name: "missed before healthy is recorded, fine", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), skippedLate},
+			mutate: func(f *CronFinal) { f.Children = f.Children[:2]; f.HealthyFrom = sec(4) }},
+		{name: "dispatched too late while healthy", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), dispatched("c3")},
+			mutate: func(f *CronFinal) { f.Children[2].CreatedAt = sec(3).Add(3 * time.Second) },
+			inv:    InvNoSilentSkip, parts: []string{"3s late", "bound 2s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cronRun(t)
+			finishAll(c, tc.outcomes...)
+			f := final(append([]NomadChild(nil), good...))
+			if tc.mutate != nil {
+				tc.mutate(&f)
+			}
+			err := c.Final(f)
+			if tc.inv == 0 {
+				wantOK(t, err)
+				return
+			}
+			wantViolation(t, err, tc.inv, tc.parts...)
+		})
+	}
+}
