@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"paxcron/storage"
 	"paxcron/storage/memstore"
 )
@@ -17,6 +19,18 @@ type plantedBug struct {
 	ackOnPropose bool
 	// clockDriftPPM lets clocks drift further than the core assumes.
 	clockDriftPPM int
+	// forgetHorizon gives the launchers a memory horizon far beyond
+	// Nomad's, which nomadGC makes short: old open launches are then
+	// dispatched again after Nomad forgot their first child.
+	forgetHorizon bool
+	nomadGC       time.Duration
+	// noToken dispatches without the launch identity as the token.
+	noToken bool
+	// fakeSuccess answers every dispatch with success, without Nomad.
+	fakeSuccess bool
+	// ignoreLease tells a leader's launcher it holds the lease whether or
+	// not it does.
+	ignoreLease bool
 }
 
 var plantedBugs = map[string]*plantedBug{
@@ -27,11 +41,15 @@ var plantedBugs = map[string]*plantedBug{
 	"ack-on-propose":   {ackOnPropose: true},
 	// Clocks 30% off true time while the core budgets 1%: leases overlap.
 	"clock-beyond-bound": {clockDriftPPM: 300_000},
+	"forget-horizon":     {forgetHorizon: true, nomadGC: 500 * time.Millisecond},
+	"no-token":           {noToken: true},
+	"fake-success":       {fakeSuccess: true},
+	"ignore-lease":       {ignoreLease: true},
 }
 
 // PlantedBugs lists the bugs Options.Bug accepts.
 func PlantedBugs() []string {
-	return []string{"ack-on-propose", "clock-beyond-bound", "unsynced-promise", "wipe-as-voter"}
+	return []string{"ack-on-propose", "clock-beyond-bound", "fake-success", "forget-horizon", "ignore-lease", "no-token", "unsynced-promise", "wipe-as-voter"}
 }
 
 // forgetfulStore drops every hard state write: promises never reach the

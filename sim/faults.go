@@ -25,6 +25,8 @@ var faultKinds = []struct {
 	{"heal network", (*cluster).faultHealNetwork},
 	{"lossy network", (*cluster).faultLossy},
 	{"clock drift", (*cluster).faultDrift},
+	{"nomad down", (*cluster).faultNomadDown},
+	{"nomad flaky", (*cluster).faultNomadFlaky},
 }
 
 // FaultKinds returns the names of every fault type, for coverage checks.

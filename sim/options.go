@@ -6,6 +6,7 @@ import (
 
 	"paxcron/cron/replica"
 	"paxcron/paxos"
+	"paxcron/sim/simnomad"
 )
 
 // Options configures one simulated run.
@@ -31,6 +32,19 @@ type Options struct {
 	// replica keeps working meanwhile, and a crash loses those in flight.
 	// Zero writes inline, as if the disk were instantaneous.
 	DiskLatencyMax time.Duration
+	// Epoch is the wall-clock time at the start of the run.
+	Epoch time.Time
+	// Nomad configures the simulated Nomad (its Epoch is set from Epoch).
+	Nomad simnomad.Config
+	// MemoryHorizon and ClockSkew configure the launchers: how long Nomad
+	// remembers a token (at most Nomad.GCThreshold) and the margin for
+	// replicas' clocks disagreeing.
+	MemoryHorizon time.Duration
+	ClockSkew     time.Duration
+	// LatenessBound is invariant 8's bound: once healthy, a launch is
+	// dispatched within it of its time, and at the end every launch due
+	// before End-LatenessBound is concluded.
+	LatenessBound time.Duration
 	// Bug plants a known defect, to prove the checkers catch it (see
 	// plantedBugs); empty in real runs.
 	Bug string
@@ -39,7 +53,7 @@ type Options struct {
 	Log func(string)
 }
 
-// DefaultOptions is a one-minute run of a 3-replica cluster under faults.
+// DefaultOptions is a 70-second run of a 3-replica cluster under faults.
 func DefaultOptions(seed uint64) Options {
 	limits := paxos.DefaultLimits()
 	// Small batches and windows exercise pipelining, back-pressure and
@@ -54,18 +68,26 @@ func DefaultOptions(seed uint64) Options {
 	if seed%2 == 1 {
 		diskLatency = 3 * time.Millisecond
 	}
+	nomad := simnomad.DefaultConfig()
+	nomad.GCThreshold = 10 * time.Second
+	nomad.RunMin, nomad.RunMax = 200*time.Millisecond, 4*time.Second
 	return Options{
+		Epoch:          EpochFor(seed),
+		Nomad:          nomad,
+		MemoryHorizon:  10 * time.Second,
+		ClockSkew:      2 * time.Second,
+		LatenessBound:  4 * time.Second,
 		DiskLatencyMax: diskLatency,
 		Seed:           seed,
 		Replicas:       3,
-		Duration:       60 * time.Second,
-		HealAt:         45 * time.Second,
+		Duration:       70 * time.Second,
+		HealAt:         50 * time.Second,
 		LivenessBound:  10 * time.Second,
 		TickInterval:   50 * time.Millisecond,
 		Timing:         paxos.DefaultTiming(),
 		Limits:         limits,
 		Snapshots:      replica.SnapshotPolicy{EveryEntries: 64},
-		ProposalEvery:  40 * time.Millisecond,
+		ProposalEvery:  150 * time.Millisecond,
 		FaultEvery:     700 * time.Millisecond,
 	}
 }
@@ -80,6 +102,10 @@ func (o Options) validate() error {
 		return fmt.Errorf("sim: HealAt %v + LivenessBound %v passes Duration %v", o.HealAt, o.LivenessBound, o.Duration)
 	case o.TickInterval <= 0 || o.ProposalEvery <= 0 || o.FaultEvery <= 0:
 		return fmt.Errorf("sim: TickInterval, ProposalEvery and FaultEvery must be positive")
+	case o.MemoryHorizon <= o.ClockSkew || o.MemoryHorizon > o.Nomad.GCThreshold:
+		return fmt.Errorf("sim: MemoryHorizon %v must exceed ClockSkew %v and stay within Nomad's GC threshold %v", o.MemoryHorizon, o.ClockSkew, o.Nomad.GCThreshold)
+	case o.LatenessBound <= 0:
+		return fmt.Errorf("sim: LatenessBound must be positive")
 	case o.Bug != "" && plantedBugs[o.Bug] == nil:
 		return fmt.Errorf("sim: unknown planted bug %q", o.Bug)
 	}

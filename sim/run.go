@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"paxcron/cron/state"
 	"paxcron/paxos"
 	"paxcron/sim/check"
 	"paxcron/sim/simnet"
+	"paxcron/sim/simnomad"
 )
 
 // Result is the outcome of one simulated run.
@@ -22,6 +24,25 @@ type Result struct {
 	Acked     int            // commands acknowledged to the client
 	Faults    map[string]int // injected faults by kind
 	Network   simnet.Stats
+	Cron      CronStats
+}
+
+// String is a one-line summary.
+func (s CronStats) String() string {
+	l := s.Launches
+	return fmt.Sprintf("launches: started=%d dispatched=%d skipped=%d failed=%d unknown=%d; calls=%d takeovers=%d nomad: created=%d dedup=%d lost-replies=%d",
+		l.Started, l.Dispatched, l.Skipped, l.Failed, l.Unknown, s.Calls, s.Promotions, s.Nomad.Created, s.Nomad.Deduplicated, s.Nomad.RepliesLost)
+}
+
+// CronStats is what the cron layer did in a run.
+type CronStats struct {
+	// Launches are the final state's counters (an up-to-date replica's).
+	Launches state.Counters
+	// Calls counts the calls replicas made to Nomad.
+	Calls uint64
+	// Promotions counts launchers that took over as leader.
+	Promotions uint64
+	Nomad      simnomad.Stats
 }
 
 // FaultSummary lists the injected faults in a stable order.
@@ -45,6 +66,11 @@ func sortedKeys(m map[string]int) []string {
 
 // settleTime is how long before the end the client stops proposing.
 const settleTime = 2 * time.Second
+
+// healthySettle is how long after a leader holds the lease, once healed,
+// the lateness bound starts to apply: the leader first concludes what the
+// faults left open, whose retries back off for up to 3.2 s.
+const healthySettle = 4 * time.Second
 
 // Run simulates one cluster from opts.Seed and checks every invariant
 // after every step.
@@ -71,6 +97,7 @@ func Run(opts Options) Result {
 	return Result{
 		Seed: opts.Seed, Err: c.failure, TraceHash: c.trace.Sum(), SimTime: c.sched.Now(),
 		Events: c.sched.Steps(), Acked: c.acked, Faults: c.faults, Network: c.net.Stats(),
+		Cron: c.cronStats(),
 	}
 }
 
@@ -101,13 +128,22 @@ func (c *cluster) propose() {
 	if n == nil {
 		return
 	}
-	c.nextCmd++
-	data := fmt.Appendf(nil, "cmd-%d-%d", c.opts.Seed, c.nextCmd)
+	cmd := c.clientCommand(n)
+	data, err := state.Encode(cmd)
+	if err != nil {
+		panic(fmt.Sprintf("sim: the client built an invalid command: %v", err))
+	}
 	c.checks.Proposed(data)
 	if _, err := n.rep.Propose(data); err != nil {
 		if !errors.Is(err, paxos.ErrBusy) && !errors.Is(err, paxos.ErrNotLeader) {
 			c.handle(n, err)
 		}
+		return
+	}
+	if _, ok := cmd.(state.PutJob); !ok {
+		// Only a PutJob is unique (its meta), so only its
+		// acknowledgement can be matched to its slot.
+		c.handle(n, n.rep.Process())
 		return
 	}
 	c.pending[string(data)] = n.id
@@ -125,6 +161,11 @@ func (c *cluster) probe() {
 		if l := c.leader(); l != nil {
 			if _, ok := l.rep.Node().LeaseValidUntil(); ok {
 				c.live.LeaderElected(now, l.id)
+				if c.healthyFrom.IsZero() {
+					// Launches due from a little later on must be on time:
+					// the new leader first concludes what the faults left.
+					c.healthyFrom = c.trueWall().Add(healthySettle)
+				}
 			}
 		}
 	}
@@ -137,6 +178,8 @@ func (c *cluster) heal() {
 	c.healed = true
 	c.trace.Record("heal")
 	c.net.Heal()
+	c.nomad.SetUp(true)
+	c.nomadNormal()
 	if err := c.net.SetConfig(simnet.DefaultLANConfig()); err != nil {
 		panic(err)
 	}
@@ -180,6 +223,9 @@ func (c *cluster) finalCheck() error {
 		return err
 	}
 	if err := c.checkConverged(); err != nil {
+		return err
+	}
+	if err := c.cronFinal(); err != nil {
 		return err
 	}
 	return c.corrupt.Check()

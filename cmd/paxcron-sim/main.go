@@ -76,7 +76,7 @@ Flags:
 			fmt.Fprintf(stdout, "FAIL seed %d (trace %016x): %v\n  faults: %s\n  replay: go run ./cmd/paxcron-sim -seeds 1 -start %d -replicas %d%s -v\n",
 				r.Seed, r.TraceHash, r.Err, r.FaultSummary(), r.Seed, *replicas, bugFlag(*bug))
 		} else if *verbose {
-			fmt.Fprintf(stdout, "ok   seed %d (trace %016x) acked=%d events=%d faults: %s\n", r.Seed, r.TraceHash, r.Acked, r.Events, r.FaultSummary())
+			fmt.Fprintf(stdout, "ok   seed %d (trace %016x) acked=%d events=%d %s faults: %s\n", r.Seed, r.TraceHash, r.Acked, r.Events, r.Cron, r.FaultSummary())
 		}
 	}
 	wall := time.Since(began)

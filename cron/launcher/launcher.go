@@ -42,6 +42,11 @@ type Config struct {
 	// ProposalTimeout is how long a proposal may take to be applied
 	// before it is proposed again. Default 10 s.
 	ProposalTimeout time.Duration
+	// Applied, when set, hears every command applied to the state, on
+	// every replica, with the state's verdict (nil, or why it was refused
+	// or ignored): the launch log line, and the simulator's checkers. It
+	// must not call back into the Launcher.
+	Applied func(slot uint64, c state.Command, err error)
 }
 
 // Defaults.
@@ -238,6 +243,9 @@ func (l *Launcher) Apply(slot uint64, data []byte) {
 		return
 	}
 	err = l.m.ApplyCommand(slot, c)
+	if l.cfg.Applied != nil {
+		l.cfg.Applied(slot, c, err)
+	}
 	if l.leading {
 		l.applied(c, err)
 	}

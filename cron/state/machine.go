@@ -336,8 +336,14 @@ func (m *Machine) launchStarted(slot uint64, c LaunchStarted) error {
 		j.Counters.Duplicates++
 		m.stats.Launches.Duplicates++
 		return fmt.Errorf("%w: %s (launches up to %s started)", ErrDuplicate, c.Identity, j.LastStartedAt.Format(time.RFC3339))
-	case j.NextAt.IsZero() || at.After(j.NextAt):
+	case j.NextAt.IsZero():
+		return invalid("job %q: launch at %s, but the schedule has no next launch", c.Job, at.Format(time.RFC3339))
+	case at.After(j.NextAt):
 		return invalid("job %q: launch at %s would skip the one due at %s", c.Job, at.Format(time.RFC3339), j.NextAt.Format(time.RFC3339))
+	case at.Before(j.NextAt):
+		// A start proposed under a schedule replaced since: its slot is
+		// not one of the job's now.
+		return invalid("job %q: launch at %s is not its next scheduled launch (%s)", c.Job, at.Format(time.RFC3339), j.NextAt.Format(time.RFC3339))
 	case c.SpecVersion < j.CreatedVersion || c.SpecVersion > j.Version:
 		return invalid("job %q: spec version %d is not one of this job's (%d-%d)", c.Job, c.SpecVersion, j.CreatedVersion, j.Version)
 	case len(j.Open) >= MaxOpenLaunches:

@@ -227,17 +227,17 @@ func TestLaunchStarted(t *testing.T) {
 		{finished("j", h(1), OutcomeDispatched), nil},
 		{started("j", h(1), 1), ErrDuplicate},            // finished already
 		{started("j", t0, 1), ErrDuplicate},              // before the last launch
-		{started("j", h(1).Add(30*time.Minute), 1), nil}, // off-schedule but not past NextAt
+		{started("j", h(1).Add(30*time.Minute), 1), ErrInvalid}, // off-schedule
 		{started("j", h(2), 1), nil},
 	})
 	j := mustJob(t, m, "j")
 	if !j.NextAt.Equal(h(3)) || !j.LastStartedAt.Equal(h(2)) {
 		t.Fatalf("next %v last %v", j.NextAt, j.LastStartedAt)
 	}
-	if j.Counters.Started != 3 || j.Counters.Duplicates != 3 || m.Stats().Launches.Duplicates != 3 {
+	if j.Counters.Started != 2 || j.Counters.Duplicates != 3 || m.Stats().Launches.Duplicates != 3 {
 		t.Fatalf("counters %+v", j.Counters)
 	}
-	if len(j.Open) != 2 || j.Open[0].StartedSlot != 10 || j.Open[1].Identity != Identity("j", h(2)) {
+	if len(j.Open) != 1 || j.Open[0].StartedSlot != 11 || j.Open[0].Identity != Identity("j", h(2)) {
 		t.Fatalf("open %+v", j.Open)
 	}
 }

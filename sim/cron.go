@@ -1,0 +1,315 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"paxcron/cron/launcher"
+	"paxcron/cron/state"
+	"paxcron/sim/check"
+	"paxcron/sim/simnomad"
+)
+
+// The cron side of a run: every replica runs the real launcher over the
+// real cron state, a client edits jobs, and one simulated Nomad answers
+// the leader's calls.
+
+// epochs are the wall-clock instants runs start at (one per seed, in
+// turn): each is a little before a daylight-saving change in one of the
+// zones the simulated jobs use, so that runs cross gaps and overlaps.
+var epochs = []time.Time{
+	time.Date(2026, 3, 8, 6, 59, 30, 0, time.UTC),   // New York springs forward at 07:00Z
+	time.Date(2026, 11, 1, 5, 59, 30, 0, time.UTC),  // New York falls back at 06:00Z
+	time.Date(2026, 4, 4, 15, 59, 30, 0, time.UTC),  // Sydney falls back at 16:00Z
+	time.Date(2026, 10, 3, 15, 59, 30, 0, time.UTC), // Sydney springs forward at 16:00Z
+	time.Date(2026, 4, 4, 14, 59, 30, 0, time.UTC),  // Lord Howe falls back 30 minutes at 15:00Z
+	time.Date(2026, 10, 3, 15, 29, 30, 0, time.UTC), // Lord Howe springs forward 30 minutes at 15:30Z
+	time.Date(2026, 12, 31, 23, 59, 30, 0, time.UTC),
+}
+
+// EpochFor returns the wall-clock start of the run of seed.
+func EpochFor(seed uint64) time.Time { return epochs[seed%uint64(len(epochs))] }
+
+// jobSpecs are the schedules the client gives jobs: sub-minute, so that
+// a minute-long run launches often; in the zones of the epochs; with
+// every concurrency policy and short and default catch-up windows. Hour
+// fields that name the hour of a change test the gap and overlap rules.
+var jobSpecs = []state.JobSpec{
+	{Schedule: "* * * * * *", NomadJob: "batch", CatchupWindow: 3 * time.Second},
+	{Schedule: "*/2 * * * * *", TimeZone: "America/New_York", NomadJob: "batch", Concurrency: state.ConcurrencyForbid},
+	{Schedule: "*/3 * * * * *", TimeZone: "Australia/Sydney", NomadJob: "report", Namespace: "ops", Concurrency: state.ConcurrencyReplace},
+	{Schedule: "@every 4s", NomadJob: "batch", CatchupWindow: 10 * time.Second},
+	{Schedule: "*/5 * 2 * * *", TimeZone: "America/New_York", NomadJob: "batch"},
+	{Schedule: "*/5 * 1 * * *", TimeZone: "America/New_York", NomadJob: "batch", CatchupWindow: 3 * time.Second},
+	{Schedule: "*/2 * 2 * * *", TimeZone: "Australia/Sydney", NomadJob: "batch", Concurrency: state.ConcurrencyForbid},
+	{Schedule: "*/3 * 2 * * *", TimeZone: "Australia/Lord_Howe", NomadJob: "batch"},
+	{Schedule: "? * * * * *", TimeZone: "Australia/Lord_Howe", NomadJob: "batch"},
+	{Schedule: "*/7 * * * * *", NomadJob: "missing"}, // Nomad has no such job: refused
+	{Schedule: "0 0 1 1 *", NomadJob: "batch"},       // never within a run
+}
+
+// jobNames are the jobs the client edits.
+var jobNames = []string{"j0", "j1", "j2", "j3", "j4", "j5", "j6", "j7"}
+
+// newNomad builds the run's simulated Nomad with its parent jobs.
+func newNomad(c *cluster) (*simnomad.Nomad, error) {
+	cfg := c.opts.Nomad
+	cfg.Epoch = c.opts.Epoch
+	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.nomadGC > 0 {
+		cfg.GCThreshold = bug.nomadGC
+	}
+	r := rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64()))
+	n, err := simnomad.New(c.sched, r, cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.Register("", "", "batch")
+	n.Register("ops", "", "report")
+	return n, nil
+}
+
+// wall is replica n's wall clock now.
+func (c *cluster) wall(n *node) time.Time { return c.opts.Epoch.Add(n.clock.Wall(c.sched.Now())) }
+
+// trueWall is the true wall-clock time now: Nomad's clock.
+func (c *cluster) trueWall() time.Time { return c.opts.Epoch.Add(c.sched.Now()) }
+
+// newLauncher builds replica n's launcher for its current incarnation.
+func (c *cluster) newLauncher(n *node) (*launcher.Launcher, error) {
+	horizon := c.opts.MemoryHorizon
+	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.forgetHorizon {
+		horizon = 1000 * time.Hour
+	}
+	n.machine = state.New()
+	return launcher.New(launcher.Config{
+		Machine:         n.machine,
+		Propose:         c.proposer(n),
+		Dispatcher:      &simDispatcher{c: c, n: n, incarnation: n.incarnation},
+		MemoryHorizon:   horizon,
+		ClockSkew:       c.opts.ClockSkew,
+		MaxInflight:     16,
+		RetryAfter:      100 * time.Millisecond,
+		ProposalTimeout: 2 * time.Second,
+		Applied:         func(slot uint64, cmd state.Command, err error) { c.cronApplied(n, slot, cmd, err) },
+	})
+}
+
+// proposer is replica n's launcher's way into its paxos node.
+func (c *cluster) proposer(n *node) func(state.Command) error {
+	return func(cmd state.Command) error {
+		data, err := state.Encode(cmd)
+		if err != nil {
+			c.fail(fmt.Errorf("replica %d's launcher proposed an invalid %s: %w", n.id, cmd.Kind(), err))
+			return err
+		}
+		c.checks.Proposed(data)
+		_, err = n.rep.Propose(data)
+		return err
+	}
+}
+
+// stepLauncher gives replica n's launcher the time and the replica's role
+// after every input, then sends what it proposed.
+func (c *cluster) stepLauncher(n *node) {
+	if !n.up || n.stepping {
+		return
+	}
+	n.stepping = true
+	defer func() { n.stepping = false }()
+	now := c.wall(n)
+	lead := launcher.LeadershipOf(n.rep.Node().Status(), n.rep.Applied(), now, c.opts.TickInterval)
+	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.ignoreLease && lead.Leader {
+		lead.LeaseUntil = now.Add(time.Hour)
+	}
+	was := n.launcher.Leading()
+	n.launcher.Step(now, lead)
+	if !was && n.launcher.Leading() {
+		c.promotions++
+		c.trace.Record(fmt.Sprintf("launcher %d takes over", n.id))
+	}
+	c.handle(n, n.rep.Process())
+}
+
+// cronApplied feeds the cron checker each chosen command once, as the
+// first replica to apply its slot saw it.
+func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error) {
+	if slot <= c.cronSlot {
+		return
+	}
+	c.cronSlot = slot
+	if err != nil {
+		return
+	}
+	switch cmd := cmd.(type) {
+	case state.LaunchStarted:
+		j, ok := n.machine.Job(cmd.Job)
+		if !ok {
+			c.fail(fmt.Errorf("replica %d accepted the start of %s for a job it does not have", n.id, cmd.Identity))
+			return
+		}
+		c.fail(c.cronCheck.Started(slot, cmd, j))
+	case state.LaunchFinished:
+		c.fail(c.cronCheck.Finished(slot, cmd))
+	}
+}
+
+// stateHash is a digest of replica n's whole cron state.
+func stateHash(n *node) uint64 {
+	snap, err := n.machine.Snapshot()
+	if err != nil {
+		panic(err)
+	}
+	h := fnv.New64a()
+	h.Write(snap)
+	return h.Sum64()
+}
+
+// simDispatcher carries replica n's calls to the simulated Nomad, checking
+// that each is made under the lease.
+type simDispatcher struct {
+	c           *cluster
+	n           *node
+	incarnation uint64
+}
+
+func (d *simDispatcher) Submit(req launcher.Request) {
+	c, n := d.c, d.n
+	_, held := n.rep.Node().LeaseValidUntil()
+	c.fail(c.cronCheck.Call(c.sched.Now(), n.id, req, held))
+	c.trace.Record(fmt.Sprintf("call %d %s %s", n.id, req.Op, req.Identity))
+	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.fakeSuccess && req.Op == launcher.OpDispatch {
+		c.sched.After(time.Millisecond, func() {
+			d.done(launcher.Result{ID: req.ID, ChildID: req.Spec.NomadJob + "/dispatch-" + req.Identity + "-fake"})
+		})
+		return
+	}
+	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.noToken && req.Op == launcher.OpDispatch {
+		req.Identity += "-" + strconv.FormatUint(req.ID, 10)
+	}
+	deadline := c.sched.Now()
+	if left := req.Deadline.Sub(c.wall(n)); left > 0 {
+		deadline = n.clock.TrueAfter(c.sched.Now(), left)
+	}
+	c.nomad.Call(req, deadline, d.done)
+}
+
+func (d *simDispatcher) done(r launcher.Result) {
+	n := d.n
+	if !n.up || n.incarnation != d.incarnation {
+		return // the replica crashed since: the answer is lost
+	}
+	n.launcher.Done(r)
+	d.c.stepLauncher(n)
+}
+
+// clientCommand is the client's next edit, read against replica n's state
+// (possibly stale: a conflict is refused by the log, as for a real
+// client). Until the faults heal, it creates, replaces, deletes, pauses
+// and resumes jobs; afterwards it only touches what cannot move a
+// schedule (meta, pause, resume, creating missing jobs), so that the
+// healthy stretch checks lateness alone.
+func (c *cluster) clientCommand(n *node) state.Command {
+	name := jobNames[c.rng.IntN(len(jobNames))]
+	j, exists := n.machine.Job(name)
+	c.rev++
+	k := c.rng.IntN(100)
+	switch {
+	case k < 15 && exists:
+		return state.Pause{Name: name}
+	case k < 30 && exists:
+		return state.Resume{Name: name}
+	case k < 38 && exists && !c.healed:
+		return state.DeleteJob{Name: name, IfVersion: j.Version}
+	}
+	spec := jobSpecs[c.rng.IntN(len(jobSpecs))]
+	ifVersion := uint64(0)
+	if exists {
+		ifVersion = j.Version
+		if c.healed || k < 70 {
+			spec = j.Spec // an edit of what the job passes to Nomad only
+		}
+	}
+	spec.Meta = map[string]string{"rev": strconv.FormatUint(c.rev, 10)}
+	return state.PutJob{Name: name, Spec: spec, IfVersion: ifVersion, At: c.trueWall()}
+}
+
+// cronFinal runs the end-of-run cron checks against the most up-to-date
+// replica's state and everything Nomad made.
+func (c *cluster) cronFinal() error {
+	var ref *node
+	for _, n := range c.nodes {
+		if n.up && (ref == nil || n.rep.Applied() > ref.rep.Applied()) {
+			ref = n
+		}
+	}
+	if ref == nil {
+		return errors.New("sim: no replica up at the end")
+	}
+	var children []check.NomadChild
+	for _, ch := range c.nomad.Children() {
+		children = append(children, check.NomadChild{ID: ch.ID, Token: ch.Token, CreatedAt: c.opts.Epoch.Add(ch.CreatedAt)})
+	}
+	return c.cronCheck.Final(check.CronFinal{
+		End: c.trueWall(), Bound: c.opts.LatenessBound, HealthyFrom: c.healthyFrom,
+		Children: children, Jobs: ref.machine.Jobs(), Open: ref.machine.OpenLaunches(),
+	})
+}
+
+// Nomad faults.
+
+func (c *cluster) faultNomadDown() bool {
+	if !c.nomad.Up() {
+		return false
+	}
+	c.nomad.SetUp(false)
+	c.sched.After(300*time.Millisecond+time.Duration(c.rng.Int64N(int64(3*time.Second))), func() { c.nomad.SetUp(true) })
+	return true
+}
+
+func (c *cluster) faultNomadFlaky() bool {
+	cfg := c.opts.Nomad
+	cfg.Epoch = c.opts.Epoch
+	cfg.ReplyLossProbability = 0.3
+	cfg.ReplyLatencyMax = 300 * time.Millisecond
+	cfg.RequestLatencyMax = 300 * time.Millisecond
+	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.nomadGC > 0 {
+		cfg.GCThreshold = bug.nomadGC
+	}
+	if err := c.nomad.SetConfig(cfg); err != nil {
+		panic(err)
+	}
+	c.sched.After(time.Second+time.Duration(c.rng.Int64N(int64(3*time.Second))), c.nomadNormal)
+	return true
+}
+
+// nomadNormal puts Nomad back to its healthy configuration.
+func (c *cluster) nomadNormal() {
+	cfg := c.opts.Nomad
+	cfg.Epoch = c.opts.Epoch
+	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.nomadGC > 0 {
+		cfg.GCThreshold = bug.nomadGC
+	}
+	if err := c.nomad.SetConfig(cfg); err != nil {
+		panic(err)
+	}
+}
+
+// cronStats gathers the run's cron counters.
+func (c *cluster) cronStats() CronStats {
+	st := CronStats{Nomad: c.nomad.Stats(), Promotions: c.promotions}
+	_, st.Calls = c.cronCheck.Stats()
+	var ref *node
+	for _, n := range c.nodes {
+		if n.up && (ref == nil || n.rep.Applied() > ref.rep.Applied()) {
+			ref = n
+		}
+	}
+	if ref != nil {
+		st.Launches = ref.machine.Stats().Launches
+	}
+	return st
+}
