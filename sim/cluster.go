@@ -62,7 +62,6 @@ type cluster struct {
 	trace    *check.Trace
 	slotHash map[uint64]uint64 // state machine hash after each slot, first seen
 	pending  map[string]paxos.ReplicaID
-	nextCmd  uint64
 	healed   bool
 	failure  error
 	faults   map[string]int

@@ -225,8 +225,8 @@ func TestLaunchStarted(t *testing.T) {
 		{started("j", h(1), 1), nil},
 		{started("j", h(1), 1), ErrDuplicate}, // open already
 		{finished("j", h(1), OutcomeDispatched), nil},
-		{started("j", h(1), 1), ErrDuplicate},            // finished already
-		{started("j", t0, 1), ErrDuplicate},              // before the last launch
+		{started("j", h(1), 1), ErrDuplicate},                   // finished already
+		{started("j", t0, 1), ErrDuplicate},                     // before the last launch
 		{started("j", h(1).Add(30*time.Minute), 1), ErrInvalid}, // off-schedule
 		{started("j", h(2), 1), nil},
 	})
