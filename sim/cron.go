@@ -94,7 +94,9 @@ func (c *cluster) newLauncher(n *node) (*launcher.Launcher, error) {
 		MaxInflight:     16,
 		RetryAfter:      100 * time.Millisecond,
 		ProposalTimeout: 2 * time.Second,
-		Applied:         func(slot uint64, cmd state.Command, err error) { c.cronApplied(n, slot, cmd, err) },
+		// simnomad's slowest call (flaky) lands within 300 ms.
+		MaxCallLatency: 400 * time.Millisecond,
+		Applied:        func(slot uint64, cmd state.Command, err error) { c.cronApplied(n, slot, cmd, err) },
 	})
 }
 

@@ -181,6 +181,7 @@ var regressionSeeds = []struct {
 	{3677, 3, "async disk: a local snapshot queued behind a newer one from the leader"},
 	{8113, 3, "same"},
 	{16883, 3, "same"},
+	{1953, 3, "cron: a job re-created by a client whose clock was behind started a launch its namesake had started (same identity)"},
 }
 
 func TestRegressionSeeds(t *testing.T) {

@@ -40,6 +40,8 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		Machine:       state.New(),
 		Dispatcher:    h.d,
 		MemoryHorizon: 4 * time.Hour,
+		// Lookups wait this long for calls to land: settle() passes it.
+		MaxCallLatency: time.Millisecond,
 		Propose: func(c state.Command) error {
 			if h.busy {
 				return paxos.ErrBusy
@@ -65,6 +67,9 @@ func (h *harness) lease(term uint64, d time.Duration) {
 }
 
 func (h *harness) step() { h.l.Step(h.now, h.lead) }
+
+// settle lets MaxCallLatency pass, so that delayed lookups are made.
+func (h *harness) settle() { h.at(h.now.Add(time.Millisecond)) }
 
 // at moves the clock to t, keeping a held lease 10 s ahead, and steps.
 func (h *harness) at(t time.Time) {

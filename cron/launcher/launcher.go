@@ -42,6 +42,14 @@ type Config struct {
 	// ProposalTimeout is how long a proposal may take to be applied
 	// before it is proposed again. Default 10 s.
 	ProposalTimeout time.Duration
+	// MaxCallLatency bounds how long after it was sent a call can still
+	// take effect in Nomad (the HTTP client's timeout plus Nomad's own
+	// processing): a lookup that finds no child proves none will appear
+	// only once the dispatches before it are that old. A new leader
+	// therefore waits this long before looking up the launches its
+	// predecessor left open, and a dispatch whose answer was lost is looked
+	// up this long after it was sent. Default 10 s.
+	MaxCallLatency time.Duration
 	// Applied, when set, hears every command applied to the state, on
 	// every replica, with the state's verdict (nil, or why it was refused
 	// or ignored): the launch log line, and the simulator's checkers. It
@@ -56,6 +64,7 @@ const (
 	DefaultMaxStartsPerStep = 1024
 	DefaultRetryAfter       = time.Second
 	DefaultProposalTimeout  = 10 * time.Second
+	DefaultMaxCallLatency   = 10 * time.Second
 )
 
 // ErrConfig wraps every configuration error.
@@ -67,7 +76,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: Machine, Propose and Dispatcher are required", ErrConfig)
 	case c.MemoryHorizon <= 0:
 		return fmt.Errorf("%w: MemoryHorizon must be positive (Nomad's job GC threshold)", ErrConfig)
-	case c.ClockSkew < 0 || c.MaxInflight < 0 || c.MaxStartsPerStep < 0 || c.RetryAfter < 0 || c.ProposalTimeout < 0:
+	case c.ClockSkew < 0 || c.MaxInflight < 0 || c.MaxStartsPerStep < 0 || c.RetryAfter < 0 || c.ProposalTimeout < 0 || c.MaxCallLatency < 0:
 		return fmt.Errorf("%w: negative limit", ErrConfig)
 	}
 	if c.ClockSkew == 0 {
@@ -87,6 +96,9 @@ func (c *Config) validate() error {
 	}
 	if c.ProposalTimeout == 0 {
 		c.ProposalTimeout = DefaultProposalTimeout
+	}
+	if c.MaxCallLatency == 0 {
+		c.MaxCallLatency = DefaultMaxCallLatency
 	}
 	return nil
 }
@@ -152,6 +164,7 @@ type task struct {
 	// dispatched: a dispatch was sent and may have happened; the task
 	// then never concludes "failed" without a lookup saying no child.
 	dispatched bool
+	sentAt     time.Time // when the last call was sent
 	lastErr    string
 	// lastChild is the child the forbid or replace policy acts on.
 	lastChild string
@@ -303,8 +316,11 @@ func (l *Launcher) promote() {
 	l.tasks = map[string]*task{}
 	l.calls = map[uint64]*task{}
 	l.swept = l.now
+	// A call the previous leader sent before its lease ended may still be
+	// on its way to Nomad: look up only once it must have landed.
 	for _, open := range l.m.OpenLaunches() {
-		l.addTask(open, phaseLookup)
+		t := l.newTask(open, phaseLookup)
+		l.delay(t, phaseLookup, l.cfg.MaxCallLatency)
 	}
 }
 
@@ -321,15 +337,21 @@ func (l *Launcher) demote() {
 	l.queue, l.delayed, l.finishing = nil, nil, nil
 }
 
-// addTask creates the task that concludes an open launch, queued for its
-// first call.
-func (l *Launcher) addTask(open state.Launch, p phase) *task {
+// newTask creates the task that concludes an open launch.
+func (l *Launcher) newTask(open state.Launch, p phase) *task {
 	if _, dup := l.tasks[open.Identity]; dup {
 		panic(fmt.Sprintf("launcher: a second task for launch %s", open.Identity))
 	}
 	l.nextSeq++
 	t := &task{seq: l.nextSeq, launch: open, phase: p}
 	l.tasks[open.Identity] = t
+	return t
+}
+
+// addTask creates the task that concludes an open launch, queued for its
+// first call.
+func (l *Launcher) addTask(open state.Launch, p phase) *task {
+	t := l.newTask(open, p)
 	if p == phaseFinish {
 		l.finishing = append(l.finishing, t)
 	} else {
@@ -604,6 +626,7 @@ func (l *Launcher) call(t *task, op Op, spec state.JobSpec, child string) {
 	}
 	l.nextReq++
 	t.call = l.nextReq
+	t.sentAt = l.now
 	l.calls[t.call] = t
 	if op == OpDispatch {
 		t.dispatched = true
@@ -651,10 +674,10 @@ func (l *Launcher) Done(r Result) {
 		case errors.Is(r.Err, ErrRejected):
 			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: "Nomad refused the dispatch: " + r.Err.Error()})
 		default:
-			// It may have happened: find out before anything else.
+			// It may have happened, or still be on its way: look it up
+			// once it must have landed.
 			t.lastErr = r.Err.Error()
-			t.phase = phaseLookup
-			l.queue = append(l.queue, t)
+			l.delay(t, phaseLookup, t.sentAt.Add(l.cfg.MaxCallLatency).Sub(l.now))
 		}
 	default:
 		panic(fmt.Sprintf("launcher: result for %s in phase %d", t.launch.Identity, t.phase))

@@ -101,6 +101,8 @@ func TestPromotionConcludesOpenLaunches(t *testing.T) {
 	h.apply(state.DeleteJob{Name: "d"})
 	h.lease(2, 10*time.Second)
 	h.at(at.Add(30 * time.Second))
+	h.wantNoRequest() // calls of the previous leader may still land
+	h.settle()
 	for _, req := range h.d.pending {
 		// The deleted job's launch too is looked up where it was sent.
 		if req.Spec.NomadJob != "batch" {
@@ -112,6 +114,7 @@ func TestPromotionConcludesOpenLaunches(t *testing.T) {
 	h.answerFor(OpLookup, "c-1772366460", Result{Err: errTimeout})                          // Nomad unreachable: try again later
 	h.answerFor(OpLookup, "d-1772366460", Result{})                                         // the deleted job's launch: never dispatched now
 	h.answerFor(OpDispatch, "b-1772366460", Result{ChildID: "batch/dispatch-b"})
+	h.settle()
 	h.wantNoRequest()
 	if n := len(h.l.Machine().Orphans()); n != 1 {
 		t.Fatalf("%d orphans before the commit, want 1", n)
@@ -140,6 +143,7 @@ func TestOpenLaunchPastHorizonIsNeverRedispatched(t *testing.T) {
 	h.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
 	h.lease(2, 10*time.Second)
 	h.at(at.Add(59 * time.Minute)) // horizon 1h less 1m of skew: just past
+	h.settle()
 	h.wantRequest(OpLookup, "a-1772366460")
 	h.answer(Result{})
 	h.wantNoRequest()
@@ -156,6 +160,7 @@ func TestOpenLaunchBeyondCatchupWindowIsSkipped(t *testing.T) {
 	h.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
 	h.lease(2, 10*time.Second)
 	h.at(at.Add(6 * time.Minute))
+	h.settle()
 	h.wantRequest(OpLookup, "a-1772370000")
 	h.answer(Result{})
 	h.wantNoRequest()
@@ -174,6 +179,8 @@ func TestAmbiguousDispatchIsLookedUpThenRetried(t *testing.T) {
 	// b: Nomad answered 500 and made nothing.
 	h.wantRequest(OpDispatch, "b-1772370000")
 	h.answer(Result{Err: fmt.Errorf("500 internal error")})
+	h.wantNoRequest() // the dispatches may still be on their way
+	h.settle()
 	h.wantRequest(OpLookup, "a-1772370000")
 	h.answer(Result{Found: true, ChildID: "batch/dispatch-a"})
 	h.wantRequest(OpLookup, "b-1772370000")
@@ -222,7 +229,7 @@ func TestGivesUpAtTheEndOfTheWindow(t *testing.T) {
 				h.at(h.now.Add(time.Second))
 			}
 		}
-		want := "finished a-1772370000 failed dispatch failed 4 times, last: context deadline exceeded"
+		want := "finished a-1772370000 failed dispatch failed 3 times, last: context deadline exceeded"
 		if lookupFails {
 			want = "finished a-1772370000 unknown could not look the launch up in Nomad: context deadline exceeded"
 		}
@@ -326,6 +333,7 @@ func TestDemotionDropsEverything(t *testing.T) {
 	// Leader again in a new term: the launch is open, so it is looked up.
 	h.lease(3, 10*time.Second)
 	h.at(h.now.Add(time.Second))
+	h.settle()
 	h.wantRequest(OpLookup, "a-1772370000")
 	// A new term of the same replica is a new leadership too.
 	h.lead.Term = paxos.Ballot{Round: 4, Replica: 1}

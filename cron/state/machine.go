@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"paxcron/cron/schedule"
@@ -22,6 +21,9 @@ const (
 	MaxJobs = 10000
 	// MaxOpenLaunches bounds the open launches of one job.
 	MaxOpenLaunches = 64
+	// MaxTombstones bounds how many deleted jobs' last launch times the
+	// state remembers (the oldest is forgotten first).
+	MaxTombstones = 4096
 	// MaxOrphans bounds the open launches of deleted jobs; a DeleteJob
 	// that would pass it is refused (ErrLimit) until the leader concludes
 	// some.
@@ -117,11 +119,15 @@ type Machine struct {
 	// orphans are the open launches of deleted jobs, by (job, scheduled
 	// time); LaunchFinished still concludes them.
 	orphans []Launch
+	// tombstones remember, by name, the last launch a deleted job
+	// started; tombOrder holds the names oldest first, for eviction.
+	tombstones map[string]time.Time
+	tombOrder  []string
 }
 
 // New returns an empty Machine.
 func New() *Machine {
-	return &Machine{jobs: make(map[string]*job)}
+	return &Machine{jobs: make(map[string]*job), tombstones: make(map[string]time.Time)}
 }
 
 // Apply implements replica.StateMachine: it decodes cmd and applies it.
@@ -231,12 +237,16 @@ func (m *Machine) putJob(c PutJob) error {
 	at := c.At.UTC()
 	if !exists {
 		j = &job{Job: Job{Name: c.Name, CreatedVersion: m.lastVersion, CreatedAt: at}}
-		// A job re-created while launches of its deleted namesake are still
-		// open counts from after them, as if it had started them: no launch
-		// of the new job can share an identity (hence a Nomad idempotency
-		// token) with one.
-		if last, ok := m.lastOrphan(c.Name); ok && last.After(at) {
-			j.LastStartedAt = last
+		// A job re-created under the name of a deleted one counts from the
+		// last launch its namesake started, as if it had started it: no
+		// launch of the new job can share an identity (hence a Nomad
+		// idempotency token) with one of the old, whatever the clocks of
+		// the writer and the leader said.
+		if last, ok := m.tombstones[c.Name]; ok {
+			if last.After(at) {
+				j.LastStartedAt = last
+			}
+			m.forget(c.Name)
 		}
 		m.jobs[c.Name] = j
 	}
@@ -288,20 +298,32 @@ func (m *Machine) deleteJob(c DeleteJob) error {
 		m.orphans = append(m.orphans, j.Open...)
 		slices.SortFunc(m.orphans, compareLaunch)
 	}
+	if !j.LastStartedAt.IsZero() {
+		m.bury(c.Name, j.LastStartedAt)
+	}
 	delete(m.jobs, c.Name)
 	return nil
 }
 
-// lastOrphan returns the latest scheduled time of the deleted job name's
-// open launches.
-func (m *Machine) lastOrphan(name string) (time.Time, bool) {
-	// i is the first orphan of a job after name; the one before it, if
-	// name's, is name's latest.
-	i := sort.Search(len(m.orphans), func(i int) bool { return m.orphans[i].Job > name })
-	if i == 0 || m.orphans[i-1].Job != name {
-		return time.Time{}, false
+// bury remembers the last launch of the deleted job name.
+func (m *Machine) bury(name string, last time.Time) {
+	if prev, ok := m.tombstones[name]; ok {
+		if prev.After(last) {
+			last = prev
+		}
+		m.forget(name)
 	}
-	return m.orphans[i-1].ScheduledAt, true
+	m.tombstones[name] = last
+	m.tombOrder = append(m.tombOrder, name)
+	if len(m.tombOrder) > MaxTombstones {
+		delete(m.tombstones, m.tombOrder[0])
+		m.tombOrder = slices.Delete(m.tombOrder, 0, 1)
+	}
+}
+
+func (m *Machine) forget(name string) {
+	delete(m.tombstones, name)
+	m.tombOrder = nilIfEmpty(slices.DeleteFunc(m.tombOrder, func(n string) bool { return n == name }))
 }
 
 // finishOrphan concludes an open launch of a deleted job, if c names one.

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -329,5 +330,53 @@ func TestQueriesAreSortedAndCopies(t *testing.T) {
 	j.Spec.Meta = map[string]string{"x": "y"}
 	if again := mustJob(t, m, "a"); again.Open[0].Job != "a" || again.Spec.Meta != nil {
 		t.Fatal("Job returned shared memory")
+	}
+}
+
+// TestRecreatedJobNeverReusesAnIdentity: a job deleted after its
+// launches concluded, then created again by a writer whose clock is
+// behind, still starts after its namesake's last launch; tombstones are
+// bounded.
+func TestRecreatedJobNeverReusesAnIdentity(t *testing.T) {
+	h := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
+	m := run(t, []step{
+		{put("j", "0 * * * *", 0, t0), nil},
+		{started("j", h(1), 1), nil},
+		{finished("j", h(1), OutcomeDispatched), nil},
+		{DeleteJob{Name: "j"}, nil},
+		{put("j", "0 * * * *", 0, t0), nil}, // the writer's clock says t0
+		{started("j", h(1), 2), ErrDuplicate},
+		{started("j", h(2), 2), nil},
+	})
+	if got := len(m.tombstones); got != 0 {
+		t.Fatalf("%d tombstones after the name was reused", got)
+	}
+	m = New()
+	slot := uint64(0)
+	for i := range MaxTombstones + 1 {
+		name := fmt.Sprintf("t%05d", i)
+		for _, c := range []Command{put(name, "0 * * * *", 0, t0), started(name, h(1), uint64(i+1)), finished(name, h(1), OutcomeSkipped), DeleteJob{Name: name}} {
+			slot++
+			if err := m.ApplyCommand(slot, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(m.tombstones) != MaxTombstones || len(m.tombOrder) != MaxTombstones {
+		t.Fatalf("%d tombstones, want %d", len(m.tombstones), MaxTombstones)
+	}
+	if _, ok := m.tombstones["t00000"]; ok {
+		t.Fatal("the oldest tombstone was not the one forgotten")
+	}
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New()
+	if err := r.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := r.Snapshot(); !bytes.Equal(again, snap) {
+		t.Fatal("tombstones do not round-trip through a snapshot")
 	}
 }

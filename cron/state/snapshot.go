@@ -21,6 +21,13 @@ type wireState struct {
 	Rejections  []wireRejection
 	Jobs        []wireJob
 	Orphans     []wireOrphan
+	Tombstones  []wireTombstone // oldest first
+}
+
+// wireTombstone is a deleted job's last launch.
+type wireTombstone struct {
+	Name string
+	Last wireTime
 }
 
 // wireOrphan is an open launch of a deleted job.
@@ -73,6 +80,9 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	}
 	for _, l := range m.orphans {
 		w.Orphans = append(w.Orphans, wireOrphan{Job: l.Job, Launch: launchToWire(l)})
+	}
+	for _, name := range m.tombOrder {
+		w.Tombstones = append(w.Tombstones, wireTombstone{Name: name, Last: toWire(m.tombstones[name])})
 	}
 	return appendValue([]byte{snapshotVersion}, &w)
 }
@@ -131,7 +141,8 @@ func (m *Machine) Restore(data []byte) error {
 }
 
 func machineFromWire(w *wireState) (*Machine, error) {
-	m := &Machine{jobs: make(map[string]*job, len(w.Jobs)), lastSlot: w.LastSlot, lastVersion: w.LastVersion, stats: w.Stats}
+	m := &Machine{jobs: make(map[string]*job, len(w.Jobs)), tombstones: make(map[string]time.Time, len(w.Tombstones)),
+		lastSlot: w.LastSlot, lastVersion: w.LastVersion, stats: w.Stats}
 	if len(w.Rejections) > MaxRejections {
 		return nil, snapshotErr("%d rejections, more than %d", len(w.Rejections), MaxRejections)
 	}
@@ -170,6 +181,26 @@ func machineFromWire(w *wireState) (*Machine, error) {
 			return nil, snapshotErr("open launch %s of a deleted job out of order", l.Identity)
 		}
 		m.orphans = append(m.orphans, l)
+	}
+	if len(w.Tombstones) > MaxTombstones {
+		return nil, snapshotErr("%d tombstones, more than %d", len(w.Tombstones), MaxTombstones)
+	}
+	for _, t := range w.Tombstones {
+		last, err := fromWire(t.Last)
+		switch {
+		case ValidName(t.Name) != nil:
+			return nil, snapshotErr("tombstone: %v", ValidName(t.Name))
+		case err != nil || validScheduledAt(last) != nil:
+			return nil, snapshotErr("tombstone %q: invalid last launch", t.Name)
+		}
+		if _, dup := m.tombstones[t.Name]; dup {
+			return nil, snapshotErr("tombstone %q twice", t.Name)
+		}
+		if _, live := m.jobs[t.Name]; live {
+			return nil, snapshotErr("tombstone %q for a job that exists", t.Name)
+		}
+		m.tombstones[t.Name] = last
+		m.tombOrder = append(m.tombOrder, t.Name)
 	}
 	return m, nil
 }
