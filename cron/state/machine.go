@@ -17,8 +17,11 @@ const (
 	HistoryLen = 64
 	// MaxRejections is how many rejected commands the state remembers.
 	MaxRejections = 32
-	// MaxJobs bounds the number of jobs.
-	MaxJobs = 10000
+	// MaxJobs bounds the number of jobs. A snapshot of a million jobs is
+	// larger than one paxos message may be (64 MiB): until snapshots are
+	// sent in chunks, a follower that falls behind such a state catches
+	// up only from entries (DESIGN.md).
+	MaxJobs = 1_000_000
 	// MaxOpenLaunches bounds the open launches of one job.
 	MaxOpenLaunches = 64
 	// MaxTombstones bounds how many deleted jobs' last launch times the
