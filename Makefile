@@ -61,8 +61,9 @@ lint: $(STATICCHECK) ## gofmt (must list nothing), go vet, staticcheck, determin
 fmt: ## Rewrite every Go file with gofmt.
 	gofmt -w $(GOFILES)
 
-test: ## Unit tests (race detector, shuffled), then TEST_SEEDS simulation seeds.
+test: ## Unit tests (race detector, shuffled), the simulator's own tests, then TEST_SEEDS seeds.
 	$(GO) test -race -shuffle=on $(TEST_FLAGS) ./...
+	$(GO) test -shuffle=on $(TEST_FLAGS) ./sim
 	$(GO) run ./cmd/paxcron-sim -seeds $(TEST_SEEDS) $(SIM_FLAGS)
 
 sim: ## Run SEEDS simulation seeds (pass SIM_FLAGS, e.g. '-start 1000').
