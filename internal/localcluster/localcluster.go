@@ -12,10 +12,15 @@
 // proposal before one Process, so that many inputs become one Ready and one
 // synced Save (group commit).
 //
-// The replicated state machine is a counter with a running hash of what it
-// applied, enough to check agreement and to benchmark the write path on a
-// real disk. It exists for benchmarks and tests; a networked server would
-// replace the transport and the state machine, not the loop.
+// By default the replicated state machine is a counter with a running hash
+// of what it applied, enough to check agreement and to benchmark the write
+// path on a real disk. With Options.Cron, each replica runs the cron layer
+// instead: the launcher (cron/launcher) over the cron state, stepped on
+// the replica's goroutine after every loop turn, calling a Dispatcher
+// whose results come back to that goroutine, so that the launch protocol
+// can be tested and measured end to end on a real disk. The package exists
+// for benchmarks and tests; a networked server would replace the transport
+// and the Dispatcher, not the loop.
 package localcluster
 
 import (
@@ -75,6 +80,10 @@ type Options struct {
 	// handed to the core; Propose waits for room. Zero means
 	// DefaultQueuedProposals.
 	QueuedProposals int
+	// Cron, when set, makes every replica run the cron layer instead of
+	// the hash machine; commands are then encoded state.Commands
+	// (ProposeCommand).
+	Cron *CronOptions
 }
 
 const (
@@ -112,6 +121,10 @@ var (
 	// snapshot past the command's slot before seeing the slot applied: the
 	// command may or may not have been chosen.
 	ErrOutcomeUnknown = errors.New("localcluster: outcome unknown (state restored from a snapshot past the command's slot)")
+	// ErrStopped is the status error of a replica Stop stopped, and what
+	// its pending proposals fail with: like a crash, their commands may
+	// or may not be chosen.
+	ErrStopped = errors.New("localcluster: replica stopped")
 )
 
 // idBytes is the length of the unique id Propose puts before each command,
@@ -137,6 +150,9 @@ type Status struct {
 	// BusyRefusals counts proposals the core refused with paxos.ErrBusy
 	// (each was queued and offered again, not failed).
 	BusyRefusals uint64
+	// Launching: in cron mode, the replica's launcher acts as the
+	// leader's (promoted: it leads, holds the lease and caught up).
+	Launching bool
 	// Err is the failure that stopped the replica, if any.
 	Err error
 }
@@ -205,6 +221,8 @@ func (o *Options) validate() error {
 		return bad("Dir or OpenStore is required")
 	case o.InboxMessages < 0 || o.QueuedProposals < 0:
 		return bad("queue bounds must not be negative: %d, %d", o.InboxMessages, o.QueuedProposals)
+	case o.Cron != nil:
+		return o.Cron.validate()
 	}
 	return nil
 }
@@ -218,9 +236,17 @@ func (c *Cluster) newReplica(id paxos.ReplicaID, members paxos.Membership) (*Rep
 		id: id, c: c,
 		inbox:     make(chan paxos.Message, c.opts.InboxMessages),
 		proposals: make(chan *proposal, c.opts.QueuedProposals),
+		quit:      make(chan struct{}),
 		stopped:   make(chan struct{}),
-		sm:        &hashsm.Machine{},
+		hash:      &hashsm.Machine{},
 		pending:   map[uint64]*proposal{},
+	}
+	r.sm = r.hash
+	if c.opts.Cron != nil {
+		if err := r.startCron(c.opts.Cron); err != nil {
+			_ = store.Close()
+			return nil, err
+		}
 	}
 	r.store = &countingStore{Store: store, r: r}
 	r.rep, err = replica.New(replica.Config{
@@ -358,7 +384,10 @@ func (c *Cluster) notify() {
 // has applied it. It retries on another replica when the one asked is not
 // (or no longer) leader or lost the command's slot in a leader change, and
 // gives up when ctx ends: then, as after ErrOutcomeUnknown, the command
-// may still be applied later.
+// may still be applied later. In cron mode cmd is an encoded
+// state.Command, and once applied the error is the state's verdict on it:
+// nil, or why it was refused (wrapping state.ErrConflict, state.ErrDecode
+// and the like).
 func (c *Cluster) Propose(ctx context.Context, cmd []byte) error {
 	for {
 		ch := c.changedChan()
@@ -394,11 +423,28 @@ func (c *Cluster) Close() error {
 		var errs []error
 		for _, r := range c.replicas {
 			<-r.stopped
-			errs = append(errs, r.Status().Err, r.store.Close())
+			if err := r.Status().Err; !errors.Is(err, ErrStopped) {
+				errs = append(errs, err)
+			}
+			errs = append(errs, r.store.Close())
 		}
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
+}
+
+// Stop stops replica id's goroutine as a crash of its process would: its
+// synced writes stay in its store (which Close closes), its status says
+// ErrStopped so that Leader passes it over, and the others go on without
+// it. It waits until the goroutine has returned.
+func (c *Cluster) Stop(id paxos.ReplicaID) error {
+	r := c.Replica(id)
+	if r == nil {
+		return fmt.Errorf("localcluster: no replica %d", id)
+	}
+	r.stopOnce.Do(func() { close(r.quit) })
+	<-r.stopped
+	return nil
 }
 
 // quietLogger drops Pebble's informational chatter and keeps its errors.

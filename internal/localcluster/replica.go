@@ -21,16 +21,29 @@ type Replica struct {
 	c         *Cluster
 	inbox     chan paxos.Message
 	proposals chan *proposal
+	quit      chan struct{} // closed by Stop
+	stopOnce  sync.Once
 	stopped   chan struct{} // closed when run returns
 
 	// Owned by the goroutine running run (set up before it starts).
-	rep     *replica.Replica
+	rep *replica.Replica
+	// sm is the replicated state machine: hash alone, or in cron mode the
+	// launcher over the cron state with hash beside it.
+	sm      replica.StateMachine
+	hash    *hashsm.Machine
 	store   *countingStore
-	sm      *hashsm.Machine
 	pending map[uint64]*proposal // proposed, by slot, until that slot is applied
 	busy    []*proposal          // refused with paxos.ErrBusy, oldest first
 	ticks   int64                // ticks fed to the core since run started
 	refused uint64               // proposals the core refused as busy
+
+	// Cron mode only (nil otherwise); see cron.go.
+	cron             *cronMachine
+	results          *resultQueue
+	calls            chan func() // from Cron
+	now              func() time.Time
+	launcherProposed bool  // the launcher proposed during this Step
+	launcherErr      error // the launcher's proposal could not be encoded
 
 	// writes and written connect the replica to its writer goroutine when
 	// writes are asynchronous (nil otherwise).
@@ -113,7 +126,8 @@ func (r *Replica) Status() Status {
 }
 
 // Propose proposes cmd through this replica and returns once this replica
-// has applied it. It returns paxos.ErrNotLeader if the replica is not
+// has applied it (in cron mode, with the state's verdict: see
+// Cluster.Propose). It returns paxos.ErrNotLeader if the replica is not
 // leader (retry on the leader), ErrDropped if a leader change gave the
 // command's slot to another value (safe to retry), or ctx's error if ctx
 // ends first (the command may still be applied later).
@@ -174,6 +188,10 @@ func (r *Replica) run() {
 		case <-r.c.quit:
 			r.failAll(ErrClosed)
 			return
+		case <-r.quit:
+			r.failAll(ErrStopped)
+			r.publishErr(ErrStopped)
+			return
 		case m := <-r.inbox:
 			r.step(m)
 		case p := <-r.proposalQueue():
@@ -184,6 +202,10 @@ func (r *Replica) run() {
 			if !r.writeDone(err) {
 				return
 			}
+		case <-r.resultsReady():
+			r.deliverResults()
+		case call := <-r.calls:
+			call()
 		}
 	drain:
 		// Bounded, so that a flood of inputs cannot postpone the Save
@@ -200,19 +222,34 @@ func (r *Replica) run() {
 				if !r.writeDone(err) {
 					return
 				}
+			case <-r.resultsReady():
+				r.deliverResults()
 			default:
 				break drain
 			}
 		}
 		r.retryBusy()
-		if r.rep.InFlight() < maxWritesInFlight {
-			if err := r.rep.Process(); err != nil {
-				r.fail(err)
-				return
-			}
+		if !r.process() {
+			return
+		}
+		if r.cron != nil && !r.stepLauncher() {
+			return
 		}
 		r.publish()
 	}
+}
+
+// process runs the core's pending Readys, unless too many asynchronous
+// writes are in flight; false means the replica failed.
+func (r *Replica) process() bool {
+	if r.rep.InFlight() >= maxWritesInFlight {
+		return true
+	}
+	if err := r.rep.Process(); err != nil {
+		r.fail(err)
+		return false
+	}
+	return true
 }
 
 // writeDone hands a completed write to the replica; false means the
@@ -299,10 +336,14 @@ func (r *Replica) applied(e paxos.Entry) {
 		return
 	}
 	delete(r.pending, e.Slot)
-	if e.Kind == paxos.EntryCommand && len(e.Data) >= idBytes && binary.BigEndian.Uint64(e.Data) == p.id {
-		p.done <- nil
-	} else {
+	id, ok := frameID(e.Data)
+	switch {
+	case e.Kind != paxos.EntryCommand || !ok || id != p.id:
 		p.done <- ErrDropped
+	case r.cron != nil:
+		p.done <- r.cron.verdictOf(e.Slot)
+	default:
+		p.done <- nil
 	}
 }
 
@@ -334,9 +375,10 @@ func (r *Replica) publish() {
 	s := Status{
 		ID: r.id, Role: ns.Role, Leader: ns.Leader, Ballot: ns.Ballot,
 		Chosen: ns.Chosen, Applied: r.rep.Applied(),
-		Commands: r.sm.Commands(), Hash: r.sm.Hash(),
+		Commands: r.hash.Commands(), Hash: r.hash.Hash(),
 		Saves: r.store.saves.Load(), SavedEntries: r.store.savedEntries.Load(),
 		BusyRefusals: r.refused,
+		Launching:    r.cron != nil && r.cron.l.Leading(),
 	}
 	r.mu.Lock()
 	changed := s != r.status

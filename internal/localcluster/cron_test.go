@@ -1,0 +1,482 @@
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"paxcron/cron/launcher"
+	"paxcron/cron/state"
+	"paxcron/paxos"
+	"paxcron/storage"
+	"paxcron/storage/memstore"
+)
+
+// fakeNomad is one Nomad shared by every replica's Dispatcher: it
+// dispatches at most one child per token, as Nomad does, and counts every
+// dispatch call per token, which no launcher should ever repeat here (no
+// call fails, so a new leader's lookup always finds what the last one
+// dispatched). While holding, it dispatches but keeps the answers, so that
+// launches stay open across a failover as after lost replies.
+type fakeNomad struct {
+	mu         sync.Mutex
+	children   map[string]string // by identity
+	dispatches map[string]int    // dispatch calls by identity
+	byReplica  map[paxos.ReplicaID]int
+	holding    bool
+	held       int // answers kept, never sent
+}
+
+func newFakeNomad() *fakeNomad {
+	return &fakeNomad{children: map[string]string{}, dispatches: map[string]int{}, byReplica: map[paxos.ReplicaID]int{}}
+}
+
+type dispatcherFunc func(launcher.Request)
+
+func (f dispatcherFunc) Submit(r launcher.Request) { f(r) }
+
+// dispatcher answers lookups from inside Submit and dispatches from
+// another goroutine, so that both ways back to the replica are used.
+func (n *fakeNomad) dispatcher(id paxos.ReplicaID, done func(launcher.Result)) launcher.Dispatcher {
+	return dispatcherFunc(func(req launcher.Request) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		res := launcher.Result{ID: req.ID}
+		switch req.Op {
+		case launcher.OpDispatch:
+			n.dispatches[req.Identity]++
+			n.byReplica[id]++
+			child, ok := n.children[req.Identity]
+			if !ok {
+				child = req.Spec.NomadJob + "/dispatch-" + req.Identity
+				n.children[req.Identity] = child
+			}
+			res.ChildID = child
+			if n.holding {
+				n.held++
+				return
+			}
+			go done(res)
+			return
+		case launcher.OpLookup:
+			res.ChildID, res.Found = n.children[req.Identity]
+		default:
+			res.Err = fmt.Errorf("%w: fake Nomad does not do %s", launcher.ErrRejected, req.Op)
+		}
+		done(res)
+	})
+}
+
+// holdUntilKept starts holding answers and waits until one was kept: a
+// launch is then open, dispatched, with its answer lost.
+func (n *fakeNomad) holdUntilKept(ctx context.Context, t *testing.T) {
+	t.Helper()
+	n.mu.Lock()
+	n.holding = true
+	n.mu.Unlock()
+	for {
+		n.mu.Lock()
+		held := n.held
+		n.mu.Unlock()
+		if held > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no dispatch while holding: %v", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (n *fakeNomad) release() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.holding = false
+}
+
+// dispatchedPerJob counts the children of each job.
+func (n *fakeNomad) dispatchedPerJob(jobs []string) map[string]int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := map[string]int{}
+	for id := range n.children {
+		for _, j := range jobs {
+			if len(id) > len(j) && id[:len(j)+1] == j+"-" {
+				out[j]++
+			}
+		}
+	}
+	return out
+}
+
+// repeated returns the identities dispatched more than once.
+func (n *fakeNomad) repeated() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for id, k := range n.dispatches {
+		if k > 1 {
+			out = append(out, fmt.Sprintf("%s x%d", id, k))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// heard records, per replica, the launches the Applied hook saw finish.
+type heard struct {
+	mu       sync.Mutex
+	finished map[paxos.ReplicaID]map[string]state.Outcome
+}
+
+func (h *heard) applied(id paxos.ReplicaID, _ uint64, c state.Command, err error) {
+	f, ok := c.(state.LaunchFinished)
+	if !ok || err != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.finished[id] == nil {
+		h.finished[id] = map[string]state.Outcome{}
+	}
+	h.finished[id][state.Identity(f.Job, f.ScheduledAt)] = f.Outcome
+}
+
+func (h *heard) of(id paxos.ReplicaID) map[string]state.Outcome {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.finished[id])
+}
+
+// cronEnv is a cron-mode cluster's options over in-memory stores that
+// survive a Close (reopened by restarting them), a fake Nomad and a
+// record of what the replicas applied.
+type cronEnv struct {
+	t      *testing.T
+	nomad  *fakeNomad
+	heard  *heard
+	mu     sync.Mutex
+	stores map[paxos.ReplicaID]*memstore.Store
+}
+
+func newCronEnv(t *testing.T) *cronEnv {
+	return &cronEnv{t: t, nomad: newFakeNomad(), heard: &heard{finished: map[paxos.ReplicaID]map[string]state.Outcome{}}, stores: map[paxos.ReplicaID]*memstore.Store{}}
+}
+
+func (e *cronEnv) options() Options {
+	o := testOptions("")
+	// Small enough that the tests take and restore snapshots of the cron
+	// state, not only replay the log.
+	o.Snapshots.EveryEntries = 6
+	o.OpenStore = func(id paxos.ReplicaID) (storage.Store, error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		s, ok := e.stores[id]
+		if ok {
+			s.Restart() // reopened after Close, with what it synced
+		} else {
+			s = memstore.New()
+			e.stores[id] = s
+		}
+		return s, nil
+	}
+	o.Cron = &CronOptions{
+		Launcher: launcher.Config{
+			MemoryHorizon:   time.Hour,
+			RetryAfter:      50 * time.Millisecond,
+			ProposalTimeout: time.Second,
+			// The fake Nomad takes effect at once: a new leader need
+			// not wait long before looking up what is open.
+			MaxCallLatency: 100 * time.Millisecond,
+		},
+		NewDispatcher: e.nomad.dispatcher,
+		Applied:       e.heard.applied,
+	}
+	return o
+}
+
+// waitLaunching waits for a launcher to lead, other than not's.
+func waitLaunching(ctx context.Context, t *testing.T, c *Cluster, not paxos.ReplicaID) paxos.ReplicaID {
+	t.Helper()
+	var id paxos.ReplicaID
+	err := c.waitUntil(ctx, func() bool {
+		for _, s := range c.Statuses() {
+			if s.Launching && s.Err == nil && s.ID != not {
+				id = s.ID
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatalf("no launcher leads: %v: %+v", err, c.Statuses())
+	}
+	return id
+}
+
+// waitDispatched waits until Nomad holds at least want children of each job.
+func (e *cronEnv) waitDispatched(ctx context.Context, jobs []string, want map[string]int) map[string]int {
+	e.t.Helper()
+	for {
+		got := e.nomad.dispatchedPerJob(jobs)
+		done := true
+		for _, j := range jobs {
+			done = done && got[j] >= want[j]
+		}
+		if done {
+			return got
+		}
+		select {
+		case <-ctx.Done():
+			e.t.Fatalf("waiting for %v dispatches: %v, got %v", want, ctx.Err(), got)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func putJobs(ctx context.Context, t *testing.T, c *Cluster, jobs []string, schedule string) {
+	t.Helper()
+	for _, j := range jobs {
+		cmd := state.PutJob{Name: j, Spec: state.JobSpec{Schedule: schedule, NomadJob: "batch"}, At: time.Now()}
+		if err := c.ProposeCommand(ctx, cmd); err != nil {
+			t.Fatalf("put %s: %v", j, err)
+		}
+	}
+}
+
+// deleteAndSettle deletes the jobs, waits until the leader's launcher has
+// concluded every open launch and the live replicas applied the same log,
+// then checks they hold the same cron state and heard the same launches
+// finish, each of them dispatched to the child Nomad made.
+func (e *cronEnv) deleteAndSettle(ctx context.Context, c *Cluster, jobs []string) {
+	e.t.Helper()
+	t := e.t
+	for _, j := range jobs {
+		if err := c.ProposeCommand(ctx, state.DeleteJob{Name: j}); err != nil {
+			t.Fatalf("delete %s: %v", j, err)
+		}
+	}
+	var live []*Replica
+	for _, r := range c.replicas {
+		if r.Status().Err == nil {
+			live = append(live, r)
+		}
+	}
+	var snaps [][]byte
+	err := c.waitUntil(ctx, func() bool {
+		snaps = snaps[:0]
+		var applied uint64
+		for i, r := range live {
+			var open int
+			var snap []byte
+			var err error
+			if cerr := r.Cron(ctx, func(l *launcher.Launcher) {
+				open = len(l.Machine().OpenLaunches())
+				snap, err = l.Machine().Snapshot()
+			}); cerr != nil || err != nil {
+				t.Fatalf("replica %d: %v %v", r.ID(), cerr, err)
+			}
+			s := r.Status()
+			if open > 0 || (i > 0 && s.Applied != applied) {
+				return false
+			}
+			applied = s.Applied
+			snaps = append(snaps, snap)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("the cluster did not settle: %v: %+v", err, c.Statuses())
+	}
+	for i := range snaps {
+		if !bytes.Equal(snaps[i], snaps[0]) {
+			t.Fatalf("replicas %d and %d hold different cron states at the same slot", live[0].ID(), live[i].ID())
+		}
+	}
+	ss := c.Statuses()
+	for _, r := range live[1:] {
+		if s, s0 := ss[r.ID()-1], ss[live[0].ID()-1]; s.Hash != s0.Hash || s.Commands != s0.Commands {
+			t.Fatalf("replicas applied different logs: %+v", ss)
+		}
+	}
+	if rep := e.nomad.repeated(); len(rep) > 0 {
+		t.Fatalf("dispatched more than once: %v", rep)
+	}
+	e.nomad.mu.Lock()
+	children := maps.Clone(e.nomad.children)
+	e.nomad.mu.Unlock()
+	for _, r := range live {
+		got := e.heard.of(r.ID())
+		for id, child := range children {
+			o, ok := got[id]
+			if !ok || o.Kind != state.OutcomeDispatched || o.ChildID != child {
+				t.Errorf("replica %d: launch %s finished %+v (heard %t), want dispatched to %s", r.ID(), id, o, ok, child)
+			}
+		}
+		for id, o := range got {
+			if _, ok := children[id]; !ok {
+				t.Errorf("replica %d: launch %s finished %+v without a child in Nomad", r.ID(), id, o)
+			}
+		}
+	}
+}
+
+// Jobs every second launch through the leader's launcher; the leader is
+// stopped while a dispatch's answer is lost, and the next one looks up
+// what its predecessor left open and goes on: no launch is dispatched twice, and every replica
+// records each launch dispatched to the child Nomad made.
+func TestCronLaunchesAcrossLeaderStop(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := newCronEnv(t)
+	c := start(t, e.options())
+	jobs := []string{"a", "b", "c"}
+	if _, err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	putJobs(ctx, t, c, jobs, "@every 1s")
+	leader := waitLaunching(ctx, t, c, paxos.None)
+	got := e.waitDispatched(ctx, jobs, map[string]int{"a": 2, "b": 2, "c": 2})
+
+	e.nomad.holdUntilKept(ctx, t)
+	if err := c.Stop(leader); err != nil {
+		t.Fatal(err)
+	}
+	e.nomad.release()
+	if err := c.Replica(leader).Propose(ctx, nil); !errors.Is(err, ErrStopped) {
+		t.Fatalf("propose on the stopped replica: got %v, want ErrStopped", err)
+	}
+	next := waitLaunching(ctx, t, c, leader)
+	for _, j := range jobs {
+		got[j] += 2
+	}
+	e.waitDispatched(ctx, jobs, got)
+	e.nomad.mu.Lock()
+	byNext := e.nomad.byReplica[next]
+	e.nomad.mu.Unlock()
+	if byNext == 0 {
+		t.Fatalf("the new leader %d dispatched nothing", next)
+	}
+	e.deleteAndSettle(ctx, c, jobs)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The whole cluster is closed, while a dispatch's answer is lost, and
+// reopened from its stores (a snapshot of the cron state and the log after
+// it): the launches go on from where the
+// log says they are, and none is dispatched twice.
+func TestCronLaunchesAcrossRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := newCronEnv(t)
+	c := start(t, e.options())
+	jobs := []string{"a", "b"}
+	if _, err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	putJobs(ctx, t, c, jobs, "@every 1s")
+	got := e.waitDispatched(ctx, jobs, map[string]int{"a": 3, "b": 3})
+	e.nomad.holdUntilKept(ctx, t)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.nomad.release()
+	snapshots := 0
+	for _, s := range e.stores {
+		s.Restart()
+		snap, err := s.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Meta.Index > 0 {
+			snapshots++
+		}
+	}
+	if snapshots == 0 {
+		t.Fatal("no replica took a snapshot: the restart would not restore one")
+	}
+
+	c = start(t, e.options())
+	waitLaunching(ctx, t, c, paxos.None)
+	for _, j := range jobs {
+		got[j] += 2
+	}
+	e.waitDispatched(ctx, jobs, got)
+	e.deleteAndSettle(ctx, c, jobs)
+}
+
+// Propose answers with the state's verdict in cron mode: the frame
+// Propose puts before a command never reaches the state.
+func TestCronProposeVerdicts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := newCronEnv(t)
+	c := start(t, e.options())
+	if _, err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	put := state.PutJob{Name: "j", Spec: state.JobSpec{Schedule: "0 0 1 1 *", NomadJob: "batch"}, At: time.Now()}
+	if err := c.ProposeCommand(ctx, put); err != nil {
+		t.Fatalf("creating a job: %v", err)
+	}
+	if err := c.ProposeCommand(ctx, put); !errors.Is(err, state.ErrConflict) {
+		t.Fatalf("creating it again: got %v, want state.ErrConflict", err)
+	}
+	if err := c.Propose(ctx, []byte("not a command")); !errors.Is(err, state.ErrDecode) {
+		t.Fatalf("garbage: got %v, want state.ErrDecode", err)
+	}
+	leader, _ := c.Leader()
+	var jobs []state.Job
+	var st state.Stats
+	if err := c.Replica(leader).Cron(ctx, func(l *launcher.Launcher) {
+		jobs, st = l.Machine().Jobs(), l.Machine().Stats()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || jobs[0].Name != "j" || st.Applied != 1 || st.Rejected != 1 || st.Undecodable != 1 {
+		t.Fatalf("state holds %+v, stats %+v; want job j, 1 applied, 1 rejected, 1 undecodable", jobs, st)
+	}
+}
+
+func TestCronOptionsAndHashMode(t *testing.T) {
+	good := func() Options {
+		o := testOptions("")
+		o.OpenStore = func(paxos.ReplicaID) (storage.Store, error) { return memstore.New(), nil }
+		o.Cron = &CronOptions{Launcher: launcher.Config{MemoryHorizon: time.Hour}, NewDispatcher: newFakeNomad().dispatcher}
+		return o
+	}
+	for name, mutate := range map[string]func(*Options){
+		"no dispatcher":  func(o *Options) { o.Cron.NewDispatcher = nil },
+		"machine set":    func(o *Options) { o.Cron.Launcher.Machine = state.New() },
+		"applied set":    func(o *Options) { o.Cron.Launcher.Applied = func(uint64, state.Command, error) {} },
+		"no horizon":     func(o *Options) { o.Cron.Launcher.MemoryHorizon = 0 },
+		"negative limit": func(o *Options) { o.Cron.Launcher.MaxInflight = -1 },
+	} {
+		o := good()
+		mutate(&o)
+		c, err := Start(o)
+		if err == nil {
+			_ = c.Close()
+		}
+		if !errors.Is(err, ErrConfig) && !errors.Is(err, launcher.ErrConfig) {
+			t.Errorf("%s: Start: got %v, want a config error", name, err)
+		}
+	}
+
+	c := start(t, testOptions(t.TempDir()))
+	if err := c.ProposeCommand(context.Background(), state.Pause{Name: "j"}); !errors.Is(err, ErrNotCron) {
+		t.Errorf("ProposeCommand in hash mode: got %v, want ErrNotCron", err)
+	}
+	if err := c.Replica(1).Cron(context.Background(), func(*launcher.Launcher) {}); !errors.Is(err, ErrNotCron) {
+		t.Errorf("Cron in hash mode: got %v, want ErrNotCron", err)
+	}
+}
