@@ -3,6 +3,7 @@ package schedule
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -158,11 +159,25 @@ func (s *Schedule) impossible(domText, monthText string) string {
 	return fmt.Sprintf("%s never occurs in month %s", domText, monthText)
 }
 
+// zones caches loaded time zones by name. A Location is immutable once
+// loaded and safe to share, and loading one reads and parses its zone
+// file: a million jobs in a few zones must not hold a million copies.
+// Failures are not cached, so a zone installed later is found.
+var zones sync.Map // string -> *time.Location
+
 func loadZone(name string) (*time.Location, error) {
 	if name == "" || name == "UTC" {
 		return time.UTC, nil
 	}
-	return time.LoadLocation(name)
+	if loc, ok := zones.Load(name); ok {
+		return loc.(*time.Location), nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := zones.LoadOrStore(name, loc)
+	return actual.(*time.Location), nil
 }
 
 func parseMacro(expr, text string, loc *time.Location) (*Schedule, error) {

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
 	"bytes"
 	"errors"
 	"math/rand/v2"
@@ -177,29 +179,67 @@ func TestSnapshotRoundTripEmpty(t *testing.T) {
 	}
 }
 
+// wireState is a whole snapshot decoded, for tests that edit one.
+type wireState struct {
+	wireHeader
+	JobList []wireJob
+	wireTrailer
+}
+
+func decodeSnapshot(t *testing.T, b []byte) wireState {
+	t.Helper()
+	dec := codec.NewDecoderBytes(b[1:], msgpackHandle)
+	var s wireState
+	if err := dec.Decode(&s.wireHeader); err != nil {
+		t.Fatal(err)
+	}
+	s.JobList = make([]wireJob, s.Jobs)
+	for i := range s.JobList {
+		if err := dec.Decode(&s.JobList[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dec.Decode(&s.wireTrailer); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func encodeSnapshot(t *testing.T, s wireState) []byte {
+	t.Helper()
+	var body []byte
+	enc := codec.NewEncoderBytes(&body, msgpackHandle)
+	s.Jobs = uint64(len(s.JobList))
+	values := []any{&s.wireHeader}
+	for i := range s.JobList {
+		values = append(values, &s.JobList[i])
+	}
+	for _, v := range append(values, &s.wireTrailer) {
+		if err := enc.Encode(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return append([]byte{snapshotVersion}, body...)
+}
+
 func TestRestoreRejects(t *testing.T) {
 	var log []entry
 	var good []byte
 	for seed := uint64(1); ; seed++ {
 		log = genCommands(t, seed, 200)
 		good = snapshot(t, applyAll(New(), log))
-		var w wireState
-		if err := decodeValue(good[1:], &w); err != nil {
-			t.Fatal(err)
-		}
-		if len(w.Jobs) >= 2 && len(w.Rejections) > 0 {
+		w := decodeSnapshot(t, good)
+		if len(w.JobList) >= 2 && len(w.Rejections) > 0 {
 			break
 		}
 	}
+	if again := encodeSnapshot(t, decodeSnapshot(t, good)); !bytes.Equal(again, good) {
+		t.Fatal("the test's snapshot codec does not round-trip")
+	}
 	enc := func(f func(*wireState)) []byte {
-		var c wireState
-		_ = decodeValue(good[1:], &c)
+		c := decodeSnapshot(t, good)
 		f(&c)
-		b, err := appendValue([]byte{snapshotVersion}, &c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return encodeSnapshot(t, c)
 	}
 	for _, tc := range []struct {
 		name string
@@ -209,12 +249,20 @@ func TestRestoreRejects(t *testing.T) {
 		{"version", append([]byte{9}, good[1:]...)},
 		{"truncated", good[:len(good)-1]},
 		{"trailing", append(bytes.Clone(good), 0)},
-		{"jobs out of order", enc(func(s *wireState) { s.Jobs[0], s.Jobs[1] = s.Jobs[1], s.Jobs[0] })},
-		{"bad name", enc(func(s *wireState) { s.Jobs[0].Name = "" })},
-		{"bad schedule", enc(func(s *wireState) { s.Jobs[0].Spec.Schedule = "x" })},
-		{"missing defaults", enc(func(s *wireState) { s.Jobs[0].Spec.CatchupWindow = 0 })},
-		{"version past the counter", enc(func(s *wireState) { s.Jobs[0].Version = s.LastVersion + 1 })},
-		{"next before last launch", enc(func(s *wireState) { s.Jobs[0].NextAt = s.Jobs[0].CreatedAt })},
+		{"jobs out of order", enc(func(s *wireState) { s.JobList[0], s.JobList[1] = s.JobList[1], s.JobList[0] })},
+		{"bad name", enc(func(s *wireState) { s.JobList[0].Name = "" })},
+		{"bad schedule", enc(func(s *wireState) { s.JobList[0].Spec.Schedule = "x" })},
+		{"missing defaults", enc(func(s *wireState) { s.JobList[0].Spec.CatchupWindow = 0 })},
+		{"version past the counter", enc(func(s *wireState) { s.JobList[0].Version = s.LastVersion + 1 })},
+		{"next before last launch", enc(func(s *wireState) { s.JobList[0].NextAt = s.JobList[0].CreatedAt })},
+		{"fewer jobs than the header says", append(bytes.Clone(good[:1]), func() []byte {
+			c := decodeSnapshot(t, good)
+			b := encodeSnapshot(t, c)
+			return b[1:]
+		}()[:len(good)/2]...)},
+		{"tombstone of a live job", enc(func(s *wireState) {
+			s.Tombstones = append(s.Tombstones, wireTombstone{Name: s.JobList[0].Name, Last: s.JobList[0].CreatedAt})
+		})},
 		{"too many rejections", enc(func(s *wireState) {
 			for len(s.Rejections) <= MaxRejections {
 				s.Rejections = append(s.Rejections, wireRejection{Slot: s.LastSlot})

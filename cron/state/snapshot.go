@@ -3,26 +3,39 @@ package state
 import (
 	"fmt"
 	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 // Snapshot layout:
 //
-//	byte 0   snapshotVersion
-//	bytes 1.. wireState, msgpack arrays as for commands
+//	byte 0    snapshotVersion
+//	then a stream of msgpack values (arrays, as for commands):
+//	          wireHeader, then wireHeader.Jobs wireJobs, then wireTrailer
 //
-// Jobs are in name order, launches in scheduled-time order, rejections
-// oldest first, and every collection is canonical (empty is nil), so two
-// machines with the same state produce the same bytes. Restore checks
-// every invariant Apply keeps and re-parses every schedule.
-type wireState struct {
+// Jobs are streamed one value each, in name order, so that a million of
+// them are encoded and decoded without building (and growing) a slice of
+// them all. Launches are in scheduled-time order, rejections oldest first,
+// and every collection is canonical (empty is nil), so two machines with
+// the same state produce the same bytes. Restore checks every invariant
+// Apply keeps and re-parses every schedule.
+type wireHeader struct {
 	LastSlot    uint64
 	LastVersion uint64
 	Stats       Stats
 	Rejections  []wireRejection
-	Jobs        []wireJob
-	Orphans     []wireOrphan
-	Tombstones  []wireTombstone // oldest first
+	Jobs        uint64 // how many wireJobs follow
 }
+
+// wireTrailer follows the jobs: it refers to them.
+type wireTrailer struct {
+	Orphans    []wireOrphan
+	Tombstones []wireTombstone // oldest first
+}
+
+// snapshotBytesPerJob sizes the snapshot buffer up front (a job with a
+// short spec takes about 150 bytes), so that it rarely grows.
+const snapshotBytesPerJob = 192
 
 // wireTombstone is a deleted job's last launch.
 type wireTombstone struct {
@@ -71,20 +84,36 @@ type wireLaunch struct {
 
 // Snapshot implements replica.StateMachine.
 func (m *Machine) Snapshot() ([]byte, error) {
-	w := wireState{LastSlot: m.lastSlot, LastVersion: m.lastVersion, Stats: m.stats}
+	names := m.sortedNames()
+	body := make([]byte, 0, 256+len(names)*snapshotBytesPerJob)
+	enc := codec.NewEncoderBytes(&body, msgpackHandle)
+	h := wireHeader{LastSlot: m.lastSlot, LastVersion: m.lastVersion, Stats: m.stats, Jobs: uint64(len(names))}
 	for _, r := range m.rejections {
-		w.Rejections = append(w.Rejections, wireRejection{Slot: r.Slot, Kind: uint8(r.Kind), Job: r.Job, Reason: r.Reason})
+		h.Rejections = append(h.Rejections, wireRejection{Slot: r.Slot, Kind: uint8(r.Kind), Job: r.Job, Reason: r.Reason})
 	}
-	for _, name := range m.sortedNames() {
-		w.Jobs = append(w.Jobs, jobToWire(m.jobs[name]))
+	if err := enc.Encode(&h); err != nil {
+		return nil, fmt.Errorf("state: encoding the snapshot header: %w", err)
 	}
+	for _, name := range names {
+		w := jobToWire(m.jobs[name])
+		if err := enc.Encode(&w); err != nil {
+			return nil, fmt.Errorf("state: encoding job %q: %w", name, err)
+		}
+	}
+	var t wireTrailer
 	for _, l := range m.orphans {
-		w.Orphans = append(w.Orphans, wireOrphan{Job: l.Job, Launch: launchToWire(l)})
+		t.Orphans = append(t.Orphans, wireOrphan{Job: l.Job, Launch: launchToWire(l)})
 	}
 	for _, name := range m.tombOrder {
-		w.Tombstones = append(w.Tombstones, wireTombstone{Name: name, Last: toWire(m.tombstones[name])})
+		t.Tombstones = append(t.Tombstones, wireTombstone{Name: name, Last: toWire(m.tombstones[name])})
 	}
-	return appendValue([]byte{snapshotVersion}, &w)
+	if err := enc.Encode(&t); err != nil {
+		return nil, fmt.Errorf("state: encoding the snapshot trailer: %w", err)
+	}
+	out := make([]byte, 1+len(body))
+	out[0] = snapshotVersion
+	copy(out[1:], body)
+	return out, nil
 }
 
 func jobToWire(j *job) wireJob {
@@ -128,81 +157,101 @@ func (m *Machine) Restore(data []byte) error {
 	case data[0] != snapshotVersion:
 		return snapshotErr("unknown format version %d", data[0])
 	}
-	var w wireState
-	if err := decodeValue(data[1:], &w); err != nil {
-		return snapshotErr("%v", err)
+	dec := codec.NewDecoderBytes(data[1:], msgpackHandle)
+	var h wireHeader
+	if err := dec.Decode(&h); err != nil {
+		return snapshotErr("header: %v", err)
 	}
-	restored, err := machineFromWire(&w)
+	restored, err := machineFromHeader(&h)
 	if err != nil {
+		return err
+	}
+	prev := ""
+	for i := range h.Jobs {
+		var w wireJob
+		if err := dec.Decode(&w); err != nil {
+			return snapshotErr("job %d of %d: %v", i+1, h.Jobs, err)
+		}
+		if i > 0 && w.Name <= prev {
+			return snapshotErr("job %q out of order after %q", w.Name, prev)
+		}
+		prev = w.Name
+		j, err := jobFromWire(&w, h.LastSlot, h.LastVersion)
+		if err != nil {
+			return snapshotErr("job %q: %v", w.Name, err)
+		}
+		restored.jobs[j.Name] = j
+	}
+	var t wireTrailer
+	if err := dec.Decode(&t); err != nil {
+		return snapshotErr("trailer: %v", err)
+	}
+	if n := dec.NumBytesRead(); n != len(data)-1 {
+		return snapshotErr("%d trailing bytes", len(data)-1-n)
+	}
+	if err := restored.restoreTrailer(&t); err != nil {
 		return err
 	}
 	*m = *restored
 	return nil
 }
 
-func machineFromWire(w *wireState) (*Machine, error) {
-	m := &Machine{jobs: make(map[string]*job, len(w.Jobs)), tombstones: make(map[string]time.Time, len(w.Tombstones)),
-		lastSlot: w.LastSlot, lastVersion: w.LastVersion, stats: w.Stats}
-	if len(w.Rejections) > MaxRejections {
-		return nil, snapshotErr("%d rejections, more than %d", len(w.Rejections), MaxRejections)
+func machineFromHeader(h *wireHeader) (*Machine, error) {
+	if h.Jobs > MaxJobs {
+		return nil, snapshotErr("%d jobs, more than %d", h.Jobs, MaxJobs)
 	}
-	for i, r := range w.Rejections {
-		if r.Slot == 0 || r.Slot > w.LastSlot || i > 0 && r.Slot <= w.Rejections[i-1].Slot {
-			return nil, snapshotErr("rejection %d: slot %d out of order or past the last slot %d", i, r.Slot, w.LastSlot)
+	m := &Machine{jobs: make(map[string]*job, h.Jobs), tombstones: map[string]time.Time{},
+		lastSlot: h.LastSlot, lastVersion: h.LastVersion, stats: h.Stats}
+	if len(h.Rejections) > MaxRejections {
+		return nil, snapshotErr("%d rejections, more than %d", len(h.Rejections), MaxRejections)
+	}
+	for i, r := range h.Rejections {
+		if r.Slot == 0 || r.Slot > h.LastSlot || i > 0 && r.Slot <= h.Rejections[i-1].Slot {
+			return nil, snapshotErr("rejection %d: slot %d out of order or past the last slot %d", i, r.Slot, h.LastSlot)
 		}
 		m.rejections = append(m.rejections, Rejection{Slot: r.Slot, Kind: Kind(r.Kind), Job: r.Job, Reason: r.Reason})
 	}
-	if len(w.Jobs) > MaxJobs {
-		return nil, snapshotErr("%d jobs, more than %d", len(w.Jobs), MaxJobs)
+	return m, nil
+}
+
+func (m *Machine) restoreTrailer(t *wireTrailer) error {
+	if len(t.Orphans) > MaxOrphans {
+		return snapshotErr("%d open launches of deleted jobs, more than %d", len(t.Orphans), MaxOrphans)
 	}
-	for i := range w.Jobs {
-		wj := &w.Jobs[i]
-		if i > 0 && wj.Name <= w.Jobs[i-1].Name {
-			return nil, snapshotErr("job %q out of order after %q", wj.Name, w.Jobs[i-1].Name)
-		}
-		j, err := jobFromWire(wj, w.LastSlot, w.LastVersion)
-		if err != nil {
-			return nil, snapshotErr("job %q: %v", wj.Name, err)
-		}
-		m.jobs[j.Name] = j
-	}
-	if len(w.Orphans) > MaxOrphans {
-		return nil, snapshotErr("%d open launches of deleted jobs, more than %d", len(w.Orphans), MaxOrphans)
-	}
-	for i, o := range w.Orphans {
+	for i, o := range t.Orphans {
 		l, err := launchFromWire(o.Job, o.Launch)
 		if err != nil {
-			return nil, snapshotErr("open launch of deleted job %q: %v", o.Job, err)
+			return snapshotErr("open launch of deleted job %q: %v", o.Job, err)
 		}
-		if err := checkOrphan(l, w.LastSlot, w.LastVersion); err != nil {
-			return nil, snapshotErr("open launch %s of a deleted job: %v", l.Identity, err)
+		if err := checkOrphan(l, m.lastSlot, m.lastVersion); err != nil {
+			return snapshotErr("open launch %s of a deleted job: %v", l.Identity, err)
 		}
 		if i > 0 && compareLaunch(m.orphans[i-1], l) >= 0 {
-			return nil, snapshotErr("open launch %s of a deleted job out of order", l.Identity)
+			return snapshotErr("open launch %s of a deleted job out of order", l.Identity)
 		}
 		m.orphans = append(m.orphans, l)
 	}
-	if len(w.Tombstones) > MaxTombstones {
-		return nil, snapshotErr("%d tombstones, more than %d", len(w.Tombstones), MaxTombstones)
+	if len(t.Tombstones) > MaxTombstones {
+		return snapshotErr("%d tombstones, more than %d", len(t.Tombstones), MaxTombstones)
 	}
-	for _, t := range w.Tombstones {
-		last, err := fromWire(t.Last)
+	for _, ts := range t.Tombstones {
+		last, err := fromWire(ts.Last)
 		switch {
-		case ValidName(t.Name) != nil:
-			return nil, snapshotErr("tombstone: %v", ValidName(t.Name))
+		case ValidName(ts.Name) != nil:
+			return snapshotErr("tombstone: %v", ValidName(ts.Name))
 		case err != nil || validScheduledAt(last) != nil:
-			return nil, snapshotErr("tombstone %q: invalid last launch", t.Name)
+			return snapshotErr("tombstone %q: invalid last launch", ts.Name)
 		}
-		if _, dup := m.tombstones[t.Name]; dup {
-			return nil, snapshotErr("tombstone %q twice", t.Name)
+		if _, dup := m.tombstones[ts.Name]; dup {
+			return snapshotErr("tombstone %q twice", ts.Name)
 		}
-		if _, live := m.jobs[t.Name]; live {
-			return nil, snapshotErr("tombstone %q for a job that exists", t.Name)
+		if _, live := m.jobs[ts.Name]; live {
+			return snapshotErr("tombstone %q for a job that exists", ts.Name)
 		}
-		m.tombstones[t.Name] = last
-		m.tombOrder = append(m.tombOrder, t.Name)
+		m.tombstones[ts.Name] = last
+		m.tombOrder = append(m.tombOrder, ts.Name)
 	}
-	return m, nil
+	return nil
 }
 
 func launchFromWire(name string, w wireLaunch) (Launch, error) {

@@ -1,0 +1,122 @@
+package state
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"paxcron/cron/scheduler"
+)
+
+// scaleJobs is how many jobs BenchmarkScale holds: the issue's million by
+// default, fewer with PAXCRON_SCALE_JOBS for a quick run.
+func scaleJobs(b *testing.B) int {
+	if s := os.Getenv("PAXCRON_SCALE_JOBS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("PAXCRON_SCALE_JOBS=%q: want a positive integer", s)
+		}
+		return n
+	}
+	return 1_000_000
+}
+
+// scaleSchedules are the shapes a large installation has: mostly daily
+// and hourly jobs spread by ?, some in time zones, a few frequent ones.
+var scaleSchedules = []struct{ expr, tz string }{
+	{"? ? * * *", ""},
+	{"? ? * * *", "America/New_York"},
+	{"? * * * *", ""},
+	{"?/15 * * * *", "Europe/Berlin"},
+	{"0 ? * * 1-5", "Asia/Kolkata"},
+	{"@every 5m", ""},
+}
+
+// buildScale applies n PutJobs (realistic specs: a payload, two meta
+// entries) and, with launches, one launch started and finished per job.
+func buildScale(b *testing.B, n int, launches bool) *Machine {
+	b.Helper()
+	m := New()
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	slot := uint64(0)
+	apply := func(c Command) {
+		slot++
+		if err := m.ApplyCommand(slot, c); err != nil {
+			b.Fatalf("slot %d: %v", slot, err)
+		}
+	}
+	for i := range n {
+		s := scaleSchedules[i%len(scaleSchedules)]
+		name := fmt.Sprintf("team-%03d.job-%07d", i%997, i)
+		apply(PutJob{Name: name, At: at, Spec: JobSpec{
+			Schedule: s.expr, TimeZone: s.tz, NomadJob: "batch-runner", Payload: []byte(`{"shard":` + strconv.Itoa(i) + `}`),
+			Meta: map[string]string{"owner": "team-" + strconv.Itoa(i%997), "tier": "2"},
+		}})
+	}
+	if launches {
+		for i := range n {
+			name := fmt.Sprintf("team-%03d.job-%07d", i%997, i)
+			j := m.jobs[name]
+			next := j.NextAt
+			apply(LaunchStarted{Job: name, ScheduledAt: next, Identity: Identity(name, next), SpecVersion: j.Version, At: next})
+			apply(LaunchFinished{Job: name, ScheduledAt: next, Outcome: Outcome{Kind: OutcomeDispatched, ChildID: "batch-runner/dispatch-" + Identity(name, next) + "-1772323200-0a1b2c3d"}})
+		}
+	}
+	return m
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkScale measures the issue's million-job figures: state memory
+// per job, the leader's heap build on promotion, and the snapshot's size,
+// write and restore times. It runs once per b.N (use -benchtime=1x).
+func BenchmarkScale(b *testing.B) {
+	n := scaleJobs(b)
+	for _, launches := range []bool{false, true} {
+		name := "fresh"
+		if launches {
+			name = "one-launch-each"
+		}
+		b.Run(fmt.Sprintf("jobs=%d/%s", n, name), func(b *testing.B) {
+			for range b.N {
+				before := heapInUse()
+				m := buildScale(b, n, launches)
+				after := heapInUse()
+				b.ReportMetric(float64(after-before)/float64(n), "state-B/job")
+
+				start := time.Now()
+				var h scheduler.Heap
+				h.Build(m.Schedule())
+				b.ReportMetric(time.Since(start).Seconds(), "heap-build-s")
+
+				start = time.Now()
+				snap, err := m.Snapshot()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(time.Since(start).Seconds(), "snapshot-s")
+				b.ReportMetric(float64(len(snap))/(1<<20), "snapshot-MiB")
+
+				start = time.Now()
+				r := New()
+				if err := r.Restore(snap); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(time.Since(start).Seconds(), "restore-s")
+				if h.Len() != n || len(r.jobs) != n {
+					b.Fatalf("heap %d, restored %d jobs, want %d", h.Len(), len(r.jobs), n)
+				}
+				runtime.KeepAlive(m)
+			}
+		})
+	}
+}
