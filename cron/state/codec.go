@@ -99,6 +99,21 @@ type wireLaunchFinished struct {
 	Job         string
 	ScheduledAt wireTime
 	Outcome     wireOutcome
+	Kind        uint8
+}
+
+type wireTrigger struct {
+	Name  string
+	At    wireTime
+	Force bool
+}
+
+type wireBackfill struct {
+	Name  string
+	From  wireTime
+	To    wireTime
+	At    wireTime
+	Force bool
 }
 
 func specToWire(s JobSpec) wireSpec {
@@ -152,7 +167,11 @@ func Encode(c Command) ([]byte, error) {
 	case LaunchStarted:
 		w = &wireLaunchStarted{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Identity: c.Identity, SpecVersion: c.SpecVersion, At: toWire(c.At)}
 	case LaunchFinished:
-		w = &wireLaunchFinished{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Outcome: wireOutcome{Kind: string(c.Outcome.Kind), ChildID: c.Outcome.ChildID, Reason: c.Outcome.Reason}}
+		w = &wireLaunchFinished{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Kind: uint8(c.LaunchKind), Outcome: wireOutcome{Kind: string(c.Outcome.Kind), ChildID: c.Outcome.ChildID, Reason: c.Outcome.Reason}}
+	case Trigger:
+		w = &wireTrigger{Name: c.Name, At: toWire(c.At), Force: c.Force}
+	case Backfill:
+		w = &wireBackfill{Name: c.Name, From: toWire(c.From), To: toWire(c.To), At: toWire(c.At), Force: c.Force}
 	default:
 		panic(fmt.Sprintf("state: encoding unknown command type %T", c))
 	}
@@ -261,7 +280,31 @@ func decodeKind(kind Kind, body []byte) (Command, error) {
 			return nil, err
 		}
 		o := Outcome{Kind: OutcomeKind(w.Outcome.Kind), ChildID: w.Outcome.ChildID, Reason: w.Outcome.Reason}
-		return LaunchFinished{Job: w.Job, ScheduledAt: at, Outcome: o}, nil
+		return LaunchFinished{Job: w.Job, ScheduledAt: at, LaunchKind: LaunchKind(w.Kind), Outcome: o}, nil
+	case KindTrigger:
+		var w wireTrigger
+		if err := decodeValue(body, &w); err != nil {
+			return nil, err
+		}
+		at, err := fromWire(w.At)
+		if err != nil {
+			return nil, err
+		}
+		return Trigger{Name: w.Name, At: at, Force: w.Force}, nil
+	case KindBackfill:
+		var w wireBackfill
+		if err := decodeValue(body, &w); err != nil {
+			return nil, err
+		}
+		var ts [3]time.Time
+		for i, wt := range []wireTime{w.From, w.To, w.At} {
+			t, err := fromWire(wt)
+			if err != nil {
+				return nil, err
+			}
+			ts[i] = t
+		}
+		return Backfill{Name: w.Name, From: ts[0], To: ts[1], At: ts[2], Force: w.Force}, nil
 	}
 	return nil, fmt.Errorf("unknown kind")
 }

@@ -15,7 +15,7 @@ import (
 // part of the log format: never renumber one.
 type Kind uint8
 
-// The commands. 7 and 8 are kept for Trigger and Backfill (DESIGN.md).
+// The commands.
 const (
 	KindPutJob         Kind = 1
 	KindDeleteJob      Kind = 2
@@ -23,6 +23,8 @@ const (
 	KindResume         Kind = 4
 	KindLaunchStarted  Kind = 5
 	KindLaunchFinished Kind = 6
+	KindTrigger        Kind = 7
+	KindBackfill       Kind = 8
 )
 
 func (k Kind) String() string {
@@ -39,6 +41,10 @@ func (k Kind) String() string {
 		return "LaunchStarted"
 	case KindLaunchFinished:
 		return "LaunchFinished"
+	case KindTrigger:
+		return "Trigger"
+	case KindBackfill:
+		return "Backfill"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -65,6 +71,9 @@ const (
 	// MaxCommandBytes bounds an encoded command; Decode rejects longer input
 	// before decoding anything.
 	MaxCommandBytes = 256 << 10
+	// MaxBackfillScan bounds the schedule slots one Backfill walks through
+	// (a year of a one-minute schedule is 525,600: ask for less at once).
+	MaxBackfillScan = 100_000
 )
 
 // Operating errors. Every error this package returns wraps one of them.
@@ -90,8 +99,8 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-// Command is one of PutJob, DeleteJob, Pause, Resume, LaunchStarted and
-// LaunchFinished.
+// Command is one of PutJob, DeleteJob, Pause, Resume, LaunchStarted,
+// LaunchFinished, Trigger and Backfill.
 type Command interface {
 	Kind() Kind
 	// Validate checks everything that does not depend on the state: names,
@@ -194,11 +203,73 @@ type LaunchStarted struct {
 	At          time.Time
 }
 
-// LaunchFinished closes an open launch with its outcome.
+// LaunchFinished closes an open launch with its outcome. LaunchKind tells
+// a manual launch from a scheduled one at the same time.
 type LaunchFinished struct {
 	Job         string
 	ScheduledAt time.Time
+	LaunchKind  LaunchKind
 	Outcome     Outcome
+}
+
+// Trigger opens a manual launch of a job for At (a whole second: the
+// request's time), outside its schedule. Its identity ends in "-manual",
+// so it never shares a Nomad token with a scheduled launch. Unless Force
+// is set, the launcher applies the job's pause and concurrency policy to
+// it. A second Trigger for the same or an earlier second is a duplicate:
+// a retried request launches once.
+type Trigger struct {
+	Name  string
+	At    time.Time
+	Force bool
+}
+
+// Backfill opens a launch for each slot of the job's schedule in [From,
+// To] that did not run: its last record is skipped or failed (with Force,
+// also unknown, or too old to be in the history). A slot that ran, or whose
+// launch is open, is left alone, so a retried Backfill opens nothing new.
+// The launches keep the slot's identity, hence its Nomad token: Nomad
+// itself refuses a second child of a slot that has one. To must not be
+// after the job's last scheduled launch (later slots come due by
+// themselves). At is the request's time; the catch-up window counts from
+// it. Unless Force is set, the launcher applies the pause and concurrency
+// policy.
+type Backfill struct {
+	Name     string
+	From, To time.Time
+	At       time.Time
+	Force    bool
+}
+
+// LaunchKind says why a launch exists.
+type LaunchKind uint8
+
+// The kinds of launch.
+const (
+	LaunchScheduled LaunchKind = 0
+	LaunchManual    LaunchKind = 1 // opened by Trigger
+	LaunchBackfill  LaunchKind = 2 // opened by Backfill
+)
+
+func (k LaunchKind) String() string {
+	switch k {
+	case LaunchScheduled:
+		return "scheduled"
+	case LaunchManual:
+		return "manual"
+	case LaunchBackfill:
+		return "backfill"
+	}
+	return "LaunchKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// LaunchIdentity is the identity of a launch of kind: Identity for a
+// scheduled or backfilled slot, with "-manual" added for a manual one.
+func LaunchIdentity(job string, at time.Time, kind LaunchKind) string {
+	if kind == LaunchManual {
+		return Identity(job, at) + "-manual"
+	}
+	return Identity(job, at)
 }
 
 // OutcomeKind says how a launch ended.
@@ -231,6 +302,8 @@ func (Pause) Kind() Kind          { return KindPause }
 func (Resume) Kind() Kind         { return KindResume }
 func (LaunchStarted) Kind() Kind  { return KindLaunchStarted }
 func (LaunchFinished) Kind() Kind { return KindLaunchFinished }
+func (Trigger) Kind() Kind        { return KindTrigger }
+func (Backfill) Kind() Kind       { return KindBackfill }
 
 // Identity is the identity of the launch of job for scheduledAt:
 // "<job>-<unix seconds>". It is a pure function of its arguments, so every
@@ -415,7 +488,37 @@ func (c LaunchFinished) Validate() error {
 	if err := validScheduledAt(c.ScheduledAt); err != nil {
 		return err
 	}
+	if c.LaunchKind > LaunchBackfill {
+		return invalid("launch kind %d", c.LaunchKind)
+	}
 	return c.Outcome.validate()
+}
+
+// Validate implements Command.
+func (c Trigger) Validate() error {
+	if err := ValidName(c.Name); err != nil {
+		return err
+	}
+	return validScheduledAt(c.At)
+}
+
+// Validate implements Command.
+func (c Backfill) Validate() error {
+	if err := ValidName(c.Name); err != nil {
+		return err
+	}
+	for _, t := range []struct {
+		what string
+		t    time.Time
+	}{{"backfill start", c.From}, {"backfill end", c.To}, {"request time", c.At}} {
+		if err := validTime(t.what, t.t); err != nil {
+			return err
+		}
+	}
+	if c.To.Before(c.From) {
+		return invalid("backfill ends (%s) before it starts (%s)", c.To.UTC().Format(time.RFC3339), c.From.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 func (o Outcome) validate() error {

@@ -117,6 +117,9 @@ func sampleCommands() []Command {
 		finished("nightly", t0, OutcomeDispatched),
 		finished("nightly", t0, OutcomeFailed),
 		LaunchFinished{Job: "nightly", ScheduledAt: t0, Outcome: Outcome{Kind: OutcomeUnknown}},
+		LaunchFinished{Job: "nightly", ScheduledAt: t0, LaunchKind: LaunchManual, Outcome: Outcome{Kind: OutcomeSkipped, Reason: "paused"}},
+		Trigger{Name: "nightly", At: t0, Force: true},
+		Backfill{Name: "nightly", From: t0.Add(-time.Hour), To: t0, At: t0.Add(time.Minute), Force: true},
 	}
 }
 

@@ -78,14 +78,26 @@ func genOne(r *rand.Rand, m *Machine, now time.Time) []byte {
 	case k == 13 && len(m.Orphans()) > 0:
 		o := m.Orphans()
 		l := o[r.IntN(len(o))]
-		c = finished(l.Job, l.ScheduledAt, OutcomeSkipped)
+		f := finished(l.Job, l.ScheduledAt, OutcomeSkipped)
+		f.LaunchKind = l.Kind
+		c = f
+	case k == 14 && exists:
+		at := now.Truncate(time.Second)
+		if r.IntN(4) == 0 && !j.LastTriggeredAt.IsZero() {
+			at = j.LastTriggeredAt // a retried request
+		}
+		c = Trigger{Name: name, At: at, Force: r.IntN(2) == 0}
+	case k == 15 && exists && !j.LastStartedAt.IsZero():
+		c = Backfill{Name: name, From: j.CreatedAt.Add(-time.Duration(r.IntN(3600)) * time.Second), To: j.LastStartedAt, At: now, Force: r.IntN(3) == 0}
 	case exists && len(j.Open) > 0:
 		l := j.Open[r.IntN(len(j.Open))]
 		if r.IntN(6) == 0 && len(j.History) > 0 {
 			l = j.History[r.IntN(len(j.History))] // a duplicate
 		}
 		kinds := []OutcomeKind{OutcomeDispatched, OutcomeFailed, OutcomeSkipped, OutcomeUnknown}
-		c = finished(name, l.ScheduledAt, kinds[r.IntN(len(kinds))])
+		f := finished(name, l.ScheduledAt, kinds[r.IntN(len(kinds))])
+		f.LaunchKind = l.Kind
+		c = f
 	default:
 		c = Pause{Name: "missing"}
 	}
@@ -128,10 +140,16 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 		seeds = 8
 	}
 	orphaned := 0
+	kinds := map[LaunchKind]int{}
 	for seed := range uint64(seeds) {
 		log := genCommands(t, seed, n)
 		full := applyAll(New(), log)
 		orphaned += len(full.Orphans())
+		for _, j := range full.Jobs() {
+			for _, l := range append(j.Open, j.History...) {
+				kinds[l.Kind]++
+			}
+		}
 		want := snapshot(t, full)
 		if got := snapshot(t, applyAll(New(), log)); !bytes.Equal(got, want) {
 			t.Fatalf("seed %d: two machines applying the same log differ", seed)
@@ -162,6 +180,9 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 				t.Fatalf("seed %d: state after snapshot at %d + tail differs", seed, k)
 			}
 		}
+	}
+	if kinds[LaunchManual] == 0 || kinds[LaunchBackfill] == 0 {
+		t.Fatalf("launches by kind %v: the generator does not exercise Trigger and Backfill", kinds)
 	}
 	if orphaned == 0 {
 		t.Fatalf("no seed left an open launch of a deleted job: the generator does not exercise orphans")

@@ -73,6 +73,10 @@ type Launch struct {
 	Identity    string
 	SpecVersion uint64
 	StartedAt   time.Time // LaunchStarted.At: the leader's clock when it proposed it
+	// Kind says why it exists; Force that a manual or backfilled launch
+	// ignores the job's pause and concurrency policy.
+	Kind  LaunchKind
+	Force bool
 	// Target is where the launch goes in Nomad, fixed when it starts: a
 	// lookup after the job was edited or deleted searches the scope its
 	// dispatch used. Kept while the launch is open; zero in the history.
@@ -99,10 +103,13 @@ type Job struct {
 	// NextAt is the schedule's first launch after the later of CreatedAt
 	// and LastStartedAt; zero if the schedule has none within
 	// schedule.SearchYears.
-	NextAt   time.Time
-	Open     []Launch // by ScheduledAt
-	History  []Launch // finished, oldest first, at most HistoryLen
-	Counters Counters
+	NextAt time.Time
+	// LastTriggeredAt is the time of the latest manual launch, zero if
+	// none; a Trigger at or before it is a duplicate.
+	LastTriggeredAt time.Time
+	Open            []Launch // by (ScheduledAt, Kind)
+	History         []Launch // finished, oldest first, at most HistoryLen
+	Counters        Counters
 }
 
 // job is a Job plus its parsed schedule.
@@ -193,6 +200,10 @@ func (m *Machine) dispatch(slot uint64, c Command) error {
 		return m.launchStarted(slot, c)
 	case LaunchFinished:
 		return m.launchFinished(slot, c)
+	case Trigger:
+		return m.trigger(slot, c)
+	case Backfill:
+		return m.backfill(slot, c)
 	}
 	panic(fmt.Sprintf("state: unknown command type %T", c))
 }
@@ -211,6 +222,10 @@ func jobOf(c Command) string {
 		return c.Job
 	case LaunchFinished:
 		return c.Job
+	case Trigger:
+		return c.Name
+	case Backfill:
+		return c.Name
 	}
 	return ""
 }
@@ -332,7 +347,7 @@ func (m *Machine) forget(name string) {
 // finishOrphan concludes an open launch of a deleted job, if c names one.
 func (m *Machine) finishOrphan(c LaunchFinished) bool {
 	at := c.ScheduledAt.UTC()
-	i, found := slices.BinarySearchFunc(m.orphans, Launch{Job: c.Job, ScheduledAt: at}, compareLaunch)
+	i, found := slices.BinarySearchFunc(m.orphans, Launch{Job: c.Job, ScheduledAt: at, Kind: c.LaunchKind}, compareLaunch)
 	if !found {
 		return false
 	}
@@ -374,9 +389,7 @@ func (m *Machine) launchStarted(slot uint64, c LaunchStarted) error {
 	case len(j.Open) >= MaxOpenLaunches:
 		return fmt.Errorf("%w: job %q has %d open launches", ErrLimit, c.Job, MaxOpenLaunches)
 	}
-	// at is after every open launch (all are at or before LastStartedAt),
-	// so appending keeps Open sorted.
-	j.Open = append(j.Open, Launch{Job: c.Job, ScheduledAt: at, Identity: c.Identity, SpecVersion: c.SpecVersion, StartedAt: c.At.UTC(), StartedSlot: slot, Target: j.Spec.Target()})
+	j.open(Launch{Job: c.Job, ScheduledAt: at, Identity: c.Identity, SpecVersion: c.SpecVersion, StartedAt: c.At.UTC(), StartedSlot: slot, Target: j.Spec.Target()})
 	j.LastStartedAt = at
 	j.recompute()
 	j.Counters.Started++
@@ -390,7 +403,7 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 	found := false
 	at := c.ScheduledAt.UTC()
 	if ok {
-		i, found = slices.BinarySearchFunc(j.Open, at, func(l Launch, t time.Time) int { return l.ScheduledAt.Compare(t) })
+		i, found = slices.BinarySearchFunc(j.Open, Launch{ScheduledAt: at, Kind: c.LaunchKind}, compareOpen)
 	}
 	if !found && m.finishOrphan(c) {
 		return nil
@@ -399,12 +412,17 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 		return fmt.Errorf("%w: job %q (and no open launch of a deleted job of that name at %s)", ErrNotFound, c.Job, at.Format(time.RFC3339))
 	}
 	if !found {
-		if !at.After(j.LastStartedAt) {
+		last := j.LastStartedAt
+		if c.LaunchKind == LaunchManual {
+			last = j.LastTriggeredAt
+		}
+		id := LaunchIdentity(c.Job, at, c.LaunchKind)
+		if !at.After(last) {
 			j.Counters.Duplicates++
 			m.stats.Launches.Duplicates++
-			return fmt.Errorf("%w: %s is not open (finished already, or skipped over)", ErrDuplicate, Identity(c.Job, at))
+			return fmt.Errorf("%w: %s launch %s is not open (finished already, or skipped over)", ErrDuplicate, c.LaunchKind, id)
 		}
-		return fmt.Errorf("%w: launch %s was never started", ErrNotFound, Identity(c.Job, at))
+		return fmt.Errorf("%w: %s launch %s was never started", ErrNotFound, c.LaunchKind, id)
 	}
 	l := j.Open[i]
 	j.Open = nilIfEmpty(slices.Delete(j.Open, i, i+1))
@@ -468,7 +486,114 @@ func cloneMeta(meta map[string]string) map[string]string {
 }
 
 func compareLaunch(a, b Launch) int {
-	return cmp.Or(cmp.Compare(a.Job, b.Job), a.ScheduledAt.Compare(b.ScheduledAt))
+	return cmp.Or(cmp.Compare(a.Job, b.Job), compareOpen(a, b))
+}
+
+// compareOpen orders one job's open launches.
+func compareOpen(a, b Launch) int {
+	return cmp.Or(a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.Kind, b.Kind))
+}
+
+// open adds l to the job's open launches, in order.
+func (j *job) open(l Launch) {
+	i, found := slices.BinarySearchFunc(j.Open, l, compareOpen)
+	if found {
+		panic(fmt.Sprintf("state: opening launch %s twice", l.Identity))
+	}
+	j.Open = slices.Insert(j.Open, i, l)
+}
+
+// isOpen reports whether the job has an open launch of kind at t.
+func (j *job) isOpen(t time.Time, kind LaunchKind) bool {
+	_, found := slices.BinarySearchFunc(j.Open, Launch{ScheduledAt: t, Kind: kind}, compareOpen)
+	return found
+}
+
+func (m *Machine) trigger(slot uint64, c Trigger) error {
+	j, err := m.lookup(c.Name)
+	if err != nil {
+		return err
+	}
+	at := c.At.UTC()
+	switch {
+	case !at.After(j.LastTriggeredAt):
+		j.Counters.Duplicates++
+		m.stats.Launches.Duplicates++
+		return fmt.Errorf("%w: job %q was triggered for %s already", ErrDuplicate, c.Name, j.LastTriggeredAt.Format(time.RFC3339))
+	case len(j.Open) >= MaxOpenLaunches:
+		return fmt.Errorf("%w: job %q has %d open launches", ErrLimit, c.Name, MaxOpenLaunches)
+	}
+	j.open(Launch{Job: c.Name, ScheduledAt: at, Identity: LaunchIdentity(c.Name, at, LaunchManual), SpecVersion: j.Version,
+		StartedAt: at, StartedSlot: slot, Target: j.Spec.Target(), Kind: LaunchManual, Force: c.Force})
+	j.LastTriggeredAt = at
+	j.Counters.Started++
+	m.stats.Launches.Started++
+	return nil
+}
+
+func (m *Machine) backfill(slot uint64, c Backfill) error {
+	j, err := m.lookup(c.Name)
+	if err != nil {
+		return err
+	}
+	from, to := c.From.UTC(), c.To.UTC()
+	if to.After(j.LastStartedAt) {
+		return invalid("job %q: backfill to %s passes its last launch (%s): later slots come due by themselves",
+			c.Name, to.Format(time.RFC3339), j.LastStartedAt.Format(time.RFC3339))
+	}
+	// The slots in [from, to] the job had: from its creation on.
+	t := from.Add(-time.Second)
+	if t.Before(j.CreatedAt) {
+		t = j.CreatedAt
+	}
+	var slots []time.Time
+	for n := 0; ; n++ {
+		next, ok := j.sched.Next(t)
+		if !ok || next.After(to) {
+			break
+		}
+		if n == MaxBackfillScan {
+			return fmt.Errorf("%w: job %q: backfill of more than %d slots; ask for a shorter range", ErrLimit, c.Name, MaxBackfillScan)
+		}
+		t = next.UTC()
+		if j.backfillable(t, c.Force) {
+			slots = append(slots, t)
+		}
+	}
+	if len(j.Open)+len(slots) > MaxOpenLaunches {
+		return fmt.Errorf("%w: job %q: %d slots to backfill and %d launches open, more than %d", ErrLimit, c.Name, len(slots), len(j.Open), MaxOpenLaunches)
+	}
+	at := c.At.UTC()
+	for _, t := range slots {
+		j.open(Launch{Job: c.Name, ScheduledAt: t, Identity: LaunchIdentity(c.Name, t, LaunchBackfill), SpecVersion: j.Version,
+			StartedAt: at, StartedSlot: slot, Target: j.Spec.Target(), Kind: LaunchBackfill, Force: c.Force})
+		j.Counters.Started++
+		m.stats.Launches.Started++
+	}
+	return nil
+}
+
+// backfillable reports whether slot t of the job did not run: no launch
+// for it is open, and its last record says skipped or failed (with force,
+// also unknown, or no record left in the history).
+func (j *job) backfillable(t time.Time, force bool) bool {
+	if j.isOpen(t, LaunchScheduled) || j.isOpen(t, LaunchBackfill) {
+		return false
+	}
+	for i := len(j.History) - 1; i >= 0; i-- {
+		l := j.History[i]
+		if l.Kind == LaunchManual || !l.ScheduledAt.Equal(t) {
+			continue
+		}
+		switch l.Outcome.Kind {
+		case OutcomeSkipped, OutcomeFailed:
+			return true
+		case OutcomeUnknown:
+			return force
+		}
+		return false // it ran
+	}
+	return force
 }
 
 func compareDue(a, b Due) int {

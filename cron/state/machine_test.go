@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -378,5 +379,105 @@ func TestRecreatedJobNeverReusesAnIdentity(t *testing.T) {
 	}
 	if again, _ := r.Snapshot(); !bytes.Equal(again, snap) {
 		t.Fatal("tombstones do not round-trip through a snapshot")
+	}
+}
+
+func TestTrigger(t *testing.T) {
+	h := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
+	manual := func(at time.Time, kind OutcomeKind) LaunchFinished {
+		f := finished("j", at, kind)
+		f.LaunchKind = LaunchManual
+		return f
+	}
+	m := run(t, []step{
+		{Trigger{Name: "j", At: h(1)}, ErrNotFound},
+		{put("j", "0 * * * *", 0, t0), nil},
+		{Trigger{Name: "j", At: h(1).Add(time.Nanosecond)}, ErrInvalid}, // not a whole second
+		{Trigger{Name: "j", At: h(1)}, nil},
+		{Trigger{Name: "j", At: h(1)}, ErrDuplicate}, // a retried request
+		{started("j", h(1), 1), nil},                 // the scheduled launch at the same time is another launch
+		{manual(h(1), OutcomeDispatched), nil},
+		{finished("j", h(1), OutcomeDispatched), nil},
+		{manual(h(1), OutcomeDispatched), ErrDuplicate},
+		{Trigger{Name: "j", At: h(2), Force: true}, nil},
+	})
+	j := mustJob(t, m, "j")
+	if len(j.Open) != 1 || j.Open[0].Kind != LaunchManual || !j.Open[0].Force || j.Open[0].Identity != Identity("j", h(2))+"-manual" {
+		t.Fatalf("open %+v", j.Open)
+	}
+	if !j.LastTriggeredAt.Equal(h(2)) || !j.LastStartedAt.Equal(h(1)) || len(j.History) != 2 {
+		t.Fatalf("job %+v", j)
+	}
+}
+
+func TestBackfill(t *testing.T) {
+	m5 := func(n int) time.Time { return t0.Add(time.Duration(n) * 5 * time.Minute) }
+	spec5 := put("j", "*/5 * * * *", 0, t0)
+	backfill := func(from, to time.Time, force bool) Backfill {
+		return Backfill{Name: "j", From: from, To: to, At: m5(10), Force: force}
+	}
+	bf := func(at time.Time, kind OutcomeKind) LaunchFinished {
+		f := finished("j", at, kind)
+		f.LaunchKind = LaunchBackfill
+		return f
+	}
+	steps := []step{{spec5, nil}}
+	// Slots 1-6: dispatched, skipped, failed, unknown, skipped, open.
+	outcomes := []OutcomeKind{OutcomeDispatched, OutcomeSkipped, OutcomeFailed, OutcomeUnknown, OutcomeSkipped}
+	for i := 1; i <= 6; i++ {
+		steps = append(steps, step{started("j", m5(i), 1), nil})
+		if i <= len(outcomes) {
+			steps = append(steps, step{finished("j", m5(i), outcomes[i-1]), nil})
+		}
+	}
+	steps = append(steps,
+		step{backfill(m5(1), m5(7), false), ErrInvalid}, // past the last launch
+		step{Backfill{Name: "j", From: m5(3), To: m5(1), At: m5(10)}, ErrInvalid},
+		step{backfill(m5(1), m5(6), false), nil}, // opens 2, 3 and 5: not 1 (ran), 4 (unknown), 6 (open)
+		step{backfill(m5(1), m5(6), false), nil}, // a retry opens nothing more
+		step{bf(m5(2), OutcomeDispatched), nil},
+		step{bf(m5(3), OutcomeSkipped), nil},
+		step{backfill(m5(0), m5(6), true), nil}, // forced: 3 again and 4 (unknown); 2 ran now
+	)
+	m := run(t, steps)
+	j := mustJob(t, m, "j")
+	var open []string
+	for _, l := range j.Open {
+		open = append(open, fmt.Sprintf("%s@%d", l.Kind, l.ScheduledAt.Sub(t0)/(5*time.Minute)))
+	}
+	if got, want := strings.Join(open, " "), "backfill@3 backfill@4 backfill@5 scheduled@6"; got != want {
+		t.Fatalf("open launches %q, want %q", got, want)
+	}
+	for _, l := range j.Open {
+		if l.Kind == LaunchBackfill && (l.Identity != Identity("j", l.ScheduledAt) || !l.StartedAt.Equal(m5(10))) {
+			t.Fatalf("backfill launch %+v: keeps the slot's identity, starts at the request", l)
+		}
+	}
+	if !j.Open[0].Force || j.Open[2].Force {
+		t.Fatalf("force flags: %+v", j.Open)
+	}
+	// A range too long to walk is refused, whole.
+	long := New()
+	slot := uint64(1)
+	if err := long.ApplyCommand(slot, put("s", "* * * * * *", 0, t0)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= MaxBackfillScan+1; i++ {
+		slot++
+		at := t0.Add(time.Duration(i) * time.Second)
+		if err := long.ApplyCommand(slot, LaunchStarted{Job: "s", ScheduledAt: at, Identity: Identity("s", at), SpecVersion: 1, At: at}); err != nil {
+			t.Fatal(err)
+		}
+		slot++
+		if err := long.ApplyCommand(slot, finished("s", at, OutcomeSkipped)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	to := t0.Add(time.Duration(MaxBackfillScan+1) * time.Second)
+	if err := long.ApplyCommand(slot+1, Backfill{Name: "s", From: t0.Add(-48 * time.Hour), To: to, At: to, Force: true}); !errors.Is(err, ErrLimit) {
+		t.Fatalf("a backfill over %d slots: %v, want ErrLimit", MaxBackfillScan+1, err)
+	}
+	if err := long.ApplyCommand(slot+2, Backfill{Name: "s", From: to.Add(-100 * time.Second), To: to, At: to, Force: true}); !errors.Is(err, ErrLimit) {
+		t.Fatalf("a backfill that would open too many launches: %v, want ErrLimit", err)
 	}
 }

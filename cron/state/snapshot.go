@@ -66,6 +66,7 @@ type wireJob struct {
 	UpdatedAt      wireTime
 	LastStartedAt  wireTime
 	NextAt         wireTime
+	LastTriggered  wireTime
 	Open           []wireLaunch
 	History        []wireLaunch
 	Counters       Counters
@@ -80,6 +81,8 @@ type wireLaunch struct {
 	FinishedSlot uint64
 	Outcome      wireOutcome
 	Target       Target // empty once finished
+	Kind         uint8
+	Force        bool
 }
 
 // Snapshot implements replica.StateMachine.
@@ -120,7 +123,7 @@ func jobToWire(j *job) wireJob {
 	w := wireJob{
 		Name: j.Name, Spec: specToWire(j.Spec), Version: j.Version, CreatedVersion: j.CreatedVersion,
 		Paused: j.Paused, CreatedAt: toWire(j.CreatedAt), UpdatedAt: toWire(j.UpdatedAt),
-		LastStartedAt: toWire(j.LastStartedAt), NextAt: toWire(j.NextAt), Counters: j.Counters,
+		LastStartedAt: toWire(j.LastStartedAt), NextAt: toWire(j.NextAt), LastTriggered: toWire(j.LastTriggeredAt), Counters: j.Counters,
 	}
 	w.Open = launchesToWire(j.Open)
 	w.History = launchesToWire(j.History)
@@ -140,7 +143,7 @@ func launchToWire(l Launch) wireLaunch {
 		ScheduledAt: toWire(l.ScheduledAt), SpecVersion: l.SpecVersion, StartedAt: toWire(l.StartedAt),
 		StartedSlot: l.StartedSlot, FinishedSlot: l.FinishedSlot,
 		Outcome: wireOutcome{Kind: string(l.Outcome.Kind), ChildID: l.Outcome.ChildID, Reason: l.Outcome.Reason},
-		Target:  l.Target,
+		Target:  l.Target, Kind: uint8(l.Kind), Force: l.Force,
 	}
 }
 
@@ -267,10 +270,10 @@ func launchFromWire(name string, w wireLaunch) (Launch, error) {
 		return Launch{}, err
 	}
 	return Launch{
-		Job: name, ScheduledAt: at, Identity: Identity(name, at), SpecVersion: w.SpecVersion,
+		Job: name, ScheduledAt: at, Identity: LaunchIdentity(name, at, LaunchKind(w.Kind)), SpecVersion: w.SpecVersion,
 		StartedAt: startedAt, StartedSlot: w.StartedSlot, FinishedSlot: w.FinishedSlot,
 		Outcome: Outcome{Kind: OutcomeKind(w.Outcome.Kind), ChildID: w.Outcome.ChildID, Reason: w.Outcome.Reason},
-		Target:  w.Target,
+		Target:  w.Target, Kind: LaunchKind(w.Kind), Force: w.Force,
 	}, nil
 }
 
@@ -312,7 +315,7 @@ func jobFromWire(w *wireJob, lastSlot, lastVersion uint64) (*job, error) {
 	times := []struct {
 		dst *time.Time
 		src wireTime
-	}{{&j.CreatedAt, w.CreatedAt}, {&j.UpdatedAt, w.UpdatedAt}, {&j.LastStartedAt, w.LastStartedAt}, {&j.NextAt, w.NextAt}}
+	}{{&j.CreatedAt, w.CreatedAt}, {&j.UpdatedAt, w.UpdatedAt}, {&j.LastStartedAt, w.LastStartedAt}, {&j.NextAt, w.NextAt}, {&j.LastTriggeredAt, w.LastTriggered}}
 	for _, t := range times {
 		if *t.dst, err = fromWire(t.src); err != nil {
 			return nil, err
@@ -340,6 +343,8 @@ func (j *job) checkTimes() error {
 		return fmt.Errorf("last started time %v invalid", j.LastStartedAt)
 	case !j.NextAt.IsZero() && (!j.NextAt.After(j.CreatedAt) || !j.NextAt.After(j.LastStartedAt)):
 		return fmt.Errorf("next launch %v not after the creation and the last launch", j.NextAt)
+	case !j.LastTriggeredAt.IsZero() && validScheduledAt(j.LastTriggeredAt) != nil:
+		return fmt.Errorf("last triggered time %v invalid", j.LastTriggeredAt)
 	}
 	return nil
 }
@@ -358,11 +363,10 @@ func launchesFromWire(j *job, ws []wireLaunch, open bool, lastSlot uint64) ([]La
 		if err != nil {
 			return nil, err
 		}
-		at := l.ScheduledAt
 		if err := checkLaunch(j, l, open, lastSlot); err != nil {
 			return nil, fmt.Errorf("launch %s: %w", l.Identity, err)
 		}
-		if open && i > 0 && !at.After(out[i-1].ScheduledAt) {
+		if open && i > 0 && compareOpen(out[i-1], l) >= 0 {
 			return nil, fmt.Errorf("launch %s out of order", l.Identity)
 		}
 		out = append(out, l)
@@ -372,8 +376,16 @@ func launchesFromWire(j *job, ws []wireLaunch, open bool, lastSlot uint64) ([]La
 
 func checkLaunch(j *job, l Launch, open bool, lastSlot uint64) error {
 	switch {
-	case validScheduledAt(l.ScheduledAt) != nil || l.ScheduledAt.After(j.LastStartedAt):
-		return fmt.Errorf("scheduled time invalid or after the last started %v", j.LastStartedAt)
+	case l.Kind > LaunchBackfill:
+		return fmt.Errorf("launch kind %d", l.Kind)
+	case validScheduledAt(l.ScheduledAt) != nil:
+		return fmt.Errorf("scheduled time %v invalid", l.ScheduledAt)
+	case l.Kind != LaunchManual && l.ScheduledAt.After(j.LastStartedAt):
+		return fmt.Errorf("scheduled time after the last started %v", j.LastStartedAt)
+	case l.Kind == LaunchManual && l.ScheduledAt.After(j.LastTriggeredAt):
+		return fmt.Errorf("manual launch after the last triggered %v", j.LastTriggeredAt)
+	case l.Kind == LaunchScheduled && l.Force:
+		return fmt.Errorf("a scheduled launch cannot be forced")
 	case validTime("start time", l.StartedAt) != nil:
 		return fmt.Errorf("start time %v invalid", l.StartedAt)
 	case l.StartedSlot == 0 || l.StartedSlot > lastSlot:
