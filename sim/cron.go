@@ -143,6 +143,12 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 		return
 	}
 	c.cronSlot = slot
+	if c.opts.Log != nil {
+		switch cmd.(type) {
+		case state.LaunchStarted, state.LaunchFinished, state.Trigger, state.Backfill:
+			c.logf("slot %d: %s %+v (err: %v)", slot, cmd.Kind(), cmd, err)
+		}
+	}
 	if err != nil {
 		return
 	}
@@ -156,7 +162,26 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 		c.fail(c.cronCheck.Started(slot, cmd, j))
 	case state.LaunchFinished:
 		c.fail(c.cronCheck.Finished(slot, cmd))
+	case state.Trigger, state.Backfill:
+		job := triggerOrBackfillJob(cmd)
+		j, ok := n.machine.Job(job)
+		if !ok {
+			c.fail(fmt.Errorf("replica %d accepted a %s of job %q it does not have", n.id, cmd.Kind(), job))
+			return
+		}
+		for _, l := range j.Open {
+			if l.StartedSlot == slot {
+				c.fail(c.cronCheck.Opened(slot, l))
+			}
+		}
 	}
+}
+
+func triggerOrBackfillJob(cmd state.Command) string {
+	if t, ok := cmd.(state.Trigger); ok {
+		return t.Name
+	}
+	return cmd.(state.Backfill).Name
 }
 
 // stateHash is a digest of replica n's whole cron state.
@@ -183,6 +208,7 @@ func (d *simDispatcher) Submit(req launcher.Request) {
 	_, held := n.rep.Node().LeaseValidUntil()
 	c.fail(c.cronCheck.Call(c.sched.Now(), n.id, req, held))
 	c.trace.Record(fmt.Sprintf("call %d %s %s", n.id, req.Op, req.Identity))
+	c.logf("replica %d calls Nomad: %s %s %s", n.id, req.Op, req.Identity, req.ChildID)
 	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.fakeSuccess && req.Op == launcher.OpDispatch {
 		c.sched.After(time.Millisecond, func() {
 			d.done(launcher.Result{ID: req.ID, ChildID: req.Spec.NomadJob + "/dispatch-" + req.Identity + "-fake"})
@@ -226,6 +252,14 @@ func (c *cluster) clientCommand(n *node) state.Command {
 		return state.Resume{Name: name}
 	case k < 38 && exists && !c.healed:
 		return state.DeleteJob{Name: name, IfVersion: j.Version}
+	case k < 43 && exists:
+		// A manual launch, now; some forced past the pause and policy.
+		return state.Trigger{Name: name, At: c.trueWall().Truncate(time.Second), Force: c.rng.IntN(2) == 0}
+	case k < 47 && exists && !j.LastStartedAt.IsZero() && j.LastStartedAt.After(c.trueWall().Add(-30*time.Second)):
+		// Re-run what did not run in the last half minute. Never forced:
+		// a forced backfill of an unknown slot is the operator taking the
+		// risk of a second child, which invariant 7 would rightly flag.
+		return state.Backfill{Name: name, From: c.trueWall().Add(-30 * time.Second), To: j.LastStartedAt, At: c.trueWall()}
 	}
 	spec := jobSpecs[c.rng.IntN(len(jobSpecs))]
 	ifVersion := uint64(0)

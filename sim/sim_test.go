@@ -198,6 +198,8 @@ var regressionSeeds = []struct {
 	{8113, 3, "same"},
 	{16883, 3, "same"},
 	{1953, 3, "cron: a job re-created by a client whose clock was behind started a launch its namesake had started (same identity)"},
+	{63, 3, "cron: an isolated old leader's skip, re-proposed by a later leader, overwrote a dispatch its successor had made"},
+	{95, 3, "same"},
 }
 
 func TestRegressionSeeds(t *testing.T) {

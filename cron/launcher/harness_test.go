@@ -31,6 +31,10 @@ type harness struct {
 	now      time.Time
 	lead     Leadership
 	busy     bool // Propose fails with paxos.ErrBusy
+	// A Takeover is committed as soon as it is proposed, unless
+	// holdTakeover leaves it with the other proposals.
+	holdTakeover bool
+	takeover     *state.Takeover
 }
 
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
@@ -45,6 +49,10 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		Propose: func(c state.Command) error {
 			if h.busy {
 				return paxos.ErrBusy
+			}
+			if tk, ok := c.(state.Takeover); ok && !h.holdTakeover {
+				h.takeover = &tk // committed at once by step
+				return nil
 			}
 			h.proposed = append(h.proposed, c)
 			return nil
@@ -66,7 +74,14 @@ func (h *harness) lease(term uint64, d time.Duration) {
 	h.lead = Leadership{Leader: true, Term: paxos.Ballot{Round: term, Replica: 1}, CaughtUp: true, LeaseUntil: h.now.Add(d)}
 }
 
-func (h *harness) step() { h.l.Step(h.now, h.lead) }
+func (h *harness) step() {
+	h.l.Step(h.now, h.lead)
+	if tk := h.takeover; tk != nil {
+		h.takeover = nil
+		h.apply(*tk)
+		h.l.Step(h.now, h.lead)
+	}
+}
 
 // settle lets MaxCallLatency pass, so that delayed lookups are made.
 func (h *harness) settle() { h.at(h.now.Add(time.Millisecond)) }
@@ -162,13 +177,15 @@ func describe(cs []state.Command) string {
 		switch c := c.(type) {
 		case state.LaunchStarted:
 			parts = append(parts, fmt.Sprintf("started %s", c.Identity))
+		case state.Takeover:
+			parts = append(parts, "takeover "+c.Term.String())
 		case state.LaunchFinished:
 			o := c.Outcome
 			detail := o.ChildID
 			if detail == "" {
 				detail = o.Reason
 			}
-			parts = append(parts, fmt.Sprintf("finished %s %s %s", state.Identity(c.Job, c.ScheduledAt), o.Kind, detail))
+			parts = append(parts, fmt.Sprintf("finished %s %s %s", state.LaunchIdentity(c.Job, c.ScheduledAt, c.LaunchKind), o.Kind, detail))
 		default:
 			parts = append(parts, c.Kind().String())
 		}

@@ -209,7 +209,11 @@ type Launcher struct {
 	// leader's and is dropped on demotion.
 	leading bool
 	term    paxos.Ballot
-	heap    scheduler.Heap
+	// takenOver is set once the term's Takeover is applied: until then
+	// the leader proposes it and does nothing else.
+	takenOver  bool
+	takeoverAt time.Time // when it was last proposed; zero: to propose
+	heap       scheduler.Heap
 	// starting holds, by job, the LaunchStarted proposed and not applied.
 	starting map[string]start
 	// fresh holds the identities this leader started in its term: their
@@ -260,7 +264,7 @@ func (l *Launcher) Apply(slot uint64, data []byte) {
 		l.cfg.Applied(slot, c, err)
 	}
 	if l.leading {
-		l.applied(c, err)
+		l.applied(slot, c, err)
 	}
 }
 
@@ -293,6 +297,12 @@ func (l *Launcher) Step(now time.Time, lead Leadership) {
 	if !l.leading {
 		return
 	}
+	if !l.takenOver {
+		if l.takeoverAt.IsZero() || l.now.Sub(l.takeoverAt) >= l.cfg.ProposalTimeout {
+			l.proposeTakeover()
+		}
+		return
+	}
 	l.sweep()
 	l.proposeFinishing()
 	if !l.leaseHeld() {
@@ -308,14 +318,37 @@ func (l *Launcher) leaseHeld() bool { return l.now.Before(l.lead.LeaseUntil) }
 // built from the state, and every open launch is looked up in Nomad before
 // anything else is done with it.
 func (l *Launcher) promote() {
-	l.leading, l.term = true, l.lead.Term
+	l.leading, l.term, l.takenOver = true, l.lead.Term, false
 	l.stats.Promotions++
-	l.heap.Build(l.m.Schedule())
 	l.starting = map[string]start{}
 	l.fresh = map[string]bool{}
 	l.tasks = map[string]*task{}
 	l.calls = map[uint64]*task{}
 	l.swept = l.now
+	l.proposeTakeover()
+}
+
+// stateTerm is the launcher's term as the state's commands carry it.
+func (l *Launcher) stateTerm() state.Term {
+	return state.Term{Round: l.term.Round, Replica: uint64(l.term.Replica)}
+}
+
+// proposeTakeover proposes the term's Takeover; the sweep proposes it
+// again until it is applied.
+func (l *Launcher) proposeTakeover() {
+	if err := l.cfg.Propose(state.Takeover{Term: l.stateTerm()}); err != nil {
+		l.takeoverAt = time.Time{}
+		return
+	}
+	l.takeoverAt = l.now
+}
+
+// takeOver starts the term's work once its Takeover is applied: every
+// earlier leader's conclusion is now either applied or refused by the
+// state, so the open launches are what they seem.
+func (l *Launcher) takeOver() {
+	l.takenOver = true
+	l.heap.Build(l.m.Schedule())
 	// A call the previous leader sent before its lease ended may still be
 	// on its way to Nomad: look up only once it must have landed.
 	for _, open := range l.m.OpenLaunches() {
@@ -362,8 +395,27 @@ func (l *Launcher) addTask(open state.Launch, p phase) *task {
 
 // applied updates the leader's view after the state applied c (err is
 // what the state said of it).
-func (l *Launcher) applied(c state.Command, err error) {
+func (l *Launcher) applied(slot uint64, c state.Command, err error) {
+	if tk, ok := c.(state.Takeover); ok && !l.takenOver && err == nil && tk.Term == l.stateTerm() {
+		l.takeOver()
+		return
+	}
+	if !l.takenOver {
+		return // takeOver will read the state as it is then
+	}
 	switch c := c.(type) {
+	case state.Trigger, state.Backfill:
+		if err != nil {
+			return
+		}
+		// Opened by a client through the log: nothing can have been
+		// dispatched yet, so they start with the pre-dispatch checks.
+		j, _ := l.m.Job(jobName(c))
+		for _, open := range j.Open {
+			if open.StartedSlot == slot {
+				l.addTask(open, phaseDecide)
+			}
+		}
 	case state.PutJob, state.Resume, state.Pause:
 		l.resync(jobName(c))
 	case state.DeleteJob:
@@ -393,7 +445,10 @@ func (l *Launcher) applied(c state.Command, err error) {
 			l.addTask(open, phaseLookup)
 		}
 	case state.LaunchFinished:
-		id := state.Identity(c.Job, c.ScheduledAt)
+		if err != nil && !errors.Is(err, state.ErrDuplicate) {
+			return // refused (a replaced leader's): the launch is still open
+		}
+		id := state.LaunchIdentity(c.Job, c.ScheduledAt, c.LaunchKind)
 		if t, ok := l.tasks[id]; ok {
 			delete(l.tasks, id)
 			if t.call != 0 {
@@ -411,6 +466,10 @@ func jobName(c state.Command) string {
 	case state.Pause:
 		return c.Name
 	case state.Resume:
+		return c.Name
+	case state.Trigger:
+		return c.Name
+	case state.Backfill:
 		return c.Name
 	}
 	panic(fmt.Sprintf("launcher: no job name in %T", c))
@@ -452,9 +511,9 @@ func (l *Launcher) startDue() {
 		s := start{at: at, proposedAt: l.now}
 		switch late := l.now.Sub(at); {
 		case info.Paused:
-			s.finish = skipped(c, "job paused")
+			s.finish = l.skipped(c, "job paused")
 		case late > info.Spec.CatchupWindow:
-			s.finish = skipped(c, fmt.Sprintf("missed: no leader could launch it within its catch-up window (%v late, window %v)", late.Truncate(time.Second), info.Spec.CatchupWindow))
+			s.finish = l.skipped(c, fmt.Sprintf("missed: no leader could launch it within its catch-up window (%v late, window %v)", late.Truncate(time.Second), info.Spec.CatchupWindow))
 		default:
 			l.fresh[c.Identity] = true
 		}
@@ -470,8 +529,9 @@ func (l *Launcher) startDue() {
 	}
 }
 
-func skipped(c state.LaunchStarted, reason string) *state.LaunchFinished {
-	return &state.LaunchFinished{Job: c.Job, ScheduledAt: c.ScheduledAt, Outcome: state.Outcome{Kind: state.OutcomeSkipped, Reason: reason}}
+func (l *Launcher) skipped(c state.LaunchStarted, reason string) *state.LaunchFinished {
+	return &state.LaunchFinished{Job: c.Job, ScheduledAt: c.ScheduledAt, Term: l.stateTerm(),
+		Outcome: state.Outcome{Kind: state.OutcomeSkipped, Reason: reason}}
 }
 
 // proposeFinishing proposes the LaunchFinished of the tasks that
@@ -576,18 +636,24 @@ func (l *Launcher) advance(t *task) {
 // concurrency policy allows it.
 func (l *Launcher) decide(t *task) {
 	info, ok := l.m.Info(t.launch.Job)
-	switch late := l.now.Sub(t.launch.ScheduledAt); {
+	// A scheduled launch is late from its slot; a manual or backfilled
+	// one from the request that opened it.
+	due := t.launch.ScheduledAt
+	if t.launch.Kind != state.LaunchScheduled {
+		due = t.launch.StartedAt
+	}
+	switch late := l.now.Sub(due); {
 	case !ok:
 		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: "job deleted before it was dispatched"})
 		return
-	case info.Paused:
+	case info.Paused && !t.launch.Force:
 		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: "job paused"})
 		return
 	case late > info.Spec.CatchupWindow:
 		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: fmt.Sprintf("not dispatched within its catch-up window (%v late, window %v)", late.Truncate(time.Second), info.Spec.CatchupWindow)})
 		return
 	}
-	if info.Spec.Concurrency == state.ConcurrencyAllow {
+	if info.Spec.Concurrency == state.ConcurrencyAllow || t.launch.Force {
 		t.phase = phaseDispatch
 		l.advance(t)
 		return
@@ -742,7 +808,7 @@ func (l *Launcher) retryOrConclude(t *task, p phase, err error, kind state.Outco
 // conclude proposes t's LaunchFinished.
 func (l *Launcher) conclude(t *task, o state.Outcome) {
 	t.phase = phaseFinish
-	t.finish = state.LaunchFinished{Job: t.launch.Job, ScheduledAt: t.launch.ScheduledAt, Outcome: o}
+	t.finish = state.LaunchFinished{Job: t.launch.Job, ScheduledAt: t.launch.ScheduledAt, LaunchKind: t.launch.Kind, Outcome: o, Term: l.stateTerm()}
 	l.proposeFinish(t)
 }
 

@@ -477,3 +477,91 @@ func TestLeadershipOf(t *testing.T) {
 		t.Fatalf("follower: %+v", got)
 	}
 }
+
+// TestTriggerAndBackfill: launches a client opens through the log obey
+// the pause (and policy) unless forced, and count lateness from the
+// request, not from their (past) slot.
+func TestTriggerAndBackfill(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("a", job("@every 1h")), state.Pause{Name: "a"})
+	h.lease(1, 10*time.Second)
+	h.at(t0.Add(time.Hour))
+	h.commit() // the 13:00 slot: skipped, paused
+	h.commit()
+	h.apply(state.Trigger{Name: "a", At: h.now.Truncate(time.Second)})
+	h.step()
+	h.wantNoRequest()
+	h.wantProposed("finished a-1772370000-manual skipped job paused")
+	h.commit()
+	h.apply(state.Trigger{Name: "a", At: h.now.Truncate(time.Second).Add(time.Second), Force: true})
+	h.step()
+	req := h.wantRequest(OpDispatch, "a-1772370001-manual")
+	if req.Spec.NomadJob != "batch" {
+		t.Fatalf("dispatch without its target: %+v", req.Spec)
+	}
+	h.answer(Result{ChildID: "batch/dispatch-manual"})
+	h.wantProposed("finished a-1772370001-manual dispatched batch/dispatch-manual")
+	h.commit()
+	// Resumed; the skipped 13:00 slot is backfilled at 14:50: it
+	// keeps its identity and is not "late" (the window counts from the
+	// request).
+	h.apply(state.Resume{Name: "a"})
+	h.at(t0.Add(2 * time.Hour))
+	h.commit() // the 14:00 slot, dispatched
+	h.answer(Result{ChildID: "batch/dispatch-14"})
+	h.commit()
+	h.at(t0.Add(2*time.Hour + 50*time.Minute))
+	h.apply(state.Backfill{Name: "a", From: t0, To: t0.Add(2 * time.Hour), At: h.now})
+	h.step()
+	h.wantRequest(OpDispatch, "a-1772370000")
+	h.answer(Result{ChildID: "batch/dispatch-13"})
+	h.wantProposed("finished a-1772370000 dispatched batch/dispatch-13")
+	h.commit()
+	j, _ := h.l.Machine().Job("a")
+	last := j.History[len(j.History)-1]
+	if last.Kind != state.LaunchBackfill || last.Outcome.ChildID != "batch/dispatch-13" || len(j.Open) != 0 {
+		t.Fatalf("history %+v open %+v", j.History, j.Open)
+	}
+}
+
+// TestTakeoverComesFirst: a new leader does nothing until its Takeover is
+// applied; what an earlier leader concluded before it is seen, and its
+// later conclusions are refused by the state, not raced against.
+func TestTakeoverComesFirst(t *testing.T) {
+	h := newHarness(t, nil)
+	h.holdTakeover = true
+	h.apply(putJob("a", job("@every 1m")), putJob("b", job("@every 1m")))
+	at := t0.Add(time.Minute)
+	old := state.Term{Round: 1, Replica: 3}
+	h.apply(state.Takeover{Term: old})
+	for i, name := range []string{"a", "b"} {
+		h.apply(state.LaunchStarted{Job: name, ScheduledAt: at, Identity: state.Identity(name, at), SpecVersion: uint64(i + 1), At: at})
+	}
+	h.lease(2, 10*time.Second)
+	h.at(at.Add(2 * time.Second))
+	h.wantProposed("takeover 2.1")
+	h.settle()
+	h.wantNoRequest()
+	// The deposed leader's conclusion of a lands before the takeover:
+	// applied, and seen.
+	h.proposed = nil
+	h.apply(state.LaunchFinished{Job: "a", ScheduledAt: at, Term: old, Outcome: state.Outcome{Kind: state.OutcomeSkipped, Reason: "job paused"}})
+	h.apply(state.Takeover{Term: state.Term{Round: 2, Replica: 1}})
+	// Its conclusion of b lands after: refused.
+	h.apply(state.LaunchFinished{Job: "b", ScheduledAt: at, Term: old, Outcome: state.Outcome{Kind: state.OutcomeSkipped, Reason: "job paused"}})
+	h.step()
+	h.settle()
+	h.wantRequest(OpLookup, "b-1772366460")
+	if len(h.d.pending) != 1 {
+		t.Fatalf("%d requests: the launch concluded before the takeover was looked up", len(h.d.pending))
+	}
+	h.answer(Result{})
+	h.answer(Result{ChildID: "batch/dispatch-b"})
+	got := h.wantProposed("finished b-1772366460 dispatched batch/dispatch-b")
+	if f := got[0].(state.LaunchFinished); f.Term != (state.Term{Round: 2, Replica: 1}) {
+		t.Fatalf("conclusion in term %v", f.Term)
+	}
+	if s := h.l.Machine().Stats(); s.Stale != 1 {
+		t.Fatalf("stale %d, want 1", s.Stale)
+	}
+}

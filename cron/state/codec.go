@@ -100,6 +100,11 @@ type wireLaunchFinished struct {
 	ScheduledAt wireTime
 	Outcome     wireOutcome
 	Kind        uint8
+	Term        Term
+}
+
+type wireTakeover struct {
+	Term Term
 }
 
 type wireTrigger struct {
@@ -167,7 +172,9 @@ func Encode(c Command) ([]byte, error) {
 	case LaunchStarted:
 		w = &wireLaunchStarted{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Identity: c.Identity, SpecVersion: c.SpecVersion, At: toWire(c.At)}
 	case LaunchFinished:
-		w = &wireLaunchFinished{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Kind: uint8(c.LaunchKind), Outcome: wireOutcome{Kind: string(c.Outcome.Kind), ChildID: c.Outcome.ChildID, Reason: c.Outcome.Reason}}
+		w = &wireLaunchFinished{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Kind: uint8(c.LaunchKind), Term: c.Term, Outcome: wireOutcome{Kind: string(c.Outcome.Kind), ChildID: c.Outcome.ChildID, Reason: c.Outcome.Reason}}
+	case Takeover:
+		w = &wireTakeover{Term: c.Term}
 	case Trigger:
 		w = &wireTrigger{Name: c.Name, At: toWire(c.At), Force: c.Force}
 	case Backfill:
@@ -280,7 +287,13 @@ func decodeKind(kind Kind, body []byte) (Command, error) {
 			return nil, err
 		}
 		o := Outcome{Kind: OutcomeKind(w.Outcome.Kind), ChildID: w.Outcome.ChildID, Reason: w.Outcome.Reason}
-		return LaunchFinished{Job: w.Job, ScheduledAt: at, LaunchKind: LaunchKind(w.Kind), Outcome: o}, nil
+		return LaunchFinished{Job: w.Job, ScheduledAt: at, LaunchKind: LaunchKind(w.Kind), Outcome: o, Term: w.Term}, nil
+	case KindTakeover:
+		var w wireTakeover
+		if err := decodeValue(body, &w); err != nil {
+			return nil, err
+		}
+		return Takeover(w), nil
 	case KindTrigger:
 		var w wireTrigger
 		if err := decodeValue(body, &w); err != nil {

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -25,6 +26,7 @@ const (
 	KindLaunchFinished Kind = 6
 	KindTrigger        Kind = 7
 	KindBackfill       Kind = 8
+	KindTakeover       Kind = 9
 )
 
 func (k Kind) String() string {
@@ -45,6 +47,8 @@ func (k Kind) String() string {
 		return "Trigger"
 	case KindBackfill:
 		return "Backfill"
+	case KindTakeover:
+		return "Takeover"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -86,6 +90,9 @@ var (
 	ErrNotFound = errors.New("state: not found")
 	// ErrDuplicate: a launch already started (or finished) for that time.
 	ErrDuplicate = errors.New("state: duplicate launch")
+	// ErrStale: a LaunchFinished (or Takeover) from a leader that an
+	// applied Takeover has since replaced.
+	ErrStale = errors.New("state: from a replaced leader")
 	// ErrLimit: applying the command would exceed a bound (MaxJobs,
 	// MaxOpenLaunches).
 	ErrLimit = errors.New("state: limit reached")
@@ -204,12 +211,42 @@ type LaunchStarted struct {
 }
 
 // LaunchFinished closes an open launch with its outcome. LaunchKind tells
-// a manual launch from a scheduled one at the same time.
+// a manual launch from a scheduled one at the same time. Term is the
+// ballot of the leader that concluded it: once a later leader's Takeover
+// is applied, an earlier leader's conclusions are refused (ErrStale), so a
+// deposed leader's late proposal cannot overwrite what its successor did.
 type LaunchFinished struct {
 	Job         string
 	ScheduledAt time.Time
 	LaunchKind  LaunchKind
 	Outcome     Outcome
+	Term        Term
+}
+
+// Term is a leader's paxos ballot (round, replica), as the log's
+// commands carry it; the zero Term precedes every other.
+type Term struct {
+	Round   uint64
+	Replica uint64
+}
+
+// Compare orders terms as paxos orders ballots.
+func (t Term) Compare(u Term) int {
+	if t.Round != u.Round {
+		return cmp.Compare(t.Round, u.Round)
+	}
+	return cmp.Compare(t.Replica, u.Replica)
+}
+
+func (t Term) String() string { return fmt.Sprintf("%d.%d", t.Round, t.Replica) }
+
+// Takeover is the first command of a new leader's launcher: once it is
+// applied, the state refuses LaunchFinished from earlier terms. The new
+// leader acts on no open launch before its Takeover is applied, so a
+// deposed leader's conclusion is either applied before (and seen) or
+// refused after.
+type Takeover struct {
+	Term Term
 }
 
 // Trigger opens a manual launch of a job for At (a whole second: the
@@ -304,6 +341,7 @@ func (LaunchStarted) Kind() Kind  { return KindLaunchStarted }
 func (LaunchFinished) Kind() Kind { return KindLaunchFinished }
 func (Trigger) Kind() Kind        { return KindTrigger }
 func (Backfill) Kind() Kind       { return KindBackfill }
+func (Takeover) Kind() Kind       { return KindTakeover }
 
 // Identity is the identity of the launch of job for scheduledAt:
 // "<job>-<unix seconds>". It is a pure function of its arguments, so every
@@ -492,6 +530,14 @@ func (c LaunchFinished) Validate() error {
 		return invalid("launch kind %d", c.LaunchKind)
 	}
 	return c.Outcome.validate()
+}
+
+// Validate implements Command.
+func (c Takeover) Validate() error {
+	if c.Term == (Term{}) {
+		return invalid("takeover by the zero term")
+	}
+	return nil
 }
 
 // Validate implements Command.

@@ -119,6 +119,8 @@ func sampleCommands() []Command {
 		LaunchFinished{Job: "nightly", ScheduledAt: t0, Outcome: Outcome{Kind: OutcomeUnknown}},
 		LaunchFinished{Job: "nightly", ScheduledAt: t0, LaunchKind: LaunchManual, Outcome: Outcome{Kind: OutcomeSkipped, Reason: "paused"}},
 		Trigger{Name: "nightly", At: t0, Force: true},
+		Takeover{Term: Term{Round: 7, Replica: 2}},
+		LaunchFinished{Job: "nightly", ScheduledAt: t0, Outcome: Outcome{Kind: OutcomeFailed, Reason: "x"}, Term: Term{Round: 7, Replica: 2}},
 		Backfill{Name: "nightly", From: t0.Add(-time.Hour), To: t0, At: t0.Add(time.Minute), Force: true},
 	}
 }

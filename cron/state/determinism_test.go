@@ -80,7 +80,10 @@ func genOne(r *rand.Rand, m *Machine, now time.Time) []byte {
 		l := o[r.IntN(len(o))]
 		f := finished(l.Job, l.ScheduledAt, OutcomeSkipped)
 		f.LaunchKind = l.Kind
+		f.Term = m.Term()
 		c = f
+	case k == 16:
+		c = Takeover{Term: Term{Round: m.Term().Round + uint64(r.IntN(3)), Replica: uint64(1 + r.IntN(3))}}
 	case k == 14 && exists:
 		at := now.Truncate(time.Second)
 		if r.IntN(4) == 0 && !j.LastTriggeredAt.IsZero() {
@@ -97,6 +100,10 @@ func genOne(r *rand.Rand, m *Machine, now time.Time) []byte {
 		kinds := []OutcomeKind{OutcomeDispatched, OutcomeFailed, OutcomeSkipped, OutcomeUnknown}
 		f := finished(name, l.ScheduledAt, kinds[r.IntN(len(kinds))])
 		f.LaunchKind = l.Kind
+		f.Term = m.Term()
+		if r.IntN(8) == 0 {
+			f.Term = Term{} // from a replaced leader, unless none took over
+		}
 		c = f
 	default:
 		c = Pause{Name: "missing"}
@@ -154,7 +161,7 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 		if got := snapshot(t, applyAll(New(), log)); !bytes.Equal(got, want) {
 			t.Fatalf("seed %d: two machines applying the same log differ", seed)
 		}
-		if s := full.Stats(); s.Applied < uint64(n)/4 || s.Launches.Started == 0 || s.Launches.Dispatched == 0 {
+		if s := full.Stats(); s.Applied < uint64(n)/4 || s.Launches.Started == 0 || s.Launches.Dispatched+s.Launches.Skipped+s.Launches.Failed == 0 {
 			t.Fatalf("seed %d: the generator exercised too little: %+v", seed, s)
 		}
 		pre := New()

@@ -56,6 +56,8 @@ type Stats struct {
 	// Undecodable counts log entries that did not decode to a valid
 	// command (Decode failed: ErrDecode or ErrInvalid).
 	Undecodable uint64
+	// Stale counts commands from replaced leaders (ErrStale), ignored.
+	Stale uint64
 }
 
 // Rejection records a command Apply refused.
@@ -133,6 +135,8 @@ type Machine struct {
 	// started; tombOrder holds the names oldest first, for eviction.
 	tombstones map[string]time.Time
 	tombOrder  []string
+	// term is the latest Takeover applied.
+	term Term
 }
 
 // New returns an empty Machine.
@@ -172,6 +176,8 @@ func (m *Machine) ApplyCommand(slot uint64, c Command) error {
 	case err == nil:
 		m.stats.Applied++
 	case errors.Is(err, ErrDuplicate):
+	case errors.Is(err, ErrStale):
+		m.stats.Stale++
 	default:
 		m.stats.Rejected++
 		m.reject(Rejection{Slot: slot, Kind: c.Kind(), Job: jobOf(c), Reason: err.Error()})
@@ -204,6 +210,12 @@ func (m *Machine) dispatch(slot uint64, c Command) error {
 		return m.trigger(slot, c)
 	case Backfill:
 		return m.backfill(slot, c)
+	case Takeover:
+		if c.Term.Compare(m.term) <= 0 {
+			return fmt.Errorf("%w: takeover by %s after %s's", ErrStale, c.Term, m.term)
+		}
+		m.term = c.Term
+		return nil
 	}
 	panic(fmt.Sprintf("state: unknown command type %T", c))
 }
@@ -398,6 +410,10 @@ func (m *Machine) launchStarted(slot uint64, c LaunchStarted) error {
 }
 
 func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
+	if c.Term.Compare(m.term) < 0 {
+		return fmt.Errorf("%w: %s launch %s concluded in term %s, after term %s took over", ErrStale,
+			c.LaunchKind, LaunchIdentity(c.Job, c.ScheduledAt, c.LaunchKind), c.Term, m.term)
+	}
 	j, ok := m.jobs[c.Job]
 	var i int
 	found := false

@@ -481,3 +481,30 @@ func TestBackfill(t *testing.T) {
 		t.Fatalf("a backfill that would open too many launches: %v, want ErrLimit", err)
 	}
 }
+
+// TestTakeoverFencesConclusions: once a leader's Takeover is applied, an
+// earlier leader's conclusions are refused, whatever order Paxos chose
+// them in.
+func TestTakeoverFencesConclusions(t *testing.T) {
+	h := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
+	in := func(f LaunchFinished, term Term) LaunchFinished { f.Term = term; return f }
+	old, next := Term{Round: 4, Replica: 1}, Term{Round: 5, Replica: 2}
+	m := run(t, []step{
+		{put("j", "0 * * * *", 0, t0), nil},
+		{Takeover{Term: old}, nil},
+		{started("j", h(1), 1), nil},
+		{started("j", h(2), 1), nil},
+		{in(finished("j", h(1), OutcomeDispatched), old), nil},
+		{Takeover{Term: next}, nil},
+		{in(finished("j", h(2), OutcomeSkipped), old), ErrStale}, // the deposed leader, too late
+		{Takeover{Term: old}, ErrStale},
+		{Takeover{}, ErrInvalid},
+		{in(finished("j", h(2), OutcomeDispatched), next), nil},
+	})
+	if m.Term() != next || m.Stats().Stale != 2 {
+		t.Fatalf("term %v, stale %d", m.Term(), m.Stats().Stale)
+	}
+	if j := mustJob(t, m, "j"); len(j.Open) != 0 || j.History[1].Outcome.Kind != OutcomeDispatched {
+		t.Fatalf("history %+v", j.History)
+	}
+}

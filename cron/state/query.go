@@ -134,3 +134,6 @@ func (m *Machine) Info(name string) (JobInfo, bool) {
 	}
 	return info, true
 }
+
+// Term returns the term of the latest Takeover applied.
+func (m *Machine) Term() Term { return m.term }

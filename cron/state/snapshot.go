@@ -24,6 +24,7 @@ type wireHeader struct {
 	LastVersion uint64
 	Stats       Stats
 	Rejections  []wireRejection
+	Term        Term
 	Jobs        uint64 // how many wireJobs follow
 }
 
@@ -90,7 +91,7 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	names := m.sortedNames()
 	body := make([]byte, 0, 256+len(names)*snapshotBytesPerJob)
 	enc := codec.NewEncoderBytes(&body, msgpackHandle)
-	h := wireHeader{LastSlot: m.lastSlot, LastVersion: m.lastVersion, Stats: m.stats, Jobs: uint64(len(names))}
+	h := wireHeader{LastSlot: m.lastSlot, LastVersion: m.lastVersion, Stats: m.stats, Term: m.term, Jobs: uint64(len(names))}
 	for _, r := range m.rejections {
 		h.Rejections = append(h.Rejections, wireRejection{Slot: r.Slot, Kind: uint8(r.Kind), Job: r.Job, Reason: r.Reason})
 	}
@@ -204,7 +205,7 @@ func machineFromHeader(h *wireHeader) (*Machine, error) {
 		return nil, snapshotErr("%d jobs, more than %d", h.Jobs, MaxJobs)
 	}
 	m := &Machine{jobs: make(map[string]*job, h.Jobs), tombstones: map[string]time.Time{},
-		lastSlot: h.LastSlot, lastVersion: h.LastVersion, stats: h.Stats}
+		lastSlot: h.LastSlot, lastVersion: h.LastVersion, stats: h.Stats, term: h.Term}
 	if len(h.Rejections) > MaxRejections {
 		return nil, snapshotErr("%d rejections, more than %d", len(h.Rejections), MaxRejections)
 	}

@@ -42,12 +42,22 @@ type incarnation struct {
 	version uint64 // the job's CreatedVersion
 }
 
+// cronLaunch is a launch identity's record: a scheduled slot, then
+// possibly backfill attempts of it, or a manual launch.
 type cronLaunch struct {
-	job      string
-	at       time.Time
-	slot     uint64
+	job string
+	at  time.Time
+	// due is when the latest attempt became due: the slot for a scheduled
+	// launch, the request for a manual or backfilled one.
+	due  time.Time
+	kind state.LaunchKind // of the latest attempt
+	slot uint64           // where the latest attempt started
+	// finished and outcome are the latest attempt's; earlier lists the
+	// outcomes of the attempts before it.
 	finished bool
 	outcome  state.Outcome
+	earlier  []state.Outcome
+	forced   bool
 }
 
 // NewCron returns an empty cron checker.
@@ -67,7 +77,7 @@ func (c *Cron) Started(slot uint64, cmd state.LaunchStarted, job state.Job) erro
 	if prev, ok := c.launches[cmd.Identity]; ok {
 		return violation(InvAtMostOnce, "launch %s started at slot %d and again at slot %d", cmd.Identity, prev.slot, slot)
 	}
-	c.launches[cmd.Identity] = &cronLaunch{job: cmd.Job, at: at, slot: slot}
+	c.launches[cmd.Identity] = &cronLaunch{job: cmd.Job, at: at, due: at, slot: slot}
 	c.starts++
 	inc := incarnation{name: job.Name, version: job.CreatedVersion}
 	from, seen := c.from[inc]
@@ -126,9 +136,43 @@ func (c *Cron) schedule(job state.Job) (*schedule.Schedule, error) {
 	return s, nil
 }
 
+// Opened records a launch a Trigger or Backfill opened at slot. A manual
+// launch has its own identity; a backfill reopens a slot that did not
+// run: its earlier attempts were skipped or failed (or, forced, unknown).
+func (c *Cron) Opened(slot uint64, l state.Launch) error {
+	prev, seen := c.launches[l.Identity]
+	switch {
+	case l.Kind == state.LaunchManual && seen:
+		return violation(InvAtMostOnce, "manual launch %s opened at slot %d and again at slot %d", l.Identity, prev.slot, slot)
+	case l.Kind == state.LaunchManual:
+		c.launches[l.Identity] = &cronLaunch{job: l.Job, at: l.ScheduledAt, due: l.StartedAt, kind: l.Kind, slot: slot, forced: l.Force}
+		return nil
+	case !seen && !l.Force:
+		return violation(InvAtMostOnce, "backfill of %s at slot %d, a slot the checker never saw start, without force", l.Identity, slot)
+	case !seen:
+		c.launches[l.Identity] = &cronLaunch{job: l.Job, at: l.ScheduledAt, due: l.StartedAt, kind: l.Kind, slot: slot, forced: true}
+		return nil
+	case !prev.finished:
+		return violation(InvAtMostOnce, "backfill of %s at slot %d while its launch from slot %d is open", l.Identity, slot, prev.slot)
+	}
+	switch prev.outcome.Kind {
+	case state.OutcomeSkipped, state.OutcomeFailed:
+	case state.OutcomeUnknown:
+		if !l.Force {
+			return violation(InvAtMostOnce, "backfill of %s at slot %d, whose outcome is unknown, without force", l.Identity, slot)
+		}
+	default:
+		return violation(InvAtMostOnce, "backfill of %s at slot %d, which ran (%s %s)", l.Identity, slot, prev.outcome.Kind, prev.outcome.ChildID)
+	}
+	prev.earlier = append(prev.earlier, prev.outcome)
+	prev.kind, prev.slot, prev.due, prev.finished, prev.outcome = l.Kind, slot, l.StartedAt, false, state.Outcome{}
+	prev.forced = prev.forced || l.Force
+	return nil
+}
+
 // Finished records a LaunchFinished the state accepted.
 func (c *Cron) Finished(slot uint64, cmd state.LaunchFinished) error {
-	id := state.Identity(cmd.Job, cmd.ScheduledAt)
+	id := state.LaunchIdentity(cmd.Job, cmd.ScheduledAt, cmd.LaunchKind)
 	l, ok := c.launches[id]
 	switch {
 	case !ok:
@@ -195,8 +239,8 @@ func (c *Cron) Final(f CronFinal) error {
 		l := c.launches[id]
 		chs := byToken[id]
 		switch {
-		case !l.finished && l.at.Before(due):
-			return violation(InvNoSilentSkip, "launch %s, due %s, is still open at the end (%s)", id, l.at.Format(time.RFC3339), f.End.Format(time.RFC3339))
+		case !l.finished && l.due.Before(due):
+			return violation(InvNoSilentSkip, "%s launch %s, due %s, is still open at the end (%s)", l.kind, id, l.due.Format(time.RFC3339), f.End.Format(time.RFC3339))
 		case !l.finished:
 			continue
 		case l.outcome.Kind == state.OutcomeDispatched && (len(chs) == 0 || chs[0].ID != l.outcome.ChildID):
@@ -204,7 +248,7 @@ func (c *Cron) Final(f CronFinal) error {
 		case len(chs) > 0 && l.outcome.Kind != state.OutcomeDispatched && l.outcome.Kind != state.OutcomeUnknown:
 			return violation(InvNoSilentSkip, "launch %s is recorded %s (%s), but Nomad made child %s", id, l.outcome.Kind, l.outcome.Reason, chs[0].ID)
 		}
-		if f.HealthyFrom.IsZero() || l.at.Before(f.HealthyFrom) || !l.at.Before(due) {
+		if f.HealthyFrom.IsZero() || l.at.Before(f.HealthyFrom) || !l.at.Before(due) || l.kind != state.LaunchScheduled || len(l.earlier) > 0 {
 			continue
 		}
 		if err := healthyOutcome(id, l, chs, f.Bound); err != nil {

@@ -155,3 +155,36 @@ func TestCronFinal(t *testing.T) {
 		})
 	}
 }
+
+func TestCronOpened(t *testing.T) {
+	skipped := state.Outcome{Kind: state.OutcomeSkipped, Reason: "job paused"}
+	manual := func(s int) state.Launch {
+		return state.Launch{Job: "a", ScheduledAt: sec(s), StartedAt: sec(s), Kind: state.LaunchManual, Identity: state.LaunchIdentity("a", sec(s), state.LaunchManual)}
+	}
+	backfill := func(s int, force bool) state.Launch {
+		return state.Launch{Job: "a", ScheduledAt: sec(s), StartedAt: sec(5), Kind: state.LaunchBackfill, Identity: state.Identity("a", sec(s)), Force: force}
+	}
+	c := cronRun(t) // slots 1-3 started
+	wantOK(t, c.Finished(10, finishCmd("a", sec(1), dispatched("c1"))))
+	wantOK(t, c.Finished(11, finishCmd("a", sec(2), skipped)))
+	wantOK(t, c.Finished(12, finishCmd("a", sec(3), state.Outcome{Kind: state.OutcomeUnknown})))
+	wantOK(t, c.Opened(13, manual(4)))
+	wantViolation(t, c.Opened(14, manual(4)), InvAtMostOnce, "manual launch", "slot 13", "slot 14")
+	wantViolation(t, c.Opened(15, backfill(1, true)), InvAtMostOnce, "which ran", "c1")
+	wantViolation(t, c.Opened(16, backfill(3, false)), InvAtMostOnce, "unknown, without force")
+	wantViolation(t, c.Opened(17, backfill(8, false)), InvAtMostOnce, "never saw start")
+	wantOK(t, c.Opened(18, backfill(2, false)))
+	wantViolation(t, c.Opened(19, backfill(2, false)), InvAtMostOnce, "while its launch from slot 18 is open")
+	f := finishCmd("a", sec(2), dispatched("c2"))
+	f.LaunchKind = state.LaunchBackfill
+	wantOK(t, c.Finished(20, f))
+	mf := finishCmd("a", sec(4), dispatched("m4"))
+	mf.LaunchKind = state.LaunchManual
+	wantOK(t, c.Finished(21, mf))
+	// The backfilled slot's child exists, its first record said skipped:
+	// fine, the latest says dispatched.
+	err := c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: []NomadChild{
+		child(1, "c1", 0), child(2, "c2", 0), {ID: "m4", Token: state.LaunchIdentity("a", sec(4), state.LaunchManual), CreatedAt: sec(4)},
+	}})
+	wantOK(t, err)
+}
