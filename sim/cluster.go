@@ -72,6 +72,8 @@ type cluster struct {
 	cronSlot   uint64 // the last slot the cron checker saw
 	rev        uint64 // the client's edits, to make each one unique
 	promotions uint64
+	// openedByKind counts launches Trigger and Backfill opened.
+	openedByKind [3]uint64
 	// healthyFrom is when, after healing, a leader held the lease (plus a
 	// settling margin): from then on launches must be on time.
 	healthyFrom time.Time

@@ -172,6 +172,7 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 		for _, l := range j.Open {
 			if l.StartedSlot == slot {
 				c.fail(c.cronCheck.Opened(slot, l))
+				c.openedByKind[l.Kind]++
 			}
 		}
 	}
@@ -336,7 +337,8 @@ func (c *cluster) nomadNormal() {
 
 // cronStats gathers the run's cron counters.
 func (c *cluster) cronStats() CronStats {
-	st := CronStats{Nomad: c.nomad.Stats(), Promotions: c.promotions}
+	st := CronStats{Nomad: c.nomad.Stats(), Promotions: c.promotions,
+		Manual: c.openedByKind[state.LaunchManual], Backfilled: c.openedByKind[state.LaunchBackfill]}
 	_, st.Calls = c.cronCheck.Stats()
 	var ref *node
 	for _, n := range c.nodes {

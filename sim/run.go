@@ -30,8 +30,8 @@ type Result struct {
 // String is a one-line summary.
 func (s CronStats) String() string {
 	l := s.Launches
-	return fmt.Sprintf("launches: started=%d dispatched=%d skipped=%d failed=%d unknown=%d; calls=%d takeovers=%d nomad: created=%d dedup=%d lost-replies=%d",
-		l.Started, l.Dispatched, l.Skipped, l.Failed, l.Unknown, s.Calls, s.Promotions, s.Nomad.Created, s.Nomad.Deduplicated, s.Nomad.RepliesLost)
+	return fmt.Sprintf("launches: started=%d (manual %d, backfilled %d) dispatched=%d skipped=%d failed=%d unknown=%d; calls=%d takeovers=%d nomad: created=%d dedup=%d lost-replies=%d",
+		l.Started, s.Manual, s.Backfilled, l.Dispatched, l.Skipped, l.Failed, l.Unknown, s.Calls, s.Promotions, s.Nomad.Created, s.Nomad.Deduplicated, s.Nomad.RepliesLost)
 }
 
 // CronStats is what the cron layer did in a run.
@@ -42,6 +42,9 @@ type CronStats struct {
 	Calls uint64
 	// Promotions counts launchers that took over as leader.
 	Promotions uint64
+	// Manual and Backfilled count launches Trigger and Backfill opened.
+	Manual     uint64
+	Backfilled uint64
 	Nomad      simnomad.Stats
 }
 

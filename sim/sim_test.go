@@ -143,6 +143,8 @@ func TestCronIsExercised(t *testing.T) {
 		l.Launches.Unknown += c.Launches.Unknown
 		l.Calls += c.Calls
 		l.Promotions += c.Promotions
+		l.Manual += c.Manual
+		l.Backfilled += c.Backfilled
 		l.Nomad.CallsLookup += c.Nomad.CallsLookup
 		l.Nomad.CallsRunning += c.Nomad.CallsRunning
 		l.Nomad.CallsStop += c.Nomad.CallsStop
