@@ -202,6 +202,7 @@ var regressionSeeds = []struct {
 	{1953, 3, "cron: a job re-created by a client whose clock was behind started a launch its namesake had started (same identity)"},
 	{63, 3, "cron: an isolated old leader's skip, re-proposed by a later leader, overwrote a dispatch its successor had made"},
 	{95, 3, "same"},
+	{10076, 3, "cron: a re-created job's manual trigger reused its namesake's manual launch identity"},
 }
 
 func TestRegressionSeeds(t *testing.T) {

@@ -131,9 +131,10 @@ type Machine struct {
 	// orphans are the open launches of deleted jobs, by (job, scheduled
 	// time); LaunchFinished still concludes them.
 	orphans []Launch
-	// tombstones remember, by name, the last launch a deleted job
-	// started; tombOrder holds the names oldest first, for eviction.
-	tombstones map[string]time.Time
+	// tombstones remember, by name, the last launches a deleted job
+	// started and was triggered for; tombOrder holds the names oldest
+	// first, for eviction.
+	tombstones map[string]tombstone
 	tombOrder  []string
 	// term is the latest Takeover applied.
 	term Term
@@ -141,7 +142,7 @@ type Machine struct {
 
 // New returns an empty Machine.
 func New() *Machine {
-	return &Machine{jobs: make(map[string]*job), tombstones: make(map[string]time.Time)}
+	return &Machine{jobs: make(map[string]*job), tombstones: make(map[string]tombstone)}
 }
 
 // Apply implements replica.StateMachine: it decodes cmd and applies it.
@@ -272,10 +273,11 @@ func (m *Machine) putJob(c PutJob) error {
 		// launch of the new job can share an identity (hence a Nomad
 		// idempotency token) with one of the old, whatever the clocks of
 		// the writer and the leader said.
-		if last, ok := m.tombstones[c.Name]; ok {
-			if last.After(at) {
-				j.LastStartedAt = last
+		if ts, ok := m.tombstones[c.Name]; ok {
+			if ts.started.After(at) {
+				j.LastStartedAt = ts.started
 			}
+			j.LastTriggeredAt = ts.triggered
 			m.forget(c.Name)
 		}
 		m.jobs[c.Name] = j
@@ -328,27 +330,38 @@ func (m *Machine) deleteJob(c DeleteJob) error {
 		m.orphans = append(m.orphans, j.Open...)
 		slices.SortFunc(m.orphans, compareLaunch)
 	}
-	if !j.LastStartedAt.IsZero() {
-		m.bury(c.Name, j.LastStartedAt)
+	if !j.LastStartedAt.IsZero() || !j.LastTriggeredAt.IsZero() {
+		m.bury(c.Name, tombstone{started: j.LastStartedAt, triggered: j.LastTriggeredAt})
 	}
 	delete(m.jobs, c.Name)
 	return nil
 }
 
 // bury remembers the last launch of the deleted job name.
-func (m *Machine) bury(name string, last time.Time) {
+func (m *Machine) bury(name string, ts tombstone) {
 	if prev, ok := m.tombstones[name]; ok {
-		if prev.After(last) {
-			last = prev
-		}
+		ts = tombstone{started: laterOf(prev.started, ts.started), triggered: laterOf(prev.triggered, ts.triggered)}
 		m.forget(name)
 	}
-	m.tombstones[name] = last
+	m.tombstones[name] = ts
 	m.tombOrder = append(m.tombOrder, name)
 	if len(m.tombOrder) > MaxTombstones {
 		delete(m.tombstones, m.tombOrder[0])
 		m.tombOrder = slices.Delete(m.tombOrder, 0, 1)
 	}
+}
+
+// tombstone is what a deleted job leaves: its last launch times.
+type tombstone struct {
+	started   time.Time // LastStartedAt
+	triggered time.Time // LastTriggeredAt
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (m *Machine) forget(name string) {

@@ -344,9 +344,11 @@ func TestRecreatedJobNeverReusesAnIdentity(t *testing.T) {
 		{put("j", "0 * * * *", 0, t0), nil},
 		{started("j", h(1), 1), nil},
 		{finished("j", h(1), OutcomeDispatched), nil},
+		{Trigger{Name: "j", At: h(1)}, nil},
 		{DeleteJob{Name: "j"}, nil},
 		{put("j", "0 * * * *", 0, t0), nil}, // the writer's clock says t0
 		{started("j", h(1), 2), ErrDuplicate},
+		{Trigger{Name: "j", At: h(1)}, ErrDuplicate}, // the namesake's manual launch
 		{started("j", h(2), 2), nil},
 	})
 	if got := len(m.tombstones); got != 0 {

@@ -38,10 +38,11 @@ type wireTrailer struct {
 // short spec takes about 150 bytes), so that it rarely grows.
 const snapshotBytesPerJob = 192
 
-// wireTombstone is a deleted job's last launch.
+// wireTombstone is a deleted job's last launch times.
 type wireTombstone struct {
-	Name string
-	Last wireTime
+	Name          string
+	Last          wireTime
+	LastTriggered wireTime
 }
 
 // wireOrphan is an open launch of a deleted job.
@@ -109,7 +110,8 @@ func (m *Machine) Snapshot() ([]byte, error) {
 		t.Orphans = append(t.Orphans, wireOrphan{Job: l.Job, Launch: launchToWire(l)})
 	}
 	for _, name := range m.tombOrder {
-		t.Tombstones = append(t.Tombstones, wireTombstone{Name: name, Last: toWire(m.tombstones[name])})
+		ts := m.tombstones[name]
+		t.Tombstones = append(t.Tombstones, wireTombstone{Name: name, Last: toWire(ts.started), LastTriggered: toWire(ts.triggered)})
 	}
 	if err := enc.Encode(&t); err != nil {
 		return nil, fmt.Errorf("state: encoding the snapshot trailer: %w", err)
@@ -204,7 +206,7 @@ func machineFromHeader(h *wireHeader) (*Machine, error) {
 	if h.Jobs > MaxJobs {
 		return nil, snapshotErr("%d jobs, more than %d", h.Jobs, MaxJobs)
 	}
-	m := &Machine{jobs: make(map[string]*job, h.Jobs), tombstones: map[string]time.Time{},
+	m := &Machine{jobs: make(map[string]*job, h.Jobs), tombstones: map[string]tombstone{},
 		lastSlot: h.LastSlot, lastVersion: h.LastVersion, stats: h.Stats, term: h.Term}
 	if len(h.Rejections) > MaxRejections {
 		return nil, snapshotErr("%d rejections, more than %d", len(h.Rejections), MaxRejections)
@@ -240,11 +242,13 @@ func (m *Machine) restoreTrailer(t *wireTrailer) error {
 	}
 	for _, ts := range t.Tombstones {
 		last, err := fromWire(ts.Last)
+		triggered, err2 := fromWire(ts.LastTriggered)
 		switch {
 		case ValidName(ts.Name) != nil:
 			return snapshotErr("tombstone: %v", ValidName(ts.Name))
-		case err != nil || validScheduledAt(last) != nil:
-			return snapshotErr("tombstone %q: invalid last launch", ts.Name)
+		case err != nil || err2 != nil || (last.IsZero() && triggered.IsZero()) ||
+			(!last.IsZero() && validScheduledAt(last) != nil) || (!triggered.IsZero() && validScheduledAt(triggered) != nil):
+			return snapshotErr("tombstone %q: invalid last launch times", ts.Name)
 		}
 		if _, dup := m.tombstones[ts.Name]; dup {
 			return snapshotErr("tombstone %q twice", ts.Name)
@@ -252,7 +256,7 @@ func (m *Machine) restoreTrailer(t *wireTrailer) error {
 		if _, live := m.jobs[ts.Name]; live {
 			return snapshotErr("tombstone %q for a job that exists", ts.Name)
 		}
-		m.tombstones[ts.Name] = last
+		m.tombstones[ts.Name] = tombstone{started: last, triggered: triggered}
 		m.tombOrder = append(m.tombOrder, ts.Name)
 	}
 	return nil
