@@ -138,6 +138,13 @@ type Machine struct {
 	tombOrder  []string
 	// term is the latest Takeover applied.
 	term Term
+	// names caches the job names in order for snapshots, which a million
+	// jobs would otherwise sort each time: added holds names created since
+	// (merged in at the next use), and names of deleted jobs are dropped
+	// then too.
+	names   []string
+	added   []string
+	deleted int
 }
 
 // New returns an empty Machine.
@@ -281,6 +288,7 @@ func (m *Machine) putJob(c PutJob) error {
 			m.forget(c.Name)
 		}
 		m.jobs[c.Name] = j
+		m.added = append(m.added, c.Name)
 	}
 	j.Spec = c.Spec.normalized()
 	j.sched = sched
@@ -334,6 +342,7 @@ func (m *Machine) deleteJob(c DeleteJob) error {
 		m.bury(c.Name, tombstone{started: j.LastStartedAt, triggered: j.LastTriggeredAt})
 	}
 	delete(m.jobs, c.Name)
+	m.deleted++
 	return nil
 }
 
@@ -482,13 +491,53 @@ func (c *Counters) count(k OutcomeKind) {
 	}
 }
 
-// sortedNames returns the job names in order.
+// sortedNames returns the job names in order. The caller must not keep
+// or modify the slice.
 func (m *Machine) sortedNames() []string {
-	return slices.Sorted(maps.Keys(m.jobs))
+	if len(m.added) == 0 && m.deleted == 0 {
+		return m.names
+	}
+	slices.Sort(m.added)
+	merged := make([]string, 0, len(m.jobs))
+	i, k := 0, 0
+	for i < len(m.names) || k < len(m.added) {
+		var name string
+		switch {
+		case k == len(m.added) || i < len(m.names) && m.names[i] < m.added[k]:
+			name, i = m.names[i], i+1
+		default:
+			name, k = m.added[k], k+1
+		}
+		// A name deleted (and maybe re-created) since shows up in both
+		// lists, or in neither map nor list.
+		if _, live := m.jobs[name]; live && (len(merged) == 0 || merged[len(merged)-1] != name) {
+			merged = append(merged, name)
+		}
+	}
+	if len(merged) != len(m.jobs) {
+		panic(fmt.Sprintf("state: %d names in order for %d jobs", len(merged), len(m.jobs)))
+	}
+	m.names, m.added, m.deleted = merged, nil, 0
+	return m.names
 }
 
+// sortedKeys returns meta's keys in order; a spec has a few, so an
+// insertion sort into one small slice beats collecting and sorting.
 func sortedKeys(meta map[string]string) []string {
-	return slices.Sorted(maps.Keys(meta))
+	if len(meta) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(meta))
+	//detlint:maprange sorted as they are inserted
+	for k := range meta {
+		i := len(keys)
+		keys = append(keys, k)
+		for ; i > 0 && keys[i-1] > k; i-- {
+			keys[i] = keys[i-1]
+		}
+		keys[i] = k
+	}
+	return keys
 }
 
 // nilIfEmpty keeps the state canonical: an empty list is nil, as it is

@@ -99,8 +99,10 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	if err := enc.Encode(&h); err != nil {
 		return nil, fmt.Errorf("state: encoding the snapshot header: %w", err)
 	}
+	var w wireJob
+	var sc wireScratch
 	for _, name := range names {
-		w := jobToWire(m.jobs[name])
+		jobToWireInto(&w, m.jobs[name], &sc)
 		if err := enc.Encode(&w); err != nil {
 			return nil, fmt.Errorf("state: encoding job %q: %w", name, err)
 		}
@@ -122,23 +124,42 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	return out, nil
 }
 
-func jobToWire(j *job) wireJob {
-	w := wireJob{
-		Name: j.Name, Spec: specToWire(j.Spec), Version: j.Version, CreatedVersion: j.CreatedVersion,
-		Paused: j.Paused, CreatedAt: toWire(j.CreatedAt), UpdatedAt: toWire(j.UpdatedAt),
-		LastStartedAt: toWire(j.LastStartedAt), NextAt: toWire(j.NextAt), LastTriggered: toWire(j.LastTriggeredAt), Counters: j.Counters,
-	}
-	w.Open = launchesToWire(j.Open)
-	w.History = launchesToWire(j.History)
-	return w
+// wireScratch is the memory jobToWireInto reuses from job to job.
+type wireScratch struct {
+	meta          []wireKV
+	open, history []wireLaunch
 }
 
-func launchesToWire(ls []Launch) []wireLaunch {
-	var out []wireLaunch
-	for _, l := range ls {
-		out = append(out, launchToWire(l))
+// jobToWireInto fills w with j for encoding at once: it reuses sc's
+// slices and shares j's bytes rather than copying them (a snapshot of a
+// million jobs allocated its size several times over).
+func jobToWireInto(w *wireJob, j *job, sc *wireScratch) {
+	meta, open, history := sc.meta[:0], sc.open[:0], sc.history[:0]
+	*w = wireJob{
+		Name: j.Name, Version: j.Version, CreatedVersion: j.CreatedVersion,
+		Paused: j.Paused, CreatedAt: toWire(j.CreatedAt), UpdatedAt: toWire(j.UpdatedAt),
+		LastStartedAt: toWire(j.LastStartedAt), NextAt: toWire(j.NextAt), LastTriggered: toWire(j.LastTriggeredAt), Counters: j.Counters,
+		Spec: wireSpec{
+			Schedule: j.Spec.Schedule, TimeZone: j.Spec.TimeZone, Concurrency: string(j.Spec.Concurrency),
+			CatchupWindow: int64(j.Spec.CatchupWindow), Payload: j.Spec.Payload,
+			NomadJob: j.Spec.NomadJob, Namespace: j.Spec.Namespace, Region: j.Spec.Region,
+		},
 	}
-	return out
+	for _, k := range sortedKeys(j.Spec.Meta) {
+		meta = append(meta, wireKV{Key: k, Value: j.Spec.Meta[k]})
+	}
+	for _, l := range j.Open {
+		open = append(open, launchToWire(l))
+	}
+	for _, l := range j.History {
+		history = append(history, launchToWire(l))
+	}
+	sc.meta, sc.open, sc.history = meta, open, history
+	// Empty is nil in the encoding: canonical.
+	w.Spec.Meta, w.Open, w.History = nilIfEmpty(meta), nilIfEmpty(open), nilIfEmpty(history)
+	if len(w.Spec.Payload) == 0 {
+		w.Spec.Payload = nil
+	}
 }
 
 func launchToWire(l Launch) wireLaunch {
@@ -187,6 +208,7 @@ func (m *Machine) Restore(data []byte) error {
 			return snapshotErr("job %q: %v", w.Name, err)
 		}
 		restored.jobs[j.Name] = j
+		restored.names = append(restored.names, j.Name) // in order, checked above
 	}
 	var t wireTrailer
 	if err := dec.Decode(&t); err != nil {
