@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -508,5 +511,37 @@ func TestTakeoverFencesConclusions(t *testing.T) {
 	}
 	if j := mustJob(t, m, "j"); len(j.Open) != 0 || j.History[1].Outcome.Kind != OutcomeDispatched {
 		t.Fatalf("history %+v", j.History)
+	}
+}
+
+// TestNamesStayInOrder: the cached order of job names follows creations,
+// deletions and re-creations between snapshots.
+func TestNamesStayInOrder(t *testing.T) {
+	m := New()
+	slot := uint64(0)
+	apply := func(c Command) {
+		t.Helper()
+		slot++
+		if err := m.ApplyCommand(slot, c); err != nil {
+			t.Fatalf("%s: %v", c.Kind(), err)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	live := map[string]bool{}
+	for round := range 30 {
+		for range 20 {
+			name := fmt.Sprintf("n%02d", r.IntN(40))
+			if live[name] {
+				apply(DeleteJob{Name: name})
+				delete(live, name)
+			} else {
+				apply(put(name, "0 * * * *", 0, t0))
+				live[name] = true
+			}
+		}
+		want := slices.Sorted(maps.Keys(live))
+		if got := m.sortedNames(); !slices.Equal(got, want) {
+			t.Fatalf("round %d: names %v, want %v", round, got, want)
+		}
 	}
 }
