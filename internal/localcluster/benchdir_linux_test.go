@@ -2,7 +2,10 @@
 
 package localcluster_test
 
-import "syscall"
+import (
+	"syscall"
+	"time"
+)
 
 // tmpfsMagic is f_type of a tmpfs mount (linux/magic.h).
 const tmpfsMagic = 0x01021994
@@ -15,4 +18,13 @@ func isTmpfs(dir string) (bool, error) {
 		return false, err
 	}
 	return st.Type == tmpfsMagic, nil
+}
+
+// processCPU is the CPU time the process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

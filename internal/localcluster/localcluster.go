@@ -30,6 +30,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,6 +152,11 @@ type Status struct {
 	// BusyRefusals counts proposals the core refused with paxos.ErrBusy
 	// (each was queued and offered again, not failed).
 	BusyRefusals uint64
+	// LongestTurn is the longest one turn of the replica's loop took (its
+	// Process, writes and, in cron mode, launcher Step): while a turn runs
+	// the replica reads no message and no tick, so a turn longer than the
+	// election timeout can cost a leader its leadership.
+	LongestTurn time.Duration
 	// Launching: in cron mode, the replica's launcher acts as the
 	// leader's (promoted: it leads, holds the lease and caught up).
 	Launching bool
@@ -203,7 +210,9 @@ func Start(opts Options) (*Cluster, error) {
 	}
 	for _, r := range c.replicas {
 		r.publish()
-		go r.run()
+		// Labelled, so that a CPU profile tells each replica's loop (the
+		// leader's from its followers') apart: pprof -tagfocus replica=1.
+		go pprof.Do(context.Background(), pprof.Labels("replica", strconv.Itoa(int(r.id))), func(context.Context) { r.run() })
 	}
 	return c, nil
 }

@@ -36,6 +36,9 @@ type Replica struct {
 	busy    []*proposal          // refused with paxos.ErrBusy, oldest first
 	ticks   int64                // ticks fed to the core since run started
 	refused uint64               // proposals the core refused as busy
+	// longestTurn is the longest loop turn yet: the longest the replica
+	// went without reading its inputs (ticks and heartbeats included).
+	longestTurn time.Duration
 
 	// Cron mode only (nil otherwise); see cron.go.
 	cron             *cronMachine
@@ -207,6 +210,7 @@ func (r *Replica) run() {
 		case call := <-r.calls:
 			call()
 		}
+		turn := time.Now()
 	drain:
 		// Bounded, so that a flood of inputs cannot postpone the Save
 		// (and with it every reply) indefinitely.
@@ -235,6 +239,7 @@ func (r *Replica) run() {
 		if r.cron != nil && !r.stepLauncher() {
 			return
 		}
+		r.longestTurn = max(r.longestTurn, time.Since(turn))
 		r.publish()
 	}
 }
@@ -378,6 +383,7 @@ func (r *Replica) publish() {
 		Commands: r.hash.Commands(), Hash: r.hash.Hash(),
 		Saves: r.store.saves.Load(), SavedEntries: r.store.savedEntries.Load(),
 		BusyRefusals: r.refused,
+		LongestTurn:  r.longestTurn,
 		Launching:    r.cron != nil && r.cron.l.Leading(),
 	}
 	r.mu.Lock()
