@@ -40,11 +40,16 @@ import (
 //   - late-p50-ms, late-p99-ms, late-max-ms (and late-min-ms): each
 //     dispatch call's lateness, when the Dispatcher's Submit ran, on the
 //     launchers' clock, against the launch's scheduled time;
+//   - lookups: calls other than dispatches, made by a launcher promoted
+//     during the herd (a leadership change), zero in a quiet herd;
+//   - cpu-cores: the process's CPU time during the herd per second of it;
 //   - create-jobs/s: how fast the jobs were created beforehand.
 //
 // The launchers use their default limits (MaxInflight 64,
-// MaxStartsPerStep 1024) and the cluster DefaultOptions (50 ms tick,
-// synchronous writes, a snapshot every 10,000 entries).
+// MaxStartsPerStep 1024, MaxCallLatency 10 s) and the cluster
+// DefaultOptions (50 ms tick, synchronous writes), with two snapshot
+// policies (herdSnapshotEvery). PAXCRON_HERD_CPUPROFILE names a file to
+// profile the first herd into, from midnight to its last finish.
 func BenchmarkMidnightHerd(b *testing.B) {
 	jobs := 100_000
 	if s := os.Getenv("PAXCRON_HERD_JOBS"); s != "" {
@@ -97,7 +102,7 @@ func (c *herdClock) Now() time.Time {
 	return firstMidnight.Add(time.Duration(c.shift.Load()) + time.Since(c.start))
 }
 
-// set makes the clock read at now.
+// set makes the clock read at.
 func (c *herdClock) set(at time.Time) {
 	c.shift.Store(int64(at.Sub(firstMidnight) - time.Since(c.start)))
 }

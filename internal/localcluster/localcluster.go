@@ -152,9 +152,11 @@ type Status struct {
 	// BusyRefusals counts proposals the core refused with paxos.ErrBusy
 	// (each was queued and offered again, not failed).
 	BusyRefusals uint64
-	// LongestTurn is the longest one turn of the replica's loop took (its
-	// Process, writes and, in cron mode, launcher Step): while a turn runs
-	// the replica reads no message and no tick, so a turn longer than the
+	// LongestTurn is the longest a turn of the replica's loop took, from
+	// the input that woke it (that input's own handling not counted) to
+	// its end: its other inputs, Process with its synced writes and
+	// snapshots, and in cron mode the launcher's Step. While a turn runs
+	// the replica reads no message and no tick, so a turn as long as the
 	// election timeout can cost a leader its leadership.
 	LongestTurn time.Duration
 	// Launching: in cron mode, the replica's launcher acts as the

@@ -29,16 +29,14 @@ type Replica struct {
 	rep *replica.Replica
 	// sm is the replicated state machine: hash alone, or in cron mode the
 	// launcher over the cron state with hash beside it.
-	sm      replica.StateMachine
-	hash    *hashsm.Machine
-	store   *countingStore
-	pending map[uint64]*proposal // proposed, by slot, until that slot is applied
-	busy    []*proposal          // refused with paxos.ErrBusy, oldest first
-	ticks   int64                // ticks fed to the core since run started
-	refused uint64               // proposals the core refused as busy
-	// longestTurn is the longest loop turn yet: the longest the replica
-	// went without reading its inputs (ticks and heartbeats included).
-	longestTurn time.Duration
+	sm          replica.StateMachine
+	hash        *hashsm.Machine
+	store       *countingStore
+	pending     map[uint64]*proposal // proposed, by slot, until that slot is applied
+	busy        []*proposal          // refused with paxos.ErrBusy, oldest first
+	ticks       int64                // ticks fed to the core since run started
+	refused     uint64               // proposals the core refused as busy
+	longestTurn time.Duration        // see Status.LongestTurn
 
 	// Cron mode only (nil otherwise); see cron.go.
 	cron             *cronMachine
