@@ -7,6 +7,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,7 +50,8 @@ import (
 // MaxStartsPerStep 1024, MaxCallLatency 10 s) and the cluster
 // DefaultOptions (50 ms tick, synchronous writes), with two snapshot
 // policies (herdSnapshotEvery). PAXCRON_HERD_CPUPROFILE names a file to
-// profile the first herd into, from midnight to its last finish.
+// profile each sub-benchmark's first herd into, from midnight to its last
+// finish (see herdProfile).
 func BenchmarkMidnightHerd(b *testing.B) {
 	jobs := 100_000
 	if s := os.Getenv("PAXCRON_HERD_JOBS"); s != "" {
@@ -263,15 +265,17 @@ func midnightHerd(b *testing.B, jobs int, snapshotEvery uint64) {
 	b.ReportMetric(at(1), "late-max-ms")
 }
 
-// herdProfile profiles the CPU during herd i (only the first) into the file
-// PAXCRON_HERD_CPUPROFILE names, if set; it returns the function that
-// stops it. It cannot be used with -cpuprofile, which profiles the whole
-// run, job creation included.
+// herdProfile profiles the CPU during herd i (only the first) if
+// PAXCRON_HERD_CPUPROFILE is set, into that file name followed by the
+// sub-benchmark's name; it returns the function that stops it. It cannot
+// be used with -cpuprofile, which profiles the whole run, job creation
+// included.
 func herdProfile(b *testing.B, i int) func() {
 	path := os.Getenv("PAXCRON_HERD_CPUPROFILE")
 	if path == "" || i > 0 {
 		return func() {}
 	}
+	path += "." + strings.NewReplacer("/", ".", "=", "").Replace(b.Name())
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
