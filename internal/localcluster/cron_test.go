@@ -407,6 +407,13 @@ func TestCronLaunchesAcrossRestart(t *testing.T) {
 
 	c = start(t, e.options())
 	waitLaunching(ctx, t, c, paxos.None)
+	restored := false
+	for _, s := range c.Statuses() {
+		restored = restored || s.Restores > 0
+	}
+	if !restored {
+		t.Fatalf("no replica restored its snapshot: %+v", c.Statuses())
+	}
 	for _, j := range jobs {
 		got[j] += 2
 	}

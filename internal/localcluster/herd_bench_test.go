@@ -417,8 +417,8 @@ func (r *snapshotRecorder) describe() string {
 func describe(cl *localcluster.Cluster) string {
 	s := ""
 	for _, st := range cl.Statuses() {
-		s += fmt.Sprintf("[r%d %v ballot %d.%d chosen %d applied %d, %d saves, %d entries saved, longest turn %v] ",
-			st.ID, st.Role, st.Ballot.Round, st.Ballot.Replica, st.Chosen, st.Applied, st.Saves, st.SavedEntries, st.LongestTurn.Round(time.Millisecond))
+		s += fmt.Sprintf("[r%d %v ballot %d.%d chosen %d applied %d, %d saves, %d entries saved, longest turn %v, %d snapshots restored] ",
+			st.ID, st.Role, st.Ballot.Round, st.Ballot.Replica, st.Chosen, st.Applied, st.Saves, st.SavedEntries, st.LongestTurn.Round(time.Millisecond), st.Restores)
 	}
 	return s + fmt.Sprintf("dropped %d messages", cl.Dropped())
 }

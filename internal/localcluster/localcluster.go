@@ -159,6 +159,10 @@ type Status struct {
 	// the replica reads no message and no tick, so a turn as long as the
 	// election timeout can cost a leader its leadership.
 	LongestTurn time.Duration
+	// Restores counts the snapshots restored into the state machine: the
+	// store's at start-up, and those a leader sent because this replica
+	// had fallen behind the start of its log.
+	Restores uint64
 	// Launching: in cron mode, the replica's launcher acts as the
 	// leader's (promoted: it leads, holds the lease and caught up).
 	Launching bool

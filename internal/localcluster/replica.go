@@ -37,6 +37,7 @@ type Replica struct {
 	ticks       int64                // ticks fed to the core since run started
 	refused     uint64               // proposals the core refused as busy
 	longestTurn time.Duration        // see Status.LongestTurn
+	restores    uint64               // see Status.Restores
 
 	// Cron mode only (nil otherwise); see cron.go.
 	cron             *cronMachine
@@ -352,6 +353,7 @@ func (r *Replica) applied(e paxos.Entry) {
 
 // restored fails the proposals whose slots a snapshot skipped over.
 func (r *Replica) restored(index uint64) {
+	r.restores++
 	for slot, p := range r.pending {
 		if slot <= index {
 			delete(r.pending, slot)
@@ -382,6 +384,7 @@ func (r *Replica) publish() {
 		Saves: r.store.saves.Load(), SavedEntries: r.store.savedEntries.Load(),
 		BusyRefusals: r.refused,
 		LongestTurn:  r.longestTurn,
+		Restores:     r.restores,
 		Launching:    r.cron != nil && r.cron.l.Leading(),
 	}
 	r.mu.Lock()
