@@ -57,12 +57,21 @@ func (NopObserver) SnapshotTaken(uint64)   {}
 type SnapshotPolicy struct {
 	EveryEntries uint64
 	EveryTicks   uint64
+	// LogPerState, when positive, holds the EveryEntries trigger back
+	// until the commands applied since the last snapshot add up to at
+	// least LogPerState times its size: a snapshot costs the whole state,
+	// so a large state is snapshotted less often and the cost per applied
+	// byte stays bounded. (Measured: a 20 MB state snapshotted every
+	// 10,000 entries spent 40% of a midnight herd's CPU on snapshots, and
+	// the long loop turns cost the leader its lease.) EveryTicks is not
+	// held back.
+	LogPerState float64
 }
 
 // DefaultSnapshotPolicy snapshots every 10,000 entries or, with a 50 ms
 // tick, every 10 minutes.
 func DefaultSnapshotPolicy() SnapshotPolicy {
-	return SnapshotPolicy{EveryEntries: 10_000, EveryTicks: 12_000}
+	return SnapshotPolicy{EveryEntries: 10_000, EveryTicks: 12_000, LogPerState: 1}
 }
 
 // Config configures a Replica. Every dependency is required.
@@ -113,6 +122,9 @@ type Replica struct {
 	obs      Observer
 	policy   SnapshotPolicy
 	snapAt   uint64 // index of the newest snapshot
+	// snapBytes is the newest snapshot's size, logBytes the size of the
+	// commands applied since.
+	snapBytes, logBytes int
 	snapTick uint64 // node tick when it was taken or restored
 	applied  uint64
 	writer   Writer
@@ -150,7 +162,7 @@ func New(cfg Config) (*Replica, error) {
 	}
 	r := &Replica{
 		node: node, store: cfg.Store, sm: cfg.StateMachine, send: cfg.Send, obs: cfg.Observer,
-		policy: cfg.Snapshots, snapAt: snap.Meta.Index, applied: snap.Meta.Index,
+		policy: cfg.Snapshots, snapAt: snap.Meta.Index, applied: snap.Meta.Index, snapBytes: len(snap.Data),
 		writer: cfg.Writer,
 	}
 	if snap.Meta.Index > 0 {
@@ -294,6 +306,7 @@ func (r *Replica) apply(rd *paxos.Ready) error {
 			return fmt.Errorf("replica %d: restoring snapshot at %d: %w", r.node.ID(), rd.Snapshot.Meta.Index, err)
 		}
 		r.applied, r.snapAt, r.snapTick = rd.Snapshot.Meta.Index, rd.Snapshot.Meta.Index, r.node.Now()
+		r.snapBytes, r.logBytes = len(rd.Snapshot.Data), 0
 		r.obs.Restored(rd.Snapshot.Meta.Index)
 	}
 	for _, e := range rd.Committed {
@@ -302,6 +315,7 @@ func (r *Replica) apply(rd *paxos.Ready) error {
 		}
 		if e.Kind == paxos.EntryCommand {
 			r.sm.Apply(e.Slot, e.Data)
+			r.logBytes += len(e.Data)
 		}
 		r.applied = e.Slot
 		r.obs.Applied(e)
@@ -310,7 +324,9 @@ func (r *Replica) apply(rd *paxos.Ready) error {
 }
 
 func (r *Replica) maybeSnapshot() error {
-	due := (r.policy.EveryEntries > 0 && r.applied-r.snapAt >= r.policy.EveryEntries) ||
+	byEntries := r.policy.EveryEntries > 0 && r.applied-r.snapAt >= r.policy.EveryEntries &&
+		float64(r.logBytes) >= r.policy.LogPerState*float64(r.snapBytes)
+	due := byEntries ||
 		(r.policy.EveryTicks > 0 && r.node.Now()-r.snapTick >= r.policy.EveryTicks)
 	if !due || r.applied == r.snapAt || r.snapshotInFlight() {
 		return nil
@@ -349,6 +365,7 @@ func (r *Replica) TakeSnapshot() error {
 		r.writer.Write(storage.Update{Snapshot: &snap})
 		r.node.Compacted(r.applied)
 		r.snapAt, r.snapTick = r.applied, r.node.Now()
+		r.snapBytes, r.logBytes = len(data), 0
 		return nil
 	}
 	if err := r.store.Save(storage.Update{Snapshot: &snap}); err != nil {
@@ -356,6 +373,7 @@ func (r *Replica) TakeSnapshot() error {
 	}
 	r.node.Compacted(r.applied)
 	r.snapAt, r.snapTick = r.applied, r.node.Now()
+	r.snapBytes, r.logBytes = len(data), 0
 	r.obs.SnapshotTaken(r.applied)
 	return nil
 }

@@ -214,3 +214,37 @@ func TestAsyncWriter(t *testing.T) {
 	}()
 	_ = r.WriteDone(nil)
 }
+
+// TestSnapshotWaitsForLogAsLargeAsState: with LogPerState, a large state
+// is snapshotted only once the log since its last snapshot is as large.
+func TestSnapshotWaitsForLogAsLargeAsState(t *testing.T) {
+	store := memstore.New()
+	r, _ := newSolo(t, store, SnapshotPolicy{EveryEntries: 2, LogPerState: 1})
+	snapIndex := func() uint64 {
+		t.Helper()
+		s, err := store.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Meta.Index
+	}
+	big := strings.Repeat("x", 1000)
+	propose(t, r, big, big)
+	if err := r.TakeSnapshot(); err != nil { // a state of about 2 KB
+		t.Fatal(err)
+	}
+	first := snapIndex()
+	if first == 0 {
+		t.Fatal("no first snapshot")
+	}
+	for range 10 {
+		propose(t, r, "c") // EveryEntries is met, but 10 bytes of log < 2 KB of state
+	}
+	if got := snapIndex(); got != first {
+		t.Fatalf("snapshot at %d, want none after %d: the log is smaller than the state", got, first)
+	}
+	propose(t, r, big, big, big)
+	if got := snapIndex(); got <= first {
+		t.Fatalf("no snapshot once the log passed the state: still at %d", got)
+	}
+}
