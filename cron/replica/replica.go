@@ -115,20 +115,20 @@ var (
 
 // Replica drives one replica. It is not safe for concurrent use.
 type Replica struct {
-	node     *paxos.Node
-	store    storage.Store
-	sm       StateMachine
-	send     func(paxos.Message)
-	obs      Observer
-	policy   SnapshotPolicy
-	snapAt   uint64 // index of the newest snapshot
+	node   *paxos.Node
+	store  storage.Store
+	sm     StateMachine
+	send   func(paxos.Message)
+	obs    Observer
+	policy SnapshotPolicy
+	snapAt uint64 // index of the newest snapshot
 	// snapBytes is the newest snapshot's size, logBytes the size of the
 	// commands applied since.
 	snapBytes, logBytes int
-	snapTick uint64 // node tick when it was taken or restored
-	applied  uint64
-	writer   Writer
-	inflight []write // handed to writer, oldest first
+	snapTick            uint64 // node tick when it was taken or restored
+	applied             uint64
+	writer              Writer
+	inflight            []write // handed to writer, oldest first
 }
 
 // write is one write in flight: a Ready's, or a local snapshot's.
