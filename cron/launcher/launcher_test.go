@@ -316,30 +316,65 @@ func TestForbidWaitsForEarlierOpenLaunch(t *testing.T) {
 
 func TestDemotionDropsEverything(t *testing.T) {
 	h := newHarness(t, nil)
-	h.apply(putJob("a", job("@every 1h")))
+	h.apply(putJob("a", job("@every 1h")), putJob("b", job("@every 1h")), putJob("c", job("@every 1h")))
 	h.lease(1, 10*time.Second)
 	h.at(t0.Add(time.Hour))
 	h.commit()
+	h.answerFor(OpDispatch, "c-1772370000", Result{Err: errTimeout}) // c: did it happen?
 	h.wantRequest(OpDispatch, "a-1772370000")
-	h.lead = Leadership{} // a follower now
+	h.lead = Leadership{} // a follower now, with a's and b's dispatches in flight
 	h.step()
 	if h.l.Leading() {
 		t.Fatal("still leading")
 	}
-	h.answer(Result{ChildID: "batch/dispatch-a"}) // the answer arrives late
-	if len(h.proposed) != 0 || h.l.Stats().StaleResults != 1 {
+	h.answerFor(OpDispatch, "a-1772370000", Result{ChildID: "batch/dispatch-a"}) // the answers arrive late
+	h.answerFor(OpDispatch, "b-1772370000", Result{Err: errTimeout})
+	if len(h.proposed) != 0 || h.l.Stats().StaleResults != 2 {
 		t.Fatalf("a result after demotion was acted on: %s", describe(h.proposed))
 	}
-	// Leader again in a new term: the launch is open, so it is looked up.
+	// Leader again, no other leader in between: it knows a's child, and
+	// looks b and c up only once their dispatches must have landed.
 	h.lease(3, 10*time.Second)
 	h.at(h.now.Add(time.Second))
+	h.wantProposed("finished a-1772370000 dispatched batch/dispatch-a")
 	h.settle()
-	h.wantRequest(OpLookup, "a-1772370000")
+	h.answerFor(OpLookup, "b-1772370000", Result{})
+	h.answerFor(OpLookup, "c-1772370000", Result{Found: true, ChildID: "batch/dispatch-c"})
+	h.commit()
 	// A new term of the same replica is a new leadership too.
 	h.lead.Term = paxos.Ballot{Round: 4, Replica: 1}
 	h.step()
 	if s := h.l.Stats(); s.Promotions != 3 || s.Demotions != 2 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestReelectedLeaderCarriesOn: a leader re-elected with no other
+// leader's takeover in between launches what it never dispatched at once;
+// after another leader's takeover it looks everything up.
+func TestReelectedLeaderCarriesOn(t *testing.T) {
+	for _, other := range []bool{false, true} {
+		h := newHarness(t, func(c *Config) { c.MaxCallLatency = time.Second })
+		h.apply(putJob("a", job("@every 1h")))
+		h.lease(1, 10*time.Second)
+		h.at(t0.Add(time.Hour))
+		h.lead.LeaseUntil = h.now // the lease lapses before the dispatch
+		h.commit()
+		h.wantNoRequest()
+		h.lead = Leadership{}
+		h.step()
+		if other {
+			h.apply(state.Takeover{Term: state.Term{Round: 2, Replica: 2}}) // another leader, briefly
+		}
+		h.lease(3, 10*time.Second)
+		h.at(h.now.Add(100 * time.Millisecond))
+		if other {
+			h.wantNoRequest() // it waits for the other leader's calls to land
+			h.at(h.now.Add(time.Second))
+			h.wantRequest(OpLookup, "a-1772370000")
+			continue
+		}
+		h.wantRequest(OpDispatch, "a-1772370000")
 	}
 }
 
