@@ -23,7 +23,7 @@ var genZones = []string{"", "America/New_York", "Australia/Lord_Howe"}
 // genCommands returns n log entries, mostly valid commands chosen against
 // the state they will meet, some stale, duplicate, invalid or garbage,
 // with gaps between slots (no-ops).
-func genCommands(t *testing.T, seed uint64, n int) []entry {
+func genCommands(t testing.TB, seed uint64, n int) []entry {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	m := New()

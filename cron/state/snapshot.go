@@ -90,22 +90,21 @@ type wireLaunch struct {
 // Snapshot implements replica.StateMachine.
 func (m *Machine) Snapshot() ([]byte, error) {
 	names := m.sortedNames()
-	body := make([]byte, 0, 256+len(names)*snapshotBytesPerJob)
-	enc := codec.NewEncoderBytes(&body, msgpackHandle)
 	h := wireHeader{LastSlot: m.lastSlot, LastVersion: m.lastVersion, Stats: m.stats, Term: m.term, Jobs: uint64(len(names))}
 	for _, r := range m.rejections {
 		h.Rejections = append(h.Rejections, wireRejection{Slot: r.Slot, Kind: uint8(r.Kind), Job: r.Job, Reason: r.Reason})
 	}
-	if err := enc.Encode(&h); err != nil {
+	out := make([]byte, 1, 256+len(names)*snapshotBytesPerJob)
+	out[0] = snapshotVersion
+	out, err := appendValue(out, &h)
+	if err != nil {
 		return nil, fmt.Errorf("state: encoding the snapshot header: %w", err)
 	}
 	var w wireJob
 	var sc wireScratch
 	for _, name := range names {
 		jobToWireInto(&w, m.jobs[name], &sc)
-		if err := enc.Encode(&w); err != nil {
-			return nil, fmt.Errorf("state: encoding job %q: %w", name, err)
-		}
+		out = appendJob(out, &w)
 	}
 	var t wireTrailer
 	for _, l := range m.orphans {
@@ -115,12 +114,9 @@ func (m *Machine) Snapshot() ([]byte, error) {
 		ts := m.tombstones[name]
 		t.Tombstones = append(t.Tombstones, wireTombstone{Name: name, Last: toWire(ts.started), LastTriggered: toWire(ts.triggered)})
 	}
-	if err := enc.Encode(&t); err != nil {
+	if out, err = appendValue(out, &t); err != nil {
 		return nil, fmt.Errorf("state: encoding the snapshot trailer: %w", err)
 	}
-	out := make([]byte, 1+len(body))
-	out[0] = snapshotVersion
-	copy(out[1:], body)
 	return out, nil
 }
 
@@ -184,7 +180,8 @@ func (m *Machine) Restore(data []byte) error {
 	case data[0] != snapshotVersion:
 		return snapshotErr("unknown format version %d", data[0])
 	}
-	dec := codec.NewDecoderBytes(data[1:], msgpackHandle)
+	body := data[1:]
+	dec := codec.NewDecoderBytes(body, msgpackHandle)
 	var h wireHeader
 	if err := dec.Decode(&h); err != nil {
 		return snapshotErr("header: %v", err)
@@ -193,12 +190,15 @@ func (m *Machine) Restore(data []byte) error {
 	if err != nil {
 		return err
 	}
+	at := dec.NumBytesRead()
 	prev := ""
 	for i := range h.Jobs {
 		var w wireJob
-		if err := dec.Decode(&w); err != nil {
+		n, err := readJob(body[at:], &w)
+		if err != nil {
 			return snapshotErr("job %d of %d: %v", i+1, h.Jobs, err)
 		}
+		at += n
 		if i > 0 && w.Name <= prev {
 			return snapshotErr("job %q out of order after %q", w.Name, prev)
 		}
@@ -211,11 +211,8 @@ func (m *Machine) Restore(data []byte) error {
 		restored.names = append(restored.names, j.Name) // in order, checked above
 	}
 	var t wireTrailer
-	if err := dec.Decode(&t); err != nil {
+	if err := decodeValue(body[at:], &t); err != nil {
 		return snapshotErr("trailer: %v", err)
-	}
-	if n := dec.NumBytesRead(); n != len(data)-1 {
-		return snapshotErr("%d trailing bytes", len(data)-1-n)
 	}
 	if err := restored.restoreTrailer(&t); err != nil {
 		return err

@@ -1,0 +1,407 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// The snapshot's job stream, encoded and decoded without reflection.
+//
+// A million jobs took go-msgpack 2-3 s each way, a third of a snapshot's
+// cost (BENCHMARKS.md). appendJob writes, byte for byte, what go-msgpack
+// writes for a wireJob with msgpackHandle (arrays for structs, the
+// smallest integer forms, str8 strings, bin byte slices, nil for nil
+// slices); TestJobCodecMatchesLibrary holds it to that, so the format is
+// the library's and either side may read the other's. readJob accepts
+// every msgpack form of each field's type, bounds every length by the
+// bytes left, and never panics (FuzzReadJob).
+
+func appendArrayLen(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x90|byte(n))
+	case n < 1<<16:
+		return binary.BigEndian.AppendUint16(append(b, 0xdc), uint16(n))
+	}
+	return binary.BigEndian.AppendUint32(append(b, 0xdd), uint32(n))
+}
+
+func appendUint(b []byte, u uint64) []byte {
+	switch {
+	case u <= math.MaxInt8:
+		return append(b, byte(u))
+	case u <= math.MaxUint8:
+		return append(b, 0xcc, byte(u))
+	case u <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, 0xcd), uint16(u))
+	case u <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(u))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xcf), u)
+}
+
+func appendInt(b []byte, i int64) []byte {
+	switch {
+	case i > math.MaxInt8:
+		switch {
+		case i <= math.MaxInt16:
+			return binary.BigEndian.AppendUint16(append(b, 0xd1), uint16(i))
+		case i <= math.MaxInt32:
+			return binary.BigEndian.AppendUint32(append(b, 0xd2), uint32(i))
+		}
+		return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(i))
+	case i >= -32:
+		return append(b, byte(i))
+	case i >= math.MinInt8:
+		return append(b, 0xd0, byte(i))
+	case i >= math.MinInt16:
+		return binary.BigEndian.AppendUint16(append(b, 0xd1), uint16(i))
+	case i >= math.MinInt32:
+		return binary.BigEndian.AppendUint32(append(b, 0xd2), uint32(i))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(i))
+}
+
+func appendStr(b []byte, s string) []byte {
+	n := len(s)
+	switch {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n < 1<<8:
+		b = append(b, 0xd9, byte(n))
+	case n < 1<<16:
+		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
+	default:
+		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
+	}
+	return append(b, s...)
+}
+
+func appendBin(b []byte, v []byte) []byte {
+	n := len(v)
+	switch {
+	case v == nil:
+		return append(b, 0xc0)
+	case n < 1<<8:
+		b = append(b, 0xc4, byte(n))
+	case n < 1<<16:
+		b = binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(n))
+	default:
+		b = binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
+	}
+	return append(b, v...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 0xc3)
+	}
+	return append(b, 0xc2)
+}
+
+func appendTime(b []byte, t wireTime) []byte {
+	return appendInt(appendInt(append(b, 0x92), t.Sec), t.Nsec)
+}
+
+func appendSpec(b []byte, s *wireSpec) []byte {
+	b = appendArrayLen(b, 9)
+	b = appendStr(appendStr(appendStr(b, s.Schedule), s.TimeZone), s.Concurrency)
+	b = appendBin(appendInt(b, s.CatchupWindow), s.Payload)
+	if s.Meta == nil {
+		b = append(b, 0xc0)
+	} else {
+		b = appendArrayLen(b, len(s.Meta))
+		for _, kv := range s.Meta {
+			b = appendStr(appendStr(append(b, 0x92), kv.Key), kv.Value)
+		}
+	}
+	return appendStr(appendStr(appendStr(b, s.NomadJob), s.Namespace), s.Region)
+}
+
+func appendLaunches(b []byte, ls []wireLaunch) []byte {
+	if ls == nil {
+		return append(b, 0xc0)
+	}
+	b = appendArrayLen(b, len(ls))
+	for i := range ls {
+		l := &ls[i]
+		b = appendTime(append(b, 0x99), l.ScheduledAt)
+		b = appendTime(appendUint(b, l.SpecVersion), l.StartedAt)
+		b = appendUint(appendUint(b, l.StartedSlot), l.FinishedSlot)
+		b = appendStr(appendStr(appendStr(append(b, 0x93), l.Outcome.Kind), l.Outcome.ChildID), l.Outcome.Reason)
+		b = appendStr(appendStr(appendStr(append(b, 0x93), l.Target.NomadJob), l.Target.Namespace), l.Target.Region)
+		b = appendBool(appendUint(b, uint64(l.Kind)), l.Force)
+	}
+	return b
+}
+
+// appendJob appends the msgpack encoding of w.
+func appendJob(b []byte, w *wireJob) []byte {
+	b = appendStr(appendArrayLen(b, 13), w.Name)
+	b = appendSpec(b, &w.Spec)
+	b = appendBool(appendUint(appendUint(b, w.Version), w.CreatedVersion), w.Paused)
+	for _, t := range [...]wireTime{w.CreatedAt, w.UpdatedAt, w.LastStartedAt, w.NextAt, w.LastTriggered} {
+		b = appendTime(b, t)
+	}
+	b = appendLaunches(appendLaunches(b, w.Open), w.History)
+	c := &w.Counters
+	b = append(b, 0x96)
+	for _, u := range [...]uint64{c.Started, c.Dispatched, c.Failed, c.Skipped, c.Unknown, c.Duplicates} {
+		b = appendUint(b, u)
+	}
+	return b
+}
+
+// jobReader decodes msgpack values from b; the first error sticks, and
+// every later read returns zero values.
+type jobReader struct {
+	b   []byte
+	i   int
+	err error
+}
+
+var errJobCodec = errors.New("job record")
+
+func (r *jobReader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: at byte %d: %s", errJobCodec, r.i, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *jobReader) next(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(r.b)-r.i {
+		r.fail("%d bytes past the end", n)
+		return nil
+	}
+	out := r.b[r.i : r.i+n]
+	r.i += n
+	return out
+}
+
+func (r *jobReader) byte1() byte {
+	if b := r.next(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (r *jobReader) be(n int) uint64 {
+	b := r.next(n)
+	var u uint64
+	for _, c := range b {
+		u = u<<8 | uint64(c)
+	}
+	return u
+}
+
+// arrayLen reads an array header; nil reads as -1.
+func (r *jobReader) arrayLen() int {
+	c := r.byte1()
+	switch {
+	case r.err != nil:
+		return 0
+	case c&0xf0 == 0x90:
+		return int(c & 0x0f)
+	case c == 0xdc:
+		return int(r.be(2))
+	case c == 0xdd:
+		return int(r.be(4))
+	case c == 0xc0:
+		return -1
+	}
+	r.fail("byte %#x is not an array", c)
+	return 0
+}
+
+// fields reads a struct's array header, which must hold n fields.
+func (r *jobReader) fields(n int) {
+	if got := r.arrayLen(); got != n && r.err == nil {
+		r.fail("%d fields, want %d", got, n)
+	}
+}
+
+// integer reads any msgpack integer, as its magnitude and sign.
+func (r *jobReader) integer() (u uint64, negative bool) {
+	c := r.byte1()
+	switch {
+	case r.err != nil:
+		return 0, false
+	case c <= 0x7f:
+		return uint64(c), false
+	case c >= 0xe0:
+		return uint64(-int64(int8(c))), true
+	case c == 0xcc:
+		return r.be(1), false
+	case c == 0xcd:
+		return r.be(2), false
+	case c == 0xce:
+		return r.be(4), false
+	case c == 0xcf:
+		return r.be(8), false
+	case c >= 0xd0 && c <= 0xd3:
+		n := 1 << (c - 0xd0)
+		v := int64(r.be(n) << (64 - 8*n))
+		v >>= 64 - 8*n // sign-extend
+		if v < 0 {
+			return uint64(-v), true
+		}
+		return uint64(v), false
+	}
+	r.fail("byte %#x is not an integer", c)
+	return 0, false
+}
+
+func (r *jobReader) uint() uint64 {
+	u, neg := r.integer()
+	if neg {
+		r.fail("negative where an unsigned integer belongs")
+		return 0
+	}
+	return u
+}
+
+func (r *jobReader) uint8() uint8 {
+	u := r.uint()
+	if u > math.MaxUint8 {
+		r.fail("%d does not fit a byte", u)
+		return 0
+	}
+	return uint8(u)
+}
+
+func (r *jobReader) int() int64 {
+	u, neg := r.integer()
+	switch {
+	case neg && u > 1<<63:
+		r.fail("integer below the int64 range")
+		return 0
+	case neg:
+		return -int64(u-1) - 1
+	case u > math.MaxInt64:
+		r.fail("integer above the int64 range")
+		return 0
+	}
+	return int64(u)
+}
+
+func (r *jobReader) str() string {
+	c := r.byte1()
+	var n int
+	switch {
+	case r.err != nil:
+		return ""
+	case c&0xe0 == 0xa0:
+		n = int(c & 0x1f)
+	case c == 0xd9 || c == 0xc4:
+		n = int(r.be(1))
+	case c == 0xda || c == 0xc5:
+		n = int(r.be(2))
+	case c == 0xdb || c == 0xc6:
+		n = int(r.be(4))
+	case c == 0xc0:
+		return ""
+	default:
+		r.fail("byte %#x is not a string", c)
+		return ""
+	}
+	return string(r.next(n))
+}
+
+func (r *jobReader) bin() []byte {
+	if r.err == nil && r.i < len(r.b) && r.b[r.i] == 0xc0 {
+		r.i++
+		return nil
+	}
+	s := r.str()
+	if r.err != nil {
+		return nil
+	}
+	return []byte(s)
+}
+
+func (r *jobReader) bool() bool {
+	switch c := r.byte1(); {
+	case r.err != nil:
+	case c == 0xc3:
+		return true
+	case c == 0xc2:
+	default:
+		r.fail("byte %#x is not a bool", c)
+	}
+	return false
+}
+
+func (r *jobReader) time() wireTime {
+	r.fields(2)
+	return wireTime{Sec: r.int(), Nsec: r.int()}
+}
+
+// count reads an array header for a list of at most limit elements, each
+// at least one byte long; nil reads as 0.
+func (r *jobReader) count(limit int) int {
+	n := r.arrayLen()
+	switch {
+	case n < 0:
+		return 0
+	case n > limit || n > len(r.b)-r.i:
+		r.fail("a list of %d elements (limit %d, %d bytes left)", n, limit, len(r.b)-r.i)
+		return 0
+	}
+	return n
+}
+
+func (r *jobReader) spec(s *wireSpec) {
+	r.fields(9)
+	s.Schedule, s.TimeZone, s.Concurrency = r.str(), r.str(), r.str()
+	s.CatchupWindow, s.Payload = r.int(), r.bin()
+	if n := r.count(MaxMetaEntries); n > 0 {
+		s.Meta = make([]wireKV, n)
+		for i := range s.Meta {
+			r.fields(2)
+			s.Meta[i] = wireKV{Key: r.str(), Value: r.str()}
+		}
+	}
+	s.NomadJob, s.Namespace, s.Region = r.str(), r.str(), r.str()
+}
+
+func (r *jobReader) launches(limit int) []wireLaunch {
+	n := r.count(limit)
+	if n == 0 {
+		return nil
+	}
+	out := make([]wireLaunch, n)
+	for i := range out {
+		l := &out[i]
+		r.fields(9)
+		l.ScheduledAt, l.SpecVersion, l.StartedAt = r.time(), r.uint(), r.time()
+		l.StartedSlot, l.FinishedSlot = r.uint(), r.uint()
+		r.fields(3)
+		l.Outcome = wireOutcome{Kind: r.str(), ChildID: r.str(), Reason: r.str()}
+		r.fields(3)
+		l.Target = Target{NomadJob: r.str(), Namespace: r.str(), Region: r.str()}
+		l.Kind, l.Force = r.uint8(), r.bool()
+	}
+	return out
+}
+
+// readJob decodes one wireJob from the front of b and returns the bytes it
+// took.
+func readJob(b []byte, w *wireJob) (int, error) {
+	r := &jobReader{b: b}
+	r.fields(13)
+	w.Name = r.str()
+	r.spec(&w.Spec)
+	w.Version, w.CreatedVersion, w.Paused = r.uint(), r.uint(), r.bool()
+	w.CreatedAt, w.UpdatedAt, w.LastStartedAt, w.NextAt, w.LastTriggered = r.time(), r.time(), r.time(), r.time(), r.time()
+	w.Open = r.launches(MaxOpenLaunches)
+	w.History = r.launches(HistoryLen)
+	r.fields(6)
+	c := &w.Counters
+	c.Started, c.Dispatched, c.Failed, c.Skipped, c.Unknown, c.Duplicates = r.uint(), r.uint(), r.uint(), r.uint(), r.uint(), r.uint()
+	return r.i, r.err
+}
