@@ -29,3 +29,18 @@ func BenchmarkNext(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParse: every restore parses every job's schedule again (a
+// million of them in BenchmarkScale), so parsing must stay cheap.
+func BenchmarkParse(b *testing.B) {
+	for _, expr := range []string{"? ? * * *", "0 ? * * 1-5", "*/5 * * * *", "0 9,12,18 * * MON-FRI", "@every 5m"} {
+		b.Run(expr, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := Parse(expr, Options{JobName: "team-001.job-0000001", TimeZone: "America/New_York"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -105,19 +105,26 @@ func Parse(expr string, opts Options) (*Schedule, error) {
 		return fail("expression", "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got %d", len(fields))
 	}
 	s := &Schedule{loc: loc, second: 1}
-	parsed := make([]field, len(fields))
+	var store [6]field // no allocation: a million jobs parse on every restore
+	parsed := store[:len(fields)]
+	n := len(fields) - 1
 	for i, f := range fields {
 		p, reason := parseField(specs[i], f, opts.JobName)
 		if reason != "" {
 			return fail(specs[i].name, "%s", reason)
 		}
 		parsed[i] = p
+		n += len(p.resolved)
 	}
-	res := make([]string, len(parsed))
+	var res strings.Builder
+	res.Grow(n)
 	for i, p := range parsed {
-		res[i] = p.resolved
+		if i > 0 {
+			res.WriteByte(' ')
+		}
+		res.WriteString(p.resolved)
 	}
-	s.resolved = strings.Join(res, " ")
+	s.resolved = res.String()
 	if len(fields) == 6 {
 		s.second = parsed[0].mask
 		parsed = parsed[1:]
