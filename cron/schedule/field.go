@@ -57,7 +57,7 @@ func hashOf(job, fieldName string) uint64 {
 	for i := 0; i < len(job); i++ {
 		h = (h ^ uint64(job[i])) * prime64
 	}
-	h = (h ^ 0) * prime64
+	h *= prime64 // the separator byte 0: h ^ 0 is h
 	for i := 0; i < len(fieldName); i++ {
 		h = (h ^ uint64(fieldName[i])) * prime64
 	}
