@@ -132,6 +132,7 @@ func (c *cluster) stepLauncher(n *node) {
 	if !was && n.launcher.Leading() {
 		c.promotions++
 		c.trace.Record(fmt.Sprintf("launcher %d takes over", n.id))
+		c.logf("launcher %d leads in %v", n.id, lead.Term)
 	}
 	c.handle(n, n.rep.Process())
 }
@@ -290,10 +291,20 @@ func (c *cluster) cronFinal() error {
 	for _, ch := range c.nomad.Children() {
 		children = append(children, check.NomadChild{ID: ch.ID, Token: ch.Token, CreatedAt: c.opts.Epoch.Add(ch.CreatedAt)})
 	}
-	return c.cronCheck.Final(check.CronFinal{
+	err := c.cronCheck.Final(check.CronFinal{
 		End: c.trueWall(), Bound: c.opts.LatenessBound, HealthyFrom: c.healthyFrom,
 		Children: children, Jobs: ref.machine.Jobs(), Open: ref.machine.OpenLaunches(),
 	})
+	if err != nil && c.opts.Log != nil {
+		for _, o := range ref.machine.OpenLaunches() {
+			for _, n := range c.nodes {
+				if n.up && n.launcher.Leading() {
+					c.logf("open %s (%s): launcher %d: %s", o.Identity, o.Kind, n.id, n.launcher.Describe(o.Identity))
+				}
+			}
+		}
+	}
+	return err
 }
 
 // Nomad faults.

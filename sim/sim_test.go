@@ -203,6 +203,9 @@ var regressionSeeds = []struct {
 	{63, 3, "cron: an isolated old leader's skip, re-proposed by a later leader, overwrote a dispatch its successor had made"},
 	{95, 3, "same"},
 	{10076, 3, "cron: a re-created job's manual trigger reused its namesake's manual launch identity"},
+	{3166, 3, "cron: a deleted job's open launch, its name re-created, waited for ever on the new job's forbid policy"},
+	{14028, 3, "same"},
+	{19455, 3, "same, a manual launch"},
 }
 
 func TestRegressionSeeds(t *testing.T) {

@@ -712,7 +712,7 @@ func (l *Launcher) advance(t *task) {
 		l.call(t, OpStop, target(t.launch.Target), t.lastChild)
 	case phaseDispatch:
 		info, ok := l.m.Info(t.launch.Job)
-		if !ok {
+		if !l.sameJob(t, info, ok) {
 			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: "job deleted before it was dispatched"})
 			return
 		}
@@ -740,7 +740,7 @@ func (l *Launcher) decide(t *task) {
 		due = t.launch.StartedAt
 	}
 	switch late := l.now.Sub(due); {
-	case !ok:
+	case !l.sameJob(t, info, ok):
 		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: "job deleted before it was dispatched"})
 		return
 	case info.Paused && !t.launch.Force:
@@ -755,7 +755,7 @@ func (l *Launcher) decide(t *task) {
 		l.advance(t)
 		return
 	}
-	if info.FirstOpen.Before(t.launch.ScheduledAt) {
+	if !info.FirstOpen.IsZero() && info.FirstOpen.Before(t.launch.ScheduledAt) {
 		// An earlier launch of the job is still open: the policy looks at
 		// its child, so wait for it to conclude.
 		l.delay(t, phaseDecide, l.cfg.RetryAfter)
@@ -771,6 +771,12 @@ func (l *Launcher) decide(t *task) {
 		t.phase = phaseStop
 	}
 	l.advance(t)
+}
+
+// sameJob reports whether the job info (ok: it exists) is the one t's
+// launch belongs to, and not a job created since under the same name.
+func (l *Launcher) sameJob(t *task, info state.JobInfo, ok bool) bool {
+	return ok && t.launch.SpecVersion >= info.CreatedVersion
 }
 
 // target is a spec holding only t: what a call other than a dispatch
@@ -870,7 +876,7 @@ func (l *Launcher) lookedUp(t *task, r Result) {
 		// Our dispatch failed and Nomad has no child: try again, with the
 		// same token, until the launch's time is up.
 		info, ok := l.m.Info(t.launch.Job)
-		if !ok {
+		if !l.sameJob(t, info, ok) {
 			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: "dispatch failed (" + t.lastErr + ") and the job was deleted since"})
 			return
 		}
@@ -968,3 +974,20 @@ func (l *Launcher) sweep() {
 
 // Open returns the number of launches the leader is concluding.
 func (l *Launcher) Open() int { return len(l.tasks) }
+
+// Describe says where the leader's work on an open launch stands, for
+// operators and for the simulator's failure reports.
+func (l *Launcher) Describe(identity string) string {
+	switch {
+	case !l.leading:
+		return "not leading"
+	case !l.takenOver:
+		return "leading, takeover not applied yet"
+	}
+	t, ok := l.tasks[identity]
+	if !ok {
+		return "no task"
+	}
+	return fmt.Sprintf("phase %d, call %d, not before %s, attempts %d, last error %q, proposed %s",
+		t.phase, t.call, t.notBefore.Format(time.RFC3339Nano), t.attempts, t.lastErr, t.proposedAt.Format(time.RFC3339Nano))
+}

@@ -600,3 +600,21 @@ func TestTakeoverComesFirst(t *testing.T) {
 		t.Fatalf("stale %d, want 1", s.Stale)
 	}
 }
+
+// TestOrphanOfRecreatedJob: a deleted job's open launch is concluded as
+// deleted even once a new job has its name (found by seed 3166: the new
+// job, with no launch open, made the forbid policy wait for ever).
+func TestOrphanOfRecreatedJob(t *testing.T) {
+	h := newHarness(t, nil)
+	spec := job("@every 1m")
+	spec.Concurrency = state.ConcurrencyForbid
+	h.apply(putJob("a", spec))
+	at := t0.Add(time.Minute)
+	h.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at},
+		state.DeleteJob{Name: "a"}, state.PutJob{Name: "a", Spec: spec, At: at.Add(time.Second)})
+	h.lease(2, 10*time.Second)
+	h.at(at.Add(2 * time.Second))
+	h.settle()
+	h.answerFor(OpLookup, "a-1772366460", Result{})
+	h.wantProposed("finished a-1772366460 skipped job deleted before it was dispatched")
+}

@@ -104,6 +104,9 @@ func (j *job) copy() Job {
 type JobInfo struct {
 	Spec    JobSpec // with defaults filled in; a copy
 	Version uint64
+	// CreatedVersion tells this job from a deleted one of the same name:
+	// a launch with an older SpecVersion was the deleted job's.
+	CreatedVersion uint64
 	Paused  bool
 	NextAt  time.Time
 	// LastChild is the child of the job's latest dispatched launch still
@@ -122,7 +125,7 @@ func (m *Machine) Info(name string) (JobInfo, bool) {
 	if !ok {
 		return JobInfo{}, false
 	}
-	info := JobInfo{Spec: j.Spec.normalized(), Version: j.Version, Paused: j.Paused, NextAt: j.NextAt}
+	info := JobInfo{Spec: j.Spec.normalized(), Version: j.Version, CreatedVersion: j.CreatedVersion, Paused: j.Paused, NextAt: j.NextAt}
 	for i := len(j.History) - 1; i >= 0; i-- {
 		if o := j.History[i].Outcome; o.Kind == OutcomeDispatched {
 			info.LastChild = o.ChildID
