@@ -107,8 +107,8 @@ type JobInfo struct {
 	// CreatedVersion tells this job from a deleted one of the same name:
 	// a launch with an older SpecVersion was the deleted job's.
 	CreatedVersion uint64
-	Paused  bool
-	NextAt  time.Time
+	Paused         bool
+	NextAt         time.Time
 	// LastChild is the child of the job's latest dispatched launch still
 	// in its history, "" if none: the child the forbid and replace
 	// policies look at.
