@@ -402,6 +402,19 @@ func nomadField(what, s string, required bool) error {
 	case !utf8.ValidString(s):
 		return invalid("%s is not valid UTF-8", what)
 	}
+	ascii := true
+	for i := 0; i < len(s) && ascii; i++ {
+		c := s[i]
+		switch {
+		case c >= 0x80:
+			ascii = false
+		case c <= ' ' || c == 0x7f: // control or space: no printable ASCII is
+			return invalid("%s %q contains %q", what, s, rune(c))
+		}
+	}
+	if ascii {
+		return nil // the common case, without decoding runes
+	}
 	for _, r := range s {
 		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
 			return invalid("%s %q contains %q", what, s, r)
@@ -457,8 +470,10 @@ func validMeta(meta map[string]string) error {
 		if err := boundedText("meta key", k, MaxMetaKeyBytes); err != nil {
 			return err
 		}
-		if err := boundedText("meta value of "+strconv.Quote(k), meta[k], MaxMetaValueBytes); err != nil {
-			return err
+		// The label is built only on failure: a restore validates a
+		// million specs.
+		if v := meta[k]; len(v) > MaxMetaValueBytes || !utf8.ValidString(v) {
+			return boundedText("meta value of "+strconv.Quote(k), v, MaxMetaValueBytes)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 func TestIdentityGolden(t *testing.T) {
@@ -218,6 +219,28 @@ func TestDecodeRejects(t *testing.T) {
 		c, err := Decode(tc.b)
 		if !errors.Is(err, tc.want) || c != nil {
 			t.Errorf("%s: Decode = %v, %v; want %v", tc.name, c, err, tc.want)
+		}
+	}
+}
+
+// TestNomadFieldASCIIFastPath: the byte loop decides as the rune loop
+// would, for every ASCII character and a few others.
+func TestNomadFieldASCIIFastPath(t *testing.T) {
+	slow := func(s string) bool {
+		for _, r := range s {
+			if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+				return false
+			}
+		}
+		return true
+	}
+	cases := []string{"batch", "ns-é", "a\u00a0b", "x\u2028", "日本"}
+	for c := range 128 {
+		cases = append(cases, "job"+string(rune(c)))
+	}
+	for _, s := range cases {
+		if got, want := nomadField("f", s, true) == nil, slow(s); got != want {
+			t.Errorf("nomadField(%q) ok=%t, the rune loop says %t", s, got, want)
 		}
 	}
 }
