@@ -160,7 +160,17 @@ type jobReader struct {
 	b   []byte
 	i   int
 	err error
+	// strs interns the strings jobs share (zones, Nomad targets, meta,
+	// common schedules, outcome kinds): a million jobs then hold one copy
+	// of each, and decoding one allocates nothing. Nil interns nothing.
+	strs map[string]string
 }
+
+// Interning bounds: short strings only, and a table that stops growing.
+const (
+	maxInternedBytes = 64
+	maxInterned      = 1 << 16
+)
 
 var errJobCodec = errors.New("job record")
 
@@ -289,7 +299,12 @@ func (r *jobReader) int() int64 {
 	return int64(u)
 }
 
-func (r *jobReader) str() string {
+func (r *jobReader) str() string { return r.text(false) }
+
+// shared reads a string other jobs likely hold too, and interns it.
+func (r *jobReader) shared() string { return r.text(true) }
+
+func (r *jobReader) text(intern bool) string {
 	c := r.byte1()
 	var n int
 	switch {
@@ -309,7 +324,18 @@ func (r *jobReader) str() string {
 		r.fail("byte %#x is not a string", c)
 		return ""
 	}
-	return string(r.next(n))
+	b := r.next(n)
+	if !intern || r.strs == nil || len(b) > maxInternedBytes {
+		return string(b)
+	}
+	if s, ok := r.strs[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(r.strs) < maxInterned {
+		r.strs[s] = s
+	}
+	return s
 }
 
 func (r *jobReader) bin() []byte {
@@ -357,16 +383,16 @@ func (r *jobReader) count(limit int) int {
 
 func (r *jobReader) spec(s *wireSpec) {
 	r.fields(9)
-	s.Schedule, s.TimeZone, s.Concurrency = r.str(), r.str(), r.str()
+	s.Schedule, s.TimeZone, s.Concurrency = r.shared(), r.shared(), r.shared()
 	s.CatchupWindow, s.Payload = r.int(), r.bin()
 	if n := r.count(MaxMetaEntries); n > 0 {
 		s.Meta = make([]wireKV, n)
 		for i := range s.Meta {
 			r.fields(2)
-			s.Meta[i] = wireKV{Key: r.str(), Value: r.str()}
+			s.Meta[i] = wireKV{Key: r.shared(), Value: r.shared()}
 		}
 	}
-	s.NomadJob, s.Namespace, s.Region = r.str(), r.str(), r.str()
+	s.NomadJob, s.Namespace, s.Region = r.shared(), r.shared(), r.shared()
 }
 
 func (r *jobReader) launches(limit int) []wireLaunch {
@@ -381,18 +407,18 @@ func (r *jobReader) launches(limit int) []wireLaunch {
 		l.ScheduledAt, l.SpecVersion, l.StartedAt = r.time(), r.uint(), r.time()
 		l.StartedSlot, l.FinishedSlot = r.uint(), r.uint()
 		r.fields(3)
-		l.Outcome = wireOutcome{Kind: r.str(), ChildID: r.str(), Reason: r.str()}
+		l.Outcome = wireOutcome{Kind: r.shared(), ChildID: r.str(), Reason: r.shared()}
 		r.fields(3)
-		l.Target = Target{NomadJob: r.str(), Namespace: r.str(), Region: r.str()}
+		l.Target = Target{NomadJob: r.shared(), Namespace: r.shared(), Region: r.shared()}
 		l.Kind, l.Force = r.uint8(), r.bool()
 	}
 	return out
 }
 
 // readJob decodes one wireJob from the front of b and returns the bytes it
-// took.
-func readJob(b []byte, w *wireJob) (int, error) {
-	r := &jobReader{b: b}
+// took. strs, when not nil, interns the strings jobs share, across calls.
+func readJob(b []byte, w *wireJob, strs map[string]string) (int, error) {
+	r := &jobReader{b: b, strs: strs}
 	r.fields(13)
 	w.Name = r.str()
 	r.spec(&w.Spec)

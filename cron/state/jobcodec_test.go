@@ -89,7 +89,7 @@ func TestJobCodecMatchesLibrary(t *testing.T) {
 			t.Fatalf("job %d: appendJob differs from go-msgpack at byte %d\n got % x\nwant % x", i, firstDiff(got, want), got[:min(len(got), 64)], want[:min(len(want), 64)])
 		}
 		var back wireJob
-		n, err := readJob(append(got, 0xc0), &back) // a trailing byte must not be read
+		n, err := readJob(append(got, 0xc0), &back, map[string]string{}) // a trailing byte must not be read
 		if err != nil || n != len(got) || !reflect.DeepEqual(back, w) {
 			t.Fatalf("job %d: readJob: %v, %d of %d bytes\n got %+v\nwant %+v", i, err, n, len(got), back, w)
 		}
@@ -119,7 +119,7 @@ func FuzzReadJob(f *testing.F) {
 	f.Add([]byte{0xdd, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var w wireJob
-		n, err := readJob(b, &w)
+		n, err := readJob(b, &w, nil)
 		if err != nil {
 			return
 		}
@@ -128,7 +128,7 @@ func FuzzReadJob(f *testing.F) {
 		}
 		again := appendJob(nil, &w)
 		var w2 wireJob
-		if _, err := readJob(again, &w2); err != nil || !reflect.DeepEqual(w2, w) {
+		if _, err := readJob(again, &w2, map[string]string{}); err != nil || !reflect.DeepEqual(w2, w) {
 			t.Fatalf("re-read: %v", err)
 		}
 	})

@@ -192,9 +192,10 @@ func (m *Machine) Restore(data []byte) error {
 	}
 	at := dec.NumBytesRead()
 	prev := ""
+	strs := map[string]string{}
 	for i := range h.Jobs {
 		var w wireJob
-		n, err := readJob(body[at:], &w)
+		n, err := readJob(body[at:], &w, strs)
 		if err != nil {
 			return snapshotErr("job %d of %d: %v", i+1, h.Jobs, err)
 		}
