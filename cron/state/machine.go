@@ -467,6 +467,7 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 	l.FinishedSlot = slot
 	l.Outcome = c.Outcome
 	l.Target = Target{}
+	l.Identity = "" // derived: Job.History rebuilds it
 	if len(j.History) == HistoryLen {
 		j.History = slices.Delete(j.History, 0, 1)
 	}

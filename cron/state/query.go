@@ -97,6 +97,12 @@ func (j *job) copy() Job {
 	c.Spec = j.Spec.normalized()
 	c.Open = nilIfEmpty(slices.Clone(j.Open))
 	c.History = nilIfEmpty(slices.Clone(j.History))
+	for i := range c.History {
+		// Not kept in the history (a string per launch, for a million
+		// jobs); rebuilt for the caller.
+		l := &c.History[i]
+		l.Identity = LaunchIdentity(l.Job, l.ScheduledAt, l.Kind)
+	}
 	return c
 }
 

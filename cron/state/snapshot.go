@@ -249,6 +249,7 @@ func (m *Machine) restoreTrailer(t *wireTrailer) error {
 		if err != nil {
 			return snapshotErr("open launch of deleted job %q: %v", o.Job, err)
 		}
+		l.Identity = LaunchIdentity(l.Job, l.ScheduledAt, l.Kind)
 		if err := checkOrphan(l, m.lastSlot, m.lastVersion); err != nil {
 			return snapshotErr("open launch %s of a deleted job: %v", l.Identity, err)
 		}
@@ -295,7 +296,7 @@ func launchFromWire(name string, w wireLaunch) (Launch, error) {
 		return Launch{}, err
 	}
 	return Launch{
-		Job: name, ScheduledAt: at, Identity: LaunchIdentity(name, at, LaunchKind(w.Kind)), SpecVersion: w.SpecVersion,
+		Job: name, ScheduledAt: at, SpecVersion: w.SpecVersion, // Identity: set by the caller where kept
 		StartedAt: startedAt, StartedSlot: w.StartedSlot, FinishedSlot: w.FinishedSlot,
 		Outcome: Outcome{Kind: OutcomeKind(w.Outcome.Kind), ChildID: w.Outcome.ChildID, Reason: w.Outcome.Reason},
 		Target:  w.Target, Kind: LaunchKind(w.Kind), Force: w.Force,
@@ -389,10 +390,13 @@ func launchesFromWire(j *job, ws []wireLaunch, open bool, lastSlot uint64) ([]La
 			return nil, err
 		}
 		if err := checkLaunch(j, l, open, lastSlot); err != nil {
-			return nil, fmt.Errorf("launch %s: %w", l.Identity, err)
+			return nil, fmt.Errorf("launch %s: %w", LaunchIdentity(l.Job, l.ScheduledAt, l.Kind), err)
 		}
 		if open && i > 0 && compareOpen(out[i-1], l) >= 0 {
-			return nil, fmt.Errorf("launch %s out of order", l.Identity)
+			return nil, fmt.Errorf("launch %s out of order", LaunchIdentity(l.Job, l.ScheduledAt, l.Kind))
+		}
+		if open {
+			l.Identity = LaunchIdentity(l.Job, l.ScheduledAt, l.Kind) // the history keeps none (job.copy rebuilds it)
 		}
 		out = append(out, l)
 	}
