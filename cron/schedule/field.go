@@ -41,6 +41,8 @@ type field struct {
 	whole    bool // a single term covering min..starMax, with or without a step
 	resolved string
 
+	hashedName bool // a ? or H term: the field depends on the job's name
+
 	lastDay, lastWeekday bool     // day-of-month L, LW
 	nearest              int      // day-of-month nW
 	nth                  [7]uint8 // day-of-week d#k
@@ -139,6 +141,7 @@ func (f *field) set(lo, hi, step int) {
 
 // hashed parses the rest of a ? or H term (after the ? and before the /).
 func (f *field) hashed(spec *fieldSpec, rest string, step int, hasStep bool, job string, nterms int) (string, string) {
+	f.hashedName = true
 	lo, hi := spec.hashLo, spec.hashHi
 	if hasStep {
 		lo, hi = spec.min, spec.starMax

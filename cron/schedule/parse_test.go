@@ -128,9 +128,11 @@ func TestResolvedReparses(t *testing.T) {
 	}
 }
 
+// withoutText keeps what decides launch times: not the text, nor whether
+// the text hashed a name.
 func withoutText(s *Schedule) *Schedule {
 	c := *s
-	c.resolved = ""
+	c.resolved, c.usesName = "", false
 	return &c
 }
 
@@ -141,4 +143,19 @@ func mustParse(t testing.TB, expr, job, zone string) *Schedule {
 		t.Fatalf("Parse(%q): %v", expr, err)
 	}
 	return s
+}
+
+func TestUsesName(t *testing.T) {
+	for expr, want := range map[string]bool{
+		"0 ? * * *": true, "H H * * *": true, "?/15 * * * *": true, "0 9 * * MON-FRI": false,
+		"*/5 * * * *": false, "@daily": false, "@every 5m": false, "0 0 ?(1-7) * *": true,
+	} {
+		s, err := Parse(expr, Options{JobName: "j"})
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		if s.UsesName() != want {
+			t.Errorf("%s: UsesName %t, want %t", expr, s.UsesName(), want)
+		}
+	}
 }

@@ -51,6 +51,7 @@ type Schedule struct {
 	dow                  uint64 // bits 0-6
 	domStar, dowStar     bool   // the field's text starts with '*'
 	hourCadence          bool   // the hour field covers 0-23 (see the DST rules)
+	usesName             bool   // a ? or H term hashed the job's name
 
 	lastDay     bool     // L in day-of-month
 	lastWeekday bool     // LW
@@ -58,6 +59,11 @@ type Schedule struct {
 	nthDow      [7]uint8 // bit k: the k-th such weekday of the month
 	lastDow     uint8    // bit d: the last weekday d of the month
 }
+
+// UsesName reports whether the schedule depends on the job's name (a ? or
+// H term). One that does not is the same for every job with the same
+// expression and zone, and may be shared: a Schedule is immutable.
+func (s *Schedule) UsesName() bool { return s.usesName }
 
 // String returns the resolved expression: hashed terms replaced by the
 // values they chose.
@@ -115,6 +121,7 @@ func Parse(expr string, opts Options) (*Schedule, error) {
 		}
 		parsed[i] = p
 		n += len(p.resolved)
+		s.usesName = s.usesName || p.hashedName
 	}
 	var res strings.Builder
 	res.Grow(n)

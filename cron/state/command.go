@@ -435,28 +435,38 @@ func boundedText(what, s string, maxBytes int) error {
 
 // parse validates spec for the job name and returns its schedule.
 func (spec *JobSpec) parse(name string) (*schedule.Schedule, error) {
-	switch spec.Concurrency {
-	case "", ConcurrencyAllow, ConcurrencyForbid, ConcurrencyReplace:
-	default:
-		return nil, invalid("concurrency %q is not allow, forbid or replace", spec.Concurrency)
-	}
-	if spec.CatchupWindow < 0 || spec.CatchupWindow > MaxCatchupWindow {
-		return nil, invalid("catch-up window %v is outside 0-%v", spec.CatchupWindow, MaxCatchupWindow)
-	}
-	if len(spec.Payload) > MaxPayloadBytes {
-		return nil, invalid("payload is %d bytes, more than %d", len(spec.Payload), MaxPayloadBytes)
-	}
-	if err := validMeta(spec.Meta); err != nil {
+	if err := spec.validateFields(); err != nil {
 		return nil, err
 	}
-	if err := spec.Target().validate(); err != nil {
-		return nil, err
-	}
+	return spec.parseSchedule(name)
+}
+
+// parseSchedule parses the spec's schedule for the job name.
+func (spec *JobSpec) parseSchedule(name string) (*schedule.Schedule, error) {
 	s, err := schedule.Parse(spec.Schedule, schedule.Options{JobName: name, TimeZone: spec.TimeZone})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return s, nil
+}
+
+// validateFields checks everything in spec but its schedule.
+func (spec *JobSpec) validateFields() error {
+	switch spec.Concurrency {
+	case "", ConcurrencyAllow, ConcurrencyForbid, ConcurrencyReplace:
+	default:
+		return invalid("concurrency %q is not allow, forbid or replace", spec.Concurrency)
+	}
+	if spec.CatchupWindow < 0 || spec.CatchupWindow > MaxCatchupWindow {
+		return invalid("catch-up window %v is outside 0-%v", spec.CatchupWindow, MaxCatchupWindow)
+	}
+	if len(spec.Payload) > MaxPayloadBytes {
+		return invalid("payload is %d bytes, more than %d", len(spec.Payload), MaxPayloadBytes)
+	}
+	if err := validMeta(spec.Meta); err != nil {
+		return err
+	}
+	return spec.Target().validate()
 }
 
 func validMeta(meta map[string]string) error {

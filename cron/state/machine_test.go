@@ -545,3 +545,33 @@ func TestNamesStayInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulesShared: jobs with the same expression and zone share one
+// parsed schedule unless it hashes their names, after a restore too.
+func TestSchedulesShared(t *testing.T) {
+	m := run(t, []step{
+		{put("a", "0 * * * *", 0, t0), nil},
+		{put("b", "0 * * * *", 0, t0), nil},
+		{put("c", "0 ? * * *", 0, t0), nil},
+		{put("d", "0 ? * * *", 0, t0), nil},
+	})
+	check := func(m *Machine) {
+		t.Helper()
+		if m.jobs["a"].sched != m.jobs["b"].sched {
+			t.Error("a and b do not share their schedule")
+		}
+		if m.jobs["c"].sched == m.jobs["d"].sched {
+			t.Error("c and d share a schedule that hashes their names")
+		}
+	}
+	check(m)
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New()
+	if err := r.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	check(r)
+}

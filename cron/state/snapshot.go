@@ -204,7 +204,7 @@ func (m *Machine) Restore(data []byte) error {
 			return snapshotErr("job %q out of order after %q", w.Name, prev)
 		}
 		prev = w.Name
-		j, err := jobFromWire(&w, h.LastSlot, h.LastVersion)
+		j, err := jobFromWire(&w, h.LastSlot, h.LastVersion, &restored.schedules)
 		if err != nil {
 			return snapshotErr("job %q: %v", w.Name, err)
 		}
@@ -319,7 +319,7 @@ func checkOrphan(l Launch, lastSlot, lastVersion uint64) error {
 	return nil
 }
 
-func jobFromWire(w *wireJob, lastSlot, lastVersion uint64) (*job, error) {
+func jobFromWire(w *wireJob, lastSlot, lastVersion uint64, schedules *scheduleCache) (*job, error) {
 	if err := ValidName(w.Name); err != nil {
 		return nil, err
 	}
@@ -327,7 +327,10 @@ func jobFromWire(w *wireJob, lastSlot, lastVersion uint64) (*job, error) {
 	if err != nil {
 		return nil, err
 	}
-	sched, err := spec.parse(w.Name)
+	if err := spec.validateFields(); err != nil {
+		return nil, err
+	}
+	sched, err := schedules.parse(&spec, w.Name)
 	if err != nil {
 		return nil, err
 	}
