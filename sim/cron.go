@@ -164,7 +164,7 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 	case state.LaunchFinished:
 		c.fail(c.cronCheck.Finished(slot, cmd))
 	case state.Trigger, state.Backfill:
-		job := triggerOrBackfillJob(cmd)
+		job := state.JobOf(cmd)
 		j, ok := n.machine.Job(job)
 		if !ok {
 			c.fail(fmt.Errorf("replica %d accepted a %s of job %q it does not have", n.id, cmd.Kind(), job))
@@ -177,13 +177,6 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 			}
 		}
 	}
-}
-
-func triggerOrBackfillJob(cmd state.Command) string {
-	if t, ok := cmd.(state.Trigger); ok {
-		return t.Name
-	}
-	return cmd.(state.Backfill).Name
 }
 
 // stateHash is a digest of replica n's whole cron state.

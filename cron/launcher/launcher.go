@@ -506,14 +506,14 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 		}
 		// Opened by a client through the log: nothing can have been
 		// dispatched yet, so they start with the pre-dispatch checks.
-		j, _ := l.m.Job(jobName(c))
+		j, _ := l.m.Job(state.JobOf(c))
 		for _, open := range j.Open {
 			if open.StartedSlot == slot {
 				l.addTask(open, phaseDecide)
 			}
 		}
 	case state.PutJob, state.Resume, state.Pause:
-		l.resync(jobName(c))
+		l.resync(state.JobOf(c))
 	case state.DeleteJob:
 		if err == nil {
 			delete(l.starting, c.Name)
@@ -554,22 +554,6 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 			t.done = true
 		}
 	}
-}
-
-func jobName(c state.Command) string {
-	switch c := c.(type) {
-	case state.PutJob:
-		return c.Name
-	case state.Pause:
-		return c.Name
-	case state.Resume:
-		return c.Name
-	case state.Trigger:
-		return c.Name
-	case state.Backfill:
-		return c.Name
-	}
-	panic(fmt.Sprintf("launcher: no job name in %T", c))
 }
 
 // resync puts the job back in the heap at its state's next launch, unless

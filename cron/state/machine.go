@@ -190,7 +190,7 @@ func (m *Machine) ApplyCommand(slot uint64, c Command) error {
 		m.stats.Stale++
 	default:
 		m.stats.Rejected++
-		m.reject(Rejection{Slot: slot, Kind: c.Kind(), Job: jobOf(c), Reason: err.Error()})
+		m.reject(Rejection{Slot: slot, Kind: c.Kind(), Job: JobOf(c), Reason: err.Error()})
 	}
 	return err
 }
@@ -230,7 +230,8 @@ func (m *Machine) dispatch(slot uint64, c Command) error {
 	panic(fmt.Sprintf("state: unknown command type %T", c))
 }
 
-func jobOf(c Command) string {
+// JobOf returns the name of the job c is about ("" for Takeover).
+func JobOf(c Command) string {
 	switch c := c.(type) {
 	case PutJob:
 		return c.Name
