@@ -122,15 +122,27 @@ type wireBackfill struct {
 }
 
 func specToWire(s JobSpec) wireSpec {
-	w := wireSpec{
+	var w wireSpec
+	w.Meta = nilIfEmpty(fillWireSpec(&w, s, nil))
+	return w
+}
+
+// fillWireSpec fills w from s for encoding at once, sharing s's bytes,
+// with s's meta appended to meta in key order; it returns that slice, for
+// the caller to reuse.
+func fillWireSpec(w *wireSpec, s JobSpec, meta []wireKV) []wireKV {
+	*w = wireSpec{
 		Schedule: s.Schedule, TimeZone: s.TimeZone, Concurrency: string(s.Concurrency),
-		CatchupWindow: int64(s.CatchupWindow), Payload: cloneBytes(s.Payload),
+		CatchupWindow: int64(s.CatchupWindow), Payload: s.Payload,
 		NomadJob: s.NomadJob, Namespace: s.Namespace, Region: s.Region,
 	}
-	for _, k := range sortedKeys(s.Meta) {
-		w.Meta = append(w.Meta, wireKV{Key: k, Value: s.Meta[k]})
+	if len(w.Payload) == 0 {
+		w.Payload = nil // canonical: empty is nil
 	}
-	return w
+	for _, k := range sortedKeys(s.Meta) {
+		meta = append(meta, wireKV{Key: k, Value: s.Meta[k]})
+	}
+	return meta
 }
 
 func specFromWire(w wireSpec) (JobSpec, error) {

@@ -130,20 +130,13 @@ type wireScratch struct {
 // slices and shares j's bytes rather than copying them (a snapshot of a
 // million jobs allocated its size several times over).
 func jobToWireInto(w *wireJob, j *job, sc *wireScratch) {
-	meta, open, history := sc.meta[:0], sc.open[:0], sc.history[:0]
+	open, history := sc.open[:0], sc.history[:0]
 	*w = wireJob{
 		Name: j.Name, Version: j.Version, CreatedVersion: j.CreatedVersion,
 		Paused: j.Paused, CreatedAt: toWire(j.CreatedAt), UpdatedAt: toWire(j.UpdatedAt),
 		LastStartedAt: toWire(j.LastStartedAt), NextAt: toWire(j.NextAt), LastTriggered: toWire(j.LastTriggeredAt), Counters: j.Counters,
-		Spec: wireSpec{
-			Schedule: j.Spec.Schedule, TimeZone: j.Spec.TimeZone, Concurrency: string(j.Spec.Concurrency),
-			CatchupWindow: int64(j.Spec.CatchupWindow), Payload: j.Spec.Payload,
-			NomadJob: j.Spec.NomadJob, Namespace: j.Spec.Namespace, Region: j.Spec.Region,
-		},
 	}
-	for _, k := range sortedKeys(j.Spec.Meta) {
-		meta = append(meta, wireKV{Key: k, Value: j.Spec.Meta[k]})
-	}
+	meta := fillWireSpec(&w.Spec, j.Spec, sc.meta[:0])
 	for _, l := range j.Open {
 		open = append(open, launchToWire(l))
 	}
@@ -153,9 +146,6 @@ func jobToWireInto(w *wireJob, j *job, sc *wireScratch) {
 	sc.meta, sc.open, sc.history = meta, open, history
 	// Empty is nil in the encoding: canonical.
 	w.Spec.Meta, w.Open, w.History = nilIfEmpty(meta), nilIfEmpty(open), nilIfEmpty(history)
-	if len(w.Spec.Payload) == 0 {
-		w.Spec.Payload = nil
-	}
 }
 
 func launchToWire(l Launch) wireLaunch {
