@@ -151,18 +151,10 @@ func specFromWire(w wireSpec) (JobSpec, error) {
 		CatchupWindow: time.Duration(w.CatchupWindow), Payload: cloneBytes(w.Payload),
 		NomadJob: w.NomadJob, Namespace: w.Namespace, Region: w.Region,
 	}
-	if len(w.Meta) > MaxMetaEntries {
-		return JobSpec{}, fmt.Errorf("meta has %d entries, more than %d", len(w.Meta), MaxMetaEntries)
+	if err := checkMetaPairs(w.Meta); err != nil {
+		return JobSpec{}, err
 	}
-	if len(w.Meta) > 0 {
-		s.Meta = make(map[string]string, len(w.Meta))
-	}
-	for i, kv := range w.Meta {
-		if i > 0 && kv.Key <= w.Meta[i-1].Key {
-			return JobSpec{}, fmt.Errorf("meta keys not in strictly increasing order at %q", kv.Key)
-		}
-		s.Meta[kv.Key] = kv.Value
-	}
+	s.Meta = metaMap(w.Meta)
 	return s, nil
 }
 

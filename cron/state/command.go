@@ -474,16 +474,67 @@ func validMeta(meta map[string]string) error {
 		return invalid("meta has %d entries, more than %d", len(meta), MaxMetaEntries)
 	}
 	for _, k := range sortedKeys(meta) {
-		if k == "" {
-			return invalid("meta has an empty key")
-		}
-		if err := boundedText("meta key", k, MaxMetaKeyBytes); err != nil {
+		if err := validMetaEntry(k, meta[k]); err != nil {
 			return err
 		}
-		// The label is built only on failure: a restore validates a
-		// million specs.
-		if v := meta[k]; len(v) > MaxMetaValueBytes || !utf8.ValidString(v) {
-			return boundedText("meta value of "+strconv.Quote(k), v, MaxMetaValueBytes)
+	}
+	return nil
+}
+
+func validMetaEntry(k, v string) error {
+	if k == "" {
+		return invalid("meta has an empty key")
+	}
+	if err := boundedText("meta key", k, MaxMetaKeyBytes); err != nil {
+		return err
+	}
+	// The label is built only on failure: a restore validates a million
+	// specs.
+	if len(v) > MaxMetaValueBytes || !utf8.ValidString(v) {
+		return boundedText("meta value of "+strconv.Quote(k), v, MaxMetaValueBytes)
+	}
+	return nil
+}
+
+// metaPairs returns meta as key-value pairs in key order, nil if empty:
+// the form a job keeps its meta in (a small Go map costs about 300 bytes,
+// a million times over) and the wire form.
+func metaPairs(meta map[string]string) []wireKV {
+	keys := sortedKeys(meta)
+	if len(keys) == 0 {
+		return nil
+	}
+	pairs := make([]wireKV, len(keys))
+	for i, k := range keys {
+		pairs[i] = wireKV{Key: k, Value: meta[k]}
+	}
+	return pairs
+}
+
+// metaMap is the inverse of metaPairs.
+func metaMap(pairs []wireKV) map[string]string {
+	if len(pairs) == 0 {
+		return nil
+	}
+	meta := make(map[string]string, len(pairs))
+	for _, kv := range pairs {
+		meta[kv.Key] = kv.Value
+	}
+	return meta
+}
+
+// checkMetaPairs validates meta pairs read from the wire: bounded, valid,
+// and in strictly increasing key order (the canonical encoding).
+func checkMetaPairs(pairs []wireKV) error {
+	if len(pairs) > MaxMetaEntries {
+		return fmt.Errorf("meta has %d entries, more than %d", len(pairs), MaxMetaEntries)
+	}
+	for i, kv := range pairs {
+		if i > 0 && kv.Key <= pairs[i-1].Key {
+			return fmt.Errorf("meta keys not in strictly increasing order at %q", kv.Key)
+		}
+		if err := validMetaEntry(kv.Key, kv.Value); err != nil {
+			return err
 		}
 	}
 	return nil

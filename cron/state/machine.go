@@ -116,8 +116,18 @@ type Job struct {
 
 // job is a Job plus its parsed schedule.
 type job struct {
-	Job
+	Job // Spec.Meta is always nil: meta holds it
+	// meta is the spec's meta in key order, shared with the snapshot's
+	// encoding and read from it on restore without a map per job.
+	meta  []wireKV
 	sched *schedule.Schedule
+}
+
+// spec returns a copy of the job's spec, meta included.
+func (j *job) spec() JobSpec {
+	s := j.Spec.normalized()
+	s.Meta = metaMap(j.meta)
+	return s
 }
 
 // Machine is the replicated cron state: the replica.StateMachine of a
@@ -293,7 +303,9 @@ func (m *Machine) putJob(c PutJob) error {
 		m.jobs[c.Name] = j
 		m.added = append(m.added, c.Name)
 	}
-	j.Spec = c.Spec.normalized()
+	spec := c.Spec
+	spec.Meta = nil
+	j.Spec, j.meta = spec.normalized(), metaPairs(c.Spec.Meta)
 	j.sched = sched
 	j.Version = m.lastVersion
 	j.UpdatedAt = at

@@ -94,7 +94,7 @@ func (m *Machine) LastSlot() uint64 { return m.lastSlot }
 // copy returns the job's state sharing no memory with it.
 func (j *job) copy() Job {
 	c := j.Job
-	c.Spec = j.Spec.normalized()
+	c.Spec = j.spec()
 	c.Open = nilIfEmpty(slices.Clone(j.Open))
 	c.History = nilIfEmpty(slices.Clone(j.History))
 	for i := range c.History {
@@ -131,7 +131,7 @@ func (m *Machine) Info(name string) (JobInfo, bool) {
 	if !ok {
 		return JobInfo{}, false
 	}
-	info := JobInfo{Spec: j.Spec.normalized(), Version: j.Version, CreatedVersion: j.CreatedVersion, Paused: j.Paused, NextAt: j.NextAt}
+	info := JobInfo{Spec: j.spec(), Version: j.Version, CreatedVersion: j.CreatedVersion, Paused: j.Paused, NextAt: j.NextAt}
 	for i := len(j.History) - 1; i >= 0; i-- {
 		if o := j.History[i].Outcome; o.Kind == OutcomeDispatched {
 			info.LastChild = o.ChildID

@@ -122,7 +122,6 @@ func (m *Machine) Snapshot() ([]byte, error) {
 
 // wireScratch is the memory jobToWireInto reuses from job to job.
 type wireScratch struct {
-	meta          []wireKV
 	open, history []wireLaunch
 }
 
@@ -136,16 +135,16 @@ func jobToWireInto(w *wireJob, j *job, sc *wireScratch) {
 		Paused: j.Paused, CreatedAt: toWire(j.CreatedAt), UpdatedAt: toWire(j.UpdatedAt),
 		LastStartedAt: toWire(j.LastStartedAt), NextAt: toWire(j.NextAt), LastTriggered: toWire(j.LastTriggeredAt), Counters: j.Counters,
 	}
-	meta := fillWireSpec(&w.Spec, j.Spec, sc.meta[:0])
+	fillWireSpec(&w.Spec, j.Spec, nil) // j.Spec.Meta is nil: j.meta is the wire form
 	for _, l := range j.Open {
 		open = append(open, launchToWire(l))
 	}
 	for _, l := range j.History {
 		history = append(history, launchToWire(l))
 	}
-	sc.meta, sc.open, sc.history = meta, open, history
+	sc.open, sc.history = open, history
 	// Empty is nil in the encoding: canonical.
-	w.Spec.Meta, w.Open, w.History = nilIfEmpty(meta), nilIfEmpty(open), nilIfEmpty(history)
+	w.Spec.Meta, w.Open, w.History = j.meta, nilIfEmpty(open), nilIfEmpty(history)
 }
 
 func launchToWire(l Launch) wireLaunch {
@@ -313,7 +312,15 @@ func jobFromWire(w *wireJob, lastSlot, lastVersion uint64, schedules *scheduleCa
 	if err := ValidName(w.Name); err != nil {
 		return nil, err
 	}
-	spec, err := specFromWire(w.Spec)
+	// The meta stays in its wire form (see job.meta); the reader gave
+	// this job its own slice.
+	meta := w.Spec.Meta
+	if err := checkMetaPairs(meta); err != nil {
+		return nil, err
+	}
+	fields := w.Spec
+	fields.Meta = nil
+	spec, err := specFromWire(fields)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +334,7 @@ func jobFromWire(w *wireJob, lastSlot, lastVersion uint64, schedules *scheduleCa
 	if spec.Concurrency == "" || spec.CatchupWindow == 0 {
 		return nil, fmt.Errorf("spec without its defaults")
 	}
-	j := &job{Job: Job{Name: w.Name, Spec: spec, Version: w.Version, CreatedVersion: w.CreatedVersion, Paused: w.Paused, Counters: w.Counters}, sched: sched}
+	j := &job{meta: meta, Job: Job{Name: w.Name, Spec: spec, Version: w.Version, CreatedVersion: w.CreatedVersion, Paused: w.Paused, Counters: w.Counters}, sched: sched}
 	if w.CreatedVersion == 0 || w.CreatedVersion > w.Version || w.Version > lastVersion {
 		return nil, fmt.Errorf("versions %d-%d outside 1-%d", w.CreatedVersion, w.Version, lastVersion)
 	}
