@@ -19,8 +19,10 @@ import (
 // one encoding. The log's entries carry their own checksum (storage), so a
 // command has none.
 const (
-	commandVersion  byte = 1
-	snapshotVersion byte = 1
+	commandVersion byte = 1
+	// snapshotVersion 2 packs each job's history (history.go); Restore
+	// still reads version 1, whose history was a list of launches.
+	snapshotVersion byte = 2
 )
 
 var msgpackHandle = func() *codec.MsgpackHandle {

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"github.com/hashicorp/go-msgpack/v2/codec"
 
 	"bytes"
@@ -52,7 +53,7 @@ func genOne(r *rand.Rand, m *Machine, now time.Time) []byte {
 		}
 		return b
 	case k <= 3:
-		s := JobSpec{Schedule: genSchedules[r.IntN(len(genSchedules))], TimeZone: genZones[r.IntN(len(genZones))], NomadJob: "batch"}
+		s := JobSpec{Schedule: genSchedules[r.IntN(len(genSchedules))], TimeZone: genZones[r.IntN(len(genZones))], NomadJob: []string{"batch", "etl"}[r.IntN(2)]}
 		if r.IntN(2) == 0 {
 			s.Meta = map[string]string{"owner": name, "tier": "1"}
 			s.Payload = []byte(name)
@@ -101,6 +102,16 @@ func genOne(r *rand.Rand, m *Machine, now time.Time) []byte {
 		f := finished(name, l.ScheduledAt, kinds[r.IntN(len(kinds))])
 		f.LaunchKind = l.Kind
 		f.Term = m.Term()
+		if f.Outcome.Kind == OutcomeDispatched {
+			// Every form the history packs a child ID in (history.go).
+			prefix := l.Target.NomadJob + "/dispatch-" + LaunchIdentity(name, l.ScheduledAt, l.Kind) + "-"
+			switch r.IntN(3) {
+			case 0:
+				f.Outcome.ChildID = prefix + fmt.Sprintf("%d-%08x", l.ScheduledAt.Unix()+int64(r.IntN(5)), r.Uint32())
+			case 1:
+				f.Outcome.ChildID = prefix + "x"
+			}
+		}
 		if r.IntN(8) == 0 {
 			f.Term = Term{} // from a replaced leader, unless none took over
 		}

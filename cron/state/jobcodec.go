@@ -145,7 +145,7 @@ func appendJob(b []byte, w *wireJob) []byte {
 	for _, t := range [...]wireTime{w.CreatedAt, w.UpdatedAt, w.LastStartedAt, w.NextAt, w.LastTriggered} {
 		b = appendTime(b, t)
 	}
-	b = appendLaunches(appendLaunches(b, w.Open), w.History)
+	b = appendBin(appendLaunches(b, w.Open), w.History)
 	c := &w.Counters
 	b = append(b, 0x96)
 	for _, u := range [...]uint64{c.Started, c.Dispatched, c.Failed, c.Skipped, c.Unknown, c.Duplicates} {
@@ -304,12 +304,14 @@ func (r *jobReader) str() string { return r.text(false) }
 // shared reads a string other jobs likely hold too, and interns it.
 func (r *jobReader) shared() string { return r.text(true) }
 
-func (r *jobReader) text(intern bool) string {
+// raw reads a string or bin and returns its bytes, nil for a nil; they
+// share r's input.
+func (r *jobReader) raw() []byte {
 	c := r.byte1()
 	var n int
 	switch {
 	case r.err != nil:
-		return ""
+		return nil
 	case c&0xe0 == 0xa0:
 		n = int(c & 0x1f)
 	case c == 0xd9 || c == 0xc4:
@@ -319,12 +321,16 @@ func (r *jobReader) text(intern bool) string {
 	case c == 0xdb || c == 0xc6:
 		n = int(r.be(4))
 	case c == 0xc0:
-		return ""
+		return nil
 	default:
 		r.fail("byte %#x is not a string", c)
-		return ""
+		return nil
 	}
-	b := r.next(n)
+	return r.next(n)
+}
+
+func (r *jobReader) text(intern bool) string {
+	b := r.raw()
 	if !intern || r.strs == nil || len(b) > maxInternedBytes {
 		return string(b)
 	}
@@ -417,7 +423,11 @@ func (r *jobReader) launches(limit int) []wireLaunch {
 
 // readJob decodes one wireJob from the front of b and returns the bytes it
 // took. strs, when not nil, interns the strings jobs share, across calls.
-func readJob(b []byte, w *wireJob, strs map[string]string) (int, error) {
+//
+// version is the snapshot's format version: version 1 held the history as
+// a list of launches (w.HistoryV1), version 2 holds it packed (w.History,
+// sharing b's bytes).
+func readJob(b []byte, w *wireJob, strs map[string]string, version byte) (int, error) {
 	r := &jobReader{b: b, strs: strs}
 	r.fields(13)
 	w.Name = r.str()
@@ -425,7 +435,11 @@ func readJob(b []byte, w *wireJob, strs map[string]string) (int, error) {
 	w.Version, w.CreatedVersion, w.Paused = r.uint(), r.uint(), r.bool()
 	w.CreatedAt, w.UpdatedAt, w.LastStartedAt, w.NextAt, w.LastTriggered = r.time(), r.time(), r.time(), r.time(), r.time()
 	w.Open = r.launches(MaxOpenLaunches)
-	w.History = r.launches(HistoryLen)
+	if version == 1 {
+		w.History, w.HistoryV1 = nil, r.launches(v1HistoryLen)
+	} else {
+		w.History, w.HistoryV1 = r.raw(), nil
+	}
 	r.fields(6)
 	c := &w.Counters
 	c.Started, c.Dispatched, c.Failed, c.Skipped, c.Unknown, c.Duplicates = r.uint(), r.uint(), r.uint(), r.uint(), r.uint(), r.uint()

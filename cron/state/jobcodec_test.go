@@ -54,13 +54,20 @@ func randLaunches(r *rand.Rand) []wireLaunch {
 	return out
 }
 
+func randBytes(r *rand.Rand) []byte {
+	if s := randString(r); s != "" {
+		return []byte(s)
+	}
+	return nil
+}
+
 // randWireJob is any wireJob, canonical (empty lists and bytes are nil),
 // with every integer form and string length the encoding distinguishes.
 func randWireJob(r *rand.Rand) wireJob {
 	w := wireJob{
 		Name: randString(r), Version: randUint(r), CreatedVersion: randUint(r), Paused: r.IntN(2) == 0,
 		CreatedAt: randTime(r), UpdatedAt: randTime(r), LastStartedAt: randTime(r), NextAt: randTime(r), LastTriggered: randTime(r),
-		Open: randLaunches(r), History: randLaunches(r),
+		Open: randLaunches(r), History: randBytes(r),
 		Counters: Counters{randUint(r), randUint(r), randUint(r), randUint(r), randUint(r), randUint(r)},
 		Spec: wireSpec{Schedule: randString(r), TimeZone: randString(r), Concurrency: randString(r), CatchupWindow: randInt(r),
 			NomadJob: randString(r), Namespace: randString(r), Region: randString(r)},
@@ -89,7 +96,7 @@ func TestJobCodecMatchesLibrary(t *testing.T) {
 			t.Fatalf("job %d: appendJob differs from go-msgpack at byte %d\n got % x\nwant % x", i, firstDiff(got, want), got[:min(len(got), 64)], want[:min(len(want), 64)])
 		}
 		var back wireJob
-		n, err := readJob(append(got, 0xc0), &back, map[string]string{}) // a trailing byte must not be read
+		n, err := readJob(append(got, 0xc0), &back, map[string]string{}, snapshotVersion) // a trailing byte must not be read
 		if err != nil || n != len(got) || !reflect.DeepEqual(back, w) {
 			t.Fatalf("job %d: readJob: %v, %d of %d bytes\n got %+v\nwant %+v", i, err, n, len(got), back, w)
 		}
@@ -119,7 +126,7 @@ func FuzzReadJob(f *testing.F) {
 	f.Add([]byte{0xdd, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var w wireJob
-		n, err := readJob(b, &w, nil)
+		n, err := readJob(b, &w, nil, snapshotVersion)
 		if err != nil {
 			return
 		}
@@ -128,7 +135,7 @@ func FuzzReadJob(f *testing.F) {
 		}
 		again := appendJob(nil, &w)
 		var w2 wireJob
-		if _, err := readJob(again, &w2, map[string]string{}); err != nil || !reflect.DeepEqual(w2, w) {
+		if _, err := readJob(again, &w2, map[string]string{}, snapshotVersion); err != nil || !reflect.DeepEqual(w2, w) {
 			t.Fatalf("re-read: %v", err)
 		}
 	})

@@ -14,7 +14,7 @@ import (
 // Bounds on the state.
 const (
 	// HistoryLen is how many finished launches each job keeps, newest last.
-	HistoryLen = 64
+	HistoryLen = 10
 	// MaxRejections is how many rejected commands the state remembers.
 	MaxRejections = 32
 	// MaxJobs bounds the number of jobs. A snapshot of a million jobs is
@@ -119,7 +119,9 @@ type job struct {
 	Job // Spec.Meta is always nil: meta holds it
 	// meta is the spec's meta in key order, shared with the snapshot's
 	// encoding and read from it on restore without a map per job.
-	meta  []wireKV
+	meta []wireKV
+	// hist is the history, packed; Job.History is always nil here.
+	hist  history
 	sched *schedule.Schedule
 }
 
@@ -305,6 +307,7 @@ func (m *Machine) putJob(c PutJob) error {
 	}
 	spec := c.Spec
 	spec.Meta = nil
+	j.hist = j.hist.repack(c.Name, j.Spec.NomadJob, spec.NomadJob)
 	j.Spec, j.meta = spec.normalized(), metaPairs(c.Spec.Meta)
 	j.sched = sched
 	j.Version = m.lastVersion
@@ -482,11 +485,7 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 	l.FinishedSlot = slot
 	l.Outcome = c.Outcome
 	l.Target = Target{}
-	l.Identity = "" // derived: Job.History rebuilds it
-	if len(j.History) == HistoryLen {
-		j.History = slices.Delete(j.History, 0, 1)
-	}
-	j.History = append(j.History, l)
+	j.hist = j.hist.add(&l, j.Name, j.Spec.NomadJob)
 	j.Counters.count(c.Outcome.Kind)
 	m.stats.Launches.count(c.Outcome.Kind)
 	return nil
@@ -674,20 +673,23 @@ func (j *job) backfillable(t time.Time, force bool) bool {
 	if j.isOpen(t, LaunchScheduled) || j.isOpen(t, LaunchBackfill) {
 		return false
 	}
-	for i := len(j.History) - 1; i >= 0; i-- {
-		l := j.History[i]
-		if l.Kind == LaunchManual || !l.ScheduledAt.Equal(t) {
-			continue
-		}
-		switch l.Outcome.Kind {
-		case OutcomeSkipped, OutcomeFailed:
+	verdict := force // no record left
+	at := t.Unix()
+	j.hist.each(func(e *histEntry) bool {
+		if e.kind == LaunchManual || e.scheduled != at {
 			return true
-		case OutcomeUnknown:
-			return force
 		}
-		return false // it ran
-	}
-	return force
+		switch e.outcome { // the latest record decides
+		case OutcomeSkipped, OutcomeFailed:
+			verdict = true
+		case OutcomeUnknown:
+			verdict = force
+		default:
+			verdict = false // it ran
+		}
+		return true
+	})
+	return verdict
 }
 
 func compareDue(a, b Due) int {

@@ -96,7 +96,7 @@ func (j *job) copy() Job {
 	c := j.Job
 	c.Spec = j.spec()
 	c.Open = nilIfEmpty(slices.Clone(j.Open))
-	c.History = nilIfEmpty(slices.Clone(j.History))
+	c.History = j.hist.launches(j.Name, j.Spec.NomadJob)
 	for i := range c.History {
 		// Not kept in the history (a string per launch, for a million
 		// jobs); rebuilt for the caller.
@@ -132,11 +132,15 @@ func (m *Machine) Info(name string) (JobInfo, bool) {
 		return JobInfo{}, false
 	}
 	info := JobInfo{Spec: j.spec(), Version: j.Version, CreatedVersion: j.CreatedVersion, Paused: j.Paused, NextAt: j.NextAt}
-	for i := len(j.History) - 1; i >= 0; i-- {
-		if o := j.History[i].Outcome; o.Kind == OutcomeDispatched {
-			info.LastChild = o.ChildID
-			break
+	var last histEntry
+	j.hist.each(func(e *histEntry) bool {
+		if e.outcome == OutcomeDispatched {
+			last = *e
 		}
+		return true
+	})
+	if last.outcome == OutcomeDispatched {
+		info.LastChild = last.childID(j.Name, j.Spec.NomadJob)
 	}
 	if len(j.Open) > 0 {
 		info.FirstOpen = j.Open[0].ScheduledAt

@@ -36,8 +36,10 @@ var scaleSchedules = []struct{ expr, tz string }{
 }
 
 // buildScale applies n PutJobs (realistic specs: a payload, two meta
-// entries) and, with launches, one launch started and finished per job.
-func buildScale(b *testing.B, n int, launches bool) *Machine {
+// entries) and then, launches times, one launch started and finished per
+// job: started a few milliseconds late, dispatched, the child ID as Nomad
+// makes it.
+func buildScale(b *testing.B, n, launches int) *Machine {
 	b.Helper()
 	m := New()
 	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -56,13 +58,15 @@ func buildScale(b *testing.B, n int, launches bool) *Machine {
 			Meta: map[string]string{"owner": "team-" + strconv.Itoa(i%997), "tier": "2"},
 		}})
 	}
-	if launches {
+	for round := range launches {
 		for i := range n {
 			name := fmt.Sprintf("team-%03d.job-%07d", i%997, i)
 			j := m.jobs[name]
 			next := j.NextAt
-			apply(LaunchStarted{Job: name, ScheduledAt: next, Identity: Identity(name, next), SpecVersion: j.Version, At: next})
-			apply(LaunchFinished{Job: name, ScheduledAt: next, Outcome: Outcome{Kind: OutcomeDispatched, ChildID: "batch-runner/dispatch-" + Identity(name, next) + "-1772323200-0a1b2c3d"}})
+			late := time.Duration(1+(i+round)%50)*time.Millisecond + time.Duration(i%1000)*time.Microsecond
+			apply(LaunchStarted{Job: name, ScheduledAt: next, Identity: Identity(name, next), SpecVersion: j.Version, At: next.Add(late)})
+			child := fmt.Sprintf("batch-runner/dispatch-%s-%d-%08x", Identity(name, next), next.Unix()+1, uint32(i*2654435761+round))
+			apply(LaunchFinished{Job: name, ScheduledAt: next, Outcome: Outcome{Kind: OutcomeDispatched, ChildID: child}})
 		}
 	}
 	return m
@@ -81,10 +85,13 @@ func heapInUse() uint64 {
 // write and restore times. It runs once per b.N (use -benchtime=1x).
 func BenchmarkScale(b *testing.B) {
 	n := scaleJobs(b)
-	for _, launches := range []bool{false, true} {
+	for _, launches := range []int{0, 1, HistoryLen} {
 		name := "fresh"
-		if launches {
+		switch launches {
+		case 1:
 			name = "one-launch-each"
+		case HistoryLen:
+			name = "history-full"
 		}
 		b.Run(fmt.Sprintf("jobs=%d/%s", n, name), func(b *testing.B) {
 			for range b.N {

@@ -70,9 +70,15 @@ type wireJob struct {
 	NextAt         wireTime
 	LastTriggered  wireTime
 	Open           []wireLaunch
-	History        []wireLaunch
+	History        []byte // packed (history.go)
 	Counters       Counters
+	// HistoryV1 is the history of a version 1 snapshot, where it took
+	// History's place; never written.
+	HistoryV1 []wireLaunch `codec:"-"`
 }
+
+// v1HistoryLen was HistoryLen in snapshot version 1.
+const v1HistoryLen = 64
 
 // wireLaunch omits what the job implies: its name and the identity.
 type wireLaunch struct {
@@ -122,14 +128,14 @@ func (m *Machine) Snapshot() ([]byte, error) {
 
 // wireScratch is the memory jobToWireInto reuses from job to job.
 type wireScratch struct {
-	open, history []wireLaunch
+	open []wireLaunch
 }
 
 // jobToWireInto fills w with j for encoding at once: it reuses sc's
 // slices and shares j's bytes rather than copying them (a snapshot of a
 // million jobs allocated its size several times over).
 func jobToWireInto(w *wireJob, j *job, sc *wireScratch) {
-	open, history := sc.open[:0], sc.history[:0]
+	open := sc.open[:0]
 	*w = wireJob{
 		Name: j.Name, Version: j.Version, CreatedVersion: j.CreatedVersion,
 		Paused: j.Paused, CreatedAt: toWire(j.CreatedAt), UpdatedAt: toWire(j.UpdatedAt),
@@ -139,12 +145,9 @@ func jobToWireInto(w *wireJob, j *job, sc *wireScratch) {
 	for _, l := range j.Open {
 		open = append(open, launchToWire(l))
 	}
-	for _, l := range j.History {
-		history = append(history, launchToWire(l))
-	}
-	sc.open, sc.history = open, history
+	sc.open = open
 	// Empty is nil in the encoding: canonical.
-	w.Spec.Meta, w.Open, w.History = j.meta, nilIfEmpty(open), nilIfEmpty(history)
+	w.Spec.Meta, w.Open, w.History = j.meta, nilIfEmpty(open), j.hist
 }
 
 func launchToWire(l Launch) wireLaunch {
@@ -166,9 +169,10 @@ func (m *Machine) Restore(data []byte) error {
 	switch {
 	case len(data) < 1:
 		return snapshotErr("empty")
-	case data[0] != snapshotVersion:
+	case data[0] != snapshotVersion && data[0] != 1:
 		return snapshotErr("unknown format version %d", data[0])
 	}
+	version := data[0]
 	body := data[1:]
 	dec := codec.NewDecoderBytes(body, msgpackHandle)
 	var h wireHeader
@@ -184,7 +188,7 @@ func (m *Machine) Restore(data []byte) error {
 	strs := map[string]string{}
 	for i := range h.Jobs {
 		var w wireJob
-		n, err := readJob(body[at:], &w, strs)
+		n, err := readJob(body[at:], &w, strs, version)
 		if err != nil {
 			return snapshotErr("job %d of %d: %v", i+1, h.Jobs, err)
 		}
@@ -353,7 +357,15 @@ func jobFromWire(w *wireJob, lastSlot, lastVersion uint64, schedules *scheduleCa
 	if j.Open, err = launchesFromWire(j, w.Open, true, lastSlot); err != nil {
 		return nil, fmt.Errorf("open launches: %w", err)
 	}
-	if j.History, err = launchesFromWire(j, w.History, false, lastSlot); err != nil {
+	if w.HistoryV1 != nil {
+		hist, err := launchesFromWire(j, w.HistoryV1, false, lastSlot)
+		if err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		for _, l := range hist[max(0, len(hist)-HistoryLen):] {
+			j.hist = j.hist.add(&l, j.Name, j.Spec.NomadJob)
+		}
+	} else if j.hist, err = checkHistory(w.History, j, lastSlot); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	return j, nil
@@ -376,7 +388,7 @@ func (j *job) checkTimes() error {
 }
 
 func launchesFromWire(j *job, ws []wireLaunch, open bool, lastSlot uint64) ([]Launch, error) {
-	limit := HistoryLen
+	limit := v1HistoryLen
 	if open {
 		limit = MaxOpenLaunches
 	}

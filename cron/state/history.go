@@ -1,0 +1,512 @@
+package state
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// history is a job's finished launches, oldest first, at most HistoryLen,
+// packed into one byte slice: a count byte, then one entry per launch.
+// A Launch struct and its child ID cost about 300 bytes; a packed entry
+// about 25, which is what lets a million jobs keep a history in under a
+// KiB each. The empty history is nil.
+//
+// An entry is self-contained, so the oldest is dropped by slicing:
+//
+//	head         launch kind (bits 0-1), force (2), outcome (3-4),
+//	             child form (5-6), has a reason (7)
+//	uvarint      scheduled time, Unix seconds (a whole second)
+//	varint       start time's seconds less the scheduled time's
+//	uvarint      start time's nanoseconds
+//	uvarint      spec version
+//	uvarint      started slot
+//	uvarint      finished slot less started slot (at least 1)
+//	child        by its form (below)
+//	reason       uvarint length, bytes
+//
+// The child ID is stored relative to the prefix Nomad gives a dispatch
+// whose IdPrefixTemplate is the launch identity,
+// "<parent>/dispatch-<identity>-", where parent is the job's current
+// Nomad job (an edit of the spec that changes it repacks the history):
+//
+//	childNone      no child ID
+//	childVerbatim  uvarint length, bytes: an ID without the prefix
+//	childNomad     the prefix, then "<unix>-<8 lowercase hex>": varint
+//	               unix less the scheduled time, 4 bytes
+//	childPrefixed  the prefix, then uvarint length, bytes
+//
+// The encoding is canonical: a history read from a snapshot is accepted
+// only if packing its launches again gives the same bytes, so replicas
+// that restored a snapshot and replicas that applied the log hold the
+// same bytes.
+type history []byte
+
+const (
+	childNone byte = iota
+	childVerbatim
+	childNomad
+	childPrefixed
+)
+
+// outcomeCodes numbers the outcome kinds in an entry's head.
+var outcomeCodes = [...]OutcomeKind{OutcomeDispatched, OutcomeFailed, OutcomeSkipped, OutcomeUnknown}
+
+func outcomeCode(k OutcomeKind) byte {
+	for i, c := range outcomeCodes {
+		if c == k {
+			return byte(i)
+		}
+	}
+	panic(fmt.Sprintf("state: packing unvalidated outcome %q", k))
+}
+
+// histEntry is one decoded history entry; child and reason share the packed
+// bytes.
+type histEntry struct {
+	kind        LaunchKind
+	force       bool
+	outcome     OutcomeKind
+	scheduled   int64
+	startedSec  int64
+	startedNsec int64
+	specVersion uint64
+	startedSlot uint64
+	// finishedSlot is startedSlot plus the stored difference.
+	finishedSlot uint64
+	childForm    byte
+	childUnix    int64   // childNomad
+	childHex     [4]byte // childNomad
+	child        []byte  // childVerbatim: the ID; childPrefixed: the rest
+	reason       []byte
+}
+
+// len returns how many launches h holds.
+func (h history) len() int {
+	if len(h) == 0 {
+		return 0
+	}
+	return int(h[0])
+}
+
+// add returns h with l appended and, at HistoryLen, its oldest launch
+// dropped. It allocates the result to its exact size: the history is
+// most of a job's memory. name is the job's, parent its Nomad job.
+func (h history) add(l *Launch, name, parent string) history {
+	n, kept := h.len(), []byte(nil)
+	if n > 0 {
+		kept = h[1:]
+	}
+	if n == HistoryLen {
+		var e histEntry
+		skip, err := readEntry(kept, &e)
+		if err != nil {
+			panic(fmt.Sprintf("state: job %q: history corrupt in memory: %v", name, err))
+		}
+		kept, n = kept[skip:], n-1
+	}
+	var buf [64]byte
+	packed := appendEntry(buf[:0], l, name, parent)
+	out := make([]byte, 0, 1+len(kept)+len(packed))
+	out = append(out, byte(n+1))
+	out = append(out, kept...)
+	return append(out, packed...)
+}
+
+// each calls fn on every entry, oldest first, until fn returns false. h is
+// in memory, hence valid: a malformed entry is a bug.
+func (h history) each(fn func(e *histEntry) bool) {
+	if len(h) == 0 {
+		return
+	}
+	b := h[1:]
+	var e histEntry
+	for range int(h[0]) {
+		n, err := readEntry(b, &e)
+		if err != nil {
+			panic(fmt.Sprintf("state: history corrupt in memory: %v", err))
+		}
+		if !fn(&e) {
+			return
+		}
+		b = b[n:]
+	}
+}
+
+// launches returns h's launches (Identity left empty), nil if none.
+func (h history) launches(name, parent string) []Launch {
+	if h.len() == 0 {
+		return nil
+	}
+	out := make([]Launch, 0, h.len())
+	h.each(func(e *histEntry) bool {
+		out = append(out, e.launch(name, parent))
+		return true
+	})
+	return out
+}
+
+// repack returns h packed against a new parent: an edit that changed the
+// job's Nomad job keeps the child IDs its launches had.
+func (h history) repack(name, oldParent, newParent string) history {
+	if oldParent == newParent || h.len() == 0 {
+		return h
+	}
+	var out history
+	for _, l := range h.launches(name, oldParent) {
+		out = out.add(&l, name, newParent)
+	}
+	return out
+}
+
+func appendEntry(b []byte, l *Launch, name, parent string) []byte {
+	sched := l.ScheduledAt.Unix()
+	form, unix, hex, rest := splitChild(l.Outcome.ChildID, childPrefix(parent, name, sched, l.Kind))
+	head := byte(l.Kind) | boolBit(l.Force)<<2 | outcomeCode(l.Outcome.Kind)<<3 | form<<5 | boolBit(l.Outcome.Reason != "")<<7
+	b = append(b, head)
+	b = binary.AppendUvarint(b, uint64(sched))
+	b = binary.AppendVarint(b, l.StartedAt.Unix()-sched)
+	b = binary.AppendUvarint(b, uint64(l.StartedAt.Nanosecond()))
+	b = binary.AppendUvarint(b, l.SpecVersion)
+	b = binary.AppendUvarint(b, l.StartedSlot)
+	b = binary.AppendUvarint(b, l.FinishedSlot-l.StartedSlot)
+	switch form {
+	case childVerbatim, childPrefixed:
+		b = binary.AppendUvarint(b, uint64(len(rest)))
+		b = append(b, rest...)
+	case childNomad:
+		b = binary.AppendVarint(b, unix-sched)
+		b = append(b, hex[:]...)
+	}
+	if l.Outcome.Reason != "" {
+		b = binary.AppendUvarint(b, uint64(len(l.Outcome.Reason)))
+		b = append(b, l.Outcome.Reason...)
+	}
+	return b
+}
+
+func boolBit(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// childPrefix returns the prefix of a child ID Nomad made for the launch:
+// "<parent>/dispatch-<identity>-".
+func childPrefix(parent, name string, sched int64, kind LaunchKind) string {
+	return parent + "/dispatch-" + LaunchIdentity(name, time.Unix(sched, 0), kind) + "-"
+}
+
+// splitChild says how child is stored against prefix.
+func splitChild(child, prefix string) (form byte, unix int64, hex [4]byte, rest string) {
+	switch {
+	case child == "":
+		return childNone, 0, hex, ""
+	case len(child) <= len(prefix) || child[:len(prefix)] != prefix:
+		return childVerbatim, 0, hex, child
+	}
+	rest = child[len(prefix):]
+	if unix, hex, ok := parseNomadSuffix(rest); ok {
+		return childNomad, unix, hex, ""
+	}
+	return childPrefixed, 0, hex, rest
+}
+
+// parseNomadSuffix parses "<unix>-<8 lowercase hex>" written canonically:
+// a decimal without sign or leading zero.
+func parseNomadSuffix(s string) (unix int64, hex [4]byte, ok bool) {
+	dash := len(s) - 9
+	if dash < 1 || s[dash] != '-' {
+		return 0, hex, false
+	}
+	digits := s[:dash]
+	if digits[0] == '0' && len(digits) > 1 {
+		return 0, hex, false
+	}
+	for i := range len(digits) {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, hex, false
+		}
+	}
+	unix, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
+		return 0, hex, false
+	}
+	for i := range 4 {
+		hi, ok1 := lowerHex(s[dash+1+2*i])
+		lo, ok2 := lowerHex(s[dash+2+2*i])
+		if !ok1 || !ok2 {
+			return 0, hex, false
+		}
+		hex[i] = hi<<4 | lo
+	}
+	return unix, hex, true
+}
+
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
+
+const hexDigits = "0123456789abcdef"
+
+// launch materializes e for the job name whose Nomad job is parent.
+func (e *histEntry) launch(name, parent string) Launch {
+	l := Launch{
+		Job: name, ScheduledAt: time.Unix(e.scheduled, 0).UTC(), SpecVersion: e.specVersion,
+		StartedAt: time.Unix(e.startedSec, e.startedNsec).UTC(), Kind: e.kind, Force: e.force,
+		StartedSlot: e.startedSlot, FinishedSlot: e.finishedSlot,
+		Outcome: Outcome{Kind: e.outcome, Reason: string(e.reason)},
+	}
+	l.Outcome.ChildID = e.childID(name, parent)
+	return l
+}
+
+func (e *histEntry) childID(name, parent string) string {
+	switch e.childForm {
+	case childVerbatim:
+		return string(e.child)
+	case childPrefixed:
+		return childPrefix(parent, name, e.scheduled, e.kind) + string(e.child)
+	case childNomad:
+		b := make([]byte, 0, 96)
+		b = append(b, childPrefix(parent, name, e.scheduled, e.kind)...)
+		b = strconv.AppendInt(b, e.childUnix, 10)
+		b = append(b, '-')
+		for _, x := range e.childHex {
+			b = append(b, hexDigits[x>>4], hexDigits[x&15])
+		}
+		return string(b)
+	}
+	return ""
+}
+
+// readEntry decodes the entry at the front of b into e and returns its
+// length. It checks the encoding only (canonical varints, lengths within
+// b and their limits, field ranges); checkHistory checks the meaning.
+func readEntry(b []byte, e *histEntry) (int, error) {
+	r := entryReader{b: b}
+	head := r.byte()
+	*e = histEntry{
+		kind: LaunchKind(head & 3), force: head&4 != 0, outcome: outcomeCodes[head>>3&3],
+		childForm: head >> 5 & 3,
+	}
+	sched := r.uvarint()
+	if sched > maxUnixSeconds {
+		r.fail("scheduled time %d out of range", sched)
+	}
+	e.scheduled = int64(sched)
+	e.startedSec = e.scheduled + r.varint(maxUnixSeconds)
+	nsec := r.uvarint()
+	if nsec >= 1e9 {
+		r.fail("nanoseconds %d", nsec)
+	}
+	e.startedNsec = int64(nsec)
+	e.specVersion, e.startedSlot = r.uvarint(), r.uvarint()
+	d := r.uvarint()
+	if d == 0 || e.startedSlot+d < e.startedSlot {
+		r.fail("finished slot %d after the started one", d)
+	}
+	e.finishedSlot = e.startedSlot + d
+	switch e.childForm {
+	case childVerbatim, childPrefixed:
+		e.child = r.bytes(MaxChildIDBytes)
+		if len(e.child) == 0 {
+			r.fail("empty child ID")
+		}
+	case childNomad:
+		e.childUnix = e.scheduled + r.varint(1<<62)
+		if e.childUnix < 0 {
+			r.fail("child's time %d", e.childUnix)
+		}
+		copy(e.childHex[:], r.take(4))
+	}
+	if head&0x80 != 0 {
+		e.reason = r.bytes(MaxReasonBytes)
+		if len(e.reason) == 0 {
+			r.fail("empty reason")
+		}
+	}
+	return r.i, r.err
+}
+
+// entryReader reads an entry's fields; the first error sticks and later
+// reads return zeros.
+type entryReader struct {
+	b   []byte
+	i   int
+	err error
+}
+
+func (r *entryReader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("history histEntry at byte %d: "+format, append([]any{r.i}, args...)...)
+	}
+}
+
+func (r *entryReader) take(n int) []byte {
+	if r.err != nil || n > len(r.b)-r.i {
+		r.fail("truncated")
+		return make([]byte, n)
+	}
+	s := r.b[r.i : r.i+n]
+	r.i += n
+	return s
+}
+
+func (r *entryReader) byte() byte { return r.take(1)[0] }
+
+func (r *entryReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.i:])
+	switch {
+	case n <= 0:
+		r.fail("bad varint")
+		return 0
+	case n > 1 && r.b[r.i+n-1] == 0:
+		r.fail("varint not minimal")
+		return 0
+	}
+	r.i += n
+	return v
+}
+
+// varint reads a zigzag varint within ±limit.
+func (r *entryReader) varint(limit int64) int64 {
+	u := r.uvarint()
+	v := int64(u >> 1)
+	if u&1 != 0 {
+		v = ^v
+	}
+	if v > limit || v < -limit {
+		r.fail("%d out of range", v)
+		return 0
+	}
+	return v
+}
+
+func (r *entryReader) bytes(limit int) []byte {
+	n := r.uvarint()
+	if n > uint64(limit) {
+		r.fail("%d bytes, more than %d", n, limit)
+		return nil
+	}
+	return r.take(int(n))
+}
+
+// checkHistory validates a history read from a snapshot for job j, and
+// returns a copy of it that shares nothing with b.
+func checkHistory(b []byte, j *job, lastSlot uint64) (history, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	n := int(b[0])
+	if n == 0 || n > HistoryLen {
+		return nil, fmt.Errorf("%d launches, want 1-%d", n, HistoryLen)
+	}
+	rest := b[1:]
+	var e histEntry
+	for i := range n {
+		size, err := readEntry(rest, &e)
+		if err != nil {
+			return nil, fmt.Errorf("launch %d: %w", i+1, err)
+		}
+		if err := e.check(j, lastSlot); err != nil {
+			return nil, fmt.Errorf("launch %s: %w", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind), err)
+		}
+		if !e.canonical(rest[:size], j.Name, j.Spec.NomadJob) {
+			return nil, fmt.Errorf("launch %s: not packed canonically", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind))
+		}
+		rest = rest[size:]
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%d bytes after the last launch", len(rest))
+	}
+	return history(append([]byte(nil), b...)), nil
+}
+
+// check is checkLaunch for a finished launch, on the packed entry: a
+// restore checks millions and materializes none.
+func (e *histEntry) check(j *job, lastSlot uint64) error {
+	switch {
+	case e.kind > LaunchBackfill:
+		return fmt.Errorf("launch kind %d", e.kind)
+	case e.scheduled < minUnixSeconds:
+		return fmt.Errorf("scheduled time %d out of range", e.scheduled)
+	case e.kind != LaunchManual && e.scheduled > j.LastStartedAt.Unix():
+		return fmt.Errorf("scheduled time after the last started %v", j.LastStartedAt)
+	case e.kind == LaunchManual && e.scheduled > j.LastTriggeredAt.Unix():
+		return fmt.Errorf("manual launch after the last triggered %v", j.LastTriggeredAt)
+	case e.kind == LaunchScheduled && e.force:
+		return fmt.Errorf("a scheduled launch cannot be forced")
+	case e.startedSec < minUnixSeconds || e.startedSec > maxUnixSeconds:
+		return fmt.Errorf("start time %d out of range", e.startedSec)
+	case e.startedSlot == 0 || e.finishedSlot > lastSlot:
+		return fmt.Errorf("slots %d-%d outside 1-%d", e.startedSlot, e.finishedSlot, lastSlot)
+	case e.specVersion < j.CreatedVersion || e.specVersion > j.Version:
+		return fmt.Errorf("spec version %d not in %d-%d", e.specVersion, j.CreatedVersion, j.Version)
+	case !utf8.Valid(e.child) || !utf8.Valid(e.reason):
+		return fmt.Errorf("child ID or reason not valid UTF-8")
+	case e.childLen(j.Name, j.Spec.NomadJob) > MaxChildIDBytes:
+		return fmt.Errorf("child ID longer than %d bytes", MaxChildIDBytes)
+	case e.outcome == OutcomeDispatched && e.childForm == childNone:
+		return fmt.Errorf("a dispatched outcome needs a child ID")
+	case (e.outcome == OutcomeFailed || e.outcome == OutcomeSkipped) && len(e.reason) == 0:
+		return fmt.Errorf("a %s outcome needs a reason", e.outcome)
+	}
+	return nil
+}
+
+// childLen is the length of the child ID e stands for.
+func (e *histEntry) childLen(name, parent string) int {
+	prefix := len(parent) + len("/dispatch-") + len(name) + 1 + decimalLen(e.scheduled) + 1
+	if e.kind == LaunchManual {
+		prefix += len("-manual")
+	}
+	switch e.childForm {
+	case childVerbatim:
+		return len(e.child)
+	case childPrefixed:
+		return prefix + len(e.child)
+	case childNomad:
+		return prefix + decimalLen(e.childUnix) + 1 + 8
+	}
+	return 0
+}
+
+// decimalLen is len(strconv.FormatInt(v, 10)) for v >= 0, without
+// formatting: a restore asks it twice per launch in every history.
+func decimalLen(v int64) int {
+	n := 1
+	for ; v >= 10; v /= 10 {
+		n++
+	}
+	return n
+}
+
+// canonical reports whether packed is what appendEntry writes for e: the
+// varints are minimal already (readEntry), so what is left is the child's
+// form, which must be the one splitChild picks.
+func (e *histEntry) canonical(packed []byte, name, parent string) bool {
+	switch e.childForm {
+	case childNone:
+		return true
+	case childNomad:
+		return true // the prefix and a canonical suffix: splitChild's pick
+	}
+	// Rare forms: compare with a fresh packing (allocates).
+	l := e.launch(name, parent)
+	var buf [64]byte
+	got := appendEntry(buf[:0], &l, name, parent)
+	return string(got) == string(packed)
+}

@@ -1,0 +1,371 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildFixture makes a state with long histories of every outcome and
+// child-ID form, manual and backfilled launches, meta, a pause, a deleted
+// job with an open launch (an orphan and a tombstone) and a takeover.
+// testdata/snapshot-v1.bin is its snapshot written by the version 1 code
+// (HistoryLen 64, at ef4ee22), testdata/snapshot-v1.json its Jobs and
+// more as that code returned them.
+func buildFixture(t testing.TB) *Machine {
+	t.Helper()
+	m := New()
+	slot := uint64(0)
+	apply := func(c Command) {
+		slot++
+		if err := m.ApplyCommand(slot, c); err != nil {
+			t.Fatalf("slot %d %s: %v", slot, c.Kind(), err)
+		}
+	}
+	term := Term{Round: 3, Replica: 2}
+	apply(Takeover{Term: term})
+	apply(PutJob{Name: "hourly", At: t0, Spec: JobSpec{Schedule: "0 * * * *", NomadJob: "report", Meta: map[string]string{"owner": "ops", "tier": "1"}, Payload: []byte("{}")}})
+	apply(PutJob{Name: "berlin.nightly", At: t0, Spec: JobSpec{Schedule: "? 2 * * *", TimeZone: "Europe/Berlin", NomadJob: "etl", Namespace: "data", Concurrency: ConcurrencyForbid}})
+	apply(PutJob{Name: "gone", At: t0, Spec: spec("*/5 * * * *")})
+	for i := range 75 {
+		for _, name := range []string{"hourly", "berlin.nightly"} {
+			j, _ := m.Job(name)
+			at := j.NextAt
+			apply(LaunchStarted{Job: name, ScheduledAt: at, Identity: Identity(name, at), SpecVersion: j.Version, At: at.Add(time.Duration(i*7919) * time.Microsecond)})
+			var o Outcome
+			switch i % 6 {
+			case 0, 1, 2:
+				o = Outcome{Kind: OutcomeDispatched, ChildID: fmt.Sprintf("%s/dispatch-%s-%d-%08x", j.Spec.NomadJob, Identity(name, at), at.Unix()+int64(i%3), uint32(i*2654435761))}
+			case 3:
+				o = Outcome{Kind: OutcomeDispatched, ChildID: fmt.Sprintf("other-parent/dispatch-%d", i)}
+			case 4:
+				o = Outcome{Kind: OutcomeFailed, Reason: "Nomad said: parameterized job not found"}
+			case 5:
+				o = Outcome{Kind: OutcomeSkipped, Reason: fmt.Sprintf("missed its catch-up window by %ds", i)}
+			}
+			if i == 40 {
+				o = Outcome{Kind: OutcomeUnknown, Reason: "open past the memory horizon"}
+			}
+			apply(LaunchFinished{Job: name, ScheduledAt: at, Outcome: o, Term: term})
+		}
+	}
+	j, _ := m.Job("hourly")
+	now := j.NextAt.Add(-30 * time.Minute)
+	apply(Trigger{Name: "hourly", At: now})
+	apply(LaunchFinished{Job: "hourly", ScheduledAt: now, LaunchKind: LaunchManual, Term: term, Outcome: Outcome{Kind: OutcomeDispatched, ChildID: "report/dispatch-" + LaunchIdentity("hourly", now, LaunchManual) + "-1-00000001"}})
+	apply(Backfill{Name: "hourly", From: now.Add(-20 * time.Hour), To: now.Add(-30 * time.Minute), At: now, Force: true})
+	apply(Pause{Name: "berlin.nightly"})
+	g, _ := m.Job("gone")
+	apply(LaunchStarted{Job: "gone", ScheduledAt: g.NextAt, Identity: Identity("gone", g.NextAt), SpecVersion: g.Version, At: g.NextAt})
+	apply(DeleteJob{Name: "gone"})
+	return m
+}
+
+type stateView struct {
+	Jobs       []Job
+	Orphans    []Launch
+	Stats      Stats
+	Term       Term
+	LastSlot   uint64
+	Rejections []Rejection
+}
+
+func restoredView(m *Machine) stateView {
+	return stateView{Jobs: m.Jobs(), Orphans: m.Orphans(), Stats: m.Stats(), Term: m.Term(), LastSlot: m.LastSlot(), Rejections: m.Rejections()}
+}
+
+// TestRestoreVersion1: a newer binary reads an older snapshot. The version
+// 1 snapshot restores to the state the version 1 code had, with each
+// history cut to its newest HistoryLen launches.
+func TestRestoreVersion1(t *testing.T) {
+	data, err := os.ReadFile("testdata/snapshot-v1.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile("testdata/snapshot-v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data[0] != 1 {
+		t.Fatalf("fixture is version %d", data[0])
+	}
+	var want stateView
+	if err := json.Unmarshal(golden, &want); err != nil {
+		t.Fatal(err)
+	}
+	long := false
+	for i := range want.Jobs {
+		h := want.Jobs[i].History
+		long = long || len(h) > HistoryLen
+		want.Jobs[i].History = h[max(0, len(h)-HistoryLen):]
+	}
+	if !long {
+		t.Fatal("fixture has no history longer than HistoryLen: it tests no cut")
+	}
+	m := New()
+	if err := m.Restore(data); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(restoredView(m))
+	wantJSON, _ := json.Marshal(want)
+	if !bytes.Equal(got, wantJSON) {
+		t.Fatalf("restored version 1 snapshot differs\n got %s\nwant %s", got, wantJSON)
+	}
+	// Written again, it is a current snapshot of the same state.
+	again := New()
+	if err := again.Restore(snapshot(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(restoredView(again), restoredView(m)) {
+		t.Fatal("version 2 round trip of a restored version 1 snapshot differs")
+	}
+}
+
+// TestHistoryForms: every child-ID form and reason packs and unpacks to
+// the launch it came from, and a Nomad child ID costs a few bytes.
+func TestHistoryForms(t *testing.T) {
+	at := time.Unix(1772323200, 0).UTC()
+	base := Launch{Job: "team.report", ScheduledAt: at, SpecVersion: 912345, StartedAt: at.Add(1234567891 * time.Nanosecond),
+		StartedSlot: 48_000_000, FinishedSlot: 48_000_071, Kind: LaunchScheduled}
+	prefix := "batch/dispatch-team.report-1772323200-"
+	for _, tc := range []struct {
+		name    string
+		mutate  func(l *Launch)
+		form    byte
+		maxSize int
+	}{
+		{"nomad child", func(l *Launch) { l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: prefix + "1772323201-0a1b2c3d"} }, childNomad, 26},
+		{"nomad child, earlier server clock", func(l *Launch) { l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: prefix + "1772323100-ffffffff"} }, childNomad, 26},
+		{"prefixed child", func(l *Launch) { l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: prefix + "1772323201-0A1B2C3D"} }, childPrefixed, 60},
+		{"leading zero", func(l *Launch) { l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: prefix + "0172323201-0a1b2c3d"} }, childPrefixed, 60},
+		{"other parent", func(l *Launch) {
+			l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: "other/dispatch-team.report-1772323200-1-0a1b2c3d"}
+		}, childVerbatim, 80},
+		{"the prefix alone", func(l *Launch) { l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: prefix} }, childVerbatim, 80},
+		{"manual", func(l *Launch) {
+			l.Kind, l.Force = LaunchManual, true
+			l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: "batch/dispatch-team.report-1772323200-manual-1772323200-00000000"}
+		}, childNomad, 26},
+		{"backfill failed", func(l *Launch) {
+			l.Kind = LaunchBackfill
+			l.Outcome = Outcome{Kind: OutcomeFailed, Reason: "parameterized job \"batch\" not found"}
+		}, childNone, 70},
+		{"unknown with both", func(l *Launch) {
+			l.Outcome = Outcome{Kind: OutcomeUnknown, ChildID: prefix + "1-00000001", Reason: "past the horizon"}
+		}, childNomad, 45},
+		{"started before scheduled", func(l *Launch) {
+			l.StartedAt = at.Add(-3 * time.Hour)
+			l.Outcome = Outcome{Kind: OutcomeSkipped, Reason: "paused"}
+		}, childNone, 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := base
+			tc.mutate(&l)
+			h := history(nil).add(&l, "team.report", "batch")
+			if h.len() != 1 {
+				t.Fatalf("len %d", h.len())
+			}
+			var e histEntry
+			n, err := readEntry(h[1:], &e)
+			if err != nil || n != len(h)-1 {
+				t.Fatalf("readEntry: %d of %d bytes, %v", n, len(h)-1, err)
+			}
+			if e.childForm != tc.form {
+				t.Errorf("form %d, want %d", e.childForm, tc.form)
+			}
+			if n > tc.maxSize {
+				t.Errorf("packed in %d bytes, want at most %d", n, tc.maxSize)
+			}
+			got := h.launches("team.report", "batch")
+			if len(got) != 1 || !reflect.DeepEqual(got[0], l) {
+				t.Fatalf("unpacked\n %+v\nwant\n %+v", got, l)
+			}
+			j := &job{Job: Job{Name: "team.report", Spec: JobSpec{NomadJob: "batch"}, Version: 912345, CreatedVersion: 1, LastStartedAt: at, LastTriggeredAt: at}}
+			back, err := checkHistory(h, j, 48_000_071)
+			if err != nil || !bytes.Equal(back, h) {
+				t.Fatalf("checkHistory: %v", err)
+			}
+		})
+	}
+}
+
+// TestHistoryCutAndRepack: the history keeps the newest HistoryLen
+// launches, and an edit of the job's Nomad job leaves its child IDs as
+// they were.
+func TestHistoryCutAndRepack(t *testing.T) {
+	m := New()
+	slot := uint64(0)
+	apply := func(c Command) {
+		t.Helper()
+		slot++
+		if err := m.ApplyCommand(slot, c); err != nil {
+			t.Fatalf("slot %d %s: %v", slot, c.Kind(), err)
+		}
+	}
+	apply(put("j", "@hourly", 0, t0))
+	var children []string
+	for i := range HistoryLen + 3 {
+		j := mustJob(t, m, "j")
+		apply(started("j", j.NextAt, j.Version))
+		child := fmt.Sprintf("batch/dispatch-%s-%d-%08x", Identity("j", j.NextAt), j.NextAt.Unix(), i)
+		children = append(children, child)
+		apply(LaunchFinished{Job: "j", ScheduledAt: j.NextAt, Outcome: Outcome{Kind: OutcomeDispatched, ChildID: child}})
+		if i == 5 {
+			edit := put("j", "@hourly", j.Version, t0)
+			edit.Spec.NomadJob = "batch-v2"
+			apply(edit)
+		}
+	}
+	check := func(what string) {
+		t.Helper()
+		j := mustJob(t, m, "j")
+		if len(j.History) != HistoryLen {
+			t.Fatalf("%s: %d launches", what, len(j.History))
+		}
+		for i, l := range j.History {
+			if want := children[len(children)-HistoryLen+i]; l.Outcome.ChildID != want {
+				t.Fatalf("%s: launch %d child %q, want %q", what, i, l.Outcome.ChildID, want)
+			}
+			if l.Identity != Identity("j", l.ScheduledAt) {
+				t.Fatalf("%s: identity %q", what, l.Identity)
+			}
+		}
+		info, _ := m.Info("j")
+		if info.LastChild != children[len(children)-1] {
+			t.Fatalf("%s: last child %q", what, info.LastChild)
+		}
+	}
+	check("applied")
+	again := New()
+	if err := again.Restore(snapshot(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	m = again
+	check("restored")
+}
+
+// TestRestoreRejectsBadHistory: a packed history that is malformed,
+// inconsistent with its job or not canonical is refused.
+func TestRestoreRejectsBadHistory(t *testing.T) {
+	m := buildFixture(t)
+	data := snapshot(t, m)
+	for _, tc := range []struct {
+		name   string
+		mutate func(h []byte) []byte
+		want   string
+	}{
+		{"count zero", func(h []byte) []byte { h[0] = 0; return h }, "launches, want"},
+		{"count too high", func(h []byte) []byte { h[0] = HistoryLen + 1; return h }, "launches, want"},
+		{"count one short", func(h []byte) []byte { h[0]--; return h }, "bytes after the last launch"},
+		{"truncated", func(h []byte) []byte { return h[:len(h)-1] }, "truncated"},
+		{"trailing byte", func(h []byte) []byte { return append(h, 0) }, "after the last launch"},
+		{"launch kind 3", func(h []byte) []byte { h[1] |= 3; return h }, "launch kind"},
+		{"non-minimal varint", func(h []byte) []byte {
+			// The scheduled time is the second field: rewrite it padded.
+			var e histEntry
+			n, _ := readEntry(h[1:], &e)
+			rest := h[1+n:]
+			one := []byte{h[1]}
+			one = append(one, padUvarint(uint64(e.scheduled))...)
+			_, m2 := uvarintLen(h[2:])
+			one = append(one, h[2+m2:1+n]...)
+			out := append([]byte{h[0]}, one...)
+			return append(out, rest...)
+		}, "not minimal"},
+		{"verbatim where nomad", func(h []byte) []byte {
+			var e histEntry
+			readEntry(h[1:], &e)
+			if e.childForm != childNomad {
+				t.Fatalf("first entry is form %d", e.childForm)
+			}
+			l := e.launch("hourly", "report")
+			var buf []byte
+			buf = appendEntry(buf, &l, "hourly", "elsewhere") // verbatim against "report"
+			n, _ := readEntry(h[1:], &e)
+			out := append([]byte{h[0]}, buf...)
+			return append(out, h[1+n:]...)
+		}, "not packed canonically"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := encodeSnapshotWithHistory(t, data, "hourly", tc.mutate)
+			err := New().Restore(bad)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Restore: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func padUvarint(v uint64) []byte {
+	b := []byte{}
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v)|0x80, 0) // one needless byte
+}
+
+func uvarintLen(b []byte) (uint64, int) {
+	for i, c := range b {
+		if c < 0x80 {
+			return 0, i + 1
+		}
+	}
+	return 0, len(b)
+}
+
+// encodeSnapshotWithHistory re-encodes data with the named job's packed
+// history passed through mutate.
+func encodeSnapshotWithHistory(t *testing.T, data []byte, name string, mutate func([]byte) []byte) []byte {
+	t.Helper()
+	s := decodeSnapshot(t, data)
+	for i := range s.JobList {
+		if s.JobList[i].Name == name {
+			s.JobList[i].History = mutate(bytes.Clone(s.JobList[i].History))
+		}
+	}
+	return encodeSnapshot(t, s)
+}
+
+// FuzzHistory: checkHistory never panics, and a history it accepts is
+// what packing its launches again gives.
+func FuzzHistory(f *testing.F) {
+	m := buildFixture(f)
+	for _, name := range m.sortedNames() {
+		f.Add([]byte(m.jobs[name].hist))
+	}
+	f.Add([]byte{1, 0x18, 0x80, 0x80, 0x80, 0x80, 0x05, 0, 0, 1, 1, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		j := &job{Job: Job{Name: "hourly", Spec: JobSpec{NomadJob: "report"}, Version: 1 << 40, CreatedVersion: 1,
+			LastStartedAt: time.Unix(maxUnixSeconds, 0), LastTriggeredAt: time.Unix(maxUnixSeconds, 0)}}
+		h, err := checkHistory(b, j, 1<<62)
+		if err != nil {
+			return
+		}
+		var again history
+		for _, l := range h.launches(j.Name, j.Spec.NomadJob) {
+			if err := l.Outcome.validate(); err != nil {
+				t.Fatalf("accepted an invalid outcome: %v", err)
+			}
+			again = again.add(&l, j.Name, j.Spec.NomadJob)
+		}
+		if !bytes.Equal(again, h) {
+			t.Fatalf("repacked\n % x\nwant\n % x", []byte(again), []byte(h))
+		}
+	})
+}
+
+func TestDecimalLen(t *testing.T) {
+	for _, v := range []int64{0, 9, 10, 99, 100, 1772323200, maxUnixSeconds, 1 << 62, math.MaxInt64} {
+		if got, want := decimalLen(v), len(strconv.FormatInt(v, 10)); got != want {
+			t.Errorf("decimalLen(%d) = %d, want %d", v, got, want)
+		}
+	}
+}
