@@ -12,12 +12,13 @@ func (n *Node) leaseFree(candidate ReplicaID) bool {
 }
 
 // eligible reports whether a candidate whose chosen index is chosen can be
-// promised: this acceptor still holds every entry above it, and holds at
-// most MaxPromiseLagSlots slots above it, which bounds the promise. The
-// replica with the highest chosen index is eligible everywhere as long as
-// no acceptor holds entries further than that beyond it.
+// promised: this acceptor still holds every entry above it (in its log or
+// the log's tail below its snapshot), and holds at most MaxPromiseLagSlots
+// slots above it, which bounds the promise. The replica with the highest
+// chosen index is eligible everywhere as long as no acceptor holds entries
+// further than that beyond it.
 func (n *Node) eligible(chosen uint64) bool {
-	return chosen >= n.log.snapIndex && chosen+uint64(n.limits.MaxPromiseLagSlots) >= n.log.lastSlot
+	return chosen >= n.log.compacted && chosen+uint64(n.limits.MaxPromiseLagSlots) >= n.log.lastSlot
 }
 
 func (n *Node) onPreVote(m Message) {

@@ -92,7 +92,7 @@ func BenchmarkFollowerStepAccept(b *testing.B) {
 		done += k
 		if applied-store.snapIndex >= benchCompactEvery {
 			store.compact(applied)
-			n.Compacted(applied)
+			n.Compacted(applied, applied)
 		}
 	}
 	b.StopTimer()
@@ -207,7 +207,7 @@ func (c *benchCluster) maybeCompact() {
 	for i, n := range c.nodes {
 		if c.applied[i]-c.stores[i].snapIndex >= benchCompactEvery {
 			c.stores[i].compact(c.applied[i])
-			n.Compacted(c.applied[i])
+			n.Compacted(c.applied[i], c.applied[i])
 		}
 	}
 }
@@ -252,6 +252,8 @@ func (s *benchStorage) Entries(lo, hi, maxBytes uint64) ([]Entry, error) {
 	// Clipped, so that a caller appending cannot write into the store.
 	return slices.Clip(s.entries[first:end]), nil
 }
+
+func (s *benchStorage) FirstSlot() (uint64, error) { return s.snapIndex + 1, nil }
 
 func (s *benchStorage) LastSlot() (uint64, error) {
 	return s.snapIndex + uint64(len(s.entries)), nil

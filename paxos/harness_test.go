@@ -8,21 +8,23 @@ import (
 )
 
 // testStorage is a plain in-memory Storage: what Save wrote is durable.
+// Entries at or below the snapshot index are the log's tail (see compact).
 type testStorage struct {
 	hs      HardState
 	entries map[uint64]Entry
 	snap    Snapshot
 	last    uint64
+	first   uint64 // FirstSlot: entries below it are compacted
 }
 
-func newTestStorage() *testStorage { return &testStorage{entries: map[uint64]Entry{}} }
+func newTestStorage() *testStorage { return &testStorage{entries: map[uint64]Entry{}, first: 1} }
 
 func (s *testStorage) InitialState() (HardState, SnapshotMeta, error) {
 	return s.hs, s.snap.Meta, nil
 }
 
 func (s *testStorage) Entries(lo, hi, maxBytes uint64) ([]Entry, error) {
-	if lo <= s.snap.Meta.Index {
+	if lo < s.first {
 		return nil, ErrCompacted
 	}
 	var out []Entry
@@ -42,16 +44,13 @@ func (s *testStorage) Entries(lo, hi, maxBytes uint64) ([]Entry, error) {
 }
 
 func (s *testStorage) LastSlot() (uint64, error)   { return s.last, nil }
+func (s *testStorage) FirstSlot() (uint64, error)  { return s.first, nil }
 func (s *testStorage) Snapshot() (Snapshot, error) { return s.snap, nil }
 
 func (s *testStorage) save(rd Ready) {
 	if rd.Snapshot != nil {
 		s.snap = *rd.Snapshot
-		for slot := range s.entries {
-			if slot <= rd.Snapshot.Meta.Index {
-				delete(s.entries, slot)
-			}
-		}
+		s.deleteThrough(rd.Snapshot.Meta.Index)
 		s.last = max(s.last, rd.Snapshot.Meta.Index)
 	}
 	if rd.HardStateChanged {
@@ -64,14 +63,20 @@ func (s *testStorage) save(rd Ready) {
 }
 
 // compact takes a snapshot at index (the applied log as data) and drops
-// the entries at or below it.
-func (s *testStorage) compact(index uint64, data []byte, m Membership) {
+// the entries at or below through, keeping those in (through, index] as
+// the log's tail.
+func (s *testStorage) compact(index, through uint64, data []byte, m Membership) {
 	s.snap = Snapshot{Meta: SnapshotMeta{Index: index, Membership: m}, Data: data}
+	s.deleteThrough(through)
+}
+
+func (s *testStorage) deleteThrough(through uint64) {
 	for slot := range s.entries {
-		if slot <= index {
+		if slot <= through {
 			delete(s.entries, slot)
 		}
 	}
+	s.first = max(s.first, through+1)
 }
 
 // testReplica is one node of a test cluster with its storage and the

@@ -262,16 +262,22 @@ func (e *interactionEnv) restart(t *testing.T, d *datadriven.TestData, id Replic
 }
 
 // compact snapshots id's applied values through index and drops its log at
-// or below it, as a caller of the core would (see TestSnapshotCatchUp).
-func (e *interactionEnv) compact(t *testing.T, d *datadriven.TestData, id ReplicaID, index uint64) {
+// or below it, but for a tail of the last keep slots, as a caller of the
+// core would (see TestSnapshotCatchUp).
+func (e *interactionEnv) compact(t *testing.T, d *datadriven.TestData, id ReplicaID, index, keep uint64) {
 	r := e.c.replicas[id]
 	if index > uint64(len(r.applied)) || index <= r.storage.snap.Meta.Index {
 		d.Fatalf(t, "compact: index %d outside (snapshot %d, applied %d]", index, r.storage.snap.Meta.Index, len(r.applied))
 	}
 	data := strings.Join(r.applied[:index], ",")
-	r.storage.compact(index, []byte(data), e.c.members)
-	r.node.Compacted(index)
-	e.printf("%d compacts through slot %d (snapshot %s)", id, index, data)
+	through := index - min(keep, index)
+	r.storage.compact(index, through, []byte(data), e.c.members)
+	r.node.Compacted(index, through)
+	if keep == 0 {
+		e.printf("%d compacts through slot %d (snapshot %s)", id, index, data)
+		return
+	}
+	e.printf("%d compacts through slot %d (snapshot %s), keeping slots %d to %d", id, through, data, through+1, index)
 }
 
 // writeLog writes entries accepted under b straight into a down replica's

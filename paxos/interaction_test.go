@@ -36,7 +36,8 @@ var knownBugs = map[string]string{}
 //	propose node=1 data=a,b,c            prints each value's slot or the error
 //	crash node=2 / restart node=2        loses what was not persisted / restarts from storage
 //	isolate node=1 / block from=1 to=2 / heal
-//	compact node=1 index=3               snapshot the applied values and drop the log <= index
+//	compact node=1 index=3 [keep=2]      snapshot the applied values and drop the log <= index,
+//	                                     but for a tail of the last keep slots
 //	write-log node=2 ballot=1.1 entries=1:a,3:c
 //	                                     writes accepted entries into a down replica's storage
 //	status                               roles, chosen, applied, leases and local time
@@ -116,8 +117,8 @@ func (e *interactionEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		expectArgs(t, d)
 		e.c.unblockAll()
 	case "compact":
-		expectArgs(t, d, "node", "index")
-		e.compact(t, d, e.liveNode(t, d), uint64(intArg(t, d, "index", 0)))
+		expectArgs(t, d, "node", "index", "keep")
+		e.compact(t, d, e.liveNode(t, d), uint64(intArg(t, d, "index", 0)), uint64(intArg(t, d, "keep", 0)))
 	case "write-log":
 		expectArgs(t, d, "node", "ballot", "entries")
 		e.writeLog(t, d, nodeArg(t, d, "node"), ballotArg(t, d, "ballot"), listArg(d, "entries"))

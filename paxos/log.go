@@ -12,6 +12,10 @@ import (
 // Ready), in flight (handed out in a Ready whose write has not been
 // confirmed; several may be, in order) and stable (in Storage); a stable
 // entry leaves memory once it is applied.
+//
+// Below the newest snapshot the log may keep a tail: the slots from
+// compacted+1 through snapIndex stay readable (from Storage), so that a
+// peer a little behind is caught up with entries rather than a snapshot.
 type memLog struct {
 	storage   Storage
 	pending   []Entry
@@ -19,6 +23,7 @@ type memLog struct {
 	bySlot    map[uint64]Entry // newest entry per slot, for slots not yet pruned
 	pruned    uint64           // bySlot holds nothing at or below this slot
 	snapIndex uint64           // the newest snapshot's index, in Storage or pending
+	compacted uint64           // entries at or below it are gone, or about to be (<= snapIndex)
 	lastSlot  uint64           // the highest slot held anywhere
 }
 
@@ -30,7 +35,15 @@ func newMemLog(s Storage, snapIndex uint64) (*memLog, error) {
 	if last < snapIndex {
 		return nil, fmt.Errorf("paxos: storage last slot %d below snapshot index %d", last, snapIndex)
 	}
-	return &memLog{storage: s, bySlot: map[uint64]Entry{}, pruned: snapIndex, snapIndex: snapIndex, lastSlot: last}, nil
+	first, err := s.FirstSlot()
+	if err != nil {
+		return nil, fmt.Errorf("paxos: reading first slot: %w", err)
+	}
+	if first == 0 || first > snapIndex+1 {
+		return nil, fmt.Errorf("paxos: storage first slot %d outside [1, snapshot index %d + 1]", first, snapIndex)
+	}
+	return &memLog{storage: s, bySlot: map[uint64]Entry{}, pruned: snapIndex, snapIndex: snapIndex,
+		compacted: first - 1, lastSlot: last}, nil
 }
 
 // put records e as accepted (or learned) for its slot.
@@ -43,10 +56,30 @@ func (l *memLog) put(e Entry) {
 	l.lastSlot = max(l.lastSlot, e.Slot)
 }
 
-// installSnapshot drops every entry held in memory at or below index.
-// Entries in flight stay in flight (the caller writes them before the
-// snapshot, which then deletes those it covers).
+// installSnapshot records a snapshot learned from a peer: it replaces the
+// whole log at or below index, so every entry held in memory there is
+// dropped. Entries in flight stay in flight (the caller writes them before
+// the snapshot, which then deletes those it covers).
 func (l *memLog) installSnapshot(index uint64) {
+	l.dropThrough(index)
+	l.snapIndex = max(l.snapIndex, index)
+	l.compacted = max(l.compacted, index)
+	l.pruned = max(l.pruned, index)
+	l.lastSlot = max(l.lastSlot, index)
+}
+
+// compact records a snapshot the caller took at index, whose write deletes
+// the log at or below through and keeps the tail above it.
+func (l *memLog) compact(index, through uint64) {
+	l.dropThrough(through)
+	l.snapIndex = max(l.snapIndex, index)
+	l.compacted = max(l.compacted, through)
+	l.pruned = max(l.pruned, through)
+	l.lastSlot = max(l.lastSlot, index)
+}
+
+// dropThrough forgets every entry held in memory at or below index.
+func (l *memLog) dropThrough(index uint64) {
 	kept := l.pending[:0]
 	for _, e := range l.pending {
 		if e.Slot > index {
@@ -69,9 +102,6 @@ func (l *memLog) installSnapshot(index uint64) {
 	for _, e := range kept {
 		l.bySlot[e.Slot] = e
 	}
-	l.snapIndex = max(l.snapIndex, index)
-	l.pruned = max(l.pruned, index)
-	l.lastSlot = max(l.lastSlot, index)
 }
 
 // takePending moves the pending entries in flight and returns them.
@@ -116,9 +146,10 @@ func (l *memLog) prune(applied uint64) {
 
 // entries returns held entries in [lo, hi), in slot order, skipping empty
 // slots, bounded by maxEntries and maxBytes (at least one if any is held).
-// It returns ErrCompacted if lo is at or below the snapshot index.
+// It returns ErrCompacted if lo is at or below the compaction point; slots
+// of the tail below the snapshot index are read from Storage.
 func (l *memLog) entries(lo, hi uint64, maxEntries int, maxBytes uint64) ([]Entry, error) {
-	if lo <= l.snapIndex {
+	if lo <= l.compacted {
 		return nil, ErrCompacted
 	}
 	hi = min(hi, l.lastSlot+1)
@@ -150,8 +181,9 @@ func (l *memLog) entries(lo, hi uint64, maxEntries int, maxBytes uint64) ([]Entr
 func (l *memLog) entriesMerged(lo, hi uint64, maxEntries int, maxBytes uint64) ([]Entry, error) {
 	stored, err := l.storage.Entries(lo, hi, maxBytes)
 	if errors.Is(err, ErrCompacted) {
-		// A snapshot in the Ready being processed compacted storage
-		// further than the overlay knows; treat as compacted.
+		// Storage was compacted further than the overlay knows (a caller
+		// that compacts must tell the node; see Node.Compacted); treat
+		// the slots as compacted.
 		return nil, ErrCompacted
 	}
 	if err != nil {

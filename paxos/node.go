@@ -517,14 +517,19 @@ func (n *Node) LeaseValidUntil() (uint64, bool) {
 	return n.lead.leaseUntil, n.now < n.lead.leaseUntil
 }
 
-// Compacted tells the node the caller saved a snapshot at index and
-// dropped the log at or below it. Call it after Advance, before any other
-// input; index must not pass the applied index.
-func (n *Node) Compacted(index uint64) {
-	if index > n.applied {
-		panic(fmt.Sprintf("paxos: replica %d compacted through %d beyond applied %d", n.id, index, n.applied))
+// Compacted tells the node the caller saved (or queued the write of) a
+// snapshot of its state machine at index and deleted the log at or below
+// through, keeping the entries in (through, index] as the log's tail. The
+// node serves catch-up from the tail and never reads below through again.
+// Call it after Advance (or Persisted), before any other input, and again
+// with the same index if the caller later compacts more of the tail (see
+// storage.Store.Compact). index must not pass the applied index, nor
+// through the index.
+func (n *Node) Compacted(index, through uint64) {
+	if index > n.applied || through > index {
+		panic(fmt.Sprintf("paxos: replica %d compacted through %d, snapshot %d, beyond applied %d", n.id, through, index, n.applied))
 	}
-	n.log.installSnapshot(index)
+	n.log.compact(index, through)
 }
 
 // Membership returns the voters.

@@ -308,8 +308,8 @@ func TestSnapshotCatchUp(t *testing.T) {
 	// The leader and replica 2 snapshot and compact through slot 3.
 	for _, id := range []ReplicaID{1, 2} {
 		r := c.replicas[id]
-		r.storage.compact(3, []byte(strings.Join(r.applied[:3], ",")), c.members)
-		r.node.log.snapIndex = 3
+		r.storage.compact(3, 3, []byte(strings.Join(r.applied[:3], ",")), c.members)
+		r.node.Compacted(3, 3)
 	}
 	c.restart(3)
 	c.run(c.timing.LeaseTicks)

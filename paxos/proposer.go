@@ -287,7 +287,7 @@ func (l *leadership) maybeRetransmit(n *Node, pr *progress) {
 // start to a follower that lacks them: it cannot learn them under our
 // ballot.
 func (l *leadership) maybeCatchUp(n *Node, to ReplicaID, pr *progress) {
-	behind := pr.chosen+1 < l.start || pr.next <= n.log.snapIndex || (pr.rebuilding && pr.chosen < n.hs.Chosen)
+	behind := pr.chosen+1 < l.start || pr.next <= n.log.compacted || (pr.rebuilding && pr.chosen < n.hs.Chosen)
 	if !pr.known || !behind {
 		return
 	}
@@ -301,7 +301,7 @@ func (l *leadership) maybeCatchUp(n *Node, to ReplicaID, pr *progress) {
 func (l *leadership) wantsSend(n *Node) bool {
 	for _, p := range n.peers {
 		pr := l.progress[p]
-		if pr.next <= n.log.lastSlot && pr.inflight < n.limits.MaxInflightAccepts && pr.next > n.log.snapIndex {
+		if pr.next <= n.log.lastSlot && pr.inflight < n.limits.MaxInflightAccepts && pr.next > n.log.compacted {
 			return true
 		}
 	}
@@ -314,7 +314,7 @@ func (l *leadership) sendAccepts(n *Node) {
 	for _, p := range n.peers {
 		pr := l.progress[p]
 		for pr.next <= n.log.lastSlot && pr.inflight < n.limits.MaxInflightAccepts {
-			if pr.next <= n.log.snapIndex {
+			if pr.next <= n.log.compacted {
 				l.maybeCatchUp(n, p, pr)
 				break
 			}

@@ -2,8 +2,9 @@ package paxos
 
 import "errors"
 
-// ErrCompacted is returned by Storage when the asked-for slots lie at or
-// below the snapshot index and are no longer held as entries.
+// ErrCompacted is returned by Storage when the asked-for slots lie below
+// the first slot it still holds (FirstSlot): they were compacted into a
+// snapshot and are no longer held as entries.
 var ErrCompacted = errors.New("paxos: slots compacted into a snapshot")
 
 // Storage is the read side of a replica's durable state. The caller writes
@@ -18,8 +19,15 @@ type Storage interface {
 	// Entries returns the held entries with lo <= slot < hi in increasing
 	// slot order, skipping slots that hold nothing, and stopping once their
 	// encoded size passes maxBytes (at least one entry is returned if any is
-	// held). It returns ErrCompacted if lo <= the snapshot index.
+	// held). It returns ErrCompacted if lo < FirstSlot().
 	Entries(lo, hi, maxBytes uint64) ([]Entry, error)
+	// FirstSlot returns the lowest slot Entries serves: the lowest held
+	// slot if it lies at or below the snapshot index, else the snapshot
+	// index + 1. Entries from it through the snapshot index are the log's
+	// tail, kept after a local snapshot so that a peer a little behind is
+	// caught up with entries rather than the whole snapshot; every slot
+	// below it was compacted away.
+	FirstSlot() (uint64, error)
 	// LastSlot returns the highest slot holding an entry, or the snapshot
 	// index when no entry is held above it.
 	LastSlot() (uint64, error)

@@ -11,7 +11,8 @@ import (
 	"paxcron/storage/storetest"
 )
 
-// Saving a merged update leaves the store as saving each would have.
+// Saving a merged update leaves the store as saving each would have, with
+// snapshots that keep a tail or not, and entries below earlier snapshots.
 func TestMergeEqualsSequentialSaves(t *testing.T) {
 	for seed := range uint64(200) {
 		r := rand.New(rand.NewPCG(seed, 7))
@@ -21,6 +22,9 @@ func TestMergeEqualsSequentialSaves(t *testing.T) {
 			u := storage.Update{}
 			for range r.IntN(5) {
 				slot := snapAt + 1 + uint64(r.IntN(20))
+				if r.IntN(5) == 0 {
+					slot = 1 + uint64(r.IntN(int(snapAt)+1))
+				}
 				u.Entries = append(u.Entries, paxos.Entry{Slot: slot, Ballot: paxos.Ballot{Round: uint64(i + 1), Replica: 1}, Kind: paxos.EntryCommand, Data: fmt.Appendf(nil, "%d-%d", i, slot)})
 			}
 			if r.IntN(3) == 0 {
@@ -29,6 +33,9 @@ func TestMergeEqualsSequentialSaves(t *testing.T) {
 			if r.IntN(4) == 0 {
 				snapAt += uint64(1 + r.IntN(10))
 				u.Snapshot = &paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: snapAt}, Data: fmt.Appendf(nil, "snap-%d", snapAt)}
+				if r.IntN(2) == 0 {
+					u.TailSlots = uint64(r.IntN(int(snapAt) + 2))
+				}
 			}
 			us = append(us, u)
 		}

@@ -53,7 +53,8 @@ func (NopObserver) SnapshotTaken(uint64)   {}
 
 // SnapshotPolicy says when a replica snapshots its state machine and
 // compacts its log: after EveryEntries applied slots or EveryTicks ticks,
-// whichever comes first (zero disables that trigger).
+// whichever comes first (zero disables that trigger), and how much of the
+// log it keeps below the snapshot.
 type SnapshotPolicy struct {
 	EveryEntries uint64
 	EveryTicks   uint64
@@ -66,12 +67,23 @@ type SnapshotPolicy struct {
 	// the long loop turns cost the leader its lease.) EveryTicks is not
 	// held back.
 	LogPerState float64
+	// TailEntries is how many entries at or below a snapshot's index the
+	// log keeps (the log's tail; storage.Update.TailSlots): a peer whose
+	// chosen index is at most TailEntries behind the snapshot is caught up
+	// with entries rather than the whole snapshot. The next snapshot
+	// deletes the previous tail. Zero deletes the whole log at or below
+	// the snapshot.
+	TailEntries uint64
 }
 
 // DefaultSnapshotPolicy snapshots every 10,000 entries or, with a 50 ms
-// tick, every 10 minutes.
+// tick, every 10 minutes, and keeps a tail of 10,000 entries. The tail is
+// no longer than the log between two entry-triggered snapshots, so disk
+// use stays within twice that log, and it covers a follower that missed
+// a few seconds of a busy leader (a restart, a short partition) without
+// streaming a state of hundreds of megabytes.
 func DefaultSnapshotPolicy() SnapshotPolicy {
-	return SnapshotPolicy{EveryEntries: 10_000, EveryTicks: 12_000, LogPerState: 1}
+	return SnapshotPolicy{EveryEntries: 10_000, EveryTicks: 12_000, LogPerState: 1, TailEntries: 10_000}
 }
 
 // Config configures a Replica. Every dependency is required.
@@ -347,7 +359,7 @@ func (r *Replica) snapshotInFlight() bool {
 }
 
 // TakeSnapshot snapshots the state machine at the applied index, saves it
-// and compacts the log below it.
+// and compacts the log below it, but for the policy's tail.
 func (r *Replica) TakeSnapshot() error {
 	if r.snapshotInFlight() {
 		return fmt.Errorf("%w (replica %d)", ErrSnapshotInFlight, r.node.ID())
@@ -357,21 +369,25 @@ func (r *Replica) TakeSnapshot() error {
 		return fmt.Errorf("replica %d: snapshot at %d: %w", r.node.ID(), r.applied, err)
 	}
 	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: r.applied, Membership: r.membership()}, Data: data}
+	// The tail holds values this replica applied from its own log: the
+	// chosen values, which a peer may be caught up with.
+	u := storage.Update{Snapshot: &snap, TailSlots: min(r.policy.TailEntries, r.applied)}
+	through := u.DeleteThrough()
 	if r.writer != nil {
 		// Through the same queue as every other write, so it lands after
 		// the entries it covers. The core treats the log as compacted from
 		// now on: it must not read slots the write is about to delete.
 		r.inflight = append(r.inflight, write{snapIndex: r.applied})
-		r.writer.Write(storage.Update{Snapshot: &snap})
-		r.node.Compacted(r.applied)
+		r.writer.Write(u)
+		r.node.Compacted(r.applied, through)
 		r.snapAt, r.snapTick = r.applied, r.node.Now()
 		r.snapBytes, r.logBytes = len(data), 0
 		return nil
 	}
-	if err := r.store.Save(storage.Update{Snapshot: &snap}); err != nil {
+	if err := r.store.Save(u); err != nil {
 		return fmt.Errorf("replica %d: saving snapshot at %d: %w", r.node.ID(), r.applied, err)
 	}
-	r.node.Compacted(r.applied)
+	r.node.Compacted(r.applied, through)
 	r.snapAt, r.snapTick = r.applied, r.node.Now()
 	r.snapBytes, r.logBytes = len(data), 0
 	r.obs.SnapshotTaken(r.applied)

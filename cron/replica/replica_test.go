@@ -86,6 +86,46 @@ func TestSnapshotPolicyAndRestart(t *testing.T) {
 	}
 }
 
+// A snapshot keeps the policy's tail of the log below it, readable as
+// entries; the next snapshot trims it to its own tail, and a restart reads
+// the tail back from the store.
+func TestSnapshotKeepsTail(t *testing.T) {
+	store := memstore.New()
+	policy := SnapshotPolicy{EveryEntries: 4, TailEntries: 2}
+	r, _ := newSolo(t, store, policy)
+	tail := func(when string) uint64 {
+		t.Helper()
+		snap, err := store.Snapshot()
+		if err != nil || snap.Meta.Index < 3 {
+			t.Fatalf("%s: no snapshot taken: %v %+v", when, err, snap.Meta)
+		}
+		first, err := store.FirstSlot()
+		if err != nil || first != snap.Meta.Index-1 {
+			t.Fatalf("%s: FirstSlot %d, %v; want the snapshot index %d less a tail of 2", when, first, err, snap.Meta.Index)
+		}
+		es, err := store.Entries(first, snap.Meta.Index+1, 1<<20)
+		if err != nil || len(es) != 2 || es[0].Slot != first {
+			t.Fatalf("%s: the tail reads %v, %v", when, es, err)
+		}
+		if _, err := store.Entries(first-1, first, 1<<20); !errors.Is(err, paxos.ErrCompacted) {
+			t.Fatalf("%s: slot %d below the tail: %v, want ErrCompacted", when, first-1, err)
+		}
+		return snap.Meta.Index
+	}
+	propose(t, r, "a", "b", "c", "d")
+	first := tail("first snapshot")
+	propose(t, r, "e", "f", "g", "h")
+	if second := tail("second snapshot"); second <= first {
+		t.Fatalf("no second snapshot: %d then %d", first, second)
+	}
+	store.Crash()
+	r2, sm2 := newSolo(t, store, policy)
+	propose(t, r2, "i")
+	if got := strings.Join(sm2.cmds, ","); got != "a,b,c,d,e,f,g,h,i" {
+		t.Fatalf("after restart and a proposal: %q", got)
+	}
+}
+
 func TestSnapshotByTicks(t *testing.T) {
 	store := memstore.New()
 	r, _ := newSolo(t, store, SnapshotPolicy{EveryTicks: 5})

@@ -86,7 +86,7 @@ func (s *Store) Entries(lo, hi, maxBytes uint64) ([]paxos.Entry, error) {
 	if s.closed {
 		return nil, storage.ErrClosed
 	}
-	if err := storage.CheckEntriesRange(lo, s.snapIndex); err != nil {
+	if err := storage.CheckEntriesRange(lo, s.firstSlotLocked()); err != nil {
 		return nil, err
 	}
 	budget := storage.SizeBudget{MaxBytes: maxBytes}
@@ -103,6 +103,24 @@ func (s *Store) Entries(lo, hi, maxBytes uint64) ([]paxos.Entry, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// FirstSlot implements paxos.Storage.
+func (s *Store) FirstSlot() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, storage.ErrClosed
+	}
+	return s.firstSlotLocked(), nil
+}
+
+func (s *Store) firstSlotLocked() uint64 {
+	var lowest uint64
+	if len(s.slots) > 0 {
+		lowest = s.slots[0]
+	}
+	return storage.FirstSlot(lowest, len(s.slots) > 0, s.snapIndex)
 }
 
 // LastSlot implements paxos.Storage.
@@ -154,11 +172,12 @@ func (s *Store) Save(u storage.Update) error {
 	if u.HardState != nil {
 		s.setHardState(s.codec.AppendHardState(nil, *u.HardState), crash)
 	}
+	storedSnapIndex := s.snapIndex
 	if u.Snapshot != nil {
-		s.installSnapshot(*u.Snapshot, crash)
+		s.installSnapshot(*u.Snapshot, u.DeleteThrough(), crash)
 	}
 	for _, e := range u.Entries {
-		if e.Slot > s.snapIndex {
+		if storage.KeepsEntry(u, e, storedSnapIndex) {
 			s.putEntry(e.Slot, s.codec.AppendEntry(nil, e), crash)
 		}
 	}

@@ -43,12 +43,14 @@ func (s *Store) setHardState(rec []byte, unsynced bool) {
 	s.hardState = rec
 }
 
-func (s *Store) installSnapshot(snap paxos.Snapshot, unsynced bool) {
+// installSnapshot stores snap and deletes the entries at or below
+// deleteThrough (its index, less the tail it keeps).
+func (s *Store) installSnapshot(snap paxos.Snapshot, deleteThrough uint64, unsynced bool) {
 	if unsynced {
 		s.unsynced = append(s.unsynced, undo{kind: snapshotRecord, slot: s.snapIndex, prev: s.snapshot})
 	}
 	s.snapshot, s.snapIndex = s.codec.AppendSnapshot(nil, snap), snap.Meta.Index
-	s.deleteEntriesThrough(snap.Meta.Index, unsynced)
+	s.deleteEntriesThrough(deleteThrough, unsynced)
 }
 
 func (s *Store) putEntry(slot uint64, rec []byte, unsynced bool) {

@@ -48,6 +48,7 @@ type Store struct {
 	// and verifies its record.
 	hasSnapshot bool
 	snapIndex   uint64
+	firstSlot   uint64 // paxos.Storage.FirstSlot
 	lastSlot    uint64
 	// Write-side scratch, used under the write lock.
 	codec *storage.Codec
@@ -94,11 +95,28 @@ func (s *Store) loadIndexes() error {
 		return err
 	}
 	s.lastSlot = max(slot, s.snapIndex)
+	return s.loadFirstSlot()
+}
+
+// loadFirstSlot sets firstSlot from the lowest entry key; it must be
+// called again after every write that deletes entries.
+func (s *Store) loadFirstSlot() error {
+	slot, ok, err := s.edgeNumber(entryTag, false)
+	if err != nil {
+		return err
+	}
+	s.firstSlot = storage.FirstSlot(slot, ok, s.snapIndex)
 	return nil
 }
 
 // lastNumber returns the slot or index in the last key of tag's range.
 func (s *Store) lastNumber(tag byte) (n uint64, ok bool, err error) {
+	return s.edgeNumber(tag, true)
+}
+
+// edgeNumber returns the slot or index in the last (or first) key of
+// tag's range.
+func (s *Store) edgeNumber(tag byte, last bool) (n uint64, ok bool, err error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: []byte{tag},
 		UpperBound: tagUpperBound(tag),
@@ -106,7 +124,11 @@ func (s *Store) lastNumber(tag byte) (n uint64, ok bool, err error) {
 	if err != nil {
 		return 0, false, fmt.Errorf("storage: pebblestore: %w", err)
 	}
-	if it.Last() {
+	found := it.First()
+	if last {
+		found = it.Last()
+	}
+	if found {
 		n, err = parseNumberedKey(tag, it.Key())
 		ok = err == nil
 	}
@@ -187,6 +209,16 @@ func (s *Store) readSnapshot(c *storage.Codec) (paxos.Snapshot, error) {
 	return c.DecodeSnapshot(s.snapIndex, rec)
 }
 
+// FirstSlot implements paxos.Storage.
+func (s *Store) FirstSlot() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	return s.firstSlot, nil
+}
+
 // LastSlot implements paxos.Storage.
 func (s *Store) LastSlot() (uint64, error) {
 	s.mu.RLock()
@@ -204,7 +236,7 @@ func (s *Store) Entries(lo, hi, maxBytes uint64) ([]paxos.Entry, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	if err := storage.CheckEntriesRange(lo, s.snapIndex); err != nil {
+	if err := storage.CheckEntriesRange(lo, s.firstSlot); err != nil {
 		return nil, err
 	}
 	if lo >= hi {

@@ -35,6 +35,11 @@ func (s *Store) Save(u storage.Update) error {
 		s.hasSnapshot, s.snapIndex = true, u.Snapshot.Meta.Index
 	}
 	s.lastSlot = max(s.lastSlot, s.snapIndex, lastSlot)
+	if u.Snapshot != nil {
+		if err := s.loadFirstSlot(); err != nil {
+			return s.fail("save", err)
+		}
+	}
 	return nil
 }
 
@@ -47,14 +52,13 @@ func (s *Store) fillBatch(b *pebble.Batch, u storage.Update) (uint64, error) {
 		}
 	}
 	if u.Snapshot != nil {
-		if err := s.putSnapshot(b, *u.Snapshot); err != nil {
+		if err := s.putSnapshot(b, *u.Snapshot, u.DeleteThrough()); err != nil {
 			return 0, err
 		}
 	}
-	snapIndex := storage.SnapIndexAfter(u, s.snapIndex)
 	var lastSlot uint64
 	for _, e := range u.Entries {
-		if e.Slot <= snapIndex {
+		if !storage.KeepsEntry(u, e, s.snapIndex) {
 			continue
 		}
 		if err := s.putEntry(b, e); err != nil {
@@ -66,10 +70,10 @@ func (s *Store) fillBatch(b *pebble.Batch, u storage.Update) (uint64, error) {
 }
 
 // putSnapshot replaces the stored snapshot with snap and deletes the
-// entries it covers.
-func (s *Store) putSnapshot(b *pebble.Batch, snap paxos.Snapshot) error {
+// entries at or below deleteThrough (its index, less the tail it keeps).
+func (s *Store) putSnapshot(b *pebble.Batch, snap paxos.Snapshot, deleteThrough uint64) error {
 	index := snap.Meta.Index
-	if err := b.DeleteRange(entryKey(0), entryKeyAfter(index), nil); err != nil {
+	if err := b.DeleteRange(entryKey(0), entryKeyAfter(deleteThrough), nil); err != nil {
 		return err
 	}
 	if s.hasSnapshot && s.snapIndex != index {
@@ -111,6 +115,9 @@ func (s *Store) Compact(upTo uint64) error {
 		return s.fail("compact", err)
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
+		return s.fail("compact", err)
+	}
+	if err := s.loadFirstSlot(); err != nil {
 		return s.fail("compact", err)
 	}
 	return nil

@@ -61,6 +61,9 @@ func testCrashKeepsSyncedState(t *testing.T, open func(t *testing.T) Harness) {
 	if err := s.Compact(m.SnapIndex()); err != nil {
 		t.Fatal(err)
 	}
+	if err := m.Compact(m.SnapIndex()); err != nil {
+		t.Fatal(err)
+	}
 	s = h.Crash(t)
 	checkState(t, s, m.State())
 }
@@ -77,17 +80,18 @@ func testClosed(t *testing.T, open func(t *testing.T) Harness) {
 	_, _, errInit := s.InitialState()
 	_, errEntries := s.Entries(1, 2, 100)
 	_, errLast := s.LastSlot()
+	_, errFirst := s.FirstSlot()
 	_, errSnap := s.Snapshot()
 	errSave := s.Save(storage.Update{Entries: entries(2)})
 	errCompact := s.Compact(0)
 	errClose := s.Close()
-	for i, err := range []error{errInit, errEntries, errLast, errSnap, errSave, errCompact, errClose} {
+	for i, err := range []error{errInit, errEntries, errLast, errFirst, errSnap, errSave, errCompact, errClose} {
 		if !errors.Is(err, storage.ErrClosed) {
 			t.Errorf("call %d on a closed store: %v, want ErrClosed", i, err)
 		}
 	}
 	s = h.Crash(t)
-	checkState(t, s, State{Entries: entries(1), LastSlot: 1})
+	checkState(t, s, State{Entries: entries(1), FirstSlot: 1, LastSlot: 1})
 }
 
 // testCorruption flips one byte of one record, for many seeds, and checks
@@ -102,8 +106,8 @@ func testCorruption(t *testing.T, open func(t *testing.T) Harness) {
 			h := open(t)
 			s, m := h.Store, NewModel()
 			hs := paxos.HardState{Promised: paxos.Ballot{Round: 3, Replica: 1}, Chosen: 4}
-			mustSave(t, s, m, storage.Update{HardState: &hs, Snapshot: snapshot(3, "snapshot image"),
-				Entries: []paxos.Entry{entry(4, 3, "four"), entry(5, 3, "five"), entry(8, 3, "eight")}})
+			mustSave(t, s, m, storage.Update{HardState: &hs, Snapshot: snapshot(3, "snapshot image"), TailSlots: 1,
+				Entries: []paxos.Entry{entry(3, 3, "three"), entry(4, 3, "four"), entry(5, 3, "five"), entry(8, 3, "eight")}})
 			desc, ok := h.Corrupt(t, rand.New(rand.NewPCG(seed, 99)))
 			if !ok {
 				t.Fatal("Corrupt found no record to corrupt")
@@ -140,7 +144,7 @@ func checkCorruptReads(t *testing.T, s storage.Store, want State, desc string) {
 		got, err := s.Entries(e.Slot, e.Slot+1, 1<<20)
 		check(fmt.Sprintf("Entries(%d)", e.Slot), err, State{Entries: got}.Equal(State{Entries: []paxos.Entry{e}}))
 	}
-	all, err := s.Entries(want.Snapshot.Meta.Index+1, 1<<20, 1<<20)
+	all, err := s.Entries(want.FirstSlot, 1<<20, 1<<20)
 	check("Entries(all)", err, State{Entries: all}.Equal(State{Entries: want.Entries}))
 	if reported == 0 {
 		t.Fatalf("corrupting %s went unnoticed by every read", desc)

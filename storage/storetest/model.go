@@ -17,9 +17,11 @@ import (
 type State struct {
 	HardState paxos.HardState
 	Snapshot  paxos.Snapshot
-	// Entries are every held entry, in slot order.
-	Entries  []paxos.Entry
-	LastSlot uint64
+	// Entries are every held entry, in slot order: the log's tail at or
+	// below the snapshot index, then the log above it.
+	Entries   []paxos.Entry
+	FirstSlot uint64
+	LastSlot  uint64
 }
 
 // Equal reports whether s and o hold the same state, counting nil and
@@ -50,8 +52,8 @@ func (s State) String() string {
 	for i, e := range s.Entries {
 		slots[i] = e.Slot
 	}
-	return fmt.Sprintf("{hs=%+v snap=%d(%d bytes) last=%d slots=%v}",
-		s.HardState, s.Snapshot.Meta.Index, len(s.Snapshot.Data), s.LastSlot, slots)
+	return fmt.Sprintf("{hs=%+v snap=%d(%d bytes) first=%d last=%d slots=%v}",
+		s.HardState, s.Snapshot.Meta.Index, len(s.Snapshot.Data), s.FirstSlot, s.LastSlot, slots)
 }
 
 // ReadState reads the whole state of s through its read side, checking that
@@ -72,11 +74,18 @@ func ReadState(s storage.Store) (State, error) {
 	if err != nil {
 		return State{}, fmt.Errorf("storetest: LastSlot: %w", err)
 	}
-	es, err := s.Entries(snap.Meta.Index+1, math.MaxUint64, math.MaxUint64)
+	first, err := s.FirstSlot()
+	if err != nil {
+		return State{}, fmt.Errorf("storetest: FirstSlot: %w", err)
+	}
+	if _, err := s.Entries(first-1, math.MaxUint64, math.MaxUint64); err != paxos.ErrCompacted {
+		return State{}, fmt.Errorf("storetest: Entries below FirstSlot %d = %v, want paxos.ErrCompacted", first, err)
+	}
+	es, err := s.Entries(first, math.MaxUint64, math.MaxUint64)
 	if err != nil {
 		return State{}, fmt.Errorf("storetest: Entries: %w", err)
 	}
-	return State{HardState: hs, Snapshot: snap, Entries: es, LastSlot: last}, nil
+	return State{HardState: hs, Snapshot: snap, Entries: es, FirstSlot: first, LastSlot: last}, nil
 }
 
 // Model is the reference the stores are checked against: the Store
@@ -101,6 +110,9 @@ func (m *Model) Save(u storage.Update) error {
 	if u.Snapshot != nil && u.Snapshot.Meta.Index < m.snapshot.Meta.Index {
 		return storage.ErrInvalid
 	}
+	if u.Snapshot == nil && u.TailSlots != 0 {
+		return storage.ErrInvalid
+	}
 	for _, e := range u.Entries {
 		if e.Slot == 0 {
 			return storage.ErrInvalid
@@ -109,12 +121,20 @@ func (m *Model) Save(u storage.Update) error {
 	if u.HardState != nil {
 		m.hardState = *u.HardState
 	}
+	// Entries at or below this slot are not written: the stored snapshot
+	// covers them, or this update's snapshot deletes them.
+	floor := m.snapshot.Meta.Index
 	if u.Snapshot != nil {
 		m.snapshot = cloneSnapshot(*u.Snapshot)
-		m.deleteThrough(m.snapshot.Meta.Index)
+		deleted := uint64(0)
+		if index := m.snapshot.Meta.Index; index > u.TailSlots {
+			deleted = index - u.TailSlots
+		}
+		m.deleteThrough(deleted)
+		floor = max(floor, deleted)
 	}
 	for _, e := range u.Entries {
-		if e.Slot > m.snapshot.Meta.Index {
+		if e.Slot > floor {
 			e.Data = bytes.Clone(nilIfEmpty(e.Data))
 			m.entries[e.Slot] = e
 		}
@@ -138,10 +158,16 @@ func (m *Model) deleteThrough(upTo uint64) {
 // SnapIndex returns the index of the stored snapshot (0 if none).
 func (m *Model) SnapIndex() uint64 { return m.snapshot.Meta.Index }
 
-// State returns what a store in m's state must report.
+// State returns what a store in m's state must report. FirstSlot is the
+// lowest held slot if it lies at or below the snapshot index (the tail),
+// else the snapshot index + 1.
 func (m *Model) State() State {
-	st := State{HardState: m.hardState, Snapshot: cloneSnapshot(m.snapshot), LastSlot: m.snapshot.Meta.Index}
-	for _, slot := range slices.Sorted(maps.Keys(m.entries)) {
+	index := m.snapshot.Meta.Index
+	st := State{HardState: m.hardState, Snapshot: cloneSnapshot(m.snapshot), FirstSlot: index + 1, LastSlot: index}
+	for i, slot := range slices.Sorted(maps.Keys(m.entries)) {
+		if i == 0 && slot <= index {
+			st.FirstSlot = slot
+		}
 		st.Entries = append(st.Entries, m.entries[slot])
 		st.LastSlot = max(st.LastSlot, slot)
 	}
@@ -167,7 +193,7 @@ func nilIfEmpty(b []byte) []byte {
 // RandomUpdate draws an update for a store in m's state: hard states,
 // runs of entries with gaps and overwrites over a small slot space, and now
 // and then a snapshot (sometimes with entries in the same update, some of
-// them at or below its index).
+// them at or below its index), half of them keeping a tail.
 func RandomUpdate(r *rand.Rand, m *Model) storage.Update {
 	var u storage.Update
 	if r.IntN(2) == 0 {
@@ -182,6 +208,9 @@ func RandomUpdate(r *rand.Rand, m *Model) storage.Update {
 		u.Snapshot = &paxos.Snapshot{
 			Meta: paxos.SnapshotMeta{Index: index, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}},
 			Data: randomBytes(r, r.IntN(200)),
+		}
+		if r.IntN(2) == 0 {
+			u.TailSlots = r.Uint64N(index + 2)
 		}
 	}
 	for range r.IntN(12) {

@@ -32,6 +32,7 @@ func testSaveSemantics(t *testing.T, open func(t *testing.T) Harness) {
 		wantSlots []uint64
 		wantSnap  uint64
 		wantLast  uint64
+		wantFirst uint64 // 0: wantSnap+1 (no tail)
 	}{
 		{name: "gaps are kept", steps: []step{save(storage.Update{Entries: entries(1, 2, 5, 9)})},
 			wantSlots: []uint64{1, 2, 5, 9}, wantLast: 9},
@@ -90,6 +91,50 @@ func testSaveSemantics(t *testing.T, open func(t *testing.T) Harness) {
 			compact(0, nil),
 			compact(1, storage.ErrInvalid),
 		}},
+		// The log's tail: a snapshot that keeps its last TailSlots slots.
+		{name: "snapshot keeps its tail", steps: []step{
+			save(storage.Update{Entries: entries(1, 2, 3, 4, 5, 6, 9)}),
+			save(storage.Update{Snapshot: snapshot(5, "s5"), TailSlots: 2}),
+		}, wantSlots: []uint64{4, 5, 6, 9}, wantSnap: 5, wantLast: 9, wantFirst: 4},
+		{name: "a tail longer than the log keeps all of it", steps: []step{
+			save(storage.Update{Entries: entries(1, 2, 3)}),
+			save(storage.Update{Snapshot: snapshot(3, "s3"), TailSlots: 10}),
+		}, wantSlots: []uint64{1, 2, 3}, wantSnap: 3, wantLast: 3, wantFirst: 1},
+		{name: "entries in the update's own tail are written", steps: []step{
+			save(storage.Update{Entries: entries(1, 2)}),
+			save(storage.Update{Snapshot: snapshot(6, "s6"), TailSlots: 3, Entries: entries(3, 4, 5, 7)}),
+		}, wantSlots: []uint64{4, 5, 7}, wantSnap: 6, wantLast: 7, wantFirst: 4},
+		{name: "entries in a stored tail are not overwritten", steps: []step{
+			save(storage.Update{Snapshot: snapshot(5, "s5"), TailSlots: 3, Entries: entries(3, 4, 5, 6)}),
+			save(storage.Update{Entries: []paxos.Entry{entry(4, 9, "late"), entry(7, 9, "new")}}),
+		}, wantSlots: []uint64{3, 4, 5, 6, 7}, wantSnap: 5, wantLast: 7, wantFirst: 3},
+		{name: "compact trims the tail", steps: []step{
+			save(storage.Update{Entries: entries(1, 2, 3, 4, 5, 6)}),
+			save(storage.Update{Snapshot: snapshot(5, "s5"), TailSlots: 3}),
+			compact(3, nil),
+			compact(2, nil),
+			compact(6, storage.ErrInvalid),
+		}, wantSlots: []uint64{4, 5, 6}, wantSnap: 5, wantLast: 6, wantFirst: 4},
+		{name: "compact through the snapshot drops the whole tail", steps: []step{
+			save(storage.Update{Entries: entries(1, 2, 3, 4, 5, 6)}),
+			save(storage.Update{Snapshot: snapshot(5, "s5"), TailSlots: 3}),
+			compact(5, nil),
+		}, wantSlots: []uint64{6}, wantSnap: 5, wantLast: 6},
+		{name: "a snapshot without a tail deletes the stored tail", steps: []step{
+			save(storage.Update{Entries: entries(1, 2, 3, 4, 5, 6)}),
+			save(storage.Update{Snapshot: snapshot(4, "s4"), TailSlots: 2}),
+			save(storage.Update{Snapshot: snapshot(5, "s5")}),
+		}, wantSlots: []uint64{6}, wantSnap: 5, wantLast: 6},
+		{name: "a newer snapshot's tail keeps only what is held", steps: []step{
+			save(storage.Update{Entries: entries(1, 2, 3, 4)}),
+			save(storage.Update{Snapshot: snapshot(4, "s4")}),
+			save(storage.Update{Entries: entries(5, 6, 7, 8)}),
+			save(storage.Update{Snapshot: snapshot(8, "s8"), TailSlots: 10}),
+		}, wantSlots: []uint64{5, 6, 7, 8}, wantSnap: 8, wantLast: 8, wantFirst: 5},
+		{name: "a tail without a snapshot is rejected", steps: []step{
+			save(storage.Update{Entries: entries(1)}),
+			{update: storage.Update{HardState: hs, Entries: entries(2), TailSlots: 1}, wantErr: storage.ErrInvalid},
+		}, wantSlots: []uint64{1}, wantLast: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,9 +150,13 @@ func testSaveSemantics(t *testing.T, open func(t *testing.T) Harness) {
 			for _, e := range want.Entries {
 				slots = append(slots, e.Slot)
 			}
-			if !slices.Equal(slots, tt.wantSlots) || want.Snapshot.Meta.Index != tt.wantSnap || want.LastSlot != tt.wantLast {
-				t.Fatalf("model disagrees with the table: slots %v snap %d last %d; table says %v %d %d",
-					slots, want.Snapshot.Meta.Index, want.LastSlot, tt.wantSlots, tt.wantSnap, tt.wantLast)
+			wantFirst := tt.wantFirst
+			if wantFirst == 0 {
+				wantFirst = tt.wantSnap + 1
+			}
+			if !slices.Equal(slots, tt.wantSlots) || want.Snapshot.Meta.Index != tt.wantSnap || want.LastSlot != tt.wantLast || want.FirstSlot != wantFirst {
+				t.Fatalf("model disagrees with the table: slots %v snap %d first %d last %d; table says %v %d %d %d",
+					slots, want.Snapshot.Meta.Index, want.FirstSlot, want.LastSlot, tt.wantSlots, tt.wantSnap, wantFirst, tt.wantLast)
 			}
 		})
 	}
@@ -150,6 +199,57 @@ func testEntriesWindow(t *testing.T, open func(t *testing.T) Harness) {
 		if !errors.Is(err, tt.wantErr) || !slices.Equal(slotsOf(es), tt.wantSlots) {
 			t.Errorf("Entries(%d, %d) = %v, %v; want %v, %v", tt.lo, tt.hi, slotsOf(es), err, tt.wantSlots, tt.wantErr)
 		}
+	}
+}
+
+// testTailWindow reads across the log's tail: Entries serves every slot
+// from FirstSlot on, below and above the snapshot index alike.
+func testTailWindow(t *testing.T, open func(t *testing.T) Harness) {
+	h := open(t)
+	s, m := h.Store, NewModel()
+	mustSave(t, s, m, storage.Update{Entries: entries(1, 2, 3, 4, 5, 6, 7, 8, 9)})
+	mustSave(t, s, m, storage.Update{Snapshot: snapshot(6, "s6"), TailSlots: 3})
+	const noLimit = ^uint64(0)
+	tests := []struct {
+		lo, hi    uint64
+		wantSlots []uint64
+		wantErr   error
+	}{
+		{lo: 4, hi: 100, wantSlots: []uint64{4, 5, 6, 7, 8, 9}},
+		{lo: 4, hi: 7, wantSlots: []uint64{4, 5, 6}},
+		{lo: 6, hi: 8, wantSlots: []uint64{6, 7}},
+		{lo: 3, hi: 100, wantErr: paxos.ErrCompacted},
+		{lo: 1, hi: 5, wantErr: paxos.ErrCompacted},
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, tt := range tests {
+			es, err := s.Entries(tt.lo, tt.hi, noLimit)
+			if !errors.Is(err, tt.wantErr) || !slices.Equal(slotsOf(es), tt.wantSlots) {
+				t.Errorf("%s: Entries(%d, %d) = %v, %v; want %v, %v", when, tt.lo, tt.hi, slotsOf(es), err, tt.wantSlots, tt.wantErr)
+			}
+		}
+		if first, err := s.FirstSlot(); err != nil || first != 4 {
+			t.Errorf("%s: FirstSlot() = %d, %v; want 4", when, first, err)
+		}
+	}
+	check("after the snapshot")
+	s = h.Reopen(t)
+	check("after a reopen")
+	s = h.Crash(t)
+	check("after a crash")
+	checkState(t, s, m.State())
+	// Compact moves FirstSlot past what it deleted, durably.
+	if err := s.Compact(4); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Compact(4); err != nil {
+		t.Fatal(err)
+	}
+	s = h.Crash(t)
+	checkState(t, s, m.State())
+	if _, err := s.Entries(4, 100, noLimit); err != paxos.ErrCompacted {
+		t.Fatalf("Entries(4) after Compact(4) = %v, want paxos.ErrCompacted", err)
 	}
 }
 

@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) Harness) {
 		{"RoundTrip", testRoundTrip},
 		{"SaveSemantics", testSaveSemantics},
 		{"EntriesWindow", testEntriesWindow},
+		{"TailWindow", testTailWindow},
 		{"EntriesMaxBytes", testEntriesMaxBytes},
 		{"NoAliasing", testNoAliasing},
 		{"ReopenKeepsState", testReopenKeepsState},
@@ -123,7 +124,10 @@ func testEmpty(t *testing.T, open func(t *testing.T) Harness) {
 		t.Fatalf("Entries(1, 100) on an empty store = %v, %v; want none", es, err)
 	}
 	if _, err := s.Entries(0, 100, 1<<20); err != paxos.ErrCompacted {
-		t.Fatalf("Entries(0, 100) = %v; want paxos.ErrCompacted itself (lo <= snapshot index 0)", err)
+		t.Fatalf("Entries(0, 100) = %v; want paxos.ErrCompacted itself (lo below FirstSlot 1)", err)
+	}
+	if first, err := s.FirstSlot(); err != nil || first != 1 {
+		t.Fatalf("FirstSlot() on an empty store = %d, %v; want 1", first, err)
 	}
 	if err := s.Save(storage.Update{}); err != nil {
 		t.Fatalf("empty Save: %v", err)
