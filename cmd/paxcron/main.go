@@ -1,6 +1,7 @@
 // Command paxcron is paxcron's binary. Today it checks schedules
-// (`paxcron schedule`); the replica server and the operator CLI arrive with
-// later issues as further subcommands.
+// (`paxcron schedule`) and files of cron jobs (`paxcron job validate`); the
+// replica server and the rest of the operator CLI arrive with later issues
+// as further subcommands.
 package main
 
 import (
@@ -20,6 +21,7 @@ func main() {
 const usage = `Usage: paxcron <command> [arguments]
 
 Commands:
+  job        work with cron jobs (validate a file of them)
   schedule   show how a cron expression resolves and when it next fires
   version    print the version
 
@@ -36,6 +38,8 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	switch args[0] {
 	case "schedule":
 		return runSchedule(args[1:], stdout, stderr, now)
+	case "job":
+		return runJob(args[1:], stdout, stderr, now)
 	case "version":
 		fmt.Fprintf(stdout, "paxcron %s\n", version)
 		return 0

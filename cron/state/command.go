@@ -433,6 +433,16 @@ func boundedText(what, s string, maxBytes int) error {
 	return nil
 }
 
+// Validate checks spec as PutJob would for the job name: a writer calls
+// it to refuse a bad spec before anything is proposed.
+func (spec JobSpec) Validate(name string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	_, err := spec.parse(name)
+	return err
+}
+
 // parse validates spec for the job name and returns its schedule.
 func (spec *JobSpec) parse(name string) (*schedule.Schedule, error) {
 	if err := spec.validateFields(); err != nil {

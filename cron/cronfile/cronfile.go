@@ -1,0 +1,394 @@
+// Package cronfile reads cron jobs written in paxcron's HCL format: one
+// or more `cron "<name>" { ... }` blocks, each becoming a job name and a
+// state.JobSpec, checked as the replicated state would check them before
+// anything is written. Errors carry the file, line and column of what is
+// wrong.
+//
+//	cron "nightly-report" {
+//	  schedule       = "0 ? * * *"
+//	  time_zone      = "Europe/Berlin"
+//	  concurrency    = "forbid"
+//	  catchup_window = "10m"
+//	  nomad {
+//	    job       = "report"          # a parameterized job in Nomad
+//	    namespace = "analytics"
+//	    region    = "eu"
+//	    meta      = { kind = "nightly" }
+//	    payload   = file("params.json")
+//	  }
+//	}
+//
+// Expressions may call file(path), read relative to the HCL file's
+// folder, and jsonencode(value). Whether the Nomad job exists, is
+// parameterized and gets the meta it requires is Nomad's to say: the
+// nomad package checks that when a job is submitted.
+package cronfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
+
+	"paxcron/cron/schedule"
+	"paxcron/cron/state"
+)
+
+// Limits on what a file may hold.
+const (
+	// MaxFileBytes bounds an HCL file.
+	MaxFileBytes = 4 << 20
+	// MaxCrons bounds the cron blocks of one file.
+	MaxCrons = 10_000
+)
+
+// Cron is one cron block.
+type Cron struct {
+	Name string
+	Spec state.JobSpec
+	// Resolved is the schedule as it runs for this job: ? and H replaced
+	// by the values the job's name hashes to.
+	Resolved string
+	// Range is where the block is, for messages about it.
+	Range hcl.Range
+}
+
+// Error is every problem found in a file, each with its position.
+type Error struct {
+	Diagnostics hcl.Diagnostics
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	for i, d := range e.Diagnostics {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if d.Subject != nil {
+			fmt.Fprintf(&b, "%s:%d,%d: ", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column)
+		}
+		b.WriteString(d.Summary)
+		if d.Detail != "" {
+			b.WriteString(": ")
+			b.WriteString(d.Detail)
+		}
+	}
+	return b.String()
+}
+
+// ParseFile reads and parses the file at path; file() calls read relative
+// to its folder.
+func ParseFile(path string) ([]Cron, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cronfile: %w", err)
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("cronfile: reading %s: %w", path, err)
+	}
+	return Parse(path, src, filepath.Dir(path))
+}
+
+// Parse parses src, named filename in messages; file() calls read
+// relative to dir.
+func Parse(filename string, src []byte, dir string) ([]Cron, error) {
+	if len(src) > MaxFileBytes {
+		return nil, fmt.Errorf("cronfile: %s is larger than %d bytes", filename, MaxFileBytes)
+	}
+	f, diags := hclparse.NewParser().ParseHCL(src, filename)
+	if diags.HasErrors() {
+		return nil, &Error{Diagnostics: diags}
+	}
+	content, diags := f.Body.Content(fileSchema)
+	if diags.HasErrors() {
+		return nil, &Error{Diagnostics: diags}
+	}
+	p := parser{ctx: evalContext(dir)}
+	if len(content.Blocks) == 0 {
+		p.fail(&hcl.Range{Filename: filename, Start: hcl.InitialPos, End: hcl.InitialPos}, "No cron block", `the file defines no job; write cron "<name>" { ... }`)
+	}
+	if len(content.Blocks) > MaxCrons {
+		r := content.Blocks[MaxCrons].DefRange
+		p.fail(&r, "Too many cron blocks", fmt.Sprintf("a file holds at most %d", MaxCrons))
+		return nil, &Error{Diagnostics: p.diags}
+	}
+	seen := map[string]hcl.Range{}
+	var out []Cron
+	for _, b := range content.Blocks {
+		c, ok := p.cron(b)
+		if !ok {
+			continue
+		}
+		if first, dup := seen[c.Name]; dup {
+			p.fail(b.LabelRanges[0].Ptr(), "Duplicate cron name", fmt.Sprintf("%q is defined already at line %d", c.Name, first.Start.Line))
+			continue
+		}
+		seen[c.Name] = b.DefRange
+		out = append(out, c)
+	}
+	if p.diags.HasErrors() {
+		return nil, &Error{Diagnostics: p.diags}
+	}
+	return out, nil
+}
+
+var fileSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: "cron", LabelNames: []string{"name"}}},
+}
+
+var cronSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "schedule", Required: true},
+		{Name: "time_zone"},
+		{Name: "concurrency"},
+		{Name: "catchup_window"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "nomad"}},
+}
+
+var nomadSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "job", Required: true},
+		{Name: "namespace"},
+		{Name: "region"},
+		{Name: "meta"},
+		{Name: "payload"},
+	},
+}
+
+type parser struct {
+	ctx   *hcl.EvalContext
+	diags hcl.Diagnostics
+}
+
+func (p *parser) fail(at *hcl.Range, summary, detail string) {
+	p.diags = append(p.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: at})
+}
+
+func (p *parser) cron(b *hcl.Block) (Cron, bool) {
+	c := Cron{Name: b.Labels[0], Range: b.DefRange}
+	errs := len(p.diags)
+	if err := state.ValidName(c.Name); err != nil {
+		p.fail(b.LabelRanges[0].Ptr(), "Invalid cron name", trimInvalid(err))
+	}
+	content, diags := b.Body.Content(cronSchema)
+	p.diags = append(p.diags, diags...)
+	if diags.HasErrors() {
+		return c, false
+	}
+	spec := &c.Spec
+	spec.Schedule, _ = p.text(content.Attributes["schedule"])
+	if a := content.Attributes["time_zone"]; a != nil {
+		if spec.TimeZone, _ = p.text(a); spec.TimeZone == "UTC" {
+			spec.TimeZone = "" // one way to say UTC
+		}
+	}
+	if a := content.Attributes["concurrency"]; a != nil {
+		v, ok := p.text(a)
+		switch state.Concurrency(v) {
+		case state.ConcurrencyAllow, state.ConcurrencyForbid, state.ConcurrencyReplace:
+			spec.Concurrency = state.Concurrency(v)
+		default:
+			if ok {
+				p.fail(a.Expr.Range().Ptr(), "Invalid concurrency", fmt.Sprintf("%q is not allow, forbid or replace", v))
+			}
+		}
+	}
+	if a := content.Attributes["catchup_window"]; a != nil {
+		if v, ok := p.text(a); ok {
+			d, err := time.ParseDuration(v)
+			switch {
+			case err != nil:
+				p.fail(a.Expr.Range().Ptr(), "Invalid catch-up window", fmt.Sprintf("%q is not a duration such as \"10m\" or \"1h30m\"", v))
+			case d <= 0 || d > state.MaxCatchupWindow:
+				p.fail(a.Expr.Range().Ptr(), "Invalid catch-up window", fmt.Sprintf("%s is outside (0, %s]", d, state.MaxCatchupWindow))
+			default:
+				spec.CatchupWindow = d
+			}
+		}
+	}
+	switch n := len(content.Blocks); {
+	case n == 0:
+		p.fail(b.DefRange.Ptr(), "Missing nomad block", "a cron job needs a nomad { job = \"<parameterized job>\" } block saying what it dispatches")
+	case n > 1:
+		p.fail(content.Blocks[1].DefRange.Ptr(), "Duplicate nomad block", fmt.Sprintf("a cron job has one; the first is at line %d", content.Blocks[0].DefRange.Start.Line))
+	default:
+		p.nomad(content.Blocks[0], spec)
+	}
+	if len(p.diags) > errs {
+		return c, false
+	}
+	// The schedule is checked here, with the job's name (? hashes it) and
+	// zone, for an error that points at it.
+	s, err := schedule.Parse(spec.Schedule, schedule.Options{JobName: c.Name, TimeZone: spec.TimeZone})
+	if err != nil {
+		at := content.Attributes["schedule"].Expr.Range().Ptr()
+		if ta := content.Attributes["time_zone"]; ta != nil && isZoneError(err) {
+			at = ta.Expr.Range().Ptr()
+		}
+		p.fail(at, "Invalid schedule", err.Error())
+		return c, false
+	}
+	c.Resolved = s.Resolved()
+	// Everything else the state checks, as it will check it.
+	if err := spec.Validate(c.Name); err != nil {
+		p.fail(b.DefRange.Ptr(), "Invalid cron job", trimInvalid(err))
+		return c, false
+	}
+	return c, true
+}
+
+func (p *parser) nomad(b *hcl.Block, spec *state.JobSpec) {
+	content, diags := b.Body.Content(nomadSchema)
+	p.diags = append(p.diags, diags...)
+	if diags.HasErrors() {
+		return
+	}
+	spec.NomadJob, _ = p.text(content.Attributes["job"])
+	if a := content.Attributes["namespace"]; a != nil {
+		spec.Namespace, _ = p.text(a)
+	}
+	if a := content.Attributes["region"]; a != nil {
+		spec.Region, _ = p.text(a)
+	}
+	if a := content.Attributes["meta"]; a != nil {
+		spec.Meta = p.meta(a)
+	}
+	if a := content.Attributes["payload"]; a != nil {
+		if v, ok := p.text(a); ok {
+			if len(v) > state.MaxPayloadBytes {
+				p.fail(a.Expr.Range().Ptr(), "Payload too large", fmt.Sprintf("%d bytes; Nomad takes at most %d", len(v), state.MaxPayloadBytes))
+			} else if v != "" {
+				spec.Payload = []byte(v)
+			}
+		}
+	}
+	target := state.Target{NomadJob: spec.NomadJob, Namespace: spec.Namespace, Region: spec.Region}
+	if err := (state.JobSpec{Schedule: "@daily", NomadJob: target.NomadJob, Namespace: target.Namespace, Region: target.Region}).Validate("x"); err != nil {
+		p.fail(b.DefRange.Ptr(), "Invalid nomad block", trimInvalid(err))
+	}
+}
+
+// text evaluates a to a string.
+func (p *parser) text(a *hcl.Attribute) (string, bool) {
+	v, diags := a.Expr.Value(p.ctx)
+	p.diags = append(p.diags, diags...)
+	if diags.HasErrors() {
+		return "", false
+	}
+	s, err := convert.Convert(v, cty.String)
+	if err != nil || s.IsNull() || !s.IsKnown() {
+		p.fail(a.Expr.Range().Ptr(), "Invalid value for "+a.Name, "a string is required")
+		return "", false
+	}
+	return s.AsString(), true
+}
+
+// meta evaluates a to a map of strings.
+func (p *parser) meta(a *hcl.Attribute) map[string]string {
+	v, diags := a.Expr.Value(p.ctx)
+	p.diags = append(p.diags, diags...)
+	if diags.HasErrors() {
+		return nil
+	}
+	m, err := convert.Convert(v, cty.Map(cty.String))
+	if err != nil || m.IsNull() || !m.IsWhollyKnown() {
+		p.fail(a.Expr.Range().Ptr(), "Invalid meta", "meta is a map of strings, such as { kind = \"nightly\" }")
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range m.AsValueMap() {
+		if v.IsNull() {
+			p.fail(a.Expr.Range().Ptr(), "Invalid meta", fmt.Sprintf("meta %q is null", k))
+			continue
+		}
+		out[k] = v.AsString()
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	for _, k := range sortedKeys(out) {
+		if strings.HasPrefix(k, "paxcron_") {
+			p.fail(a.Expr.Range().Ptr(), "Reserved meta key", fmt.Sprintf("%q: keys starting with paxcron_ are set by paxcron on every dispatch", k))
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func isZoneError(err error) bool {
+	var pe *schedule.ParseError
+	return errors.As(err, &pe) && pe.Field == "time zone"
+}
+
+// trimInvalid drops the state package's "invalid command: " prefix,
+// which means nothing to someone writing a file.
+func trimInvalid(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ": "); i >= 0 && errors.Is(err, state.ErrInvalid) {
+		return msg[i+2:]
+	}
+	return msg
+}
+
+// evalContext offers file() relative to dir, and jsonencode().
+func evalContext(dir string) *hcl.EvalContext {
+	return &hcl.EvalContext{Functions: map[string]function.Function{
+		"file":       fileFunc(dir),
+		"jsonencode": stdlib.JSONEncodeFunc,
+	}}
+}
+
+func fileFunc(dir string) function.Function {
+	return function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "path", Type: cty.String}},
+		Type:   function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			path := args[0].AsString()
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(dir, path)
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				return cty.NilVal, err
+			}
+			defer f.Close()
+			b, err := io.ReadAll(io.LimitReader(f, state.MaxPayloadBytes+1))
+			if err != nil {
+				return cty.NilVal, err
+			}
+			if len(b) > state.MaxPayloadBytes {
+				return cty.NilVal, fmt.Errorf("%s is larger than %d bytes, Nomad's payload limit", path, state.MaxPayloadBytes)
+			}
+			// An HCL string is UTF-8 in Unicode normal form C: a file that
+			// is not would reach Nomad changed, so it is refused.
+			v := cty.StringVal(string(b))
+			if !utf8.Valid(b) || v.AsString() != string(b) {
+				return cty.NilVal, fmt.Errorf("%s is not UTF-8 text in Unicode normal form C, so it cannot be a payload unchanged", path)
+			}
+			return v, nil
+		},
+	})
+}

@@ -1,0 +1,180 @@
+package cronfile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"paxcron/cron/state"
+)
+
+const good = `
+# Two jobs: every field, and the fewest.
+cron "nightly-report" {
+  schedule       = "0 ? * * *"
+  time_zone      = "Europe/Berlin"
+  concurrency    = "forbid"
+  catchup_window = "10m"
+  nomad {
+    job       = "report"
+    namespace = "analytics"
+    region    = "eu"
+    meta      = { kind = "nightly", "team.name" = "data" }
+    payload   = file("params.json")
+  }
+}
+
+cron "hourly" {
+  schedule = "@hourly"
+  nomad {
+    job     = "ping"
+    payload = jsonencode({ shard = 3 })
+  }
+}
+`
+
+func TestParseGood(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "params.json"), []byte(`{"day": "yesterday"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "jobs.hcl")
+	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	crons, err := ParseFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []state.JobSpec{{
+		Schedule: "0 ? * * *", TimeZone: "Europe/Berlin", Concurrency: state.ConcurrencyForbid, CatchupWindow: 10 * time.Minute,
+		NomadJob: "report", Namespace: "analytics", Region: "eu",
+		Meta: map[string]string{"kind": "nightly", "team.name": "data"}, Payload: []byte(`{"day": "yesterday"}` + "\n"),
+	}, {
+		Schedule: "@hourly", NomadJob: "ping", Payload: []byte(`{"shard":3}`),
+	}}
+	if len(crons) != 2 || crons[0].Name != "nightly-report" || crons[1].Name != "hourly" {
+		t.Fatalf("got %+v", crons)
+	}
+	for i, c := range crons {
+		if !reflect.DeepEqual(c.Spec, want[i]) {
+			t.Errorf("%s: spec\n %+v\nwant\n %+v", c.Name, c.Spec, want[i])
+		}
+		if err := c.Spec.Validate(c.Name); err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+		}
+	}
+	if r := crons[0].Resolved; strings.Contains(r, "?") || !strings.HasPrefix(r, "0 ") {
+		t.Errorf("resolved schedule %q", r)
+	}
+	if crons[0].Range.Start.Line != 3 || crons[1].Range.Start.Line != 17 {
+		t.Errorf("ranges %v %v", crons[0].Range, crons[1].Range)
+	}
+}
+
+// TestParseBad: every mistake is reported at the line and column of
+// what is wrong, with a message that says what to do.
+func TestParseBad(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.bin")
+	if err := os.WriteFile(big, []byte(strings.Repeat("x", state.MaxPayloadBytes+1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "latin1.txt"), []byte{'c', 'a', 'f', 0xe9}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nomad := `nomad { job = "p" }`
+	for _, tc := range []struct {
+		name, src string
+		want      []string // each must appear in the error
+	}{
+		{"empty file", ``, []string{"jobs.hcl:1,1: No cron block"}},
+		{"syntax", `cron "a" {`, []string{"jobs.hcl:1,"}},
+		{"unknown top-level", `job "a" {}`, []string{"jobs.hcl:1,1: Unsupported block type"}},
+		{"no label", `cron { schedule = "@daily" }`, []string{"jobs.hcl:1,6: Missing name for cron"}},
+		{"bad name", `cron "a b" {` + "\n" + `schedule = "@daily"` + "\n" + nomad + "\n}", []string{"jobs.hcl:1,6: Invalid cron name", "[a-zA-Z0-9_.-]"}},
+		{"missing schedule", `cron "a" {` + "\n" + nomad + "\n}", []string{"jobs.hcl:1,10: Missing required argument", "schedule"}},
+		{"unknown field", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `timezone = "UTC"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,1: Unsupported argument", "timezone"}},
+		{"bad schedule", `cron "a" {` + "\n" + `schedule = "61 * * * *"` + "\n" + nomad + "\n}", []string{"jobs.hcl:2,12: Invalid schedule", "minute"}},
+		{"bad zone", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `time_zone = "Mars/Olympus"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,13: Invalid schedule", "Mars/Olympus"}},
+		{"bad concurrency", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `concurrency = "never"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,15: Invalid concurrency", "allow, forbid or replace"}},
+		{"bad window", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `catchup_window = "soon"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,18: Invalid catch-up window", `"10m"`}},
+		{"window too long", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `catchup_window = "200h"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,18: Invalid catch-up window", "168h0m0s"}},
+		{"no nomad", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n}", []string{"jobs.hcl:1,1: Missing nomad block"}},
+		{"two nomad", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + nomad + "\n" + nomad + "\n}", []string{"jobs.hcl:4,1: Duplicate nomad block", "line 3"}},
+		{"nomad without job", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `nomad { namespace = "x" }` + "\n}", []string{"jobs.hcl:3,9: Missing required argument", "job"}},
+		{"bad namespace", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `nomad {` + "\n" + `job = "p"` + "\n" + `namespace = "has space"` + "\n}\n}", []string{"jobs.hcl:3,1: Invalid nomad block", "namespace"}},
+		{"meta not a map", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `nomad {` + "\n" + `job = "p"` + "\n" + `meta = ["x"]` + "\n}\n}", []string{"jobs.hcl:5,8: Invalid meta"}},
+		{"reserved meta", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `nomad {` + "\n" + `job = "p"` + "\n" + `meta = { paxcron_job = "x" }` + "\n}\n}", []string{"jobs.hcl:5,8: Reserved meta key"}},
+		{"schedule not a string", `cron "a" {` + "\n" + `schedule = ["@daily"]` + "\n" + nomad + "\n}", []string{"jobs.hcl:2,12: Invalid value for schedule"}},
+		{"missing payload file", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `nomad {` + "\n" + `job = "p"` + "\n" + `payload = file("nope.json")` + "\n}\n}", []string{"jobs.hcl:5,", "nope.json"}},
+		{"payload too large", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `nomad {` + "\n" + `job = "p"` + "\n" + `payload = file("big.bin")` + "\n}\n}", []string{"jobs.hcl:5,", "16384"}},
+		{"payload not utf-8", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `nomad {` + "\n" + `job = "p"` + "\n" + `payload = file("latin1.txt")` + "\n}\n}", []string{"jobs.hcl:5,", "not UTF-8 text"}},
+		{"duplicate name", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + nomad + "\n}\n" + `cron "a" {` + "\n" + `schedule = "@hourly"` + "\n" + nomad + "\n}", []string{"jobs.hcl:5,6: Duplicate cron name", "line 1"}},
+		{"several errors", `cron "a" {` + "\n" + `schedule = "@nope"` + "\n" + nomad + "\n}\n" + `cron "b" {` + "\n" + `schedule = "@daily"` + "\n" + `concurrency = "x"` + "\n" + nomad + "\n}", []string{"jobs.hcl:2,12: Invalid schedule", "jobs.hcl:7,15: Invalid concurrency"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			crons, err := Parse("jobs.hcl", []byte(tc.src), dir)
+			var ferr *Error
+			if !errors.As(err, &ferr) {
+				t.Fatalf("got %v, %+v; want a *cronfile.Error", err, crons)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\nlacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseLimits(t *testing.T) {
+	if _, err := Parse("big.hcl", make([]byte, MaxFileBytes+1), "."); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("oversized file: %v", err)
+	}
+	var b strings.Builder
+	for i := range MaxCrons + 1 {
+		b.WriteString("cron \"j" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + "\" {\n}\n")
+	}
+	if _, err := Parse("many.hcl", []byte(b.String()), "."); err == nil || !strings.Contains(err.Error(), "Too many cron blocks") {
+		t.Fatalf("too many blocks: %v", err)
+	}
+	if _, err := ParseFile(filepath.Join(t.TempDir(), "missing.hcl")); err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// FuzzParse: Parse never panics, and what it accepts the state accepts.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte(`cron "a" { schedule = "@daily" nomad { job = "p" } }`))
+	f.Add([]byte(`cron "a" {` + "\n" + `schedule = "H H * * *"` + "\n" + `nomad { job = "p" meta = { a = 1 } }` + "\n}"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		crons, err := Parse("fuzz.hcl", src, t.TempDir())
+		if err != nil {
+			return
+		}
+		for _, c := range crons {
+			if err := c.Spec.Validate(c.Name); err != nil {
+				t.Fatalf("accepted %q, which the state refuses: %v", c.Name, err)
+			}
+		}
+	})
+}
+
+// TestExamples: the example files in the repository parse.
+func TestExamples(t *testing.T) {
+	paths, err := filepath.Glob("../../examples/*.hcl")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, path := range paths {
+		if _, err := ParseFile(path); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+}
