@@ -528,8 +528,10 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 		if err != nil {
 			return // a duplicate or a refused start: nothing opened
 		}
-		info, _ := l.m.Info(c.Job) // it exists: the start was accepted
-		open := state.Launch{Job: c.Job, ScheduledAt: c.ScheduledAt.UTC(), Identity: c.Identity, SpecVersion: c.SpecVersion, StartedAt: c.At.UTC(), Target: info.Spec.Target()}
+		open, opened := l.m.OpenLaunch(c.Job, c.ScheduledAt, state.LaunchScheduled)
+		if !opened {
+			panic(fmt.Sprintf("launcher: start of %s accepted but no launch open", c.Identity))
+		}
 		switch {
 		case ok && s.at.Equal(c.ScheduledAt) && s.finish != nil:
 			// Proposed at the next Step: never from inside Apply.
@@ -700,10 +702,13 @@ func (l *Launcher) advance(t *task) {
 			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: "job deleted before it was dispatched"})
 			return
 		}
-		// The payload and meta are the job's current ones; the target is
-		// the one fixed when the launch started, the token's scope.
+		// The target, payload and meta are the launch's own, fixed when it
+		// started: every attempt under its identity sends the same.
 		spec := target(t.launch.Target)
-		spec.Payload, spec.Meta = info.Spec.Payload, info.Spec.Meta
+		spec.Payload, spec.Meta = t.launch.DispatchContent()
+		if state.ContentHash(spec) != t.launch.Content {
+			panic(fmt.Sprintf("launcher: launch %s carries content that does not match its hash", t.launch.Identity))
+		}
 		l.call(t, OpDispatch, spec, "")
 	case phaseFinish:
 		l.proposeFinish(t)

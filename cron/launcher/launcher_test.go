@@ -618,3 +618,28 @@ func TestOrphanOfRecreatedJob(t *testing.T) {
 	h.answerFor(OpLookup, "a-1772366460", Result{})
 	h.wantProposed("finished a-1772366460 skipped job deleted before it was dispatched")
 }
+
+// TestContentChangedInFlight: a launch dispatches the payload and meta it
+// started with, whatever edits the job meanwhile, so that every attempt
+// under its identity sends the same thing.
+func TestContentChangedInFlight(t *testing.T) {
+	h := newHarness(t, nil)
+	a := job("@every 1m")
+	a.Payload, a.Meta = []byte("v1"), map[string]string{"k": "1"}
+	h.apply(putJob("a", a))
+	at := t0.Add(time.Minute)
+	h.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
+	edit := putJob("a", state.JobSpec{Schedule: "@every 1m", NomadJob: "batch", Payload: []byte("v2"), Meta: map[string]string{"k": "2"}})
+	edit.IfVersion = 1
+	h.apply(edit)
+	h.lease(2, 10*time.Second)
+	h.at(at.Add(30 * time.Second))
+	h.settle()
+	h.answerFor(OpLookup, "a-1772366460", Result{}) // never dispatched
+	h.settle()
+	if len(h.d.pending) != 1 || h.d.pending[0].Op != OpDispatch || string(h.d.pending[0].Spec.Payload) != "v1" || h.d.pending[0].Spec.Meta["k"] != "1" {
+		t.Fatalf("pending %+v, want a's dispatch with its first content", h.d.pending)
+	}
+	h.answer(Result{ChildID: "batch/dispatch-a"})
+	h.wantProposed("finished a-1772366460 dispatched batch/dispatch-a")
+}

@@ -2,8 +2,10 @@ package state
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"time"
 	"unicode"
@@ -431,6 +433,29 @@ func boundedText(what, s string, maxBytes int) error {
 		return invalid("%s is not valid UTF-8", what)
 	}
 	return nil
+}
+
+// ContentHash hashes what a dispatch of spec sends besides its target:
+// the payload and the meta. It is FNV-1a (64 bits) over length-prefixed
+// fields, the same on every replica and every version.
+func ContentHash(spec JobSpec) uint64 {
+	return contentHash(spec.Payload, metaPairs(spec.Meta))
+}
+
+func contentHash(payload []byte, meta []wireKV) uint64 {
+	h := fnv.New64a()
+	var n [binary.MaxVarintLen64]byte
+	field := func(b []byte) {
+		h.Write(binary.AppendUvarint(n[:0], uint64(len(b))))
+		h.Write(b)
+	}
+	field(payload)
+	h.Write(binary.AppendUvarint(n[:0], uint64(len(meta))))
+	for _, kv := range meta {
+		field([]byte(kv.Key))
+		field([]byte(kv.Value))
+	}
+	return h.Sum64()
 }
 
 // Validate checks spec as PutJob would for the job name: a writer calls

@@ -108,16 +108,19 @@ func appendTime(b []byte, t wireTime) []byte {
 func appendSpec(b []byte, s *wireSpec) []byte {
 	b = appendArrayLen(b, 9)
 	b = appendStr(appendStr(appendStr(b, s.Schedule), s.TimeZone), s.Concurrency)
-	b = appendBin(appendInt(b, s.CatchupWindow), s.Payload)
-	if s.Meta == nil {
-		b = append(b, 0xc0)
-	} else {
-		b = appendArrayLen(b, len(s.Meta))
-		for _, kv := range s.Meta {
-			b = appendStr(appendStr(append(b, 0x92), kv.Key), kv.Value)
-		}
-	}
+	b = appendMeta(appendBin(appendInt(b, s.CatchupWindow), s.Payload), s.Meta)
 	return appendStr(appendStr(appendStr(b, s.NomadJob), s.Namespace), s.Region)
+}
+
+func appendMeta(b []byte, meta []wireKV) []byte {
+	if meta == nil {
+		return append(b, 0xc0)
+	}
+	b = appendArrayLen(b, len(meta))
+	for _, kv := range meta {
+		b = appendStr(appendStr(append(b, 0x92), kv.Key), kv.Value)
+	}
+	return b
 }
 
 func appendLaunches(b []byte, ls []wireLaunch) []byte {
@@ -127,12 +130,13 @@ func appendLaunches(b []byte, ls []wireLaunch) []byte {
 	b = appendArrayLen(b, len(ls))
 	for i := range ls {
 		l := &ls[i]
-		b = appendTime(append(b, 0x99), l.ScheduledAt)
+		b = appendTime(append(b, 0x9c), l.ScheduledAt)
 		b = appendTime(appendUint(b, l.SpecVersion), l.StartedAt)
 		b = appendUint(appendUint(b, l.StartedSlot), l.FinishedSlot)
 		b = appendStr(appendStr(appendStr(append(b, 0x93), l.Outcome.Kind), l.Outcome.ChildID), l.Outcome.Reason)
 		b = appendStr(appendStr(appendStr(append(b, 0x93), l.Target.NomadJob), l.Target.Namespace), l.Target.Region)
-		b = appendBool(appendUint(b, uint64(l.Kind)), l.Force)
+		b = appendUint(appendBool(appendUint(b, uint64(l.Kind)), l.Force), l.Content)
+		b = appendMeta(appendBin(b, l.Payload), l.Meta)
 	}
 	return b
 }
@@ -391,17 +395,24 @@ func (r *jobReader) spec(s *wireSpec) {
 	r.fields(9)
 	s.Schedule, s.TimeZone, s.Concurrency = r.shared(), r.shared(), r.shared()
 	s.CatchupWindow, s.Payload = r.int(), r.bin()
-	if n := r.count(MaxMetaEntries); n > 0 {
-		s.Meta = make([]wireKV, n)
-		for i := range s.Meta {
-			r.fields(2)
-			s.Meta[i] = wireKV{Key: r.shared(), Value: r.shared()}
-		}
-	}
+	s.Meta = r.meta()
 	s.NomadJob, s.Namespace, s.Region = r.shared(), r.shared(), r.shared()
 }
 
-func (r *jobReader) launches(limit int) []wireLaunch {
+func (r *jobReader) meta() []wireKV {
+	n := r.count(MaxMetaEntries)
+	if n == 0 {
+		return nil
+	}
+	meta := make([]wireKV, n)
+	for i := range meta {
+		r.fields(2)
+		meta[i] = wireKV{Key: r.shared(), Value: r.shared()}
+	}
+	return meta
+}
+
+func (r *jobReader) launches(limit int, version byte) []wireLaunch {
 	n := r.count(limit)
 	if n == 0 {
 		return nil
@@ -409,7 +420,11 @@ func (r *jobReader) launches(limit int) []wireLaunch {
 	out := make([]wireLaunch, n)
 	for i := range out {
 		l := &out[i]
-		r.fields(9)
+		if version == 1 {
+			r.fields(9)
+		} else {
+			r.fields(12)
+		}
 		l.ScheduledAt, l.SpecVersion, l.StartedAt = r.time(), r.uint(), r.time()
 		l.StartedSlot, l.FinishedSlot = r.uint(), r.uint()
 		r.fields(3)
@@ -417,6 +432,9 @@ func (r *jobReader) launches(limit int) []wireLaunch {
 		r.fields(3)
 		l.Target = Target{NomadJob: r.shared(), Namespace: r.shared(), Region: r.shared()}
 		l.Kind, l.Force = r.uint8(), r.bool()
+		if version != 1 {
+			l.Content, l.Payload, l.Meta = r.uint(), r.bin(), r.meta()
+		}
 	}
 	return out
 }
@@ -434,9 +452,10 @@ func readJob(b []byte, w *wireJob, strs map[string]string, version byte) (int, e
 	r.spec(&w.Spec)
 	w.Version, w.CreatedVersion, w.Paused = r.uint(), r.uint(), r.bool()
 	w.CreatedAt, w.UpdatedAt, w.LastStartedAt, w.NextAt, w.LastTriggered = r.time(), r.time(), r.time(), r.time(), r.time()
-	w.Open = r.launches(MaxOpenLaunches)
+	w.version = version
+	w.Open = r.launches(MaxOpenLaunches, version)
 	if version == 1 {
-		w.History, w.HistoryV1 = nil, r.launches(v1HistoryLen)
+		w.History, w.HistoryV1 = nil, r.launches(v1HistoryLen, version)
 	} else {
 		w.History, w.HistoryV1 = r.raw(), nil
 	}

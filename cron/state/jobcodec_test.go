@@ -48,7 +48,10 @@ func randLaunches(r *rand.Rand) []wireLaunch {
 			ScheduledAt: randTime(r), SpecVersion: randUint(r), StartedAt: randTime(r), StartedSlot: randUint(r), FinishedSlot: randUint(r),
 			Outcome: wireOutcome{Kind: randString(r), ChildID: randString(r), Reason: randString(r)},
 			Target:  Target{NomadJob: randString(r), Namespace: randString(r), Region: randString(r)},
-			Kind:    uint8(r.IntN(256)), Force: r.IntN(2) == 0,
+			Kind:    uint8(r.IntN(256)), Force: r.IntN(2) == 0, Content: randUint(r), Payload: randBytes(r),
+		}
+		for range r.IntN(3) {
+			out[i].Meta = append(out[i].Meta, wireKV{Key: randString(r), Value: randString(r)})
 		}
 	}
 	return out
@@ -96,6 +99,7 @@ func TestJobCodecMatchesLibrary(t *testing.T) {
 			t.Fatalf("job %d: appendJob differs from go-msgpack at byte %d\n got % x\nwant % x", i, firstDiff(got, want), got[:min(len(got), 64)], want[:min(len(want), 64)])
 		}
 		var back wireJob
+		w.version = snapshotVersion                                                       // readJob notes it
 		n, err := readJob(append(got, 0xc0), &back, map[string]string{}, snapshotVersion) // a trailing byte must not be read
 		if err != nil || n != len(got) || !reflect.DeepEqual(back, w) {
 			t.Fatalf("job %d: readJob: %v, %d of %d bytes\n got %+v\nwant %+v", i, err, n, len(got), back, w)

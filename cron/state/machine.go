@@ -82,7 +82,16 @@ type Launch struct {
 	// Target is where the launch goes in Nomad, fixed when it starts: a
 	// lookup after the job was edited or deleted searches the scope its
 	// dispatch used. Kept while the launch is open; zero in the history.
-	Target       Target
+	Target Target
+	// Content is ContentHash of the payload and meta the launch
+	// dispatches (DispatchContent), both fixed when it starts: every
+	// attempt under its identity, a retry's or a new leader's, sends the
+	// same thing, whatever edits the job meanwhile. Kept while the launch
+	// is open; zero in the history.
+	Content uint64
+	// payload and meta alias the job's spec of SpecVersion (immutable).
+	payload      []byte
+	meta         []wireKV
 	StartedSlot  uint64
 	FinishedSlot uint64  // 0 while open
 	Outcome      Outcome // zero while open
@@ -124,6 +133,9 @@ type job struct {
 	hist  history
 	sched *schedule.Schedule
 }
+
+// content is ContentHash of the job's spec.
+func (j *job) content() uint64 { return contentHash(j.Spec.Payload, j.meta) }
 
 // spec returns a copy of the job's spec, meta included.
 func (j *job) spec() JobSpec {
@@ -484,7 +496,7 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 	j.Open = nilIfEmpty(slices.Delete(j.Open, i, i+1))
 	l.FinishedSlot = slot
 	l.Outcome = c.Outcome
-	l.Target = Target{}
+	l.Target, l.Content, l.payload, l.meta = Target{}, 0, nil, nil
 	j.hist = j.hist.add(&l, j.Name, j.Spec.NomadJob)
 	j.Counters.count(c.Outcome.Kind)
 	m.stats.Launches.count(c.Outcome.Kind)
@@ -587,8 +599,16 @@ func compareOpen(a, b Launch) int {
 	return cmp.Or(a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.Kind, b.Kind))
 }
 
-// open adds l to the job's open launches, in order.
+// DispatchContent returns the payload and meta an open launch dispatches:
+// those of the spec it started under. The caller must not modify them.
+func (l *Launch) DispatchContent() ([]byte, map[string]string) {
+	return l.payload, metaMap(l.meta)
+}
+
+// open adds l to the job's open launches, in order, with the job's
+// current content.
 func (j *job) open(l Launch) {
+	l.Content, l.payload, l.meta = j.content(), j.Spec.Payload, j.meta
 	i, found := slices.BinarySearchFunc(j.Open, l, compareOpen)
 	if found {
 		panic(fmt.Sprintf("state: opening launch %s twice", l.Identity))

@@ -576,3 +576,40 @@ func TestSchedulesShared(t *testing.T) {
 	}
 	check(r)
 }
+
+// TestLaunchContent: an open launch records the hash of the content it
+// dispatches, the history does not keep it, and the hash is pinned: it is
+// in snapshots, so every version must compute the same.
+func TestLaunchContent(t *testing.T) {
+	spec := JobSpec{Schedule: "@hourly", NomadJob: "batch", Payload: []byte(`{"a":1}`), Meta: map[string]string{"k": "v", "a": "b"}}
+	if got, want := ContentHash(spec), uint64(0x850afc97efa5b768); got != want {
+		t.Fatalf("ContentHash = %#x, want %#x (a changed hash fails every open launch after an upgrade)", got, want)
+	}
+	other := spec
+	other.Meta = map[string]string{"k": "v", "a": "bb"}
+	moved := spec
+	moved.Meta = map[string]string{"k": "v", "ab": ""}
+	if ContentHash(other) == ContentHash(spec) || ContentHash(moved) == ContentHash(other) || ContentHash(JobSpec{}) == ContentHash(spec) {
+		t.Fatal("different content, same hash")
+	}
+	m := run(t, []step{{PutJob{Name: "j", Spec: spec, At: t0}, nil}})
+	j := mustJob(t, m, "j")
+	next := j.NextAt
+	if err := m.ApplyCommand(2, LaunchStarted{Job: "j", ScheduledAt: next, Identity: Identity("j", next), SpecVersion: 1, At: next}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ApplyCommand(3, Trigger{Name: "j", At: next}); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := m.Info("j")
+	j = mustJob(t, m, "j")
+	if info.Content != ContentHash(spec) || len(j.Open) != 2 || j.Open[0].Content != info.Content || j.Open[1].Content != info.Content {
+		t.Fatalf("info %#x, open %+v", info.Content, j.Open)
+	}
+	if err := m.ApplyCommand(4, LaunchFinished{Job: "j", ScheduledAt: next, Outcome: Outcome{Kind: OutcomeDispatched, ChildID: "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	if h := mustJob(t, m, "j").History; len(h) != 1 || h[0].Content != 0 {
+		t.Fatalf("history %+v", h)
+	}
+}

@@ -49,6 +49,19 @@ func (m *Machine) OpenLaunches() []Launch {
 	return nilIfEmpty(out)
 }
 
+// OpenLaunch returns the job's open launch of kind for at, if any.
+func (m *Machine) OpenLaunch(job string, at time.Time, kind LaunchKind) (Launch, bool) {
+	j, ok := m.jobs[job]
+	if !ok {
+		return Launch{}, false
+	}
+	i, found := slices.BinarySearchFunc(j.Open, Launch{ScheduledAt: at.UTC(), Kind: kind}, compareOpen)
+	if !found {
+		return Launch{}, false
+	}
+	return j.Open[i], true
+}
+
 // Orphans returns the open launches of deleted jobs, sorted by job, then
 // scheduled time.
 func (m *Machine) Orphans() []Launch { return slices.Clone(m.orphans) }
@@ -122,6 +135,9 @@ type JobInfo struct {
 	// FirstOpen is the scheduled time of the job's earliest open launch,
 	// zero if none.
 	FirstOpen time.Time
+	// Content is ContentHash(Spec): an open launch whose Content differs
+	// started under other content and must not be dispatched with this.
+	Content uint64
 }
 
 // Info returns what the launcher needs of the named job, without copying
@@ -131,7 +147,7 @@ func (m *Machine) Info(name string) (JobInfo, bool) {
 	if !ok {
 		return JobInfo{}, false
 	}
-	info := JobInfo{Spec: j.spec(), Version: j.Version, CreatedVersion: j.CreatedVersion, Paused: j.Paused, NextAt: j.NextAt}
+	info := JobInfo{Spec: j.spec(), Version: j.Version, CreatedVersion: j.CreatedVersion, Paused: j.Paused, NextAt: j.NextAt, Content: j.content()}
 	var last histEntry
 	j.hist.each(func(e *histEntry) bool {
 		if e.outcome == OutcomeDispatched {

@@ -75,6 +75,8 @@ type wireJob struct {
 	// HistoryV1 is the history of a version 1 snapshot, where it took
 	// History's place; never written.
 	HistoryV1 []wireLaunch `codec:"-"`
+	// version is the snapshot format the job was read from.
+	version byte
 }
 
 // v1HistoryLen was HistoryLen in snapshot version 1.
@@ -91,6 +93,11 @@ type wireLaunch struct {
 	Target       Target // empty once finished
 	Kind         uint8
 	Force        bool
+	// Content, Payload and Meta: what an open launch dispatches (zero
+	// once finished); not in version 1.
+	Content uint64
+	Payload []byte
+	Meta    []wireKV
 }
 
 // Snapshot implements replica.StateMachine.
@@ -155,7 +162,7 @@ func launchToWire(l Launch) wireLaunch {
 		ScheduledAt: toWire(l.ScheduledAt), SpecVersion: l.SpecVersion, StartedAt: toWire(l.StartedAt),
 		StartedSlot: l.StartedSlot, FinishedSlot: l.FinishedSlot,
 		Outcome: wireOutcome{Kind: string(l.Outcome.Kind), ChildID: l.Outcome.ChildID, Reason: l.Outcome.Reason},
-		Target:  l.Target, Kind: uint8(l.Kind), Force: l.Force,
+		Target:  l.Target, Kind: uint8(l.Kind), Force: l.Force, Content: l.Content, Payload: l.payload, Meta: l.meta,
 	}
 }
 
@@ -292,11 +299,33 @@ func launchFromWire(name string, w wireLaunch) (Launch, error) {
 		Job: name, ScheduledAt: at, SpecVersion: w.SpecVersion, // Identity: set by the caller where kept
 		StartedAt: startedAt, StartedSlot: w.StartedSlot, FinishedSlot: w.FinishedSlot,
 		Outcome: Outcome{Kind: OutcomeKind(w.Outcome.Kind), ChildID: w.Outcome.ChildID, Reason: w.Outcome.Reason},
-		Target:  w.Target, Kind: LaunchKind(w.Kind), Force: w.Force,
+		Target:  w.Target, Kind: LaunchKind(w.Kind), Force: w.Force, Content: w.Content,
+		payload: nilIfEmpty(w.Payload), meta: w.Meta,
 	}, nil
 }
 
+// checkContent checks an open launch's content against its hash. A
+// version 1 launch has none yet (its job's is filled in after).
+func checkContent(l Launch) error {
+	if l.Content == 0 && l.payload == nil && l.meta == nil {
+		return nil
+	}
+	if len(l.payload) > MaxPayloadBytes {
+		return fmt.Errorf("payload of %d bytes, more than %d", len(l.payload), MaxPayloadBytes)
+	}
+	if err := checkMetaPairs(l.meta); err != nil {
+		return err
+	}
+	if contentHash(l.payload, l.meta) != l.Content {
+		return fmt.Errorf("content does not match its hash %#x", l.Content)
+	}
+	return nil
+}
+
 func checkOrphan(l Launch, lastSlot, lastVersion uint64) error {
+	if err := checkContent(l); err != nil {
+		return err
+	}
 	switch {
 	case validScheduledAt(l.ScheduledAt) != nil || validTime("start time", l.StartedAt) != nil:
 		return fmt.Errorf("scheduled or start time invalid")
@@ -356,6 +385,14 @@ func jobFromWire(w *wireJob, lastSlot, lastVersion uint64, schedules *scheduleCa
 	}
 	if j.Open, err = launchesFromWire(j, w.Open, true, lastSlot); err != nil {
 		return nil, fmt.Errorf("open launches: %w", err)
+	}
+	if w.version == 1 {
+		// Version 1 did not record the content: take the job's own, as
+		// the launcher of that version dispatched it.
+		for i := range j.Open {
+			l := &j.Open[i]
+			l.Content, l.payload, l.meta = j.content(), j.Spec.Payload, j.meta
+		}
 	}
 	if w.HistoryV1 != nil {
 		hist, err := launchesFromWire(j, w.HistoryV1, false, lastSlot)
@@ -435,8 +472,10 @@ func checkLaunch(j *job, l Launch, open bool, lastSlot uint64) error {
 		return fmt.Errorf("open launch with an outcome")
 	case open && l.Target.validate() != nil:
 		return l.Target.validate()
-	case !open && l.Target != Target{}:
-		return fmt.Errorf("finished launch with a target")
+	case !open && (l.Target != Target{} || l.Content != 0 || l.payload != nil || l.meta != nil):
+		return fmt.Errorf("finished launch with a target or content")
+	case open:
+		return checkContent(l)
 	case !open && (l.FinishedSlot <= l.StartedSlot || l.FinishedSlot > lastSlot):
 		return fmt.Errorf("finished slot %d not in %d-%d", l.FinishedSlot, l.StartedSlot+1, lastSlot)
 	case !open && l.Outcome.validate() != nil:
