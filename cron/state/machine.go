@@ -453,7 +453,10 @@ func (m *Machine) launchStarted(slot uint64, c LaunchStarted) error {
 	case len(j.Open) >= MaxOpenLaunches:
 		return fmt.Errorf("%w: job %q has %d open launches", ErrLimit, c.Job, MaxOpenLaunches)
 	}
-	j.open(Launch{Job: c.Job, ScheduledAt: at, Identity: c.Identity, SpecVersion: c.SpecVersion, StartedAt: c.At.UTC(), StartedSlot: slot, Target: j.Spec.Target()})
+	// The launch fixes the target and content of the spec in effect now,
+	// and records that spec's version: an edit applied between the
+	// proposal (c.SpecVersion) and now is the one it runs.
+	j.open(Launch{Job: c.Job, ScheduledAt: at, Identity: c.Identity, SpecVersion: j.Version, StartedAt: c.At.UTC(), StartedSlot: slot, Target: j.Spec.Target()})
 	j.LastStartedAt = at
 	j.recompute()
 	j.Counters.Started++

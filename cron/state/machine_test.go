@@ -613,3 +613,20 @@ func TestLaunchContent(t *testing.T) {
 		t.Fatalf("history %+v", h)
 	}
 }
+
+// TestStartAfterEditRunsTheEdit: a start proposed under one spec version
+// and applied after an edit fixes, and records, the edited spec.
+func TestStartAfterEditRunsTheEdit(t *testing.T) {
+	v1 := JobSpec{Schedule: "@hourly", NomadJob: "batch", Payload: []byte("v1")}
+	v2 := JobSpec{Schedule: "@hourly", NomadJob: "batch-v2", Payload: []byte("v2")}
+	m := run(t, []step{{PutJob{Name: "j", Spec: v1, At: t0}, nil}, {PutJob{Name: "j", Spec: v2, IfVersion: 1, At: t0}, nil}})
+	next := mustJob(t, m, "j").NextAt
+	if err := m.ApplyCommand(3, LaunchStarted{Job: "j", ScheduledAt: next, Identity: Identity("j", next), SpecVersion: 1, At: next}); err != nil {
+		t.Fatal(err)
+	}
+	l, ok := m.OpenLaunch("j", next, LaunchScheduled)
+	payload, _ := l.DispatchContent()
+	if !ok || l.SpecVersion != 2 || l.Target.NomadJob != "batch-v2" || string(payload) != "v2" || l.Content != ContentHash(v2) {
+		t.Fatalf("open launch %+v (payload %q)", l, payload)
+	}
+}
