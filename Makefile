@@ -27,12 +27,17 @@ FUZZ_PKGS ?= ./...
 TOOLS_BIN := $(CURDIR)/tools/bin
 STATICCHECK := $(TOOLS_BIN)/staticcheck
 
+# The Nomad agent of the integration tests (nomad/nomadtest), built by
+# `make nomad` from the tools/nomad module (Nomad is BUSL-licensed: built
+# here, never committed).
+NOMAD_BUILT := $(CURDIR)/tools/nomad/bin/nomad
+
 # Every Go file of the tree, skipping dot directories (.git, .cache).
 GOFILES = $(shell find . -path './.*' -prune -o -name '*.go' -type f -print)
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build lint fmt test sim bench fuzz tools clean
+.PHONY: help build lint fmt test sim bench fuzz tools nomad clean
 
 help: ## List the targets and the variables they take.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -87,6 +92,15 @@ tools: $(STATICCHECK) ## Install the pinned tools into tools/bin.
 $(STATICCHECK): tools/go.mod tools/go.sum
 	GOBIN=$(TOOLS_BIN) $(GO) -C tools install tool
 	@touch $@
+
+nomad: $(NOMAD_BUILT) ## Build the Nomad agent for the tests into tools/nomad/bin (when missing or tools/nomad/go.mod changed).
+
+# Rebuilt whenever the pin changes. The first build downloads Nomad's
+# modules (GBs) and takes minutes; later ones come from the caches.
+$(NOMAD_BUILT): tools/nomad/go.mod tools/nomad/go.sum
+	$(GO) -C tools/nomad build -o bin/nomad github.com/hashicorp/nomad
+	@touch $@
+	@$@ version | sed -n 1p
 
 clean: ## Remove bin/ and tools/bin/.
 	rm -rf bin tools/bin
