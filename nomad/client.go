@@ -1,0 +1,385 @@
+package nomad
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"paxcron/cron/state"
+)
+
+// Client makes paxcron's calls to Nomad: dispatch, look-up, running, stop
+// and the version check. Every call blocks until it is done or its
+// context ends; a call whose outcome is unknown is retried, with the same
+// idempotency token for a dispatch, within the context's deadline and
+// RequestTimeout. Safe for concurrent use.
+type Client struct {
+	cfg Config
+	api *api.Client
+
+	dispatches      atomic.Uint64
+	attempts        atomic.Uint64
+	retries         atomic.Uint64
+	repeatedTokens  atomic.Uint64
+	phantoms        atomic.Uint64
+	refusedButFound atomic.Uint64
+}
+
+// ClientStats counts what a Client did since it was created.
+type ClientStats struct {
+	// Dispatches counts Dispatch calls, DispatchAttempts the HTTP
+	// dispatches they sent.
+	Dispatches       uint64
+	DispatchAttempts uint64
+	// Retries counts attempts of any call made again after an unknown
+	// outcome.
+	Retries uint64
+	// RepeatedTokens counts dispatch replies with an empty EvalID: the
+	// token's child existed already.
+	RepeatedTokens uint64
+	// Phantoms counts dispatch replies naming a child that does not exist
+	// (a concurrent dispatch with the token won); each was retried.
+	Phantoms uint64
+	// RefusedButFound counts refused dispatches whose token's child was
+	// found by look-up (a parent stopped after the child was made).
+	RefusedButFound uint64
+}
+
+// New returns a Client for cfg, which it validates. It makes no call:
+// use CheckVersion before relying on it.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ac := &api.Config{
+		Address:  cfg.Address,
+		SecretID: cfg.Token,
+		TLSConfig: &api.TLSConfig{
+			CACert:        cfg.TLS.CACert,
+			ClientCert:    cfg.TLS.ClientCert,
+			ClientKey:     cfg.TLS.ClientKey,
+			TLSServerName: cfg.TLS.ServerName,
+			Insecure:      cfg.TLS.SkipVerify,
+		},
+	}
+	a, err := api.NewClient(ac)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return &Client{cfg: cfg, api: a}, nil
+}
+
+// Config returns the client's configuration.
+func (c *Client) Config() Config { return c.cfg }
+
+// MemoryHorizon is Config.MemoryHorizon: the launcher's MemoryHorizon.
+func (c *Client) MemoryHorizon() time.Duration { return c.cfg.MemoryHorizon() }
+
+// Stats returns the client's counters.
+func (c *Client) Stats() ClientStats {
+	return ClientStats{
+		Dispatches: c.dispatches.Load(), DispatchAttempts: c.attempts.Load(), Retries: c.retries.Load(),
+		RepeatedTokens: c.repeatedTokens.Load(), Phantoms: c.phantoms.Load(), RefusedButFound: c.refusedButFound.Load(),
+	}
+}
+
+// Close closes the client's idle connections.
+func (c *Client) Close() { c.api.Close() }
+
+// scope is t's namespace and region, the Config's where t names none.
+func (c *Client) scope(t state.Target) (namespace, region string) {
+	namespace, region = t.Namespace, t.Region
+	if namespace == "" {
+		namespace = c.cfg.Namespace
+	}
+	if region == "" {
+		region = c.cfg.Region
+	}
+	return namespace, region
+}
+
+func (c *Client) query(ctx context.Context, t state.Target) *api.QueryOptions {
+	ns, region := c.scope(t)
+	// AllowStale stays false: a follower's answer may miss a child the
+	// leader just made.
+	return (&api.QueryOptions{Namespace: ns, Region: region}).WithContext(ctx)
+}
+
+func (c *Client) write(ctx context.Context, t state.Target, token string) *api.WriteOptions {
+	ns, region := c.scope(t)
+	return (&api.WriteOptions{Namespace: ns, Region: region, IdempotencyToken: token}).WithContext(ctx)
+}
+
+// Dispatch dispatches l's parent job with l.Identity as the idempotency
+// token and the child ID's prefix template, the job's meta with the
+// paxcron_ keys, and its payload, and returns the child's ID once it has
+// proved that the child exists: a reply with an empty EvalID is the
+// token's stored child; any other is read back, and one naming a child
+// that does not exist (a concurrent dispatch with the token won) is
+// retried with the same token.
+//
+// Any other failure leaves the outcome unknown: the dispatch is retried
+// with the same token, never another, with backoff, until it succeeds, is
+// refused, or the deadline (ctx's, and RequestTimeout) passes. A refusal
+// (a *CallError wrapping launcher.ErrRejected) is trusted only after a
+// look-up finds no child with the token: Nomad checks the parent, the ACL
+// and the meta before the token, so a dispatch against a parent stopped
+// after the child was made is refused (a 500) although the child exists;
+// then Dispatch returns that child.
+func (c *Client) Dispatch(ctx context.Context, l Launch) (string, error) {
+	c.dispatches.Add(1)
+	subject := l.Target.NomadJob + " (identity " + l.Identity + ")"
+	meta, err := DispatchMeta(l)
+	if err == nil && l.Target.NomadJob == "" {
+		err = errors.New("no parameterized job to dispatch")
+	}
+	if err != nil {
+		return "", &CallError{Op: "dispatch", Subject: subject, Message: err.Error(), Permanent: true, Err: err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	var child string
+	err = c.retry(ctx, func(ctx context.Context) error {
+		id, err := c.dispatchOnce(ctx, l, meta, subject)
+		child = id
+		return err
+	})
+	return child, err
+}
+
+// dispatchOnce sends one dispatch and proves its child exists.
+func (c *Client) dispatchOnce(ctx context.Context, l Launch, meta map[string]string, subject string) (string, error) {
+	c.attempts.Add(1)
+	resp, _, err := c.api.Jobs().DispatchOpts(&api.DispatchOptions{
+		JobID: l.Target.NomadJob, Meta: meta, Payload: l.Payload, IdPrefixTemplate: l.Identity,
+	}, c.write(ctx, l.Target, l.Identity))
+	if err != nil {
+		return c.refused(ctx, l, callError("dispatch", subject, err))
+	}
+	switch {
+	case resp.DispatchedJobID == "":
+		return "", &CallError{Op: "dispatch", Subject: subject, Status: 200, Message: "the reply names no child", Err: errors.New("empty DispatchedJobID")}
+	case resp.EvalID == "":
+		// Nomad found the token's child in its state and returned it.
+		c.repeatedTokens.Add(1)
+		return resp.DispatchedJobID, nil
+	}
+	job, _, err := c.api.Jobs().Info(resp.DispatchedJobID, c.query(ctx, l.Target))
+	switch {
+	case err != nil && notFound(err):
+		c.phantoms.Add(1)
+		msg := fmt.Sprintf("the reply names child %s, which does not exist (a concurrent dispatch with the token won); dispatching again with the same token", resp.DispatchedJobID)
+		return "", &CallError{Op: "dispatch", Subject: subject, Status: 200, Message: msg, Err: errPhantom}
+	case err != nil:
+		// Unproved, whatever the error: even a refused read leaves the
+		// dispatch's outcome open.
+		ce := callError("dispatch", subject, err)
+		ce.Message = "reading child " + resp.DispatchedJobID + " back: " + ce.Message
+		ce.Permanent = false
+		return "", ce
+	case job.ID == nil || *job.ID != resp.DispatchedJobID || job.DispatchIdempotencyToken == nil || *job.DispatchIdempotencyToken != l.Identity:
+		return "", &CallError{Op: "dispatch", Subject: subject, Status: 200, Err: errPhantom,
+			Message: fmt.Sprintf("child %s read back does not carry the token", resp.DispatchedJobID)}
+	}
+	return resp.DispatchedJobID, nil
+}
+
+var errPhantom = errors.New("nomad: a dispatch reply named a child that does not exist")
+
+// refused handles a failed dispatch: a retryable error is returned as it
+// is; a refusal is confirmed by a look-up for the token's child.
+func (c *Client) refused(ctx context.Context, l Launch, e *CallError) (string, error) {
+	if !e.Permanent {
+		return "", e
+	}
+	child, found, err := c.lookupOnce(ctx, l.Target, l.Identity)
+	switch {
+	case err == nil && found:
+		c.refusedButFound.Add(1)
+		return child, nil
+	case err == nil:
+		return "", e
+	case Permanent(err):
+		// Neither the dispatch nor the look-up is allowed: nobody can tell
+		// with this token, and waiting will not change that. Concluding
+		// the launch failed can misreport a child made before the refusal
+		// (then the permissions changed), but never makes a second one.
+		e.Message += "; and the look-up that would show no child exists was refused too: " + err.Error()
+		return "", e
+	default:
+		return "", &CallError{Op: "dispatch", Subject: e.Subject, Status: e.Status, Err: e,
+			Message: fmt.Sprintf("refused (%s), but the look-up for a child made before failed: %v", e.Message, err)}
+	}
+}
+
+// Lookup finds the child dispatched with token identity to parent
+// t.NomadJob, asking the leader (not a stale follower): the /v1/jobs
+// listing with prefix <parent>/dispatch-<identity>- and a filter on
+// DispatchIdempotencyToken. Found is authoritative only for tokens younger
+// than the memory horizon. A failed look-up is retried within the
+// deadline.
+func (c *Client) Lookup(ctx context.Context, t state.Target, identity string) (child string, found bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	err = c.retry(ctx, func(ctx context.Context) error {
+		var err error
+		child, found, err = c.lookupOnce(ctx, t, identity)
+		return err
+	})
+	return child, found, err
+}
+
+func (c *Client) lookupOnce(ctx context.Context, t state.Target, identity string) (string, bool, error) {
+	subject := t.NomadJob + " (identity " + identity + ")"
+	if err := validIdentity(identity); err != nil {
+		return "", false, &CallError{Op: "lookup", Subject: subject, Message: err.Error(), Permanent: true, Err: err}
+	}
+	q := c.query(ctx, t)
+	q.Prefix = ChildPrefix(t.NomadJob, identity)
+	q.Filter = tokenFilter(identity)
+	jobs, _, err := c.api.Jobs().List(q)
+	if err != nil {
+		return "", false, callError("lookup", subject, err)
+	}
+	// The filter keeps the token's child; the name check keeps it even
+	// from a server that ignored the filter. Before 1.11.2 one token could
+	// make several children: the first made is the one.
+	jobs = slices.DeleteFunc(jobs, func(j *api.JobListStub) bool { return !isChildOf(j.ID, t.NomadJob, identity) })
+	if len(jobs) == 0 {
+		return "", false, nil
+	}
+	first := slices.MinFunc(jobs, func(a, b *api.JobListStub) int { return compareUint(a.CreateIndex, b.CreateIndex) })
+	return first.ID, true, nil
+}
+
+func compareUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Running reports whether child (of t's namespace and region) is pending
+// or running, for the forbid policy. Nomad's "dead" only says the
+// scheduler is done with the job: a stopped child is dead at once while
+// its task may still run, and a lost client's allocation is "unknown".
+// So a dead child counts as running while any of its allocations is
+// pending, running or unknown on its client. A child that is gone (404)
+// is not running.
+func (c *Client) Running(ctx context.Context, t state.Target, child string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	var running bool
+	err := c.retry(ctx, func(ctx context.Context) error {
+		var err error
+		running, err = c.runningOnce(ctx, t, child)
+		return err
+	})
+	return running, err
+}
+
+func (c *Client) runningOnce(ctx context.Context, t state.Target, child string) (bool, error) {
+	job, _, err := c.api.Jobs().Info(child, c.query(ctx, t))
+	switch {
+	case err != nil && notFound(err):
+		return false, nil
+	case err != nil:
+		return false, callError("running", child, err)
+	case job.Status == nil:
+		return false, &CallError{Op: "running", Subject: child, Status: 200, Message: "the job has no status", Err: errors.New("nil Status")}
+	case *job.Status == "pending" || *job.Status == "running":
+		return true, nil
+	}
+	allocs, _, err := c.api.Jobs().Allocations(child, true, c.query(ctx, t))
+	if err != nil {
+		return false, callError("running", child, err)
+	}
+	for _, a := range allocs {
+		switch a.ClientStatus {
+		case api.AllocClientStatusPending, api.AllocClientStatusRunning, api.AllocClientStatusUnknown:
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Stop stops child (deregisters it without purging, so that its token
+// and history stay until Nomad's GC), for the replace policy. A child
+// that is gone or already stopped or dead counts as stopped. It does not
+// wait for the child's tasks to exit.
+func (c *Client) Stop(ctx context.Context, t state.Target, child string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	return c.retry(ctx, func(ctx context.Context) error { return c.stopOnce(ctx, t, child) })
+}
+
+func (c *Client) stopOnce(ctx context.Context, t state.Target, child string) error {
+	job, _, err := c.api.Jobs().Info(child, c.query(ctx, t))
+	switch {
+	case err != nil && notFound(err):
+		return nil
+	case err != nil:
+		return callError("stop", child, err)
+	case job.Stop != nil && *job.Stop, job.Status != nil && *job.Status == "dead":
+		return nil
+	}
+	_, _, err = c.api.Jobs().Deregister(child, false, c.write(ctx, t, ""))
+	if err != nil && !notFound(err) {
+		return callError("stop", child, err)
+	}
+	return nil
+}
+
+// retry runs attempt, each time bounded by CallTimeout, until it
+// succeeds or is refused, or ctx ends. Between attempts it waits a
+// doubling backoff with jitter, and it gives up rather than wait past
+// ctx's deadline.
+func (c *Client) retry(ctx context.Context, attempt func(context.Context) error) error {
+	var last error
+	for n := 0; ; n++ {
+		if ctx.Err() != nil {
+			return deadlineErr(ctx, last)
+		}
+		if n > 0 {
+			c.retries.Add(1)
+		}
+		actx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+		err := attempt(actx)
+		cancel()
+		if err == nil || Permanent(err) {
+			return err
+		}
+		last = err
+		wait := c.backoff(n)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+			return fmt.Errorf("%w (no time for another attempt before the deadline)", last)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return deadlineErr(ctx, last)
+		case <-t.C:
+		}
+	}
+}
+
+// backoff is the wait after failed attempt n (from 0): RetryBackoffMin
+// doubled per attempt up to RetryBackoffMax, then a random half of it
+// taken off, so that callers that failed together do not retry together.
+func (c *Client) backoff(n int) time.Duration {
+	d := c.cfg.RetryBackoffMax
+	if n < 30 && c.cfg.RetryBackoffMin<<n < d {
+		d = c.cfg.RetryBackoffMin << n
+	}
+	return d - rand.N(d/2+1)
+}

@@ -1,0 +1,209 @@
+package nomad
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"paxcron/cron/launcher"
+	"paxcron/cron/state"
+)
+
+// Caller makes the blocking calls a Dispatcher runs on its workers.
+// *Client implements it against Nomad; a test or a simulator may supply
+// another.
+type Caller interface {
+	Dispatch(ctx context.Context, l Launch) (child string, err error)
+	Lookup(ctx context.Context, t state.Target, identity string) (child string, found bool, err error)
+	Running(ctx context.Context, t state.Target, child string) (bool, error)
+	Stop(ctx context.Context, t state.Target, child string) error
+}
+
+var _ Caller = (*Client)(nil)
+
+// Call makes request r through c and returns its Result: OpDispatch is
+// Dispatch, OpLookup Lookup, OpRunning Running (Result.Found: running),
+// OpStop Stop. An unknown Op is a programmer error and panics.
+func Call(ctx context.Context, c Caller, r launcher.Request) launcher.Result {
+	res := launcher.Result{ID: r.ID}
+	switch r.Op {
+	case launcher.OpDispatch:
+		res.ChildID, res.Err = c.Dispatch(ctx, LaunchOf(r))
+	case launcher.OpLookup:
+		res.ChildID, res.Found, res.Err = c.Lookup(ctx, r.Spec.Target(), r.Identity)
+	case launcher.OpRunning:
+		res.Found, res.Err = c.Running(ctx, r.Spec.Target(), r.ChildID)
+	case launcher.OpStop:
+		res.Err = c.Stop(ctx, r.Spec.Target(), r.ChildID)
+	default:
+		panic(fmt.Sprintf("nomad: request %d has unknown op %v", r.ID, r.Op))
+	}
+	return res
+}
+
+// DispatcherConfig configures a Dispatcher. Caller and Deliver are
+// required; a zero limit takes its default.
+type DispatcherConfig struct {
+	// Caller makes the calls (a *Client).
+	Caller Caller
+	// Deliver hands a Result back, once per request. It is called from
+	// any goroutine, Submit's own included, so it must not block and must
+	// not call into the launcher: it queues the Result for the launcher's
+	// thread, which passes it to Launcher.Done.
+	Deliver func(launcher.Result)
+	// Workers is how many calls are in flight at most. Default 16.
+	Workers int
+	// MaxQueued bounds the requests waiting for a worker; Submit panics
+	// beyond it. The launcher has at most its MaxInflight (64 by default)
+	// calls outstanding in a term, and a term it lost leaves its calls to
+	// end by their deadline, the end of that term's lease; the default,
+	// four times the launcher's default MaxInflight, leaves room for
+	// terms that overlap so.
+	MaxQueued int
+	// RequestTimeout bounds a request from Submit to its Result, the wait
+	// for a worker and the retries included, besides the request's own
+	// Deadline. Keep it below the launcher's MaxCallLatency (10 s by
+	// default) by the time Nomad may take to apply a call given up on:
+	// the launcher trusts a look-up only once every dispatch before it is
+	// that old. Default 8 s.
+	RequestTimeout time.Duration
+	// Now is the launcher's clock, the one Request.Deadline is on.
+	// Default time.Now.
+	Now func() time.Time
+}
+
+// Dispatcher defaults.
+const (
+	DefaultWorkers   = 16
+	DefaultMaxQueued = 4 * launcher.DefaultMaxInflight
+)
+
+// Errors a Dispatcher answers with without calling Nomad. Neither wraps
+// launcher.ErrRejected: the launcher looks a dispatch up before it
+// concludes anything.
+var (
+	ErrDeadline = errors.New("nomad: the request's deadline passed before it was called")
+	ErrClosed   = errors.New("nomad: the dispatcher is closed")
+)
+
+// Dispatcher is the launcher's asynchronous Dispatcher over a Caller:
+// Submit queues the request and returns at once, a pool of Workers makes
+// the calls, and each Result goes back through Deliver. Safe for
+// concurrent use.
+type Dispatcher struct {
+	cfg    DispatcherConfig
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	queue  chan queued
+}
+
+type queued struct {
+	r        launcher.Request
+	deadline time.Time // on the local monotonic clock
+}
+
+var _ launcher.Dispatcher = (*Dispatcher)(nil)
+
+// NewDispatcher starts a Dispatcher's workers. Close stops them.
+func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
+	switch {
+	case cfg.Caller == nil || cfg.Deliver == nil:
+		return nil, fmt.Errorf("%w: DispatcherConfig needs a Caller and a Deliver", ErrConfig)
+	case cfg.Workers < 0 || cfg.MaxQueued < 0 || cfg.RequestTimeout < 0:
+		return nil, fmt.Errorf("%w: DispatcherConfig has a negative limit", ErrConfig)
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.MaxQueued == 0 {
+		cfg.MaxQueued = DefaultMaxQueued
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	d := &Dispatcher{cfg: cfg, queue: make(chan queued, cfg.MaxQueued)}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.wg.Add(cfg.Workers)
+	for range cfg.Workers {
+		go d.work()
+	}
+	return d, nil
+}
+
+// Submit queues r and returns at once. A request whose Deadline has
+// passed, or one submitted after Close, is answered at once (through
+// Deliver, from this goroutine) with an error and no call. More than
+// MaxQueued requests waiting is a broken bound and panics.
+func (d *Dispatcher) Submit(r launcher.Request) {
+	if r.Op < launcher.OpDispatch || r.Op > launcher.OpStop {
+		panic(fmt.Sprintf("nomad: Submit of request %d with unknown op %v", r.ID, r.Op))
+	}
+	left := r.Deadline.Sub(d.cfg.Now())
+	if left <= 0 {
+		d.cfg.Deliver(launcher.Result{ID: r.ID, Err: fmt.Errorf("%w (%v ago)", ErrDeadline, -left)})
+		return
+	}
+	q := queued{r: r, deadline: time.Now().Add(min(left, d.cfg.RequestTimeout))}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		d.cfg.Deliver(launcher.Result{ID: r.ID, Err: ErrClosed})
+		return
+	}
+	select {
+	case d.queue <- q:
+		d.mu.Unlock()
+	default:
+		d.mu.Unlock()
+		panic(fmt.Sprintf("nomad: Submit: more than MaxQueued=%d requests wait for %d workers; the launcher's MaxInflight must stay below it",
+			d.cfg.MaxQueued, d.cfg.Workers))
+	}
+}
+
+func (d *Dispatcher) work() {
+	defer d.wg.Done()
+	for q := range d.queue {
+		d.cfg.Deliver(d.run(q))
+	}
+}
+
+// run makes q's call within its deadline.
+func (d *Dispatcher) run(q queued) launcher.Result {
+	if d.ctx.Err() != nil {
+		return launcher.Result{ID: q.r.ID, Err: ErrClosed}
+	}
+	if late := time.Since(q.deadline); late >= 0 {
+		return launcher.Result{ID: q.r.ID, Err: fmt.Errorf("%w (waited for a worker until %v past it)", ErrDeadline, late)}
+	}
+	ctx, cancel := context.WithDeadline(d.ctx, q.deadline)
+	defer cancel()
+	res := Call(ctx, d.cfg.Caller, q.r)
+	if res.Err != nil && d.ctx.Err() != nil && !Permanent(res.Err) {
+		res.Err = fmt.Errorf("%w: %w", ErrClosed, res.Err)
+	}
+	return res
+}
+
+// Close cancels the calls in flight, answers the queued requests with
+// ErrClosed, and returns once every worker has stopped; each request
+// submitted before it has then been answered once. Later Submits are
+// answered with ErrClosed. Calling it again waits likewise.
+func (d *Dispatcher) Close() {
+	d.mu.Lock()
+	if !d.closed {
+		d.closed = true
+		close(d.queue)
+	}
+	d.mu.Unlock()
+	d.cancel()
+	d.wg.Wait()
+}
