@@ -31,6 +31,11 @@ STATICCHECK := $(TOOLS_BIN)/staticcheck
 # `make nomad` from the tools/nomad module (Nomad is BUSL-licensed: built
 # here, never committed).
 NOMAD_BUILT := $(CURDIR)/tools/nomad/bin/nomad
+# The one `make test` hands them in NOMAD_BIN: NOMAD_BIN if set, else nomad
+# on PATH, else NOMAD_BUILT (which `make test` then builds first if missing).
+ifeq ($(strip $(NOMAD_BIN)),)
+NOMAD_BIN := $(or $(shell command -v nomad 2>/dev/null),$(NOMAD_BUILT))
+endif
 
 # Every Go file of the tree, skipping dot directories (.git, .cache).
 GOFILES = $(shell find . -path './.*' -prune -o -name '*.go' -type f -print)
@@ -66,7 +71,8 @@ lint: $(STATICCHECK) ## gofmt (must list nothing), go vet, staticcheck, determin
 fmt: ## Rewrite every Go file with gofmt.
 	gofmt -w $(GOFILES)
 
-test: ## Unit tests (race detector, shuffled), the simulator's own tests, then TEST_SEEDS seeds.
+test: export NOMAD_BIN := $(NOMAD_BIN)
+test: $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Unit and Nomad integration tests (race detector, shuffled), the simulator's own tests, then TEST_SEEDS seeds.
 	$(GO) test -race -shuffle=on $(TEST_FLAGS) ./...
 	$(GO) test -shuffle=on $(TEST_FLAGS) ./sim
 	$(GO) run ./cmd/paxcron-sim -seeds $(TEST_SEEDS) $(SIM_FLAGS)
