@@ -1,0 +1,182 @@
+// Package migrate takes over Nomad periodic jobs: the migration path from
+// Nomad's own periodic dispatcher to paxcron. A jobspec with a `periodic`
+// block is read through Nomad's own parser (the agent's /v1/jobs/parse
+// endpoint), so that every jobspec Nomad accepts is read as Nomad reads it,
+// and split into
+//
+//   - the parent: the same job with its `periodic` block removed, made a
+//     parameterized batch job that accepts paxcron's meta keys, to be
+//     registered in Nomad under the same ID (which stops Nomad launching
+//     it), and
+//   - one cron job per `cron`/`crons` value, in the periodic block's
+//     `time_zone`, dispatching the parent, with `prohibit_overlap = true`
+//     as the forbid concurrency policy.
+//
+// Convert and Parse write nothing. Register puts the parent in Nomad:
+// Nomad refuses to turn a registered periodic job into a non-periodic one
+// ("cannot update periodic job to being non-periodic"), so it purges the
+// periodic job first, then registers the parent under the same ID; children
+// already launched are separate jobs and keep running. The caller submits
+// the cron jobs after (the CLI does both, parent first).
+package migrate
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/nomad/api"
+
+	"paxcron/cron/cronfile"
+	"paxcron/cron/schedule"
+	"paxcron/cron/state"
+)
+
+// MetaKeys are the meta keys paxcron adds to every dispatch; a parent must
+// allow them (Nomad refuses a dispatch with meta keys its parent does not
+// declare).
+var MetaKeys = []string{"paxcron_identity", "paxcron_job", "paxcron_scheduled_at"}
+
+// Takeover is a periodic job split into what paxcron needs.
+type Takeover struct {
+	// Parent is the job to register in Nomad in place of the periodic one.
+	Parent *api.Job
+	// Crons dispatch Parent, one per cron expression of the periodic block.
+	Crons []cronfile.Cron
+	// Disabled says the periodic block had `enabled = false`: the cron jobs
+	// should be created paused.
+	Disabled bool
+}
+
+// Parser is the part of Nomad's API client that parses jobspecs
+// (*api.Jobs has it).
+type Parser interface {
+	ParseHCLOpts(req *api.JobsParseRequest) (*api.Job, error)
+}
+
+// Parse reads the jobspec src (named filename in messages) through Nomad's
+// parser and converts it.
+func Parse(p Parser, filename string, src []byte) (*Takeover, error) {
+	job, err := p.ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(src), Canonicalize: true})
+	if err != nil {
+		return nil, fmt.Errorf("migrate: Nomad could not parse %s: %w", filename, err)
+	}
+	t, err := Convert(job)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %s: %w", filename, err)
+	}
+	return t, nil
+}
+
+// Convert splits a parsed periodic job. job is not modified.
+func Convert(job *api.Job) (*Takeover, error) {
+	if job == nil || job.ID == nil || *job.ID == "" {
+		return nil, errors.New("the jobspec has no job ID")
+	}
+	id := *job.ID
+	p := job.Periodic
+	switch {
+	case p == nil:
+		return nil, fmt.Errorf("job %q has no periodic block: nothing to take over (a parameterized job is dispatched by a cron block written for paxcron)", id)
+	case job.ParameterizedJob != nil:
+		return nil, fmt.Errorf("job %q is both periodic and parameterized, which Nomad does not run", id)
+	case job.Type != nil && *job.Type != "batch" && *job.Type != "sysbatch":
+		return nil, fmt.Errorf("job %q is of type %q: periodic and parameterized jobs are batch or sysbatch", id, *job.Type)
+	case p.SpecType != nil && *p.SpecType != "" && *p.SpecType != "cron":
+		return nil, fmt.Errorf("job %q: periodic spec type %q is not cron", id, *p.SpecType)
+	}
+	var specs []string
+	if p.Spec != nil && *p.Spec != "" {
+		specs = append(specs, *p.Spec)
+	}
+	specs = append(specs, p.Specs...)
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("job %q: its periodic block has no cron expression", id)
+	}
+	zone := ""
+	if p.TimeZone != nil && *p.TimeZone != "UTC" {
+		zone = *p.TimeZone
+	}
+	concurrency := state.ConcurrencyAllow
+	if p.ProhibitOverlap != nil && *p.ProhibitOverlap {
+		concurrency = state.ConcurrencyForbid
+	}
+	t := &Takeover{Disabled: p.Enabled != nil && !*p.Enabled}
+	for i, expr := range specs {
+		name := id
+		if len(specs) > 1 {
+			name = id + "-" + strconv.Itoa(i+1)
+		}
+		if err := state.ValidName(name); err != nil {
+			return nil, fmt.Errorf("job %q: it cannot name a cron job: %w", id, err)
+		}
+		s, err := schedule.Parse(expr, schedule.Options{JobName: name, TimeZone: zone})
+		if err != nil {
+			return nil, fmt.Errorf("job %q: cron %q: %w (paxcron reads five or six fields, without Nomad's optional year field)", id, expr, err)
+		}
+		c := cronfile.Cron{Name: name, Resolved: s.Resolved(), Spec: state.JobSpec{
+			Schedule: expr, TimeZone: zone, Concurrency: concurrency,
+			// The parent's own scope, as Nomad's parser filled it in: the
+			// dispatches go where it is registered.
+			NomadJob: id, Namespace: deref(job.Namespace), Region: deref(job.Region),
+		}}
+		if err := c.Spec.Validate(name); err != nil {
+			return nil, fmt.Errorf("job %q: cron %q: %w", id, expr, err)
+		}
+		t.Crons = append(t.Crons, c)
+	}
+	parent := *job
+	parent.Periodic = nil
+	parent.ParameterizedJob = &api.ParameterizedJobConfig{Payload: "optional", MetaOptional: append([]string(nil), MetaKeys...)}
+	parent.Status, parent.StatusDescription = nil, nil
+	parent.CreateIndex, parent.ModifyIndex, parent.JobModifyIndex, parent.SubmitTime = nil, nil, nil, nil
+	t.Parent = &parent
+	return t, nil
+}
+
+// Jobs is the part of Nomad's API client that Register uses (*api.Jobs
+// has it).
+type Jobs interface {
+	Info(jobID string, q *api.QueryOptions) (*api.Job, *api.QueryMeta, error)
+	Deregister(jobID string, purge bool, q *api.WriteOptions) (string, *api.WriteMeta, error)
+	Register(job *api.Job, q *api.WriteOptions) (*api.JobRegisterResponse, *api.WriteMeta, error)
+}
+
+// Register puts t.Parent in Nomad in place of the periodic job of the same
+// ID, if there is one. Between the purge and the registration the job does
+// not exist in Nomad; paxcron's cron jobs are submitted after, so nothing
+// dispatches into that gap.
+func Register(jobs Jobs, t *Takeover) error {
+	id := *t.Parent.ID
+	ns := &api.QueryOptions{Namespace: deref(t.Parent.Namespace), Region: deref(t.Parent.Region)}
+	wo := &api.WriteOptions{Namespace: ns.Namespace, Region: ns.Region}
+	cur, _, err := jobs.Info(id, ns)
+	switch {
+	case err != nil && !isNotFound(err):
+		return fmt.Errorf("migrate: reading job %q from Nomad: %w", id, err)
+	case err == nil && cur.Periodic != nil:
+		if _, _, err := jobs.Deregister(id, true, wo); err != nil {
+			return fmt.Errorf("migrate: purging periodic job %q before taking it over: %w", id, err)
+		}
+	}
+	if _, _, err := jobs.Register(t.Parent, wo); err != nil {
+		return fmt.Errorf("migrate: registering %q as a parameterized job: %w", id, err)
+	}
+	return nil
+}
+
+func isNotFound(err error) bool {
+	var ue api.UnexpectedResponseError
+	if errors.As(err, &ue) {
+		return ue.StatusCode() == 404
+	}
+	return strings.Contains(err.Error(), "404")
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,161 @@
+package migrate
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"paxcron/cron/state"
+	"paxcron/nomad/nomadtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(nomadtest.Main(m, nomadtest.Options{})) }
+
+func periodicJob(id string, p *api.PeriodicConfig) *api.Job {
+	j := api.NewBatchJob(id, id, "global", 50)
+	j.Namespace = new("default")
+	j.Periodic = p
+	return j
+}
+
+func TestConvert(t *testing.T) {
+	j := periodicJob("nightly", &api.PeriodicConfig{Specs: []string{"0 2 * * *", "30 14 * * 1-5"}, TimeZone: new("Europe/Berlin"), ProhibitOverlap: new(true)})
+	j.Meta = map[string]string{"owner": "ops"}
+	tk, err := Convert(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tk.Crons) != 2 || tk.Crons[0].Name != "nightly-1" || tk.Crons[1].Name != "nightly-2" || tk.Disabled {
+		t.Fatalf("takeover %+v", tk)
+	}
+	want := state.JobSpec{Schedule: "0 2 * * *", TimeZone: "Europe/Berlin", Concurrency: state.ConcurrencyForbid, NomadJob: "nightly", Namespace: "default", Region: "global"}
+	if got := tk.Crons[0].Spec; got.Schedule != want.Schedule || got.TimeZone != want.TimeZone || got.Concurrency != want.Concurrency || got.NomadJob != want.NomadJob || got.Namespace != want.Namespace || got.Region != want.Region {
+		t.Fatalf("spec %+v, want %+v", got, want)
+	}
+	if tk.Parent.Periodic != nil || tk.Parent.ParameterizedJob == nil || !slices.Equal(tk.Parent.ParameterizedJob.MetaOptional, MetaKeys) || *tk.Parent.ID != "nightly" || tk.Parent.Meta["owner"] != "ops" {
+		t.Fatalf("parent %+v", tk.Parent)
+	}
+	if j.Periodic == nil || j.ParameterizedJob != nil {
+		t.Fatal("Convert modified its input")
+	}
+	one, err := Convert(periodicJob("hourly", &api.PeriodicConfig{Spec: new("@hourly"), Enabled: new(false)}))
+	if err != nil || len(one.Crons) != 1 || one.Crons[0].Name != "hourly" || !one.Disabled || one.Crons[0].Spec.Concurrency != state.ConcurrencyAllow || one.Crons[0].Spec.TimeZone != "" {
+		t.Fatalf("single spec: %+v, %v", one, err)
+	}
+}
+
+func TestConvertRefuses(t *testing.T) {
+	service := periodicJob("svc", &api.PeriodicConfig{Spec: new("@daily")})
+	service.Type = new("service")
+	both := periodicJob("both", &api.PeriodicConfig{Spec: new("@daily")})
+	both.ParameterizedJob = &api.ParameterizedJobConfig{}
+	for _, tc := range []struct {
+		name string
+		job  *api.Job
+		want string
+	}{
+		{"no ID", &api.Job{}, "no job ID"},
+		{"not periodic", api.NewBatchJob("x", "x", "global", 50), "no periodic block"},
+		{"parameterized too", both, "both periodic and parameterized"},
+		{"service", service, `type "service"`},
+		{"no spec", periodicJob("x", &api.PeriodicConfig{}), "no cron expression"},
+		{"spec type", periodicJob("x", &api.PeriodicConfig{Spec: new("@daily"), SpecType: new("other")}), "not cron"},
+		{"year field", periodicJob("x", &api.PeriodicConfig{Spec: new("0 0 2 * * * 2027")}), "year field"},
+		{"bad zone", periodicJob("x", &api.PeriodicConfig{Spec: new("@daily"), TimeZone: new("Mars/Olympus")}), "Mars/Olympus"},
+		{"bad name", periodicJob("a b", &api.PeriodicConfig{Spec: new("@daily")}), "cannot name a cron job"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Convert(tc.job); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Convert: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+const periodicSpec = `
+job "report" {
+  type        = "batch"
+  datacenters = ["*"]
+  meta { owner = "ops" }
+  periodic {
+    crons            = ["*/5 * * * *", "0 3 * * *"]
+    time_zone        = "America/New_York"
+    prohibit_overlap = true
+  }
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}
+`
+
+// TestTakeOverRealPeriodicJob: a periodic jobspec read by the real agent's
+// parser becomes a parent that Nomad registers as parameterized (its own
+// periodic launching then stops) and that accepts a dispatch with
+// paxcron's meta.
+func TestTakeOverRealPeriodicJob(t *testing.T) {
+	agent := nomadtest.Shared(t)
+	c, err := api.NewClient(&api.Config{Address: agent.Addr, SecretID: agent.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := Parse(c.Jobs(), "bad.nomad.hcl", []byte(`job "x" {`)); err == nil || !strings.Contains(err.Error(), "bad.nomad.hcl") {
+		t.Fatalf("bad jobspec: %v", err)
+	}
+	tk, err := Parse(c.Jobs(), "report.nomad.hcl", []byte(periodicSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tk.Crons) != 2 || tk.Crons[0].Spec.TimeZone != "America/New_York" || tk.Crons[1].Spec.Concurrency != state.ConcurrencyForbid || tk.Crons[0].Spec.Namespace != "default" {
+		t.Fatalf("crons %+v", tk.Crons)
+	}
+	// Registered first as Nomad's periodic job, then taken over in place.
+	orig, err := c.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: periodicSpec, Canonicalize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Jobs().Register(orig, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Let Nomad's own dispatcher launch one child first: it must survive.
+	if _, _, err := c.Jobs().PeriodicForce("report", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Jobs().Register(tk.Parent, nil); err == nil || !strings.Contains(err.Error(), "non-periodic") {
+		t.Fatalf("registering over the periodic job directly: %v (Nomad used to refuse it)", err)
+	}
+	if err := Register(c.Jobs(), tk); err != nil {
+		t.Fatalf("registering the parent: %v", err)
+	}
+	if err := Register(c.Jobs(), tk); err != nil { // again: an update, no purge
+		t.Fatalf("registering the parent again: %v", err)
+	}
+	kids, _, err := c.Jobs().PrefixList("report/periodic-")
+	if err != nil || len(kids) != 1 {
+		t.Fatalf("children of the periodic job after the takeover: %d, %v", len(kids), err)
+	}
+	got, _, err := c.Jobs().Info("report", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Periodic != nil || got.ParameterizedJob == nil || !got.IsParameterized() || got.Meta["owner"] != "ops" {
+		t.Fatalf("registered parent: periodic %+v parameterized %+v", got.Periodic, got.ParameterizedJob)
+	}
+	meta := map[string]string{"paxcron_identity": "report-1-1", "paxcron_job": "report-1", "paxcron_scheduled_at": time.Unix(1, 0).UTC().Format(time.RFC3339)}
+	resp, _, err := c.Jobs().Dispatch("report", meta, nil, "report-1-1", nil)
+	if err != nil {
+		t.Fatalf("dispatching the parent with paxcron's meta: %v", err)
+	}
+	if !strings.HasPrefix(resp.DispatchedJobID, "report/dispatch-") {
+		t.Fatalf("child %q", resp.DispatchedJobID)
+	}
+}
