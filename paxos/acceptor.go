@@ -126,19 +126,6 @@ func (n *Node) onChosen(m Message) {
 	n.replyCaughtUp(m)
 }
 
-// onSnapshot installs a snapshot that is ahead of this replica's chosen
-// index.
-func (n *Node) onSnapshot(m Message) {
-	snap := m.Snapshot
-	if snap.Meta.Index > n.hs.Chosen {
-		n.log.installSnapshot(snap.Meta.Index)
-		n.snap = snap
-		n.setChosen(snap.Meta.Index)
-		n.followChosen()
-	}
-	n.replyCaughtUp(m)
-}
-
 func (n *Node) replyCaughtUp(m Message) {
 	if m.Ballot.IsZero() || m.Ballot.Less(n.hs.Promised) {
 		// Sent by an acceptor that refused us a promise, or by a leader we
@@ -158,8 +145,9 @@ func (n *Node) replyCaughtUp(m Message) {
 }
 
 // sendCatchUp sends to a replica whose chosen index is peerChosen the
-// chosen entries that follow it, or this replica's snapshot when they were
-// compacted away. ballot is the sender's leader ballot, or zero.
+// chosen entries that follow it, or streams this replica's snapshot when
+// they were compacted away (snapshot.go). ballot is the sender's leader
+// ballot, or zero.
 func (n *Node) sendCatchUp(to ReplicaID, peerChosen uint64, ballot Ballot) {
 	if peerChosen >= n.hs.Chosen {
 		return
@@ -167,12 +155,7 @@ func (n *Node) sendCatchUp(to ReplicaID, peerChosen uint64, ballot Ballot) {
 	n.stats.CatchUps++
 	es, err := n.log.entries(peerChosen+1, n.hs.Chosen+1, n.limits.MaxBatchEntries, n.limits.MaxBatchBytes)
 	if errors.Is(err, ErrCompacted) {
-		snap, err := n.log.storage.Snapshot()
-		if err != nil {
-			n.halt(err)
-			return
-		}
-		n.send(Message{Type: MsgSnapshot, To: to, Ballot: ballot, Snapshot: &snap, Commit: n.hs.Chosen})
+		n.sendSnapshot(to, peerChosen, ballot)
 		return
 	}
 	if err != nil {

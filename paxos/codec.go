@@ -21,6 +21,14 @@ import (
 // Ballots travel as two integers (round, replica). Integers are msgpack
 // unsigned integers, Reject a msgpack bool, data msgpack bin.
 //
+// Versions: 2 (this one) streams snapshots in chunks: MsgSnapshot carries
+// one chunk (Start is its byte offset, Last the snapshot's length, Round
+// the transfer's id) and MsgSnapshotAck (type 12) is new. Version 1 sent a
+// whole snapshot in one MsgSnapshot, with the same layout: a version-1
+// replica would install a chunk as a whole snapshot, so each version
+// refuses the other's frames (ErrDecode). Replicas of a cluster are
+// upgraded together; nothing older than version 2 was ever deployed.
+//
 // Framing: a frame carries no length of its own and DecodeMessage takes
 // exactly one whole frame (trailing bytes are an error), so the transport
 // must length-prefix frames, and should refuse a prefix above
@@ -50,7 +58,7 @@ const (
 	// that would not fit cannot be sent.
 	MaxMessageBytes = 64 << 20
 
-	wireVersion byte = 1
+	wireVersion byte = 2
 
 	// Field counts of the wire structs: the number of elements of their
 	// msgpack arrays.
@@ -193,6 +201,10 @@ func checkWellFormed(m *Message) error {
 		return bad("no snapshot")
 	case m.Type != MsgSnapshot && m.Snapshot != nil:
 		return bad("carries a snapshot; only Snapshot does")
+	case m.Type == MsgSnapshot && !chunkFits(m.Start, uint64(len(m.Snapshot.Data)), m.Last):
+		return bad("chunk of %d bytes at offset %d lies beyond the snapshot's %d bytes", len(m.Snapshot.Data), m.Start, m.Last)
+	case m.Type == MsgSnapshotAck && m.Start > m.Last:
+		return bad("acknowledges %d bytes of a %d-byte snapshot", m.Start, m.Last)
 	}
 	for _, e := range m.Entries {
 		if e.Kind != EntryNoop && e.Kind != EntryCommand {

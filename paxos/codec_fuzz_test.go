@@ -115,9 +115,9 @@ func TestDecodeMessageCorpus(t *testing.T) {
 // invalidSeeds names the invalidFrames committed as seeds: one per kind
 // of mistake.
 var invalidSeeds = []string{
-	"version-2", "15-fields", "trailing-byte", "type-12", "zero-from", "entry-kind-3",
+	"version-1", "15-fields", "trailing-byte", "type-13", "zero-from", "entry-kind-3",
 	"entry-string-data", "entries-on-heartbeat", "snapshot-on-heartbeat", "entries-count-huge",
-	"entry-bin-huge", "snapshot-bin-huge",
+	"entry-bin-huge", "snapshot-bin-huge", "chunk-beyond-total", "ack-beyond-total",
 }
 
 func writeCodecCorpus(t *testing.T) {

@@ -46,13 +46,19 @@ func codecMessages() []struct {
 		{"heartbeat-reply-rebuilding", Message{Type: MsgHeartbeatReply, From: 1, To: 2, Ballot: b, Through: 13, Chosen: 13, Round: 500, Reject: true}},
 		{"nack", Message{Type: MsgNack, From: 1, To: 2, Ballot: b, Promised: hi}},
 		{"chosen", Message{Type: MsgChosen, From: 2, To: 1, Ballot: b, Commit: 13, Entries: es[1:3]}},
-		{"snapshot", Message{Type: MsgSnapshot, From: 2, To: 1, Ballot: b, Snapshot: &Snapshot{
+		{"snapshot", Message{Type: MsgSnapshot, From: 2, To: 1, Ballot: b, Commit: 13, Round: 0xdeadbeef, Start: 4096, Last: 8192, Snapshot: &Snapshot{
 			Meta: SnapshotMeta{Index: 13, Membership: Membership{Voters: []ReplicaID{1, 2, 3}}},
 			Data: []byte("state machine image"),
+		}}},
+		{"snapshot-last-chunk", Message{Type: MsgSnapshot, From: 2, To: 1, Round: 1, Start: 5, Last: 8, Snapshot: &Snapshot{
+			Meta: SnapshotMeta{Index: 13, Membership: Membership{Voters: []ReplicaID{1, 2, 3}}},
+			Data: []byte("end"),
 		}}},
 		{"snapshot-empty", Message{Type: MsgSnapshot, From: 2, To: 1, Ballot: b, Snapshot: &Snapshot{
 			Meta: SnapshotMeta{Membership: Membership{Voters: []ReplicaID{}}}, Data: []byte{},
 		}}},
+		{"snapshot-ack", Message{Type: MsgSnapshotAck, From: 1, To: 2, Ballot: b, Round: 0xdeadbeef, Start: 4115, Last: 8192, Chosen: 9}},
+		{"snapshot-ack-reject", Message{Type: MsgSnapshotAck, From: 1, To: 2, Round: 7, Last: 8192, Reject: true}},
 		{"max-values", Message{
 			Type: MsgAccept, From: top, To: top, Ballot: Ballot{top, top}, Promised: Ballot{top, top},
 			Start: top, Commit: top, Through: top, Chosen: top, Last: top, Round: top, Reject: true,
@@ -190,14 +196,19 @@ func TestAppendMessageRejects(t *testing.T) {
 		want error
 		msg  string
 	}{
-		"type 0":              {Message{From: 1, To: 2}, ErrInvalidMessage, "unknown message type"},
-		"type 12":             {Message{Type: MsgSnapshot + 1, From: 1, To: 2}, ErrInvalidMessage, "unknown message type"},
-		"zero sender":         {Message{Type: MsgNack, To: 2}, ErrInvalidMessage, "sender is zero"},
-		"zero receiver":       {Message{Type: MsgNack, From: 1}, ErrInvalidMessage, "receiver is zero"},
-		"entries on accepted": {Message{Type: MsgAccepted, From: 1, To: 2, Entries: []Entry{{Slot: 1, Kind: EntryNoop}}}, ErrInvalidMessage, "carries 1 entries"},
-		"entry kind 0":        {Message{Type: MsgAccept, From: 1, To: 2, Entries: []Entry{{Slot: 1}}}, ErrInvalidMessage, "unknown kind 0"},
-		"snapshot on accept":  {Message{Type: MsgAccept, From: 1, To: 2, Snapshot: &Snapshot{}}, ErrInvalidMessage, "carries a snapshot"},
-		"snapshot missing":    {Message{Type: MsgSnapshot, From: 1, To: 2}, ErrInvalidMessage, "no snapshot"},
+		"type 0":  {Message{From: 1, To: 2}, ErrInvalidMessage, "unknown message type"},
+		"type 13": {Message{Type: MsgSnapshotAck + 1, From: 1, To: 2}, ErrInvalidMessage, "unknown message type"},
+		"chunk beyond its snapshot": {Message{Type: MsgSnapshot, From: 1, To: 2, Start: 6, Last: 8, Snapshot: &Snapshot{Data: []byte("abc")}},
+			ErrInvalidMessage, "chunk of 3 bytes at offset 6 lies beyond the snapshot's 8 bytes"},
+		"chunk offset overflows": {Message{Type: MsgSnapshot, From: 1, To: 2, Start: math.MaxUint64, Last: math.MaxUint64, Snapshot: &Snapshot{Data: []byte("abc")}},
+			ErrInvalidMessage, "lies beyond"},
+		"ack beyond its snapshot": {Message{Type: MsgSnapshotAck, From: 1, To: 2, Start: 9, Last: 8}, ErrInvalidMessage, "acknowledges 9 bytes of a 8-byte snapshot"},
+		"zero sender":             {Message{Type: MsgNack, To: 2}, ErrInvalidMessage, "sender is zero"},
+		"zero receiver":           {Message{Type: MsgNack, From: 1}, ErrInvalidMessage, "receiver is zero"},
+		"entries on accepted":     {Message{Type: MsgAccepted, From: 1, To: 2, Entries: []Entry{{Slot: 1, Kind: EntryNoop}}}, ErrInvalidMessage, "carries 1 entries"},
+		"entry kind 0":            {Message{Type: MsgAccept, From: 1, To: 2, Entries: []Entry{{Slot: 1}}}, ErrInvalidMessage, "unknown kind 0"},
+		"snapshot on accept":      {Message{Type: MsgAccept, From: 1, To: 2, Snapshot: &Snapshot{}}, ErrInvalidMessage, "carries a snapshot"},
+		"snapshot missing":        {Message{Type: MsgSnapshot, From: 1, To: 2}, ErrInvalidMessage, "no snapshot"},
 		"zero voter": {Message{Type: MsgSnapshot, From: 1, To: 2, Snapshot: &Snapshot{
 			Meta: SnapshotMeta{Membership: Membership{Voters: []ReplicaID{1, 0}}},
 		}}, ErrInvalidMessage, "zero voter"},
@@ -207,13 +218,13 @@ func TestAppendMessageRejects(t *testing.T) {
 		m    Message
 		want error
 		msg  string
-	}{Message{Type: MsgSnapshot, From: 1, To: 2, Snapshot: &Snapshot{Data: big}}, ErrMessageTooLarge, "carries 67108865 bytes of data"}
+	}{Message{Type: MsgSnapshot, From: 1, To: 2, Last: uint64(len(big)), Snapshot: &Snapshot{Data: big}}, ErrMessageTooLarge, "carries 67108865 bytes of data"}
 	// Data that fits but whose frame does not.
 	tests["frame over the limit"] = struct {
 		m    Message
 		want error
 		msg  string
-	}{Message{Type: MsgSnapshot, From: 1, To: 2, Snapshot: &Snapshot{Data: big[:MaxMessageBytes-4]}}, ErrMessageTooLarge, "encodes to"}
+	}{Message{Type: MsgSnapshot, From: 1, To: 2, Last: MaxMessageBytes - 4, Snapshot: &Snapshot{Data: big[:MaxMessageBytes-4]}}, ErrMessageTooLarge, "encodes to"}
 	for name, tc := range tests {
 		dst := []byte("kept")
 		out, err := AppendMessage(dst, tc.m)
@@ -262,6 +273,7 @@ const (
 	fType     = 0
 	fFrom     = 1
 	fTo       = 2
+	fStart    = 7
 	fReject   = 13
 	fEntries  = 14
 	fSnapshot = 15
@@ -295,7 +307,8 @@ func invalidFrames(t testing.TB) []invalidFrame {
 	return []invalidFrame{
 		{"empty", nil, "empty frame"},
 		{"version-0", append([]byte{0}, valid[1:]...), "unknown format version 0"},
-		{"version-2", append([]byte{2}, valid[1:]...), "unknown format version 2"},
+		{"version-1", append([]byte{1}, valid[1:]...), "unknown format version 1"},
+		{"version-3", append([]byte{3}, valid[1:]...), "unknown format version 3"},
 		{"version-only", []byte{wireVersion}, "frame ends early"},
 		{"not-an-array", encodeList(t, map[string]uint64{"Type": 7}), "want an array"},
 		{"nil-message", []byte{wireVersion, mpNil}, "nil, want an array of 16 fields"},
@@ -304,7 +317,7 @@ func invalidFrames(t testing.TB) []invalidFrame {
 		{"trailing-byte", append(append([]byte{}, valid...), 0), "1 trailing bytes"},
 		{"two-messages", append(append([]byte{}, valid...), valid[1:]...), "trailing bytes"},
 		{"type-0", corrupt(t, hb, func(f []any) { f[fType] = uint64(0) }), "unknown message type"},
-		{"type-12", corrupt(t, hb, func(f []any) { f[fType] = uint64(12) }), "unknown message type"},
+		{"type-13", corrupt(t, hb, func(f []any) { f[fType] = uint64(13) }), "unknown message type"},
 		{"type-256", corrupt(t, hb, func(f []any) { f[fType] = uint64(256 + uint64(MsgHeartbeat)) }), "unknown message type 263"},
 		{"zero-from", corrupt(t, hb, func(f []any) { f[fFrom] = uint64(0) }), "sender is zero"},
 		{"zero-to", corrupt(t, hb, func(f []any) { f[fTo] = uint64(0) }), "receiver is zero"},
@@ -325,6 +338,8 @@ func invalidFrames(t testing.TB) []invalidFrame {
 		{"entries-nested", corrupt(t, acc, setEntries([]any{[]any{[]any{}}}, padding)), "entry: array of 1 fields, want 5"},
 		{"snapshot-on-heartbeat", corrupt(t, hb, func(f []any) { f[fSnapshot] = []any{uint64(1), nil, nil} }), "carries a snapshot"},
 		{"snapshot-missing", corrupt(t, snap, func(f []any) { f[fSnapshot] = nil }), "no snapshot"},
+		{"chunk-beyond-total", corrupt(t, snap, func(f []any) { f[fSnapshot] = []any{uint64(5), nil, []byte("abc")} }), "chunk of 3 bytes at offset 0 lies beyond the snapshot's 0 bytes"},
+		{"ack-beyond-total", corrupt(t, Message{Type: MsgSnapshotAck, From: 2, To: 1, Round: 1}, func(f []any) { f[fStart] = uint64(1) }), "acknowledges 1 bytes of a 0-byte snapshot"},
 		{"snapshot-2-fields", corrupt(t, snap, func(f []any) { f[fSnapshot] = []any{uint64(1), nil} }), "snapshot: array of 2 fields, want 3"},
 		{"snapshot-zero-voter", corrupt(t, snap, func(f []any) { f[fSnapshot] = []any{uint64(1), []any{uint64(1), uint64(0)}, nil} }), "zero voter"},
 		{"snapshot-voter-bin", corrupt(t, snap, func(f []any) { f[fSnapshot] = []any{uint64(1), []byte{1}, nil} }), "snapshot voters: msgpack type byte 0xc4, want an array"},

@@ -48,16 +48,28 @@ type Limits struct {
 	// acceptor's and still be promised; a candidate further behind is
 	// caught up instead, which keeps promises small.
 	MaxPromiseLagSlots int
+	// MaxSnapshotChunkBytes bounds the data of one MsgSnapshot: a snapshot
+	// is streamed in chunks of at most this size, one chunk in flight per
+	// peer. At most MaxMessageBytes/2.
+	MaxSnapshotChunkBytes uint64
+	// MaxSnapshotBytes is the largest snapshot this replica accepts from a
+	// peer: it holds a transfer's bytes in memory until the last chunk
+	// arrives, and refuses (ErrSnapshotTooLarge) a transfer announcing more.
+	MaxSnapshotBytes uint64
 }
 
-// DefaultLimits returns limits that keep a message under about 4 MiB.
+// DefaultLimits returns limits that keep a message under about 4 MiB, and
+// accept snapshots of up to 1 GiB: four times the state of a million cron
+// jobs (DESIGN.md).
 func DefaultLimits() Limits {
 	return Limits{
-		MaxBatchEntries:     4096,
-		MaxBatchBytes:       4 << 20,
-		MaxInflightAccepts:  8,
-		MaxUncommittedSlots: 32768,
-		MaxPromiseLagSlots:  2 * 32768,
+		MaxBatchEntries:       4096,
+		MaxBatchBytes:         4 << 20,
+		MaxInflightAccepts:    8,
+		MaxUncommittedSlots:   32768,
+		MaxPromiseLagSlots:    2 * 32768,
+		MaxSnapshotChunkBytes: 4 << 20,
+		MaxSnapshotBytes:      1 << 30,
 	}
 }
 
@@ -122,6 +134,10 @@ func (c *Config) validate() error {
 		return bad("batch and inflight limits must be positive: %+v", l)
 	case l.MaxUncommittedSlots <= 0 || l.MaxPromiseLagSlots < 2*l.MaxUncommittedSlots:
 		return bad("MaxUncommittedSlots must be positive and MaxPromiseLagSlots at least twice it: %+v", l)
+	case l.MaxSnapshotChunkBytes == 0 || l.MaxSnapshotChunkBytes > MaxMessageBytes/2:
+		return bad("MaxSnapshotChunkBytes must be in [1, %d] (MaxMessageBytes/2): %d", MaxMessageBytes/2, l.MaxSnapshotChunkBytes)
+	case l.MaxSnapshotBytes == 0:
+		return bad("MaxSnapshotBytes must be positive")
 	}
 	return nil
 }

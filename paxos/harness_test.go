@@ -117,6 +117,14 @@ func newTestCluster(t testing.TB, n int, seed uint64) *testCluster {
 
 func (c *testCluster) ids() []ReplicaID { return c.members.Voters }
 
+// setLimits gives every replica, running or restarted later, limits.
+func (c *testCluster) setLimits(limits Limits) {
+	c.limits = limits
+	for _, id := range c.ids() {
+		c.replicas[id].node.limits = limits
+	}
+}
+
 func (c *testCluster) start(id ReplicaID) { c.startWith(id, false) }
 
 // wipe loses a replica's disk and restarts it as a rebuilding learner.

@@ -28,11 +28,16 @@ func (e *interactionEnv) event(format string, args ...any) {
 	e.printf(e.indent+format, args...)
 }
 
-func (e *interactionEnv) newCluster(t *testing.T, n int, seed uint64) {
+func (e *interactionEnv) newCluster(t *testing.T, n int, seed uint64, limits Limits) {
 	e.c = newTestCluster(t, n, seed)
+	e.c.setLimits(limits)
 	tm := e.c.timing
 	e.printf("%d replicas, seed %d: heartbeat every %d ticks, election timeout in [%d,%d), acceptor lease %d, leader lease %d",
 		n, seed, tm.HeartbeatTicks, tm.ElectionTicks, 2*tm.ElectionTicks, tm.LeaseTicks, leaderLeaseTicks(tm))
+	if d := DefaultLimits(); limits.MaxSnapshotChunkBytes != d.MaxSnapshotChunkBytes || limits.MaxSnapshotBytes != d.MaxSnapshotBytes {
+		e.printf("snapshots travel in chunks of at most %d bytes; a replica accepts snapshots of at most %d bytes",
+			limits.MaxSnapshotChunkBytes, limits.MaxSnapshotBytes)
+	}
 }
 
 func (e *interactionEnv) node(id ReplicaID) *Node { return e.c.replicas[id].node }

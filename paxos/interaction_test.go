@@ -24,7 +24,9 @@ var knownBugs = map[string]string{}
 //
 // and review the diff. The commands:
 //
-//	cluster n=3 [seed=1]                 a fresh cluster
+//	cluster n=3 [seed=1] [chunk=N] [max-snapshot=N]
+//	                                     a fresh cluster; chunk and max-snapshot set
+//	                                     MaxSnapshotChunkBytes and MaxSnapshotBytes
 //	tick [node=1[,2...]] [n=1]           ticks (every node if none given), no delivery
 //	deliver [to=..] [from=..] [hold=Chosen] [drop=Accept,Heartbeat] [max=N]
 //	                                     delivers queued messages matching to/from
@@ -81,8 +83,11 @@ func (e *interactionEnv) handle(t *testing.T, d *datadriven.TestData) string {
 	}
 	switch d.Cmd {
 	case "cluster":
-		expectArgs(t, d, "n", "seed")
-		e.newCluster(t, intArg(t, d, "n", 3), uint64(intArg(t, d, "seed", 1)))
+		expectArgs(t, d, "n", "seed", "chunk", "max-snapshot")
+		limits := DefaultLimits()
+		limits.MaxSnapshotChunkBytes = uint64(intArg(t, d, "chunk", int(limits.MaxSnapshotChunkBytes)))
+		limits.MaxSnapshotBytes = uint64(intArg(t, d, "max-snapshot", int(limits.MaxSnapshotBytes)))
+		e.newCluster(t, intArg(t, d, "n", 3), uint64(intArg(t, d, "seed", 1)), limits)
 	case "tick":
 		expectArgs(t, d, "node", "n")
 		e.tickNodes(idsArg(t, d, "node", e.c.ids()), intArg(t, d, "n", 1))
@@ -212,7 +217,7 @@ func typesArg(t *testing.T, d *datadriven.TestData, key string) map[MessageType]
 	types := map[MessageType]bool{}
 	for _, v := range listArg(d, key) {
 		found := false
-		for mt := MsgPreVote; mt <= MsgSnapshot; mt++ {
+		for mt := MsgPreVote; mt <= MsgSnapshotAck; mt++ {
 			if mt.String() == v {
 				types[mt], found = true, true
 			}

@@ -35,9 +35,15 @@ const (
 	// MsgChosen carries chosen entries to a replica that lacks them
 	// (catch-up); the first one is the receiver's Chosen+1.
 	MsgChosen
-	// MsgSnapshot carries a snapshot to a replica whose missing entries were
-	// compacted away.
+	// MsgSnapshot carries one chunk of a snapshot to a replica whose
+	// missing entries were compacted away: bytes [Start, Start+len(Data))
+	// of the Last bytes of Snapshot.Data, in transfer Round (see
+	// snapshot.go).
 	MsgSnapshot
+	// MsgSnapshotAck tells the sender of transfer Round that the receiver
+	// holds its first Start bytes (all Last of them once installed, or
+	// when it needs the snapshot no more); Reject asks it to stop.
+	MsgSnapshotAck
 )
 
 var messageTypeNames = [...]string{
@@ -52,6 +58,7 @@ var messageTypeNames = [...]string{
 	MsgNack:           "Nack",
 	MsgChosen:         "Chosen",
 	MsgSnapshot:       "Snapshot",
+	MsgSnapshotAck:    "SnapshotAck",
 }
 
 func (t MessageType) String() string {
@@ -62,9 +69,14 @@ func (t MessageType) String() string {
 }
 
 // Valid reports whether t is a known message type.
-func (t MessageType) Valid() bool { return t >= MsgPreVote && t <= MsgSnapshot }
+func (t MessageType) Valid() bool { return t >= MsgPreVote && t <= MsgSnapshotAck }
 
 // Message is one protocol message. Fields that a type does not use are zero.
+//
+// A snapshot transfer (MsgSnapshot, MsgSnapshotAck) reuses fields rather
+// than adding its own, to keep one flat message: Round is the transfer's
+// id, Start a byte offset into the snapshot's data and Last that data's
+// whole length.
 type Message struct {
 	Type MessageType
 	From ReplicaID
@@ -75,7 +87,9 @@ type Message struct {
 	// Promised is the sender's promised ballot (MsgNack, rejections).
 	Promised Ballot
 	// Start is the first slot the leader runs phase 2 for under Ballot
-	// (MsgAccept, MsgHeartbeat) or the first slot a prepare asks about.
+	// (MsgAccept, MsgHeartbeat) or the first slot a prepare asks about. On
+	// MsgSnapshot it is the chunk's byte offset in the snapshot's data; on
+	// MsgSnapshotAck, how many bytes of it the receiver holds.
 	Start uint64
 	// Entries are accepted values (MsgPromise), proposals (MsgAccept) or
 	// chosen values (MsgChosen), in increasing slot order.
@@ -89,15 +103,19 @@ type Message struct {
 	// Chosen is the sender's chosen index.
 	Chosen uint64
 	// Last is, on MsgAccepted, the last slot of the MsgAccept answered; a
-	// Through below it tells the leader the follower found a gap.
+	// Through below it tells the leader the follower found a gap. On
+	// MsgSnapshot and MsgSnapshotAck it is the length of the snapshot's
+	// whole data.
 	Last uint64
-	// Round numbers heartbeat rounds for the leader's lease.
+	// Round numbers heartbeat rounds for the leader's lease; on
+	// MsgSnapshot and MsgSnapshotAck it is the transfer's id (non-zero).
 	Round uint64
-	// Reject marks a denied MsgPreVoteReply or MsgPromise, and a
+	// Reject marks a denied MsgPreVoteReply or MsgPromise, a
 	// MsgHeartbeatReply from a rebuilding replica, which reports its chosen
-	// index but casts no vote.
+	// index but casts no vote, and a MsgSnapshotAck refusing a transfer.
 	Reject bool
-	// Snapshot is set on MsgSnapshot.
+	// Snapshot is set on MsgSnapshot: the snapshot's metadata, and the
+	// chunk's bytes as its Data.
 	Snapshot *Snapshot
 }
 
@@ -125,7 +143,13 @@ func (m Message) String() string {
 		s += fmt.Sprintf(" commit=%d entries=%s", m.Commit, describeEntries(m.Entries))
 	case MsgSnapshot:
 		if m.Snapshot != nil {
-			s += fmt.Sprintf(" index=%d", m.Snapshot.Meta.Index)
+			s += fmt.Sprintf(" index=%d id=%d bytes=[%d,%d) of %d", m.Snapshot.Meta.Index, m.Round,
+				m.Start, m.Start+uint64(len(m.Snapshot.Data)), m.Last)
+		}
+	case MsgSnapshotAck:
+		s += fmt.Sprintf(" id=%d holds=%d of %d chosen=%d", m.Round, m.Start, m.Last, m.Chosen)
+		if m.Reject {
+			s += " reject"
 		}
 	}
 	return s

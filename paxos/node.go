@@ -106,6 +106,12 @@ type Node struct {
 	cand  *candidacy
 	lead  *leadership
 	stats Stats
+
+	// Snapshot transfers (snapshot.go): those this replica sends, by
+	// peer, the snapshot they send, and the one it receives.
+	sends map[ReplicaID]*snapshotSend
+	image *Snapshot
+	recv  *snapshotRecv
 }
 
 type follower struct {
@@ -130,7 +136,9 @@ type Stats struct {
 	AcceptsSent     uint64
 	EntriesSent     uint64
 	Retransmissions uint64
-	CatchUps        uint64 // MsgChosen or MsgSnapshot sent
+	CatchUps        uint64 // catch-ups sent: MsgChosen, or a snapshot transfer asked for
+	SnapshotsSent   uint64 // snapshot transfers started
+	SnapshotChunks  uint64 // MsgSnapshot chunks sent, resent ones included
 }
 
 // NewNode restores a node from cfg.Storage.
@@ -168,6 +176,7 @@ func NewNode(cfg Config) (*Node, error) {
 		applied:    cfg.Applied,
 		maxRound:   hs.Promised.Round,
 		leaseUntil: uint64(cfg.Timing.LeaseTicks),
+		sends:      map[ReplicaID]*snapshotSend{},
 	}
 	for _, v := range n.members.Voters {
 		if v != n.id {
@@ -200,6 +209,7 @@ func (n *Node) Tick() {
 		return
 	}
 	n.now++
+	n.tickSnapshots()
 	switch n.role {
 	case Leader:
 		n.tickLeader()
@@ -273,14 +283,16 @@ func (n *Node) Step(m Message) error {
 		// A leader already holds every chosen value below its start and
 		// chooses the rest itself; a late catch-up from an old leader would
 		// overwrite its proposals with entries under other ballots.
-		if n.role == Leader {
-			break
-		}
-		if m.Type == MsgChosen {
+		switch {
+		case n.role != Leader && m.Type == MsgChosen:
 			n.onChosen(m)
-		} else {
+		case n.role != Leader:
 			n.onSnapshot(m)
+		case m.Type == MsgSnapshot:
+			n.ackSnapshot(m, 0, true) // the sender may stop
 		}
+	case MsgSnapshotAck:
+		n.onSnapshotAck(m)
 	case MsgPreVoteReply:
 		n.onPreVoteReply(m)
 	case MsgPromise:
@@ -323,6 +335,9 @@ func (n *Node) validate(m Message) error {
 	}
 	if m.Type == MsgAccept && m.Start == 0 {
 		return bad("start slot is zero")
+	}
+	if m.Type == MsgSnapshot || m.Type == MsgSnapshotAck {
+		return n.validateTransfer(m, bad)
 	}
 	return nil
 }
@@ -434,7 +449,7 @@ func (n *Node) halt(err error) {
 func (n *Node) send(m Message) {
 	m.From = n.id
 	switch m.Type {
-	case MsgPreVote, MsgAccept, MsgHeartbeat, MsgChosen, MsgSnapshot:
+	case MsgPreVote, MsgAccept, MsgHeartbeat, MsgChosen, MsgSnapshot, MsgSnapshotAck:
 		n.early = append(n.early, m)
 	default:
 		n.msgs = append(n.msgs, m)

@@ -3,6 +3,7 @@ package paxos
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -341,6 +342,11 @@ func TestInvalidMessagesRejected(t *testing.T) {
 			Entries: []Entry{{Slot: 1, Ballot: Ballot{1, 3}, Kind: EntryNoop}}},
 		"bad kind":       {Type: MsgChosen, From: 2, To: 1, Entries: []Entry{{Slot: 1, Kind: 7}}},
 		"stray snapshot": {Type: MsgAccept, From: 2, To: 1, Start: 1, Snapshot: &Snapshot{}},
+		"transfer without id": {Type: MsgSnapshot, From: 2, To: 1, Last: 3,
+			Snapshot: &Snapshot{Meta: SnapshotMeta{Index: 5}, Data: []byte("abc")}},
+		"chunk beyond its snapshot": {Type: MsgSnapshot, From: 2, To: 1, Round: 1, Start: 1, Last: 3,
+			Snapshot: &Snapshot{Meta: SnapshotMeta{Index: 5}, Data: []byte("abc")}},
+		"ack beyond its snapshot": {Type: MsgSnapshotAck, From: 2, To: 1, Round: 1, Start: 4, Last: 3},
 	}
 	for name, m := range cases {
 		if err := n.Step(m); !errors.Is(err, ErrInvalidMessage) {
@@ -478,5 +484,198 @@ func TestLeaderVoteCountsOnlyOncePersisted(t *testing.T) {
 	leader.Persisted()
 	if got := leader.Status().Chosen; got != chosenBefore+1 {
 		t.Fatalf("chosen %d after the write was confirmed, want %d", got, chosenBefore+1)
+	}
+}
+
+// snapshotCluster has a follower (3) that missed slots its peers compacted
+// away, so that it can only be caught up with the leader's snapshot,
+// streamed in chunks of chunkBytes: replica 1 leads, 3 restarts behind.
+func snapshotCluster(t *testing.T, chunkBytes uint64, values int) *testCluster {
+	t.Helper()
+	c := newTestCluster(t, 3, 1)
+	limits := c.limits
+	limits.MaxSnapshotChunkBytes = chunkBytes
+	c.setLimits(limits)
+	c.elect(1)
+	c.crash(3)
+	for i := range values {
+		c.propose(1, fmt.Sprintf("value-%03d", i))
+	}
+	c.deliver(1<<20, nil)
+	c.settle()
+	for _, id := range []ReplicaID{1, 2} {
+		r := c.replicas[id]
+		index := uint64(len(r.applied))
+		r.storage.compact(index, index, []byte(strings.Join(r.applied, ",")), c.members)
+		r.node.Compacted(index, index)
+	}
+	c.restart(3)
+	return c
+}
+
+// A snapshot of many chunks reaches a follower through a network that
+// loses a third of the chunks and acks: retries resend from what the
+// follower holds, and once it is installed neither side keeps anything of
+// the transfer.
+func TestSnapshotTransferSurvivesLoss(t *testing.T) {
+	c := snapshotCluster(t, 16, 40)
+	snapBytes := len(c.replicas[1].storage.snap.Data)
+	n := 0
+	lossy := func(m Message) bool {
+		if m.Type != MsgSnapshot && m.Type != MsgSnapshotAck {
+			return true
+		}
+		n++
+		return n%3 != 0
+	}
+	for range 40 * c.timing.ElectionTicks {
+		c.tickAll(1)
+		c.deliver(1<<20, lossy)
+		if c.replicas[3].storage.snap.Meta.Index > 0 && len(c.replicas[1].node.sends) == 0 {
+			break
+		}
+	}
+	if got, want := appliedOf(c, 3), appliedOf(c, 1); got != want {
+		t.Fatalf("replica 3 applied %q, want %q\n%s", got, want, c.describe())
+	}
+	leader, follower := c.replicas[1].node, c.replicas[3].node
+	st := leader.Stats()
+	chunks := uint64((snapBytes + 15) / 16)
+	if st.SnapshotsSent == 0 || st.SnapshotChunks <= chunks || st.Retransmissions == 0 {
+		t.Fatalf("a %d-byte snapshot in 16-byte chunks: stats %+v, want more than %d chunks sent, some again", snapBytes, st, chunks)
+	}
+	if len(leader.sends) != 0 || leader.image != nil || follower.recv != nil {
+		t.Fatalf("transfer state left behind: sends %v, image %v, recv %v", leader.sends, leader.image != nil, follower.recv)
+	}
+}
+
+// chunk is a MsgSnapshot of transfer id from 'from' under ballot b: bytes
+// [start, start+len(data)) of a snapshot at index of total bytes.
+func chunk(from ReplicaID, b Ballot, id, index, start, total uint64, data string) Message {
+	return Message{Type: MsgSnapshot, From: from, To: 3, Ballot: b, Round: id, Start: start, Last: total,
+		Snapshot: &Snapshot{Meta: SnapshotMeta{Index: index, Membership: Membership{Voters: []ReplicaID{1, 2, 3}}}, Data: []byte(data)}}
+}
+
+// acksOf steps m into n and returns the acks it answers with.
+func acksOf(t *testing.T, n *Node, m Message) []string {
+	t.Helper()
+	if err := n.Step(m); err != nil {
+		t.Fatalf("step %s: %v", m, err)
+	}
+	rd := n.Ready()
+	n.Advance()
+	var acks []string
+	for _, o := range slices.Concat(rd.EarlyMessages, rd.Messages) {
+		if o.Type == MsgSnapshotAck {
+			acks = append(acks, fmt.Sprintf("to %d id %d holds %d reject %t", o.To, o.Round, o.Start, o.Reject))
+		}
+	}
+	return acks
+}
+
+// The receiver holds one transfer: a chunk of another is refused unless
+// it is a newer leader's, its sender's next transfer, or the held one
+// stalled, so that two senders cannot keep restarting each other.
+func TestSnapshotReceiverKeepsOneTransfer(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	n := c.replicas[3].node
+	b1, b2 := Ballot{Round: 2, Replica: 1}, Ballot{Round: 4, Replica: 2}
+	steps := []struct {
+		name string
+		m    Message
+		want string
+	}{
+		{"first chunk", chunk(1, b1, 7, 8, 0, 9, "abc"), "to 1 id 7 holds 3 reject false"},
+		{"duplicate", chunk(1, b1, 7, 8, 0, 9, "abc"), "to 1 id 7 holds 3 reject false"},
+		{"gap", chunk(1, b1, 7, 8, 6, 9, "ghi"), "to 1 id 7 holds 3 reject false"},
+		{"older transfer of the same sender", chunk(1, b1, 5, 4, 0, 9, "xyz"), "to 1 id 5 holds 0 reject true"},
+		{"another replica under a lower ballot", chunk(2, Ballot{}, 9, 8, 0, 9, "abc"), "to 2 id 9 holds 0 reject true"},
+		{"in order", chunk(1, b1, 7, 8, 3, 9, "def"), "to 1 id 7 holds 6 reject false"},
+		{"a newer leader's transfer replaces it", chunk(2, b2, 11, 8, 3, 9, "def"), "to 2 id 11 holds 0 reject false"},
+		{"the old leader's is refused", chunk(1, b1, 7, 8, 6, 9, "ghi"), "to 1 id 7 holds 0 reject true"},
+		{"from the start", chunk(2, b2, 11, 8, 0, 9, "abc"), "to 2 id 11 holds 3 reject false"},
+	}
+	for _, s := range steps {
+		if got := acksOf(t, n, s.m); len(got) != 1 || got[0] != s.want {
+			t.Fatalf("%s: acks %v, want [%s]", s.name, got, s.want)
+		}
+	}
+	// A transfer that stalls is dropped, with its memory, and another may
+	// take its place.
+	for range snapshotStallTicks(c.timing) {
+		n.Tick()
+	}
+	if n.recv != nil {
+		t.Fatalf("a stalled transfer is still held: %+v", n.recv)
+	}
+	if got := acksOf(t, n, chunk(1, b1, 13, 8, 0, 9, "abc")); len(got) != 1 || got[0] != "to 1 id 13 holds 3 reject false" {
+		t.Fatalf("after the stall: acks %v", got)
+	}
+}
+
+// A transfer announcing more than MaxSnapshotBytes is refused with
+// ErrSnapshotTooLarge before the receiver holds any of it.
+func TestSnapshotOverLimitRefused(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	limits := c.limits
+	limits.MaxSnapshotBytes = 8
+	c.setLimits(limits)
+	n := c.replicas[3].node
+	err := n.Step(chunk(1, Ballot{Round: 2, Replica: 1}, 7, 8, 0, 9, "abc"))
+	if !errors.Is(err, ErrSnapshotTooLarge) || errors.Is(err, ErrInvalidMessage) || !strings.Contains(err.Error(), "of 9 bytes, over MaxSnapshotBytes (8)") {
+		t.Fatalf("got %v, want ErrSnapshotTooLarge naming the sizes", err)
+	}
+	if n.recv != nil || n.HasReady() {
+		t.Fatalf("a refused transfer left state: recv %+v, ready %t", n.recv, n.HasReady())
+	}
+	if err := n.Step(chunk(1, Ballot{Round: 2, Replica: 1}, 7, 8, 0, 8, "abc")); err != nil {
+		t.Fatalf("a snapshot at the limit: %v", err)
+	}
+}
+
+// A follower that restarts in the middle of a transfer has forgotten the
+// bytes it held: its answer to the next chunk (it holds none) sends the
+// leader back to the start of the snapshot.
+func TestSnapshotTransferAfterReceiverRestart(t *testing.T) {
+	c := snapshotCluster(t, 16, 20)
+	restarted := false
+	for range 20 * c.timing.ElectionTicks {
+		c.tickAll(1)
+		c.deliver(1<<20, func(m Message) bool {
+			if !restarted && m.Type == MsgSnapshotAck && m.Start >= 64 {
+				// 3 holds 64 bytes or more; it crashes before this ack
+				// leaves and comes back with none.
+				restarted = true
+				c.crash(3)
+				c.restart(3)
+				return false
+			}
+			return true
+		})
+		if c.replicas[3].storage.snap.Meta.Index > 0 {
+			break
+		}
+	}
+	if !restarted {
+		t.Fatal("the transfer never reached 64 bytes")
+	}
+	if got, want := appliedOf(c, 3), appliedOf(c, 1); got != want {
+		t.Fatalf("replica 3 applied %q, want %q\n%s", got, want, c.describe())
+	}
+}
+
+func TestConfigValidatesSnapshotLimits(t *testing.T) {
+	for name, change := range map[string]func(*Limits){
+		"no chunk":          func(l *Limits) { l.MaxSnapshotChunkBytes = 0 },
+		"chunk over a half": func(l *Limits) { l.MaxSnapshotChunkBytes = MaxMessageBytes/2 + 1 },
+		"no snapshot":       func(l *Limits) { l.MaxSnapshotBytes = 0 },
+	} {
+		limits := DefaultLimits()
+		change(&limits)
+		_, err := NewNode(Config{ID: 1, Membership: Membership{Voters: []ReplicaID{1}}, Storage: newTestStorage(),
+			Rand: rand.New(rand.NewPCG(1, 1)), Timing: DefaultTiming(), Limits: limits})
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: got %v, want ErrConfig", name, err)
+		}
 	}
 }

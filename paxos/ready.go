@@ -27,10 +27,12 @@ type Ready struct {
 	// Committed are chosen entries to apply, in slot order, with no gap
 	// from the last applied slot.
 	Committed []Entry
-	// EarlyMessages are requests that acknowledge nothing (a leader's
-	// accepts, heartbeats and catch-up, pre-votes): they may be sent before
-	// or during the write of step 1, so that followers write while the
-	// leader does. The leader counts its own vote only once persisted.
+	// EarlyMessages are messages that acknowledge nothing durable (a
+	// leader's accepts, heartbeats and catch-up, pre-votes, snapshot
+	// chunks and their acks, which count bytes held in memory): they may
+	// be sent before or during the write of step 1, so that followers
+	// write while the leader does. The leader counts its own vote only
+	// once persisted.
 	EarlyMessages []Message
 	// Messages to send once the write in step 1 is durable.
 	Messages []Message

@@ -28,6 +28,8 @@ func (n *Node) stepRebuilding(m Message) {
 		n.maybeFinishRebuild(m.Entries)
 	case MsgSnapshot:
 		n.onSnapshot(m)
+	case MsgSnapshotAck:
+		n.onSnapshotAck(m)
 	}
 }
 

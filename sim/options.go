@@ -62,6 +62,10 @@ func DefaultOptions(seed uint64) Options {
 	limits.MaxInflightAccepts = 4
 	limits.MaxUncommittedSlots = 256
 	limits.MaxPromiseLagSlots = 1024
+	// The simulator's snapshots are 1-6 KiB: chunks of 512 bytes make every
+	// snapshot catch-up a transfer of several chunks, with their losses,
+	// duplicates and reordering.
+	limits.MaxSnapshotChunkBytes = 512
 	// Half the seeds run with asynchronous disks, half with inline writes:
 	// both ways of driving the replica are production paths.
 	var diskLatency time.Duration
@@ -86,7 +90,7 @@ func DefaultOptions(seed uint64) Options {
 		TickInterval:   50 * time.Millisecond,
 		Timing:         paxos.DefaultTiming(),
 		Limits:         limits,
-		Snapshots:      replica.SnapshotPolicy{EveryEntries: 64},
+		Snapshots:      replica.SnapshotPolicy{EveryEntries: 64, TailEntries: 16},
 		ProposalEvery:  150 * time.Millisecond,
 		FaultEvery:     700 * time.Millisecond,
 	}
