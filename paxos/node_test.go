@@ -664,6 +664,39 @@ func TestSnapshotTransferAfterReceiverRestart(t *testing.T) {
 	}
 }
 
+// A follower whose disk was lost reports a chosen index far below the one
+// it reported before. The leader catches it up from its latest report:
+// from the older, higher one, catch-up would start past what it holds, it
+// could use none of it, and each of its answers would ask for the same
+// useless batch again.
+func TestCatchUpFollowsTheLatestChosenReport(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a", "b", "c")
+	c.deliver(1<<20, nil)
+	c.settle()
+	c.crash(3)
+	c.wipe(3)
+	c.propose(1, "d") // the leader's chosen index moves past what 3 reported
+	useless := 0
+	for range 4 * c.timing.ElectionTicks {
+		c.tickAll(1)
+		// Bounded, so that a ping-pong of catch-ups fails fast.
+		c.deliver(200, func(m Message) bool {
+			if m.Type == MsgChosen && m.To == 3 && m.Entries[0].Slot > c.replicas[3].node.hs.Chosen+1 {
+				useless++
+			}
+			return true
+		})
+	}
+	if got := appliedOf(c, 3); got != "a,b,c,d" {
+		t.Fatalf("replica 3 applied %q:\n%s", got, c.describe())
+	}
+	if useless > 2 {
+		t.Fatalf("%d catch-ups to 3 started past its chosen index", useless)
+	}
+}
+
 func TestConfigValidatesSnapshotLimits(t *testing.T) {
 	for name, change := range map[string]func(*Limits){
 		"no chunk":          func(l *Limits) { l.MaxSnapshotChunkBytes = 0 },

@@ -194,9 +194,14 @@ type leadership struct {
 type progress struct {
 	next      uint64 // next slot to send
 	match     uint64 // highest slot known accepted under our ballot (or chosen)
-	chosen    uint64 // the follower's chosen index
 	inflight  int    // accepts sent and not answered
 	lastAckAt uint64 // local tick of the last reply
+	// chosen is the follower's latest report of its chosen index, which
+	// catch-up starts after. Like through it can go down: a follower that
+	// lost its disk (or restarted with an older chosen index, which is not
+	// written alone) would never connect to catch-up sent after an older,
+	// higher report, and would ask for the same useless batch again.
+	chosen uint64
 	// through is the follower's own latest report of how far it accepted
 	// without a gap. Unlike match it can go down (a restarted follower
 	// forgets its position), so resends start from it.
@@ -343,7 +348,7 @@ func (n *Node) onAccepted(m Message) {
 	l := n.lead
 	pr := l.progress[m.From]
 	pr.known = true
-	pr.chosen = max(pr.chosen, m.Chosen)
+	pr.chosen = m.Chosen
 	if m.Reject {
 		// A rebuilding replica: catch it up, never count its vote.
 		pr.rebuilding = true
