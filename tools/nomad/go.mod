@@ -3,6 +3,10 @@
 // that none of Nomad's dependencies enter paxcron's build graph. Nomad is
 // BUSL-licensed: only this go.mod and its go.sum are committed, never
 // Nomad's code or the binary (tools/nomad/bin is git-ignored).
+//
+// To move the pin, run `go get github.com/hashicorp/nomad@<version>` (and
+// the matching nomad/api) here, not `go mod tidy`: tidy also resolves the
+// tests of Nomad's dependencies, and fails on one of docker's.
 module paxcron/tools/nomad
 
 go 1.26.0
