@@ -213,7 +213,8 @@ func (c *Client) refused(ctx context.Context, l Launch, e *CallError) (string, e
 		e.Message += "; and the look-up that would show no child exists was refused too: " + err.Error()
 		return "", e
 	default:
-		return "", &CallError{Op: "dispatch", Subject: e.Subject, Status: e.Status, Err: e,
+		// Not wrapping e: this error must not say "rejected".
+		return "", &CallError{Op: "dispatch", Subject: e.Subject, Status: e.Status, Err: err,
 			Message: fmt.Sprintf("refused (%s), but the look-up for a child made before failed: %v", e.Message, err)}
 	}
 }

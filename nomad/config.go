@@ -168,7 +168,7 @@ func (c Config) Validate() error {
 func validAddress(addr string) error {
 	u, err := url.Parse(addr)
 	if err != nil {
-		return fmt.Errorf("%w: address (NOMAD_ADDR) %q: %v", ErrConfig, addr, err)
+		return fmt.Errorf("%w: address (NOMAD_ADDR) %q: %v; want http://host:port, https://host:port or unix:///path (the scheme is required)", ErrConfig, addr, err)
 	}
 	switch u.Scheme {
 	case "http", "https":

@@ -55,13 +55,15 @@ type DispatcherConfig struct {
 	Deliver func(launcher.Result)
 	// Workers is how many calls are in flight at most. Default 16.
 	Workers int
-	// MaxQueued bounds the requests waiting for a worker; Submit panics
-	// beyond it. The launcher has at most its MaxInflight (64 by default)
-	// calls outstanding in a term, and a term it lost leaves its calls to
-	// end by their deadline, the end of that term's lease; the default,
-	// four times the launcher's default MaxInflight, leaves room for
-	// terms that overlap so.
-	MaxQueued int
+	// MaxPending bounds the requests submitted and not yet answered, in
+	// flight or waiting for a worker; one more is a broken contract, and
+	// Submit panics. The launcher has at most its MaxInflight (64 by
+	// default) calls outstanding in a term, and a term it lost leaves its
+	// calls to end by their deadline, the end of that term's lease; the
+	// default, four times the launcher's default MaxInflight, leaves room
+	// for terms that overlap so. Set it to at least the launcher's
+	// MaxInflight.
+	MaxPending int
 	// RequestTimeout bounds a request from Submit to its Result, the wait
 	// for a worker and the retries included, besides the request's own
 	// Deadline. Keep it below the launcher's MaxCallLatency (10 s by
@@ -76,8 +78,8 @@ type DispatcherConfig struct {
 
 // Dispatcher defaults.
 const (
-	DefaultWorkers   = 16
-	DefaultMaxQueued = 4 * launcher.DefaultMaxInflight
+	DefaultWorkers    = 16
+	DefaultMaxPending = 4 * launcher.DefaultMaxInflight
 )
 
 // Errors a Dispatcher answers with without calling Nomad. Neither wraps
@@ -100,7 +102,10 @@ type Dispatcher struct {
 
 	mu     sync.Mutex
 	closed bool
-	queue  chan queued
+	// pending counts the requests queued and not yet answered; queue
+	// holds up to MaxPending, so a send to it never blocks.
+	pending int
+	queue   chan queued
 }
 
 type queued struct {
@@ -115,14 +120,14 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	switch {
 	case cfg.Caller == nil || cfg.Deliver == nil:
 		return nil, fmt.Errorf("%w: DispatcherConfig needs a Caller and a Deliver", ErrConfig)
-	case cfg.Workers < 0 || cfg.MaxQueued < 0 || cfg.RequestTimeout < 0:
+	case cfg.Workers < 0 || cfg.MaxPending < 0 || cfg.RequestTimeout < 0:
 		return nil, fmt.Errorf("%w: DispatcherConfig has a negative limit", ErrConfig)
 	}
 	if cfg.Workers == 0 {
 		cfg.Workers = DefaultWorkers
 	}
-	if cfg.MaxQueued == 0 {
-		cfg.MaxQueued = DefaultMaxQueued
+	if cfg.MaxPending == 0 {
+		cfg.MaxPending = DefaultMaxPending
 	}
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
@@ -130,7 +135,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &Dispatcher{cfg: cfg, queue: make(chan queued, cfg.MaxQueued)}
+	d := &Dispatcher{cfg: cfg, queue: make(chan queued, cfg.MaxPending)}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.wg.Add(cfg.Workers)
 	for range cfg.Workers {
@@ -142,7 +147,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 // Submit queues r and returns at once. A request whose Deadline has
 // passed, or one submitted after Close, is answered at once (through
 // Deliver, from this goroutine) with an error and no call. More than
-// MaxQueued requests waiting is a broken bound and panics.
+// MaxPending requests unanswered is a broken bound and panics.
 func (d *Dispatcher) Submit(r launcher.Request) {
 	if r.Op < launcher.OpDispatch || r.Op > launcher.OpStop {
 		panic(fmt.Sprintf("nomad: Submit of request %d with unknown op %v", r.ID, r.Op))
@@ -159,20 +164,26 @@ func (d *Dispatcher) Submit(r launcher.Request) {
 		d.cfg.Deliver(launcher.Result{ID: r.ID, Err: ErrClosed})
 		return
 	}
-	select {
-	case d.queue <- q:
+	if d.pending == d.cfg.MaxPending {
 		d.mu.Unlock()
-	default:
-		d.mu.Unlock()
-		panic(fmt.Sprintf("nomad: Submit: more than MaxQueued=%d requests wait for %d workers; the launcher's MaxInflight must stay below it",
-			d.cfg.MaxQueued, d.cfg.Workers))
+		panic(fmt.Sprintf("nomad: Submit: %d requests unanswered already (MaxPending); the launcher's MaxInflight must stay below it",
+			d.cfg.MaxPending))
 	}
+	d.pending++
+	d.queue <- q // never blocks: pending <= MaxPending, the queue's capacity
+	d.mu.Unlock()
 }
 
 func (d *Dispatcher) work() {
 	defer d.wg.Done()
 	for q := range d.queue {
-		d.cfg.Deliver(d.run(q))
+		res := d.run(q)
+		// Counted out before the launcher can hear of it: a request it
+		// submits on hearing this one's Result finds the room.
+		d.mu.Lock()
+		d.pending--
+		d.mu.Unlock()
+		d.cfg.Deliver(res)
 	}
 }
 

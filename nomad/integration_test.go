@@ -1,10 +1,11 @@
 package nomad_test
 
 // Integration tests against a real Nomad dev agent (nomad/nomadtest): one
-// agent for the package, plus one with ACLs for TestACLDenied. They skip
-// when there is no nomad binary (NOMAD_BIN or PATH). Each test uses parent
+// agent for the package, plus one with ACLs for TestAgentACLDenied. They skip
+// when there is no nomad binary (NOMAD_BIN or PATH). Their names start
+// with TestAgent: go test -run TestAgent runs them alone. Each test uses parent
 // jobs of its own, so they may share the agent; they do not run in
-// parallel, since TestLookupAfterGC forces a GC of every dead job.
+// parallel, since TestAgentLookupAfterGC forces a GC of every dead job.
 
 import (
 	"context"
@@ -137,7 +138,7 @@ func children(t *testing.T, a *api.Client, l nomad.Launch) []*api.JobListStub {
 	return jobs
 }
 
-func TestDispatchChildHasMetaAndToken(t *testing.T) {
+func TestAgentDispatchChildHasMetaAndToken(t *testing.T) {
 	agent := nomadtest.Shared(t)
 	a, c := admin(t, agent), client(t, agent, agent.Token)
 	register(t, a, parentJob("it-meta"))
@@ -172,7 +173,7 @@ func TestDispatchChildHasMetaAndToken(t *testing.T) {
 	}
 }
 
-func TestDispatchRepeatedReturnsSameChild(t *testing.T) {
+func TestAgentDispatchRepeatedReturnsSameChild(t *testing.T) {
 	agent := nomadtest.Shared(t)
 	a, c := admin(t, agent), client(t, agent, agent.Token)
 	register(t, a, parentJob("it-repeat"))
@@ -199,13 +200,13 @@ func TestDispatchRepeatedReturnsSameChild(t *testing.T) {
 	}
 }
 
-// TestConcurrentDispatchOneChild: 16 (then 32) dispatches of one identity
+// TestAgentConcurrentDispatchOneChild: 16 (then 32) dispatches of one identity
 // at once make one child, and every caller is told that child, although
 // Nomad may answer a loser with a child that does not exist (a phantom:
 // measured here, 4 to 26 in rounds of 32, rarely any in rounds of 16).
 // Each round is a new identity; the callers' connections are opened
 // first, so that the dispatches reach Nomad together.
-func TestConcurrentDispatchOneChild(t *testing.T) {
+func TestAgentConcurrentDispatchOneChild(t *testing.T) {
 	agent := nomadtest.Shared(t)
 	a := admin(t, agent)
 	register(t, a, parentJob("it-herd"))
@@ -257,7 +258,7 @@ func TestConcurrentDispatchOneChild(t *testing.T) {
 		sizes, st.DispatchAttempts, st.Phantoms, st.RepeatedTokens)
 }
 
-func TestLookupAfterChildFinished(t *testing.T) {
+func TestAgentLookupAfterChildFinished(t *testing.T) {
 	agent := nomadtest.Shared(t)
 	a, c := admin(t, agent), client(t, agent, agent.Token)
 	register(t, a, parentJob("it-finished"))
@@ -302,10 +303,10 @@ func waitDead(t *testing.T, a *api.Client, child string) {
 	})
 }
 
-// TestLookupAfterGC: once Nomad collected the child (here a forced GC,
+// TestAgentLookupAfterGC: once Nomad collected the child (here a forced GC,
 // `nomad system gc`), the token is forgotten: the look-up finds nothing
 // and a dispatch makes a second child. This is the memory horizon.
-func TestLookupAfterGC(t *testing.T) {
+func TestAgentLookupAfterGC(t *testing.T) {
 	agent := nomadtest.Shared(t)
 	a, c := admin(t, agent), client(t, agent, agent.Token)
 	register(t, a, parentJob("it-gc"))
@@ -340,10 +341,10 @@ func TestLookupAfterGC(t *testing.T) {
 	t.Logf("after GC the token made a second child: %s (first %s)", again, child)
 }
 
-// TestStoppedParent: Nomad refuses a dispatch against a stopped parent
+// TestAgentStoppedParent: Nomad refuses a dispatch against a stopped parent
 // (a 500) even when the token's child exists; Dispatch then proves the
 // child by look-up, and refuses a new identity.
-func TestStoppedParent(t *testing.T) {
+func TestAgentStoppedParent(t *testing.T) {
 	agent := nomadtest.Shared(t)
 	a, c := admin(t, agent), client(t, agent, agent.Token)
 	register(t, a, parentJob("it-stopped"))
@@ -382,9 +383,9 @@ func TestStoppedParent(t *testing.T) {
 	}
 }
 
-// TestRunningForbid: a long child is running (pending first), then not
+// TestAgentRunningForbid: a long child is running (pending first), then not
 // once it ended.
-func TestRunningForbid(t *testing.T) {
+func TestAgentRunningForbid(t *testing.T) {
 	agent := nomadtest.Shared(t)
 	a, c := admin(t, agent), client(t, agent, agent.Token)
 	register(t, a, parentJob("it-forbid"))
@@ -411,9 +412,9 @@ func TestRunningForbid(t *testing.T) {
 	}
 }
 
-// TestStopReplace: Stop ends a running child; stopping it again, or a
+// TestAgentStopReplace: Stop ends a running child; stopping it again, or a
 // missing child, is no error.
-func TestStopReplace(t *testing.T) {
+func TestAgentStopReplace(t *testing.T) {
 	agent := nomadtest.Shared(t)
 	a, c := admin(t, agent), client(t, agent, agent.Token)
 	register(t, a, parentJob("it-replace"))
@@ -447,9 +448,9 @@ func TestStopReplace(t *testing.T) {
 	}
 }
 
-// TestRefusals: what Nomad refuses comes back as launcher.ErrRejected with
+// TestAgentRefusals: what Nomad refuses comes back as launcher.ErrRejected with
 // Nomad's message, and makes no child.
-func TestRefusals(t *testing.T) {
+func TestAgentRefusals(t *testing.T) {
 	agent := nomadtest.Shared(t)
 	a, c := admin(t, agent), client(t, agent, agent.Token)
 
@@ -492,7 +493,7 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-func TestCheckVersion(t *testing.T) {
+func TestAgentCheckVersion(t *testing.T) {
 	agent := nomadtest.Shared(t)
 	v, err := client(t, agent, agent.Token).CheckVersion(ctxFor(t, 10*time.Second))
 	if err != nil {
@@ -503,10 +504,10 @@ func TestCheckVersion(t *testing.T) {
 	}
 }
 
-// TestACLDenied runs an agent with ACLs: a token that may read and list
+// TestAgentACLDenied runs an agent with ACLs: a token that may read and list
 // jobs but not dispatch them is refused (rejected), and a token without
 // node:read or agent:read cannot check the version.
-func TestACLDenied(t *testing.T) {
+func TestAgentACLDenied(t *testing.T) {
 	agent := nomadtest.Start(t, nomadtest.Options{ACL: true})
 	a := admin(t, agent)
 	register(t, a, parentJob("it-acl"))
@@ -544,9 +545,9 @@ func TestACLDenied(t *testing.T) {
 	}
 }
 
-// TestDispatcherAgainstNomad runs the launcher's four ops through the
+// TestAgentDispatcherAgainstNomad runs the launcher's four ops through the
 // asynchronous Dispatcher.
-func TestDispatcherAgainstNomad(t *testing.T) {
+func TestAgentDispatcherAgainstNomad(t *testing.T) {
 	agent := nomadtest.Shared(t)
 	a, c := admin(t, agent), client(t, agent, agent.Token)
 	register(t, a, parentJob("it-async"))

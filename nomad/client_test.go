@@ -1,0 +1,653 @@
+package nomad
+
+// Unit tests of the Client against httptest servers that answer as Nomad
+// 1.11 does (status codes and messages as measured on the dev agent; see
+// integration_test.go for the real thing).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"paxcron/cron/launcher"
+	"paxcron/cron/state"
+)
+
+// fake starts a server with h and returns a Client of it with short
+// timeouts and backoffs.
+func fake(t *testing.T, h http.HandlerFunc) *Client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	cfg := DefaultConfig()
+	cfg.Address = srv.URL
+	cfg.CallTimeout = time.Second
+	cfg.RequestTimeout = 3 * time.Second
+	cfg.RetryBackoffMin = 5 * time.Millisecond
+	cfg.RetryBackoffMax = 20 * time.Millisecond
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// reply answers as Nomad does: JSON with an index header on success, the
+// message as plain text otherwise.
+func reply(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("X-Nomad-Index", "7")
+	w.Header().Set("X-Nomad-LastContact", "0")
+	w.Header().Set("X-Nomad-KnownLeader", "true")
+	if s, ok := v.(string); ok && status != http.StatusOK {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(status)
+		io.WriteString(w, s)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// dispatchCall is what a dispatch request carried.
+type dispatchCall struct {
+	Token            string
+	IdPrefixTemplate string
+	Meta             map[string]string
+	Payload          []byte
+	Namespace        string
+	Region           string
+}
+
+func readDispatch(t *testing.T, r *http.Request) dispatchCall {
+	var body struct {
+		JobID            string
+		Meta             map[string]string
+		Payload          []byte
+		IdPrefixTemplate string
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		t.Errorf("dispatch body: %v", err)
+	}
+	q := r.URL.Query()
+	return dispatchCall{Token: q.Get("idempotency_token"), IdPrefixTemplate: body.IdPrefixTemplate, Meta: body.Meta,
+		Payload: body.Payload, Namespace: q.Get("namespace"), Region: q.Get("region")}
+}
+
+func isDispatch(r *http.Request) bool {
+	return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/dispatch")
+}
+
+// jobPath is the job a /v1/job/<id> request names.
+func jobPath(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, "/v1/job/") }
+
+func childJob(id, token, status string) map[string]any {
+	return map[string]any{"ID": id, "DispatchIdempotencyToken": token, "Status": status, "Stop": false}
+}
+
+var testLaunch = Launch{
+	Target:      state.Target{NomadJob: "report", Namespace: "analytics"},
+	Job:         "nightly",
+	Identity:    "nightly-1772330400",
+	ScheduledAt: time.Date(2026, 3, 1, 3, 0, 0, 0, time.FixedZone("CET", 3600)),
+	Meta:        map[string]string{"kind": "nightly"},
+	Payload:     []byte(`{"x":1}`),
+}
+
+const child1 = "report/dispatch-nightly-1772330400-1772330401-0123abcd"
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		status    int
+		body      string
+		permanent bool
+	}{
+		{500, "No cluster leader", false},
+		{500, "rpc error: leadership lost while committing log", false},
+		{500, "failed to retrieve jobs for idempotency check", false},
+		{500, "rpc error: No path to region", false},
+		{500, "parameterized job not found", true},
+		{500, `rpc error: Specified job "report" is stopped`, true},
+		{500, `Specified job "report" is not a parameterized job`, true},
+		{500, "Dispatch request included unpermitted metadata keys: [paxcron_job]", true},
+		{500, "Dispatch did not provide required meta keys: [region]", true},
+		{500, "Payload exceeds maximum size; 20000 > 16384", true},
+		{500, "Payload is not provided but required by parameterized job", true},
+		{500, "Payload provided but forbidden by parameterized job", true},
+		{500, `Duplicate key "a" in passed metadata`, true},
+		{500, "dispatch job priority must be between [1, 100]", true},
+		{502, "Bad Gateway", false},
+		{503, "Service Unavailable", false},
+		{504, "", false},
+		{429, "Too Many Requests", false},
+		{408, "Request Timeout", false},
+		{403, "Permission denied", true},
+		{403, "ACL token not found", true},
+		{403, "job registrations are disabled", true},
+		{400, "Job ID does not match", true},
+		{404, "job not found", true},
+		{413, "Request Entity Too Large", true},
+	} {
+		c := fake(t, func(w http.ResponseWriter, r *http.Request) { reply(w, tc.status, tc.body) })
+		_, _, err := c.api.Jobs().Info("x", nil)
+		e := callError("dispatch", "x", err)
+		if e.Permanent != tc.permanent || e.Status != tc.status || (tc.body != "" && e.Message != tc.body) {
+			t.Errorf("%d %q: %+v; want permanent %v", tc.status, tc.body, e, tc.permanent)
+		}
+		if errors.Is(e, launcher.ErrRejected) != tc.permanent {
+			t.Errorf("%d %q: errors.Is(ErrRejected) = %v", tc.status, tc.body, !tc.permanent)
+		}
+	}
+
+	// No answer at all: unknown.
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	cfg := DefaultConfig()
+	cfg.Address = srv.URL
+	c, _ := New(cfg)
+	_, _, err := c.api.Jobs().Info("x", nil)
+	if e := callError("dispatch", "x", err); e.Permanent || e.Status != 0 {
+		t.Errorf("connection refused: %+v", e)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err = c.api.Jobs().Info("x", (&api.QueryOptions{}).WithContext(ctx))
+	if e := callError("dispatch", "x", err); e.Permanent {
+		t.Errorf("canceled: %+v", e)
+	}
+}
+
+func TestDispatchProvesChild(t *testing.T) {
+	var calls []dispatchCall
+	var reads int
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case isDispatch(r):
+			calls = append(calls, readDispatch(t, r))
+			reply(w, 200, map[string]any{"DispatchedJobID": child1, "EvalID": "e1"})
+		case r.Method == http.MethodGet && jobPath(r) == child1:
+			reads++
+			reply(w, 200, childJob(child1, testLaunch.Identity, "pending"))
+		default:
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+		}
+	})
+	got, err := c.Dispatch(context.Background(), testLaunch)
+	if err != nil || got != child1 {
+		t.Fatalf("Dispatch = %q, %v", got, err)
+	}
+	if len(calls) != 1 || reads != 1 {
+		t.Fatalf("%d dispatches, %d reads; want 1, 1", len(calls), reads)
+	}
+	want := dispatchCall{
+		Token: testLaunch.Identity, IdPrefixTemplate: testLaunch.Identity, Namespace: "analytics", Payload: []byte(`{"x":1}`),
+		Meta: map[string]string{"kind": "nightly", MetaIdentity: "nightly-1772330400", MetaJob: "nightly", MetaScheduledAt: "2026-03-01T02:00:00Z"},
+	}
+	if g := calls[0]; g.Token != want.Token || g.IdPrefixTemplate != want.IdPrefixTemplate || g.Namespace != want.Namespace ||
+		string(g.Payload) != string(want.Payload) || !sameMap(g.Meta, want.Meta) {
+		t.Fatalf("dispatch sent %+v, want %+v", g, want)
+	}
+}
+
+func sameMap(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestDispatchRepeatedTokenNeedsNoReadBack(t *testing.T) {
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		if !isDispatch(r) {
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+		}
+		reply(w, 200, map[string]any{"DispatchedJobID": child1, "EvalID": ""})
+	})
+	if got, err := c.Dispatch(context.Background(), testLaunch); err != nil || got != child1 {
+		t.Fatalf("Dispatch = %q, %v", got, err)
+	}
+	if st := c.Stats(); st.RepeatedTokens != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestDispatchPhantomRetried: a 200 naming a child that does not exist is
+// retried with the same token, and the second reply's child is returned.
+func TestDispatchPhantomRetried(t *testing.T) {
+	const phantom = "report/dispatch-nightly-1772330400-1772330401-ffffffff"
+	var calls []dispatchCall
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case isDispatch(r) && len(calls) == 0:
+			calls = append(calls, readDispatch(t, r))
+			reply(w, 200, map[string]any{"DispatchedJobID": phantom, "EvalID": "e-phantom"})
+		case isDispatch(r):
+			calls = append(calls, readDispatch(t, r))
+			reply(w, 200, map[string]any{"DispatchedJobID": child1, "EvalID": ""})
+		case r.Method == http.MethodGet && jobPath(r) == phantom:
+			reply(w, 404, "job not found")
+		default:
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+		}
+	})
+	got, err := c.Dispatch(context.Background(), testLaunch)
+	if err != nil || got != child1 {
+		t.Fatalf("Dispatch = %q, %v; want %s", got, err, child1)
+	}
+	if len(calls) != 2 || calls[0].Token != calls[1].Token || calls[0].IdPrefixTemplate != calls[1].IdPrefixTemplate ||
+		!sameMap(calls[0].Meta, calls[1].Meta) {
+		t.Fatalf("dispatches %+v: want two, alike", calls)
+	}
+	if st := c.Stats(); st.Phantoms != 1 || st.DispatchAttempts != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestDispatchLostReplyRetried: the first dispatch makes the child but its
+// reply is lost (the connection drops); the retry, with the same token,
+// gets the stored child.
+func TestDispatchLostReplyRetried(t *testing.T) {
+	var mu sync.Mutex
+	made := map[string]string{} // token -> child
+	var tokens []string
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !isDispatch(r) {
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+			return
+		}
+		d := readDispatch(t, r)
+		tokens = append(tokens, d.Token)
+		if child, ok := made[d.Token]; ok {
+			reply(w, 200, map[string]any{"DispatchedJobID": child, "EvalID": ""})
+			return
+		}
+		made[d.Token] = child1
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn.Close()
+	})
+	got, err := c.Dispatch(context.Background(), testLaunch)
+	if err != nil || got != child1 {
+		t.Fatalf("Dispatch = %q, %v", got, err)
+	}
+	if len(tokens) != 2 || tokens[0] != tokens[1] || tokens[0] != testLaunch.Identity {
+		t.Fatalf("tokens %v", tokens)
+	}
+}
+
+// TestDispatchRetriesSameTokenUntilDeadline: with no leader, the dispatch
+// is retried, always with the launch's token, and gives up by the
+// deadline with an error that leaves the outcome open.
+func TestDispatchRetriesSameTokenUntilDeadline(t *testing.T) {
+	var mu sync.Mutex
+	var tokens []string
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		tokens = append(tokens, readDispatch(t, r).Token)
+		mu.Unlock()
+		reply(w, 500, "No cluster leader")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Dispatch(ctx, testLaunch)
+	took := time.Since(start)
+	if err == nil || Permanent(err) || !strings.Contains(err.Error(), "No cluster leader") {
+		t.Fatalf("Dispatch = %v; want an unknown outcome naming Nomad's message", err)
+	}
+	if took > 400*time.Millisecond+200*time.Millisecond {
+		t.Fatalf("took %v past a 400 ms deadline", took)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(tokens) < 5 {
+		t.Fatalf("%d attempts in 400 ms with 5-20 ms backoff", len(tokens))
+	}
+	for _, tok := range tokens {
+		if tok != testLaunch.Identity {
+			t.Fatalf("a retry used token %q, not %q", tok, testLaunch.Identity)
+		}
+	}
+	t.Logf("%d attempts in %v: %v", len(tokens), took.Round(time.Millisecond), err)
+}
+
+// TestDispatchHungNomad: an agent that never answers costs each attempt
+// CallTimeout, and the call gives up by its deadline.
+func TestDispatchHungNomad(t *testing.T) {
+	var mu sync.Mutex
+	attempts := 0
+	done := make(chan struct{})
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		attempts++
+		mu.Unlock()
+		io.Copy(io.Discard, r.Body) // then the server notices the client leave
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	})
+	t.Cleanup(func() { close(done) }) // before the server's Close
+	c.cfg.CallTimeout = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 450*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Dispatch(ctx, testLaunch)
+	took := time.Since(start)
+	if err == nil || Permanent(err) {
+		t.Fatalf("Dispatch = %v; want an unknown outcome", err)
+	}
+	if took < 400*time.Millisecond || took > 650*time.Millisecond {
+		t.Fatalf("took %v with a 450 ms deadline", took)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if attempts < 3 {
+		t.Fatalf("%d attempts of 100 ms in 450 ms", attempts)
+	}
+}
+
+// TestDispatchRequestTimeout: without a deadline of its own, a call ends
+// after RequestTimeout.
+func TestDispatchRequestTimeout(t *testing.T) {
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) { reply(w, 503, "Service Unavailable") })
+	c.cfg.RequestTimeout = 200 * time.Millisecond
+	start := time.Now()
+	_, err := c.Dispatch(context.Background(), testLaunch)
+	if took := time.Since(start); err == nil || took > 400*time.Millisecond {
+		t.Fatalf("Dispatch = %v after %v; want an error within 200 ms", err, took)
+	}
+}
+
+// TestDispatchRefusal: a refused dispatch is checked by look-up. A child
+// found is the answer (the parent was stopped after it was made); none
+// found makes the refusal final; a failed look-up leaves it open.
+func TestDispatchRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		status     int
+		msg        string
+		listStatus int
+		list       []map[string]any
+		wantChild  string
+		wantReject bool
+	}{
+		{"stopped parent, child exists", 500, `Specified job "report" is stopped`, 200,
+			[]map[string]any{{"ID": child1, "CreateIndex": 5}}, child1, false},
+		{"stopped parent, no child", 500, `Specified job "report" is stopped`, 200, nil, "", true},
+		{"missing parent", 500, "parameterized job not found", 200, nil, "", true},
+		{"permission denied, look-up denied", 403, "Permission denied", 403, nil, "", true},
+		{"refused, look-up failing", 500, `Specified job "report" is stopped`, 503, nil, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case isDispatch(r):
+					reply(w, tc.status, tc.msg)
+				case r.Method == http.MethodGet && r.URL.Path == "/v1/jobs" && tc.listStatus != 200:
+					reply(w, tc.listStatus, "Service Unavailable")
+				case r.Method == http.MethodGet && r.URL.Path == "/v1/jobs":
+					reply(w, 200, append([]map[string]any{}, tc.list...))
+				default:
+					t.Errorf("unexpected %s %s", r.Method, r.URL)
+				}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			got, err := c.Dispatch(ctx, testLaunch)
+			switch {
+			case tc.wantChild != "":
+				if err != nil || got != tc.wantChild {
+					t.Fatalf("Dispatch = %q, %v; want %s", got, err, tc.wantChild)
+				}
+			case tc.wantReject:
+				if !Permanent(err) || !strings.Contains(err.Error(), tc.msg) {
+					t.Fatalf("Dispatch = %v; want rejected with %q", err, tc.msg)
+				}
+			default:
+				if err == nil || Permanent(err) {
+					t.Fatalf("Dispatch = %v; want an open outcome", err)
+				}
+			}
+			t.Log(err)
+		})
+	}
+}
+
+func TestDispatchInvalidLaunch(t *testing.T) {
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) { t.Errorf("unexpected %s %s", r.Method, r.URL) })
+	for _, l := range []Launch{
+		{Target: state.Target{NomadJob: "report"}, Identity: `bad"identity`},
+		{Target: state.Target{NomadJob: "report"}, Identity: ""},
+		{Target: state.Target{NomadJob: "report"}, Identity: "ok-1", Meta: map[string]string{"paxcron_job": "x"}},
+		{Identity: "ok-1"},
+	} {
+		if _, err := c.Dispatch(context.Background(), l); !Permanent(err) {
+			t.Errorf("Dispatch(%+v) = %v; want rejected", l, err)
+		}
+	}
+}
+
+func TestLookup(t *testing.T) {
+	manual := "report/dispatch-nightly-1772330400-manual-1772330405-0123abcd"
+	later := "report/dispatch-nightly-1772330400-1772330409-99999999"
+	var query map[string][]string
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		query = r.URL.Query()
+		if r.URL.Path != "/v1/jobs" {
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+		}
+		// As a server that ignored the filter would answer.
+		reply(w, 200, []map[string]any{{"ID": manual, "CreateIndex": 3}, {"ID": later, "CreateIndex": 9}, {"ID": child1, "CreateIndex": 5}})
+	})
+	c.cfg.Region = "eu"
+	got, found, err := c.Lookup(context.Background(), testLaunch.Target, testLaunch.Identity)
+	if err != nil || !found || got != child1 {
+		t.Fatalf("Lookup = %q, %v, %v; want %s", got, found, err, child1)
+	}
+	want := map[string]string{
+		"prefix": "report/dispatch-nightly-1772330400-", "filter": `DispatchIdempotencyToken == "nightly-1772330400"`,
+		"namespace": "analytics", "region": "eu",
+	}
+	for k, v := range want {
+		if g := query[k]; len(g) != 1 || g[0] != v {
+			t.Errorf("query %s = %v, want %q", k, g, v)
+		}
+	}
+	if _, stale := query["stale"]; stale {
+		t.Error("the look-up allows a stale answer")
+	}
+	if _, _, err := c.Lookup(context.Background(), testLaunch.Target, `x" or ""=="`); !Permanent(err) {
+		t.Errorf("Lookup with an invalid identity = %v", err)
+	}
+}
+
+func TestLookupNotFoundAndRetry(t *testing.T) {
+	n := 0
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		n++
+		if n == 1 {
+			reply(w, 500, "No cluster leader")
+			return
+		}
+		reply(w, 200, []map[string]any{})
+	})
+	if got, found, err := c.Lookup(context.Background(), testLaunch.Target, testLaunch.Identity); err != nil || found || got != "" {
+		t.Fatalf("Lookup = %q, %v, %v; want not found", got, found, err)
+	}
+	if n != 2 {
+		t.Fatalf("%d calls, want 2", n)
+	}
+}
+
+func TestRunning(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status string // "" means 404
+		allocs []string
+		want   bool
+	}{
+		{"pending", "pending", nil, true},
+		{"running", "running", nil, true},
+		{"dead, all complete", "dead", []string{"complete", "failed"}, false},
+		{"dead, no allocs", "dead", nil, false},
+		{"dead, task still stopping", "dead", []string{"complete", "running"}, true},
+		{"dead, client lost", "dead", []string{"unknown"}, true},
+		{"gone", "", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.Method == http.MethodGet && jobPath(r) == child1 && tc.status == "":
+					reply(w, 404, "job not found")
+				case r.Method == http.MethodGet && jobPath(r) == child1:
+					reply(w, 200, childJob(child1, "t", tc.status))
+				case r.Method == http.MethodGet && jobPath(r) == child1+"/allocations":
+					var out []map[string]any
+					for _, s := range tc.allocs {
+						out = append(out, map[string]any{"ID": "a", "ClientStatus": s})
+					}
+					reply(w, 200, append([]map[string]any{}, out...))
+				default:
+					t.Errorf("unexpected %s %s", r.Method, r.URL)
+				}
+			})
+			if got, err := c.Running(context.Background(), testLaunch.Target, child1); err != nil || got != tc.want {
+				t.Fatalf("Running = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestStop(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		job      map[string]any // nil: 404
+		delete   int            // the DELETE's status
+		deletes  int
+		wantPerm bool
+	}{
+		{"running", childJob(child1, "t", "running"), 200, 1, false},
+		{"dead", childJob(child1, "t", "dead"), 200, 0, false},
+		{"stopped", map[string]any{"ID": child1, "Status": "running", "Stop": true}, 200, 0, false},
+		{"gone", nil, 200, 0, false},
+		{"gone meanwhile", childJob(child1, "t", "running"), 404, 1, false},
+		{"denied", childJob(child1, "t", "running"), 403, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			deletes := 0
+			c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.Method == http.MethodGet && jobPath(r) == child1 && tc.job == nil:
+					reply(w, 404, "job not found")
+				case r.Method == http.MethodGet && jobPath(r) == child1:
+					reply(w, 200, tc.job)
+				case r.Method == http.MethodDelete && jobPath(r) == child1:
+					deletes++
+					if r.URL.Query().Get("purge") != "false" {
+						t.Errorf("stop with purge=%q", r.URL.Query().Get("purge"))
+					}
+					if tc.delete != 200 {
+						reply(w, tc.delete, "job not found")
+						return
+					}
+					reply(w, 200, map[string]any{"EvalID": "e"})
+				default:
+					t.Errorf("unexpected %s %s", r.Method, r.URL)
+				}
+			})
+			err := c.Stop(context.Background(), testLaunch.Target, child1)
+			if (err != nil) != tc.wantPerm || (err != nil && !Permanent(err)) || deletes != tc.deletes {
+				t.Fatalf("Stop = %v with %d deletes; want %d deletes, permanent error %v", err, deletes, tc.deletes, tc.wantPerm)
+			}
+		})
+	}
+}
+
+func TestCheckVersion(t *testing.T) {
+	type member struct {
+		Name   string
+		Status string
+		Tags   map[string]string
+	}
+	alive := func(builds ...string) []member {
+		var ms []member
+		for i, b := range builds {
+			ms = append(ms, member{Name: string(rune('a' + i)), Status: "alive", Tags: map[string]string{"build": b}})
+		}
+		return ms
+	}
+	for _, tc := range []struct {
+		name      string
+		members   []member // nil: 403
+		self      string   // "": 403
+		want      string
+		wantError string
+	}{
+		{"current", alive("1.11.3"), "", "1.11.3", ""},
+		{"first fixed", alive("1.11.2"), "", "1.11.2", ""},
+		{"enterprise", alive("1.11.2+ent"), "", "1.11.2+ent", ""},
+		{"newer", alive("2.0.0", "1.12.0"), "", "1.12.0", ""},
+		{"too old", alive("1.11.1"), "", "", "Nomad 1.11.1 is older than 1.11.2"},
+		{"one server too old", alive("1.11.3", "1.10.5", "1.11.3"), "", "", "1.10.5 is older"},
+		{"prerelease of the fix", alive("1.11.2-dev"), "", "", "older than 1.11.2"},
+		{"old server gone", append(alive("1.11.3"), member{Name: "z", Status: "left", Tags: map[string]string{"build": "1.9.0"}}), "", "1.11.3", ""},
+		{"garbage", alive("nightly"), "", "", "cannot read the Nomad version"},
+		{"no node:read, agent:read", nil, "1.11.3", "1.11.3", ""},
+		{"no node:read, old agent", nil, "1.10.0", "", "older than 1.11.2"},
+		{"neither", nil, "", "", "node:read or agent:read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.URL.Path == "/v1/agent/members" && tc.members == nil:
+					reply(w, 403, "Permission denied")
+				case r.URL.Path == "/v1/agent/members":
+					reply(w, 200, map[string]any{"Members": tc.members})
+				case r.URL.Path == "/v1/agent/self" && tc.self == "":
+					reply(w, 403, "Permission denied")
+				case r.URL.Path == "/v1/agent/self":
+					reply(w, 200, map[string]any{"member": map[string]any{"Tags": map[string]string{"build": tc.self}}})
+				default:
+					t.Errorf("unexpected %s %s", r.Method, r.URL)
+				}
+			})
+			got, err := c.CheckVersion(context.Background())
+			if tc.wantError != "" {
+				if !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), tc.wantError) {
+					t.Fatalf("CheckVersion = %q, %v; want an error with %q", got, err, tc.wantError)
+				}
+				t.Log(err)
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("CheckVersion = %q, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+	// The refusal says why.
+	_, err := checkVersions([]string{"1.11.1"})
+	if !strings.Contains(err.Error(), "several children") {
+		t.Errorf("refusal %q does not say why", err)
+	}
+}

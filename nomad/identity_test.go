@@ -1,0 +1,119 @@
+package nomad
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"paxcron/cron/launcher"
+	"paxcron/cron/state"
+)
+
+func TestDispatchMeta(t *testing.T) {
+	at := time.Date(2026, 3, 1, 3, 0, 0, 0, time.FixedZone("CET", 3600))
+	for _, tc := range []struct {
+		name string
+		l    Launch
+		want map[string]string
+		err  string
+	}{
+		{"no meta", Launch{Job: "j", Identity: "j-1772330400", ScheduledAt: at},
+			map[string]string{MetaIdentity: "j-1772330400", MetaJob: "j", MetaScheduledAt: "2026-03-01T02:00:00Z"}, ""},
+		{"job meta kept", Launch{Job: "j", Identity: "j-1772330400-manual", ScheduledAt: at, Meta: map[string]string{"a": "1", "paxcron": "ok"}},
+			map[string]string{"a": "1", "paxcron": "ok", MetaIdentity: "j-1772330400-manual", MetaJob: "j", MetaScheduledAt: "2026-03-01T02:00:00Z"}, ""},
+		{"reserved key", Launch{Job: "j", Identity: "j-1", Meta: map[string]string{"paxcron_identity": "x"}}, nil, "paxcron's own"},
+		{"empty identity", Launch{Job: "j"}, nil, "1 to 256 bytes"},
+		{"quote in identity", Launch{Job: "j", Identity: `j"-1`}, nil, "not one of"},
+		{"slash in identity", Launch{Job: "j", Identity: "j/1"}, nil, "not one of"},
+		{"long identity", Launch{Job: "j", Identity: strings.Repeat("a", 257)}, nil, "1 to 256 bytes"},
+	} {
+		got, err := DispatchMeta(tc.l)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v; want an error with %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !sameMap(got, tc.want) {
+			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestDispatchMetaLeavesJobMetaAlone(t *testing.T) {
+	meta := map[string]string{"a": "1"}
+	if _, err := DispatchMeta(Launch{Job: "j", Identity: "j-1", Meta: meta}); err != nil {
+		t.Fatal(err)
+	}
+	if len(meta) != 1 {
+		t.Fatalf("the job's meta was changed: %v", meta)
+	}
+}
+
+func TestLaunchOf(t *testing.T) {
+	at := time.Unix(1772330400, 0).UTC()
+	r := launcher.Request{ID: 9, Op: launcher.OpDispatch, Job: "j", ScheduledAt: at, Identity: state.Identity("j", at),
+		Spec: state.JobSpec{NomadJob: "p", Namespace: "ns", Region: "r", Meta: map[string]string{"k": "v"}, Payload: []byte("x")}}
+	l := LaunchOf(r)
+	if l.Target != (state.Target{NomadJob: "p", Namespace: "ns", Region: "r"}) || l.Job != "j" || l.Identity != "j-1772330400" ||
+		!l.ScheduledAt.Equal(at) || l.Meta["k"] != "v" || string(l.Payload) != "x" {
+		t.Fatalf("LaunchOf = %+v", l)
+	}
+}
+
+func TestIsChildOf(t *testing.T) {
+	for _, tc := range []struct {
+		child, parent, identity string
+		want                    bool
+	}{
+		{"p/dispatch-j-1772330400-1795421969-8ab5f0ca", "p", "j-1772330400", true},
+		{"p/dispatch-j-1772330400-manual-1795421969-8ab5f0ca", "p", "j-1772330400", false},
+		{"p/dispatch-j-1772330400-manual-1795421969-8ab5f0ca", "p", "j-1772330400-manual", true},
+		{"p/dispatch-j-1772330400-5-1795421969-8ab5f0ca", "p", "j-1772330400", false},
+		{"p/dispatch-j-1772330400-1795421969-8AB5F0CA", "p", "j-1772330400", false},
+		{"p/dispatch-j-1772330400-1795421969-8ab5f0c", "p", "j-1772330400", false},
+		{"p/dispatch-j-1772330400-1795421969", "p", "j-1772330400", false},
+		{"p/dispatch-j-1772330400--8ab5f0ca", "p", "j-1772330400", false},
+		{"p2/dispatch-j-1772330400-1795421969-8ab5f0ca", "p", "j-1772330400", false},
+		{"q/p/dispatch-j-1772330400-1795421969-8ab5f0ca", "p", "j-1772330400", false},
+	} {
+		if got := isChildOf(tc.child, tc.parent, tc.identity); got != tc.want {
+			t.Errorf("isChildOf(%s, %s, %s) = %v", tc.child, tc.parent, tc.identity, got)
+		}
+	}
+}
+
+// FuzzIdentity checks, for any identity: a valid one makes meta, a filter
+// with exactly its two quotes, and a child name that Lookup keeps, while
+// the children of every longer identity sharing its prefix are not kept;
+// an invalid one is refused before it reaches Nomad.
+func FuzzIdentity(f *testing.F) {
+	for _, s := range []string{"nightly-1772330400", "a", "j-1-manual", `x"y`, "a b", "ü-1", ""} {
+		f.Add(s, "manual")
+	}
+	f.Fuzz(func(t *testing.T, id, more string) {
+		const parent = "report"
+		meta, err := DispatchMeta(Launch{Job: "j", Identity: id})
+		if validIdentity(id) != nil {
+			if err == nil {
+				t.Fatalf("identity %q: no error", id)
+			}
+			return
+		}
+		if err != nil || meta[MetaIdentity] != id {
+			t.Fatalf("identity %q: %v, %v", id, meta, err)
+		}
+		if f := tokenFilter(id); strings.Count(f, `"`) != 2 {
+			t.Fatalf("filter %s", f)
+		}
+		if child := ChildPrefix(parent, id) + "1772330400-0123abcd"; !isChildOf(child, parent, id) {
+			t.Fatalf("%s is not a child of %s", child, id)
+		}
+		longer := id + "-" + more
+		if validIdentity(longer) == nil {
+			if child := ChildPrefix(parent, longer) + "1772330400-0123abcd"; isChildOf(child, parent, id) {
+				t.Fatalf("%s, a child of %s, is taken for one of %s", child, longer, id)
+			}
+		}
+	})
+}
