@@ -651,3 +651,40 @@ func TestCheckVersion(t *testing.T) {
 		t.Errorf("refusal %q does not say why", err)
 	}
 }
+
+func TestCheckGCThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		server    map[string]any // nil: a client agent
+		want      time.Duration
+		known     bool
+		wantError string
+	}{
+		{"default", map[string]any{"Enabled": true, "JobGCThreshold": ""}, 4 * time.Hour, true, ""},
+		{"longer", map[string]any{"Enabled": true, "JobGCThreshold": "24h"}, 24 * time.Hour, true, ""},
+		{"shorter", map[string]any{"Enabled": true, "JobGCThreshold": "90m"}, 90 * time.Minute, true, "set JobGCThreshold to 1h30m0s or less"},
+		{"unreadable", map[string]any{"Enabled": true, "JobGCThreshold": "soon"}, 0, false, "cannot read"},
+		{"client agent", map[string]any{"Enabled": false}, 0, false, ""},
+		{"no server block", nil, 0, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v1/agent/self" {
+					t.Errorf("unexpected %s %s", r.Method, r.URL)
+				}
+				cfg := map[string]any{}
+				if tc.server != nil {
+					cfg["Server"] = tc.server
+				}
+				reply(w, 200, map[string]any{"config": cfg})
+			})
+			got, known, err := c.CheckGCThreshold(context.Background())
+			if got != tc.want || known != tc.known {
+				t.Errorf("CheckGCThreshold = %v, %v, %v; want %v, %v", got, known, err, tc.want, tc.known)
+			}
+			if tc.wantError == "" && err != nil || tc.wantError != "" && (!errors.Is(err, ErrGCThreshold) || !strings.Contains(err.Error(), tc.wantError)) {
+				t.Errorf("error %v; want %q", err, tc.wantError)
+			}
+		})
+	}
+}

@@ -493,7 +493,7 @@ func TestAgentRefusals(t *testing.T) {
 	}
 }
 
-func TestAgentCheckVersion(t *testing.T) {
+func TestAgentChecks(t *testing.T) {
 	agent := nomadtest.Shared(t)
 	v, err := client(t, agent, agent.Token).CheckVersion(ctxFor(t, 10*time.Second))
 	if err != nil {
@@ -501,6 +501,11 @@ func TestAgentCheckVersion(t *testing.T) {
 	}
 	if v != agent.Version {
 		t.Errorf("CheckVersion = %s, the agent is %s", v, agent.Version)
+	}
+	// The dev agent keeps Nomad's default job_gc_threshold, 4 h.
+	threshold, known, err := client(t, agent, agent.Token).CheckGCThreshold(ctxFor(t, 10*time.Second))
+	if err != nil || !known || threshold != 4*time.Hour {
+		t.Errorf("CheckGCThreshold = %v, %v, %v; want 4h", threshold, known, err)
 	}
 }
 
