@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -160,7 +161,12 @@ func (c *Client) dispatchOnce(ctx context.Context, l Launch, meta map[string]str
 		JobID: l.Target.NomadJob, Meta: meta, Payload: l.Payload, IdPrefixTemplate: l.Identity,
 	}, c.write(ctx, l.Target, l.Identity))
 	if err != nil {
-		return c.refused(ctx, l, callError("dispatch", subject, err))
+		e := callError("dispatch", subject, err)
+		if e.Permanent && strings.Contains(e.Message, "unpermitted metadata keys") && strings.Contains(e.Message, MetaPrefix) {
+			e.Message += fmt.Sprintf(" (the parent job must list %s, %s and %s in its parameterized block's meta_optional)",
+				MetaIdentity, MetaJob, MetaScheduledAt)
+		}
+		return c.refused(ctx, l, e)
 	}
 	switch {
 	case resp.DispatchedJobID == "":

@@ -473,7 +473,7 @@ func TestAgentRefusals(t *testing.T) {
 	}{
 		{"it-missing", "parameterized job not found", nil},
 		{"it-plain", "is not a parameterized job", nil},
-		{"it-nometa", "unpermitted metadata keys", nil},
+		{"it-nometa", "must list paxcron_identity, paxcron_job and paxcron_scheduled_at in its parameterized block's meta_optional", nil},
 		{"it-required", "did not provide required meta keys", nil},
 		{"it-nopayload", "Payload provided but forbidden", []byte("x")},
 	} {
