@@ -290,123 +290,127 @@ func (e *histEntry) childID(name, parent string) string {
 }
 
 // readEntry decodes the entry at the front of b into e and returns its
-// length. It checks the encoding only (canonical varints, lengths within
-// b and their limits, field ranges); checkHistory checks the meaning.
+// length. It checks the encoding only (minimal varints, lengths within b
+// and their limits, field ranges); checkHistory checks the meaning. A
+// restore reads millions, so it is written for speed: one cursor, varints
+// decoded in place.
 func readEntry(b []byte, e *histEntry) (int, error) {
-	r := entryReader{b: b}
-	head := r.byte()
+	if len(b) == 0 {
+		return 0, errEntry(0, "truncated")
+	}
+	head := b[0]
 	*e = histEntry{
 		kind: LaunchKind(head & 3), force: head&4 != 0, outcome: outcomeCodes[head>>3&3],
 		childForm: head >> 5 & 3,
 	}
-	sched := r.uvarint()
-	if sched > maxUnixSeconds {
-		r.fail("scheduled time %d out of range", sched)
+	i := 1
+	var v uint64
+	var ok bool
+	if v, i, ok = uvarintAt(b, i); !ok || v > maxUnixSeconds {
+		return 0, errField(b, i, "scheduled time")
 	}
-	e.scheduled = int64(sched)
-	e.startedSec = e.scheduled + r.varint(maxUnixSeconds)
-	nsec := r.uvarint()
-	if nsec >= 1e9 {
-		r.fail("nanoseconds %d", nsec)
+	e.scheduled = int64(v)
+	if v, i, ok = uvarintAt(b, i); !ok {
+		return 0, errField(b, i, "start time")
 	}
-	e.startedNsec = int64(nsec)
-	e.specVersion, e.startedSlot = r.uvarint(), r.uvarint()
-	d := r.uvarint()
-	if d == 0 || e.startedSlot+d < e.startedSlot {
-		r.fail("finished slot %d after the started one", d)
+	d := unzigzag(v)
+	if d > maxUnixSeconds || d < -maxUnixSeconds {
+		return 0, errEntry(i, "start time %d seconds from the scheduled time", d)
 	}
-	e.finishedSlot = e.startedSlot + d
+	e.startedSec = e.scheduled + d
+	if v, i, ok = uvarintAt(b, i); !ok || v >= 1e9 {
+		return 0, errField(b, i, "start nanoseconds")
+	}
+	e.startedNsec = int64(v)
+	if e.specVersion, i, ok = uvarintAt(b, i); !ok {
+		return 0, errField(b, i, "spec version")
+	}
+	if e.startedSlot, i, ok = uvarintAt(b, i); !ok {
+		return 0, errField(b, i, "started slot")
+	}
+	if v, i, ok = uvarintAt(b, i); !ok || v == 0 || e.startedSlot+v < e.startedSlot {
+		return 0, errField(b, i, "finished slot")
+	}
+	e.finishedSlot = e.startedSlot + v
 	switch e.childForm {
 	case childVerbatim, childPrefixed:
-		e.child = r.bytes(MaxChildIDBytes)
-		if len(e.child) == 0 {
-			r.fail("empty child ID")
+		if e.child, i, ok = bytesAt(b, i, MaxChildIDBytes); !ok || len(e.child) == 0 {
+			return 0, errEntry(i, "bad child ID")
 		}
 	case childNomad:
-		e.childUnix = e.scheduled + r.varint(1<<62)
-		if e.childUnix < 0 {
-			r.fail("child's time %d", e.childUnix)
+		if v, i, ok = uvarintAt(b, i); !ok {
+			return 0, errField(b, i, "child time")
 		}
-		copy(e.childHex[:], r.take(4))
+		d := unzigzag(v)
+		if d > 1<<62 || d < -(1<<62) || e.scheduled+d < 0 {
+			return 0, errEntry(i, "child time out of range")
+		}
+		if len(b)-i < 4 {
+			return 0, errEntry(i, "child ID truncated")
+		}
+		e.childUnix = e.scheduled + d
+		copy(e.childHex[:], b[i:i+4])
+		i += 4
 	}
 	if head&0x80 != 0 {
-		e.reason = r.bytes(MaxReasonBytes)
-		if len(e.reason) == 0 {
-			r.fail("empty reason")
+		if e.reason, i, ok = bytesAt(b, i, MaxReasonBytes); !ok || len(e.reason) == 0 {
+			return 0, errField(b, i, "reason")
 		}
 	}
-	return r.i, r.err
+	return i, nil
 }
 
-// entryReader reads an entry's fields; the first error sticks and later
-// reads return zeros.
-type entryReader struct {
-	b   []byte
-	i   int
-	err error
+func errEntry(at int, format string, args ...any) error {
+	return fmt.Errorf("history entry at byte %d: "+format, append([]any{at}, args...)...)
 }
 
-func (r *entryReader) fail(format string, args ...any) {
-	if r.err == nil {
-		r.err = fmt.Errorf("history histEntry at byte %d: "+format, append([]any{r.i}, args...)...)
+// errField reports a field that did not read, saying why.
+func errField(b []byte, at int, what string) error {
+	why := "out of range"
+	switch _, n := binary.Uvarint(b[min(at, len(b)):]); {
+	case n == 0:
+		why = "truncated"
+	case n < 0:
+		why = "varint too long"
+	case b[at+n-1] == 0 && n > 1:
+		why = "varint not minimal"
 	}
+	return errEntry(at, "%s: %s", what, why)
 }
 
-func (r *entryReader) take(n int) []byte {
-	if r.err != nil || n > len(r.b)-r.i {
-		r.fail("truncated")
-		return make([]byte, n)
+// uvarintAt decodes the minimal uvarint at b[i:] and returns it and the
+// index after it; ok is false if it is truncated, too long or not minimal.
+func uvarintAt(b []byte, i int) (v uint64, next int, ok bool) {
+	if i < len(b) && b[i] < 0x80 {
+		return uint64(b[i]), i + 1, true // most fields fit a byte
 	}
-	s := r.b[r.i : r.i+n]
-	r.i += n
-	return s
+	v, n := binary.Uvarint(b[min(i, len(b)):])
+	if n <= 0 || b[i+n-1] == 0 {
+		return 0, i, false
+	}
+	return v, i + n, true
 }
 
-func (r *entryReader) byte() byte { return r.take(1)[0] }
-
-func (r *entryReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b[r.i:])
-	switch {
-	case n <= 0:
-		r.fail("bad varint")
-		return 0
-	case n > 1 && r.b[r.i+n-1] == 0:
-		r.fail("varint not minimal")
-		return 0
-	}
-	r.i += n
-	return v
-}
-
-// varint reads a zigzag varint within ±limit.
-func (r *entryReader) varint(limit int64) int64 {
-	u := r.uvarint()
+func unzigzag(u uint64) int64 {
 	v := int64(u >> 1)
 	if u&1 != 0 {
 		v = ^v
 	}
-	if v > limit || v < -limit {
-		r.fail("%d out of range", v)
-		return 0
-	}
 	return v
 }
 
-func (r *entryReader) bytes(limit int) []byte {
-	n := r.uvarint()
-	if n > uint64(limit) {
-		r.fail("%d bytes, more than %d", n, limit)
-		return nil
+// bytesAt reads a uvarint length and that many bytes, at most limit.
+func bytesAt(b []byte, i, limit int) ([]byte, int, bool) {
+	n, i, ok := uvarintAt(b, i)
+	if !ok || n > uint64(limit) || n > uint64(len(b)-i) {
+		return nil, i, false
 	}
-	return r.take(int(n))
+	return b[i : i+int(n)], i + int(n), true
 }
 
 // checkHistory validates a history read from a snapshot for job j, and
-// returns a copy of it that shares nothing with b.
-func checkHistory(b []byte, j *job, lastSlot uint64) (history, error) {
+// returns a copy of it that shares nothing with b, from a if not nil.
+func checkHistory(b []byte, j *job, lastSlot uint64, a *arena) (history, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
@@ -432,7 +436,34 @@ func checkHistory(b []byte, j *job, lastSlot uint64) (history, error) {
 	if len(rest) != 0 {
 		return nil, fmt.Errorf("%d bytes after the last launch", len(rest))
 	}
+	if a != nil {
+		return history(a.copy(b)), nil
+	}
 	return history(append([]byte(nil), b...)), nil
+}
+
+// arena hands out byte slices cut from shared chunks: a restore copies a
+// million histories with a few hundred allocations. A chunk stays alive
+// while any job still holds its history from it; each job's next launch
+// replaces its history with one of its own (history.add), so the chunks
+// go once every job restored has launched again, and until then they
+// hold no more than the restored histories took.
+type arena struct{ chunk []byte }
+
+const arenaChunkBytes = 256 << 10
+
+// copy returns a copy of b from the arena, its capacity its length (an
+// append never writes into a neighbour).
+func (a *arena) copy(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	if len(b) > cap(a.chunk)-len(a.chunk) {
+		a.chunk = make([]byte, 0, max(arenaChunkBytes, len(b)))
+	}
+	start := len(a.chunk)
+	a.chunk = append(a.chunk, b...)
+	return a.chunk[start:len(a.chunk):len(a.chunk)]
 }
 
 // check is checkLaunch for a finished launch, on the packed entry: a

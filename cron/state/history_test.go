@@ -192,7 +192,7 @@ func TestHistoryForms(t *testing.T) {
 				t.Fatalf("unpacked\n %+v\nwant\n %+v", got, l)
 			}
 			j := &job{Job: Job{Name: "team.report", Spec: JobSpec{NomadJob: "batch"}, Version: 912345, CreatedVersion: 1, LastStartedAt: at, LastTriggeredAt: at}}
-			back, err := checkHistory(h, j, 48_000_071)
+			back, err := checkHistory(h, j, 48_000_071, nil)
 			if err != nil || !bytes.Equal(back, h) {
 				t.Fatalf("checkHistory: %v", err)
 			}
@@ -349,7 +349,7 @@ func FuzzHistory(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		j := &job{Job: Job{Name: "hourly", Spec: JobSpec{NomadJob: "report"}, Version: 1 << 40, CreatedVersion: 1,
 			LastStartedAt: time.Unix(maxUnixSeconds, 0), LastTriggeredAt: time.Unix(maxUnixSeconds, 0)}}
-		h, err := checkHistory(b, j, 1<<62)
+		h, err := checkHistory(b, j, 1<<62, &arena{})
 		if err != nil {
 			return
 		}

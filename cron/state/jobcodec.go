@@ -335,7 +335,7 @@ func (r *jobReader) raw() []byte {
 
 func (r *jobReader) text(intern bool) string {
 	b := r.raw()
-	if !intern || r.strs == nil || len(b) > maxInternedBytes {
+	if len(b) == 0 || !intern || r.strs == nil || len(b) > maxInternedBytes {
 		return string(b)
 	}
 	if s, ok := r.strs[string(b)]; ok {

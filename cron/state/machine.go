@@ -373,6 +373,7 @@ func (m *Machine) deleteJob(c DeleteJob) error {
 	}
 	delete(m.jobs, c.Name)
 	m.deleted++
+	*j = job{} // it may sit in a restore's slab: keep nothing alive through it
 	return nil
 }
 

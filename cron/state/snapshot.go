@@ -191,6 +191,12 @@ func (m *Machine) Restore(data []byte) error {
 		return err
 	}
 	at := dec.NumBytesRead()
+	// One allocation for every job's struct: a million of them restore
+	// faster, and a deleted job's struct is zeroed (deleteJob), so the
+	// slab holds nothing else alive.
+	slab := make([]job, h.Jobs)
+	var histories arena
+	restored.names = make([]string, 0, h.Jobs)
 	prev := ""
 	strs := map[string]string{}
 	for i := range h.Jobs {
@@ -204,7 +210,8 @@ func (m *Machine) Restore(data []byte) error {
 			return snapshotErr("job %q out of order after %q", w.Name, prev)
 		}
 		prev = w.Name
-		j, err := jobFromWire(&w, h.LastSlot, h.LastVersion, &restored.schedules)
+		j := &slab[i]
+		err = jobFromWire(j, &w, h.LastSlot, h.LastVersion, &restored.schedules, &histories)
 		if err != nil {
 			return snapshotErr("job %q: %v", w.Name, err)
 		}
@@ -341,35 +348,36 @@ func checkOrphan(l Launch, lastSlot, lastVersion uint64) error {
 	return nil
 }
 
-func jobFromWire(w *wireJob, lastSlot, lastVersion uint64, schedules *scheduleCache) (*job, error) {
+// jobFromWire fills j, which must be zero, from w.
+func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, schedules *scheduleCache, histories *arena) error {
 	if err := ValidName(w.Name); err != nil {
-		return nil, err
+		return err
 	}
 	// The meta stays in its wire form (see job.meta); the reader gave
 	// this job its own slice.
 	meta := w.Spec.Meta
 	if err := checkMetaPairs(meta); err != nil {
-		return nil, err
+		return err
 	}
 	fields := w.Spec
 	fields.Meta = nil
 	spec, err := specFromWire(fields)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := spec.validateFields(); err != nil {
-		return nil, err
+		return err
 	}
 	sched, err := schedules.parse(&spec, w.Name)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if spec.Concurrency == "" || spec.CatchupWindow == 0 {
-		return nil, fmt.Errorf("spec without its defaults")
+		return fmt.Errorf("spec without its defaults")
 	}
-	j := &job{meta: meta, Job: Job{Name: w.Name, Spec: spec, Version: w.Version, CreatedVersion: w.CreatedVersion, Paused: w.Paused, Counters: w.Counters}, sched: sched}
+	*j = job{meta: meta, Job: Job{Name: w.Name, Spec: spec, Version: w.Version, CreatedVersion: w.CreatedVersion, Paused: w.Paused, Counters: w.Counters}, sched: sched}
 	if w.CreatedVersion == 0 || w.CreatedVersion > w.Version || w.Version > lastVersion {
-		return nil, fmt.Errorf("versions %d-%d outside 1-%d", w.CreatedVersion, w.Version, lastVersion)
+		return fmt.Errorf("versions %d-%d outside 1-%d", w.CreatedVersion, w.Version, lastVersion)
 	}
 	times := []struct {
 		dst *time.Time
@@ -377,14 +385,14 @@ func jobFromWire(w *wireJob, lastSlot, lastVersion uint64, schedules *scheduleCa
 	}{{&j.CreatedAt, w.CreatedAt}, {&j.UpdatedAt, w.UpdatedAt}, {&j.LastStartedAt, w.LastStartedAt}, {&j.NextAt, w.NextAt}, {&j.LastTriggeredAt, w.LastTriggered}}
 	for _, t := range times {
 		if *t.dst, err = fromWire(t.src); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := j.checkTimes(); err != nil {
-		return nil, err
+		return err
 	}
 	if j.Open, err = launchesFromWire(j, w.Open, true, lastSlot); err != nil {
-		return nil, fmt.Errorf("open launches: %w", err)
+		return fmt.Errorf("open launches: %w", err)
 	}
 	if w.version == 1 {
 		// Version 1 did not record the content: take the job's own, as
@@ -397,15 +405,15 @@ func jobFromWire(w *wireJob, lastSlot, lastVersion uint64, schedules *scheduleCa
 	if w.HistoryV1 != nil {
 		hist, err := launchesFromWire(j, w.HistoryV1, false, lastSlot)
 		if err != nil {
-			return nil, fmt.Errorf("history: %w", err)
+			return fmt.Errorf("history: %w", err)
 		}
 		for _, l := range hist[max(0, len(hist)-HistoryLen):] {
 			j.hist = j.hist.add(&l, j.Name, j.Spec.NomadJob)
 		}
-	} else if j.hist, err = checkHistory(w.History, j, lastSlot); err != nil {
-		return nil, fmt.Errorf("history: %w", err)
+	} else if j.hist, err = checkHistory(w.History, j, lastSlot, histories); err != nil {
+		return fmt.Errorf("history: %w", err)
 	}
-	return j, nil
+	return nil
 }
 
 func (j *job) checkTimes() error {
