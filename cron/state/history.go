@@ -443,11 +443,11 @@ func checkHistory(b []byte, j *job, lastSlot uint64, a *arena) (history, error) 
 }
 
 // arena hands out byte slices cut from shared chunks: a restore copies a
-// million histories with a few hundred allocations. A chunk stays alive
-// while any job still holds its history from it; each job's next launch
-// replaces its history with one of its own (history.add), so the chunks
-// go once every job restored has launched again, and until then they
-// hold no more than the restored histories took.
+// million histories and payloads with a few hundred allocations. A chunk
+// stays alive while any job still holds bytes from it. A job's next
+// launch replaces its history with one of its own (history.add), and an
+// edit its payload, so the chunks go as the restored jobs launch and
+// change; until then they hold no more than the restored jobs took.
 type arena struct{ chunk []byte }
 
 const arenaChunkBytes = 256 << 10

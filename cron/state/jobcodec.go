@@ -348,18 +348,6 @@ func (r *jobReader) text(intern bool) string {
 	return s
 }
 
-func (r *jobReader) bin() []byte {
-	if r.err == nil && r.i < len(r.b) && r.b[r.i] == 0xc0 {
-		r.i++
-		return nil
-	}
-	s := r.str()
-	if r.err != nil {
-		return nil
-	}
-	return []byte(s)
-}
-
 func (r *jobReader) bool() bool {
 	switch c := r.byte1(); {
 	case r.err != nil:
@@ -394,7 +382,7 @@ func (r *jobReader) count(limit int) int {
 func (r *jobReader) spec(s *wireSpec) {
 	r.fields(9)
 	s.Schedule, s.TimeZone, s.Concurrency = r.shared(), r.shared(), r.shared()
-	s.CatchupWindow, s.Payload = r.int(), r.bin()
+	s.CatchupWindow, s.Payload = r.int(), r.raw() // shares b: the caller copies it
 	s.Meta = r.meta()
 	s.NomadJob, s.Namespace, s.Region = r.shared(), r.shared(), r.shared()
 }
@@ -433,14 +421,15 @@ func (r *jobReader) launches(limit int, version byte) []wireLaunch {
 		l.Target = Target{NomadJob: r.shared(), Namespace: r.shared(), Region: r.shared()}
 		l.Kind, l.Force = r.uint8(), r.bool()
 		if version != 1 {
-			l.Content, l.Payload, l.Meta = r.uint(), r.bin(), r.meta()
+			l.Content, l.Payload, l.Meta = r.uint(), r.raw(), r.meta() // the payload shares b
 		}
 	}
 	return out
 }
 
 // readJob decodes one wireJob from the front of b and returns the bytes it
-// took. strs, when not nil, interns the strings jobs share, across calls.
+// took. Payloads and the packed history share b: the caller copies what
+// it keeps. strs, when not nil, interns the strings jobs share, across calls.
 //
 // version is the snapshot's format version: version 1 held the history as
 // a list of launches (w.HistoryV1), version 2 holds it packed (w.History,

@@ -195,7 +195,7 @@ func (m *Machine) Restore(data []byte) error {
 	// faster (one large allocation was slower still), and a deleted job's
 	// struct is zeroed (deleteJob), so a slab holds nothing else alive.
 	var slab []job
-	var histories arena
+	var bufs arena // histories and payloads
 	restored.names = make([]string, 0, h.Jobs)
 	prev := ""
 	strs := map[string]string{}
@@ -215,7 +215,7 @@ func (m *Machine) Restore(data []byte) error {
 		}
 		j := &slab[0]
 		slab = slab[1:]
-		err = jobFromWire(j, &w, h.LastSlot, h.LastVersion, &restored.schedules, &histories)
+		err = jobFromWire(j, &w, h.LastSlot, h.LastVersion, &restored.schedules, &bufs)
 		if err != nil {
 			return snapshotErr("job %q: %v", w.Name, err)
 		}
@@ -311,7 +311,7 @@ func launchFromWire(name string, w wireLaunch) (Launch, error) {
 		StartedAt: startedAt, StartedSlot: w.StartedSlot, FinishedSlot: w.FinishedSlot,
 		Outcome: Outcome{Kind: OutcomeKind(w.Outcome.Kind), ChildID: w.Outcome.ChildID, Reason: w.Outcome.Reason},
 		Target:  w.Target, Kind: LaunchKind(w.Kind), Force: w.Force, Content: w.Content,
-		payload: nilIfEmpty(w.Payload), meta: w.Meta,
+		payload: cloneBytes(w.Payload), meta: w.Meta,
 	}, nil
 }
 
@@ -356,7 +356,7 @@ func checkOrphan(l Launch, lastSlot, lastVersion uint64) error {
 const jobSlab = 1024
 
 // jobFromWire fills j, which must be zero, from w.
-func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, schedules *scheduleCache, histories *arena) error {
+func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, schedules *scheduleCache, bufs *arena) error {
 	if err := ValidName(w.Name); err != nil {
 		return err
 	}
@@ -367,11 +367,15 @@ func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, schedules *sc
 		return err
 	}
 	fields := w.Spec
-	fields.Meta = nil
+	fields.Meta, fields.Payload = nil, nil
 	spec, err := specFromWire(fields)
 	if err != nil {
 		return err
 	}
+	if len(w.Spec.Payload) > MaxPayloadBytes {
+		return fmt.Errorf("payload is %d bytes, more than %d", len(w.Spec.Payload), MaxPayloadBytes)
+	}
+	spec.Payload = bufs.copy(w.Spec.Payload) // the reader's bytes share the snapshot
 	if err := spec.validateFields(); err != nil {
 		return err
 	}
@@ -417,7 +421,7 @@ func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, schedules *sc
 		for _, l := range hist[max(0, len(hist)-HistoryLen):] {
 			j.hist = j.hist.add(&l, j.Name, j.Spec.NomadJob)
 		}
-	} else if j.hist, err = checkHistory(w.History, j, lastSlot, histories); err != nil {
+	} else if j.hist, err = checkHistory(w.History, j, lastSlot, bufs); err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
 	return nil
