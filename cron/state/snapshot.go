@@ -170,9 +170,13 @@ func snapshotErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrSnapshot, fmt.Sprintf(format, args...))
 }
 
-// Restore implements replica.StateMachine. On error the machine is
-// unchanged.
+// Restore implements replica.StateMachine. The state the machine held is
+// released as the restore begins, so that a million jobs are not held
+// twice (nor marked twice by every garbage collection of the restore); on
+// error the machine is empty. A replica whose restore fails stops: it has
+// no state to apply its log to.
 func (m *Machine) Restore(data []byte) error {
+	*m = *New()
 	switch {
 	case len(data) < 1:
 		return snapshotErr("empty")
