@@ -130,6 +130,7 @@ type Nomad struct {
 	// The maps are only looked up, never ranged over, so their order cannot
 	// leak into the run.
 	registered map[scope]bool
+	stopped    map[scope]bool
 	byToken    map[tokenKey]int
 	byID       map[idKey]int
 	everID     map[string]bool
@@ -167,6 +168,7 @@ func New(sched *simclock.Scheduler, r *rand.Rand, cfg Config) (*Nomad, error) {
 		rand:       r,
 		cfg:        cfg,
 		registered: make(map[scope]bool),
+		stopped:    make(map[scope]bool),
 		byToken:    make(map[tokenKey]int),
 		byID:       make(map[idKey]int),
 		everID:     make(map[string]bool),
@@ -208,6 +210,17 @@ func (n *Nomad) Up() bool { return !n.down }
 // means DefaultNamespace and an empty region DefaultRegion.
 func (n *Nomad) Register(namespace, region, parent string) {
 	n.registered[scopeOf(namespace, region, parent)] = true
+}
+
+// StopParent stops a registered parent job, as `nomad job stop` does
+// without purging: it stays, its children stay, but a dispatch of it is
+// refused, even one whose token already has a child. Nomad checks the
+// parent before the token, and answers such a dispatch with a 500 whatever
+// the token; this fake answers what a client that looks the token up on a
+// refusal (nomad.Client) reports: the token's child if it has one, else
+// the refusal.
+func (n *Nomad) StopParent(namespace, region, parent string) {
+	n.stopped[scopeOf(namespace, region, parent)] = true
 }
 
 // Stats returns the counters so far.
@@ -313,6 +326,10 @@ func (n *Nomad) apply(req launcher.Request) launcher.Result {
 		if i, ok := n.byToken[tokenKey{sc, req.Identity}]; ok {
 			n.stats.Deduplicated++
 			return launcher.Result{ChildID: n.children[i].ID}
+		}
+		if n.stopped[sc] {
+			n.stats.Rejected++
+			return launcher.Result{Err: fmt.Errorf("%w: specified job %q is stopped", launcher.ErrRejected, sc.parent)}
 		}
 		return launcher.Result{ChildID: n.create(sc, req.Identity, now)}
 	case launcher.OpLookup:
