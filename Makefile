@@ -13,6 +13,8 @@ TEST_SEEDS ?= 300
 SEEDS ?= 1000
 # Extra flags for the simulator (e.g. SIM_FLAGS='-start 5000 -replicas 5').
 SIM_FLAGS ?=
+# Flags for `make demo` (e.g. DEMO_FLAGS='-duration 2m -every 10').
+DEMO_FLAGS ?=
 # Extra flags for `go test` in `make test` (e.g. TEST_FLAGS='-count=1 -v').
 TEST_FLAGS ?=
 # Benchmark selection and duration for `make bench`.
@@ -42,12 +44,12 @@ GOFILES = $(shell find . -path './.*' -prune -o -name '*.go' -type f -print)
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build lint fmt test sim bench fuzz tools nomad clean
+.PHONY: help build lint fmt test sim demo bench fuzz tools nomad clean
 
 help: ## List the targets and the variables they take.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo
-	@echo "Variables: TEST_SEEDS=$(TEST_SEEDS) SEEDS=$(SEEDS) SIM_FLAGS=$(SIM_FLAGS) TEST_FLAGS=$(TEST_FLAGS)"
+	@echo "Variables: TEST_SEEDS=$(TEST_SEEDS) SEEDS=$(SEEDS) SIM_FLAGS=$(SIM_FLAGS) TEST_FLAGS=$(TEST_FLAGS) DEMO_FLAGS=$(DEMO_FLAGS)"
 	@echo "           BENCH=$(BENCH) BENCHTIME=$(BENCHTIME) BENCH_PKGS=$(BENCH_PKGS) FUZZTIME=$(FUZZTIME) FUZZ_PKGS=$(FUZZ_PKGS)"
 
 build: ## Compile every package, and the ./cmd/... binaries into bin/.
@@ -76,6 +78,10 @@ test: $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Unit and Nom
 	$(GO) test -race -shuffle=on $(TEST_FLAGS) ./...
 	$(GO) test -shuffle=on $(TEST_FLAGS) ./sim
 	$(GO) run ./cmd/paxcron-sim -seeds $(TEST_SEEDS) $(SIM_FLAGS)
+
+demo: export NOMAD_BIN := $(NOMAD_BIN)
+demo: $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Nomad dev agent + 3 replicas: a cron job every 5 s, the leader killed half-way, each slot checked in Nomad (DEMO_FLAGS).
+	$(GO) run ./cmd/paxcron-demo $(DEMO_FLAGS)
 
 sim: ## Run SEEDS simulation seeds (pass SIM_FLAGS, e.g. '-start 1000').
 	$(GO) run ./cmd/paxcron-sim -seeds $(SEEDS) $(SIM_FLAGS)

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"paxcron/nomad/nomadtest"
+)
+
+// TestDemo runs the README's first command, shortened: a real Nomad dev
+// agent, three replicas, a leader killed half-way, and every slot launched
+// exactly once.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Nomad and runs for 15 s")
+	}
+	if _, err := nomadtest.Binary(); err != nil {
+		t.Skip(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-duration", "15s", "-every", "3"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, &out, &errOut)
+	}
+	for _, want := range []string{"killing the leader", "leads now", "dispatched hello-", "every slot was launched exactly once"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, &out)
+		}
+	}
+}
+
+func TestDemoUsage(t *testing.T) {
+	for _, args := range [][]string{{"-every", "7"}, {"-every", "0"}, {"-duration", "2s"}, {"extra"}, {"-nope"}} {
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != 2 {
+			t.Errorf("%q: exit %d, want 2 (%s)", args, code, &errOut)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "three paxcron replicas") {
+		t.Errorf("-h: exit %d, %q", code, &errOut)
+	}
+}
