@@ -31,12 +31,8 @@ import (
 	"paxcron/cron/cronfile"
 	"paxcron/cron/schedule"
 	"paxcron/cron/state"
+	"paxcron/nomad"
 )
-
-// MetaKeys are the meta keys paxcron adds to every dispatch; a parent must
-// allow them (Nomad refuses a dispatch with meta keys its parent does not
-// declare).
-var MetaKeys = []string{"paxcron_identity", "paxcron_job", "paxcron_scheduled_at"}
 
 // Takeover is a periodic job split into what paxcron needs.
 type Takeover struct {
@@ -128,7 +124,7 @@ func Convert(job *api.Job) (*Takeover, error) {
 	}
 	parent := *job
 	parent.Periodic = nil
-	parent.ParameterizedJob = &api.ParameterizedJobConfig{Payload: "optional", MetaOptional: append([]string(nil), MetaKeys...)}
+	parent.ParameterizedJob = &api.ParameterizedJobConfig{Payload: "optional", MetaOptional: nomad.MetaKeys()}
 	parent.Status, parent.StatusDescription = nil, nil
 	parent.CreateIndex, parent.ModifyIndex, parent.JobModifyIndex, parent.SubmitTime = nil, nil, nil, nil
 	t.Parent = &parent

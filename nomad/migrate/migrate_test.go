@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"paxcron/cron/state"
+	"paxcron/nomad"
 	"paxcron/nomad/nomadtest"
 )
 
@@ -36,7 +37,7 @@ func TestConvert(t *testing.T) {
 	if got := tk.Crons[0].Spec; got.Schedule != want.Schedule || got.TimeZone != want.TimeZone || got.Concurrency != want.Concurrency || got.NomadJob != want.NomadJob || got.Namespace != want.Namespace || got.Region != want.Region {
 		t.Fatalf("spec %+v, want %+v", got, want)
 	}
-	if tk.Parent.Periodic != nil || tk.Parent.ParameterizedJob == nil || !slices.Equal(tk.Parent.ParameterizedJob.MetaOptional, MetaKeys) || *tk.Parent.ID != "nightly" || tk.Parent.Meta["owner"] != "ops" {
+	if tk.Parent.Periodic != nil || tk.Parent.ParameterizedJob == nil || !slices.Equal(tk.Parent.ParameterizedJob.MetaOptional, nomad.MetaKeys()) || *tk.Parent.ID != "nightly" || tk.Parent.Meta["owner"] != "ops" {
 		t.Fatalf("parent %+v", tk.Parent)
 	}
 	if j.Periodic == nil || j.ParameterizedJob != nil {
