@@ -37,6 +37,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
@@ -391,4 +392,51 @@ func fileFunc(dir string) function.Function {
 			return v, nil
 		},
 	})
+}
+
+// Format writes crons as cron blocks that Parse reads back to the same
+// names and specs (a payload only if it is UTF-8 text in normal form C,
+// else Format fails). Defaults are left out.
+func Format(crons []Cron) ([]byte, error) {
+	f := hclwrite.NewEmptyFile()
+	body := f.Body()
+	for i, c := range crons {
+		if i > 0 {
+			body.AppendNewline()
+		}
+		b := body.AppendNewBlock("cron", []string{c.Name}).Body()
+		s := c.Spec
+		b.SetAttributeValue("schedule", cty.StringVal(s.Schedule))
+		if s.TimeZone != "" {
+			b.SetAttributeValue("time_zone", cty.StringVal(s.TimeZone))
+		}
+		if s.Concurrency != "" && s.Concurrency != state.ConcurrencyAllow {
+			b.SetAttributeValue("concurrency", cty.StringVal(string(s.Concurrency)))
+		}
+		if s.CatchupWindow != 0 && s.CatchupWindow != state.DefaultCatchupWindow {
+			b.SetAttributeValue("catchup_window", cty.StringVal(s.CatchupWindow.String()))
+		}
+		n := b.AppendNewBlock("nomad", nil).Body()
+		n.SetAttributeValue("job", cty.StringVal(s.NomadJob))
+		if s.Namespace != "" {
+			n.SetAttributeValue("namespace", cty.StringVal(s.Namespace))
+		}
+		if s.Region != "" {
+			n.SetAttributeValue("region", cty.StringVal(s.Region))
+		}
+		if len(s.Meta) > 0 {
+			meta := map[string]cty.Value{}
+			for k, v := range s.Meta {
+				meta[k] = cty.StringVal(v)
+			}
+			n.SetAttributeValue("meta", cty.ObjectVal(meta))
+		}
+		if len(s.Payload) > 0 {
+			if !utf8.Valid(s.Payload) || cty.StringVal(string(s.Payload)).AsString() != string(s.Payload) {
+				return nil, fmt.Errorf("cronfile: cron %q: its payload is not UTF-8 text in normal form C; write it to a file and use file()", c.Name)
+			}
+			n.SetAttributeValue("payload", cty.StringVal(string(s.Payload)))
+		}
+	}
+	return f.Bytes(), nil
 }

@@ -178,3 +178,31 @@ func TestExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestFormat: what Format writes, Parse reads back the same.
+func TestFormat(t *testing.T) {
+	in := []Cron{
+		{Name: "a.b", Spec: state.JobSpec{Schedule: "0 ? * * *", TimeZone: "Europe/Berlin", Concurrency: state.ConcurrencyForbid, CatchupWindow: 90 * time.Minute,
+			NomadJob: "report", Namespace: "data", Region: "eu", Meta: map[string]string{"k": `quote " and ${x}`, "team.name": "x"}, Payload: []byte("{\"day\": 1}\n")}},
+		{Name: "plain", Spec: state.JobSpec{Schedule: "@hourly", NomadJob: "p"}},
+	}
+	b, err := Format(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Parse("formatted.hcl", b, ".")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if len(out) != len(in) {
+		t.Fatalf("%d crons back", len(out))
+	}
+	for i := range in {
+		if out[i].Name != in[i].Name || !reflect.DeepEqual(out[i].Spec, in[i].Spec) {
+			t.Errorf("cron %d:\n got %+v\nwant %+v\n%s", i, out[i], in[i], b)
+		}
+	}
+	if _, err := Format([]Cron{{Name: "bin", Spec: state.JobSpec{Schedule: "@daily", NomadJob: "p", Payload: []byte{0xff}}}}); err == nil {
+		t.Error("a binary payload formatted")
+	}
+}
