@@ -90,6 +90,11 @@ func (c *Client) Stats() ClientStats {
 	}
 }
 
+// API returns the Go API client the Client calls through, configured from
+// the same Config, for the calls paxcron makes beside dispatching
+// (registering a parent, parsing a jobspec).
+func (c *Client) API() *api.Client { return c.api }
+
 // Close closes the client's idle connections.
 func (c *Client) Close() { c.api.Close() }
 

@@ -16,6 +16,7 @@ const jobUsage = `Usage: paxcron job <subcommand> [arguments]
 
 Subcommands:
   validate   check a file of cron jobs and show when each would run
+  takeover   turn a Nomad periodic job into cron jobs (and, with -register, replace it in Nomad)
 
 Run "paxcron job <subcommand> -h" for a subcommand's flags.
 `
@@ -28,6 +29,8 @@ func runJob(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	switch args[0] {
 	case "validate":
 		return runJobValidate(args[1:], stdout, stderr, now)
+	case "takeover":
+		return runJobTakeover(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, jobUsage)
 		return 0

@@ -6,7 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"paxcron/cron/cronfile"
+	"paxcron/cron/state"
+	"paxcron/nomad/nomadtest"
 )
+
+func TestMain(m *testing.M) { os.Exit(nomadtest.Main(m, nomadtest.Options{})) }
 
 func TestJobValidate(t *testing.T) {
 	dir := t.TempDir()
@@ -67,5 +73,54 @@ cron "every-5m" {
 	}
 	if code, out, _ := runCLI(t, "job", "-h"); code != 0 || !strings.Contains(out, "validate") {
 		t.Errorf("job -h: exit %d, %q", code, out)
+	}
+}
+
+// TestJobTakeover: a periodic jobspec read by a real agent becomes cron
+// blocks that parse back; -register replaces the job in Nomad.
+func TestJobTakeover(t *testing.T) {
+	agent := nomadtest.Shared(t)
+	t.Setenv("NOMAD_ADDR", agent.Addr)
+	t.Setenv("NOMAD_TOKEN", agent.Token)
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "report.nomad.hcl")
+	os.WriteFile(spec, []byte(`
+job "report" {
+  type        = "batch"
+  datacenters = ["*"]
+  periodic {
+    crons            = ["0 2 * * *", "30 14 * * 1-5"]
+    time_zone        = "Europe/Berlin"
+    prohibit_overlap = true
+  }
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+`), 0o644)
+	code, out, errOut := runCLI(t, "job", "takeover", spec)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	crons, err := cronfile.Parse("out.hcl", []byte(out), dir)
+	if err != nil || len(crons) != 2 || crons[0].Name != "report-1" || crons[1].Spec.Concurrency != state.ConcurrencyForbid || crons[0].Spec.TimeZone != "Europe/Berlin" {
+		t.Fatalf("output does not parse to the two cron jobs: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "run again with -register") {
+		t.Errorf("dry run does not say how to register:\n%s", out)
+	}
+	if code, _, errOut := runCLI(t, "job", "takeover", "-register", spec); code != 0 || !strings.Contains(errOut, "is now a parameterized job") {
+		t.Fatalf("-register: exit %d: %s", code, errOut)
+	}
+	bad := filepath.Join(dir, "plain.nomad.hcl")
+	os.WriteFile(bad, []byte("job \"plain\" {\n type = \"batch\"\n group \"g\" {\n task \"t\" {\n driver = \"raw_exec\"\n config { command = \"/bin/true\" }\n }\n }\n}\n"), 0o644)
+	if code, _, errOut := runCLI(t, "job", "takeover", bad); code != 1 || !strings.Contains(errOut, "no periodic block") {
+		t.Fatalf("plain job: exit %d: %s", code, errOut)
+	}
+	if code, _, _ := runCLI(t, "job", "takeover"); code != 2 {
+		t.Fatalf("no file: exit %d", code)
 	}
 }
