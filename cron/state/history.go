@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -12,7 +13,9 @@ import (
 // packed into one byte slice: a count byte, then one entry per launch.
 // A Launch struct and its child ID cost about 300 bytes; a packed entry
 // about 25, which is what lets a million jobs keep a history in under a
-// KiB each. The empty history is nil.
+// KiB each. The empty history is "". It is a string, not a byte slice:
+// the packed bytes never change once made (add makes a new history), and a
+// string header is 8 bytes smaller, a million times over.
 //
 // An entry is self-contained, so the oldest is dropped by slicing:
 //
@@ -42,7 +45,7 @@ import (
 // only if packing its launches again gives the same bytes, so replicas
 // that restored a snapshot and replicas that applied the log hold the
 // same bytes.
-type history []byte
+type history string
 
 const (
 	childNone byte = iota
@@ -79,8 +82,8 @@ type histEntry struct {
 	childForm    byte
 	childUnix    int64   // childNomad
 	childHex     [4]byte // childNomad
-	child        []byte  // childVerbatim: the ID; childPrefixed: the rest
-	reason       []byte
+	child        string  // childVerbatim: the ID; childPrefixed: the rest
+	reason       string
 }
 
 // len returns how many launches h holds.
@@ -95,9 +98,9 @@ func (h history) len() int {
 // dropped. It allocates the result to its exact size: the history is
 // most of a job's memory. name is the job's, parent its Nomad job.
 func (h history) add(l *Launch, name, parent string) history {
-	n, kept := h.len(), []byte(nil)
+	n, kept := h.len(), ""
 	if n > 0 {
-		kept = h[1:]
+		kept = string(h[1:])
 	}
 	if n == HistoryLen {
 		var e histEntry
@@ -109,10 +112,12 @@ func (h history) add(l *Launch, name, parent string) history {
 	}
 	var buf [64]byte
 	packed := appendEntry(buf[:0], l, name, parent)
-	out := make([]byte, 0, 1+len(kept)+len(packed))
-	out = append(out, byte(n+1))
-	out = append(out, kept...)
-	return append(out, packed...)
+	var out strings.Builder
+	out.Grow(1 + len(kept) + len(packed))
+	out.WriteByte(byte(n + 1))
+	out.WriteString(kept)
+	out.Write(packed)
+	return history(out.String())
 }
 
 // each calls fn on every entry, oldest first, until fn returns false. h is
@@ -121,7 +126,7 @@ func (h history) each(fn func(e *histEntry) bool) {
 	if len(h) == 0 {
 		return
 	}
-	b := h[1:]
+	b := string(h[1:])
 	var e histEntry
 	for range int(h[0]) {
 		n, err := readEntry(b, &e)
@@ -264,7 +269,7 @@ func (e *histEntry) launch(name, parent string) Launch {
 		Job: name, ScheduledAt: time.Unix(e.scheduled, 0).UTC(), SpecVersion: e.specVersion,
 		StartedAt: time.Unix(e.startedSec, e.startedNsec).UTC(), Kind: e.kind, Force: e.force,
 		StartedSlot: e.startedSlot, FinishedSlot: e.finishedSlot,
-		Outcome: Outcome{Kind: e.outcome, Reason: string(e.reason)},
+		Outcome: Outcome{Kind: e.outcome, Reason: e.reason},
 	}
 	l.Outcome.ChildID = e.childID(name, parent)
 	return l
@@ -273,9 +278,9 @@ func (e *histEntry) launch(name, parent string) Launch {
 func (e *histEntry) childID(name, parent string) string {
 	switch e.childForm {
 	case childVerbatim:
-		return string(e.child)
+		return e.child
 	case childPrefixed:
-		return childPrefix(parent, name, e.scheduled, e.kind) + string(e.child)
+		return childPrefix(parent, name, e.scheduled, e.kind) + e.child
 	case childNomad:
 		b := make([]byte, 0, 96)
 		b = append(b, childPrefix(parent, name, e.scheduled, e.kind)...)
@@ -294,7 +299,7 @@ func (e *histEntry) childID(name, parent string) string {
 // and their limits, field ranges); checkHistory checks the meaning. A
 // restore reads millions, so it is written for speed: one cursor, varints
 // decoded in place.
-func readEntry(b []byte, e *histEntry) (int, error) {
+func readEntry(b string, e *histEntry) (int, error) {
 	if len(b) == 0 {
 		return 0, errEntry(0, "truncated")
 	}
@@ -365,9 +370,9 @@ func errEntry(at int, format string, args ...any) error {
 }
 
 // errField reports a field that did not read, saying why.
-func errField(b []byte, at int, what string) error {
+func errField(b string, at int, what string) error {
 	why := "out of range"
-	switch _, n := binary.Uvarint(b[min(at, len(b)):]); {
+	switch _, n := uvarint(b[min(at, len(b)):]); {
 	case n == 0:
 		why = "truncated"
 	case n < 0:
@@ -378,13 +383,34 @@ func errField(b []byte, at int, what string) error {
 	return errEntry(at, "%s: %s", what, why)
 }
 
+// uvarint is binary.Uvarint on a string.
+func uvarint(s string) (uint64, int) {
+	var x uint64
+	var shift uint
+	for i := 0; i < len(s); i++ {
+		if i == binary.MaxVarintLen64 {
+			return 0, -(i + 1) // overflow
+		}
+		c := s[i]
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 {
+				return 0, -(i + 1) // overflow
+			}
+			return x | uint64(c)<<shift, i + 1
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+	}
+	return 0, 0
+}
+
 // uvarintAt decodes the minimal uvarint at b[i:] and returns it and the
 // index after it; ok is false if it is truncated, too long or not minimal.
-func uvarintAt(b []byte, i int) (v uint64, next int, ok bool) {
+func uvarintAt(b string, i int) (v uint64, next int, ok bool) {
 	if i < len(b) && b[i] < 0x80 {
 		return uint64(b[i]), i + 1, true // most fields fit a byte
 	}
-	v, n := binary.Uvarint(b[min(i, len(b)):])
+	v, n := uvarint(b[min(i, len(b)):])
 	if n <= 0 || b[i+n-1] == 0 {
 		return 0, i, false
 	}
@@ -400,54 +426,50 @@ func unzigzag(u uint64) int64 {
 }
 
 // bytesAt reads a uvarint length and that many bytes, at most limit.
-func bytesAt(b []byte, i, limit int) ([]byte, int, bool) {
+func bytesAt(b string, i, limit int) (string, int, bool) {
 	n, i, ok := uvarintAt(b, i)
 	if !ok || n > uint64(limit) || n > uint64(len(b)-i) {
-		return nil, i, false
+		return "", i, false
 	}
 	return b[i : i+int(n)], i + int(n), true
 }
 
 // checkHistory validates a history read from a snapshot for job j, and
-// returns a copy of it that shares nothing with b, from a if not nil.
-func checkHistory(b []byte, j *job, lastSlot uint64, a *arena) (history, error) {
+// returns it.
+func checkHistory(b string, j *job, lastSlot uint64) (history, error) {
 	if len(b) == 0 {
-		return nil, nil
+		return "", nil
 	}
 	n := int(b[0])
 	if n == 0 || n > HistoryLen {
-		return nil, fmt.Errorf("%d launches, want 1-%d", n, HistoryLen)
+		return "", fmt.Errorf("%d launches, want 1-%d", n, HistoryLen)
 	}
 	rest := b[1:]
 	var e histEntry
 	for i := range n {
 		size, err := readEntry(rest, &e)
 		if err != nil {
-			return nil, fmt.Errorf("launch %d: %w", i+1, err)
+			return "", fmt.Errorf("launch %d: %w", i+1, err)
 		}
 		if err := e.check(j, lastSlot); err != nil {
-			return nil, fmt.Errorf("launch %s: %w", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind), err)
+			return "", fmt.Errorf("launch %s: %w", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind), err)
 		}
 		if !e.canonical(rest[:size], j.Name, j.Spec.NomadJob) {
-			return nil, fmt.Errorf("launch %s: not packed canonically", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind))
+			return "", fmt.Errorf("launch %s: not packed canonically", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind))
 		}
 		rest = rest[size:]
 	}
 	if len(rest) != 0 {
-		return nil, fmt.Errorf("%d bytes after the last launch", len(rest))
+		return "", fmt.Errorf("%d bytes after the last launch", len(rest))
 	}
-	if a != nil {
-		return history(a.copy(b)), nil
-	}
-	return history(append([]byte(nil), b...)), nil
+	return history(b), nil
 }
 
 // arena hands out byte slices cut from shared chunks: a restore copies a
-// million histories and payloads with a few hundred allocations. A chunk
-// stays alive while any job still holds bytes from it. A job's next
-// launch replaces its history with one of its own (history.add), and an
-// edit its payload, so the chunks go as the restored jobs launch and
-// change; until then they hold no more than the restored jobs took.
+// million payloads with a few hundred allocations. A chunk stays alive
+// while any job still holds bytes from it; an edit replaces a job's
+// payload, so the chunks go as the restored jobs change, and until then
+// they hold no more than the restored jobs took.
 type arena struct{ chunk []byte }
 
 const arenaChunkBytes = 256 << 10
@@ -486,7 +508,7 @@ func (e *histEntry) check(j *job, lastSlot uint64) error {
 		return fmt.Errorf("slots %d-%d outside 1-%d", e.startedSlot, e.finishedSlot, lastSlot)
 	case e.specVersion < j.CreatedVersion || e.specVersion > j.Version:
 		return fmt.Errorf("spec version %d not in %d-%d", e.specVersion, j.CreatedVersion, j.Version)
-	case !utf8.Valid(e.child) || !utf8.Valid(e.reason):
+	case !utf8.ValidString(e.child) || !utf8.ValidString(e.reason):
 		return fmt.Errorf("child ID or reason not valid UTF-8")
 	case e.childLen(j.Name, j.Spec.NomadJob) > MaxChildIDBytes:
 		return fmt.Errorf("child ID longer than %d bytes", MaxChildIDBytes)
@@ -528,7 +550,7 @@ func decimalLen(v int64) int {
 // canonical reports whether packed is what appendEntry writes for e: the
 // varints are minimal already (readEntry), so what is left is the child's
 // form, which must be the one splitChild picks.
-func (e *histEntry) canonical(packed []byte, name, parent string) bool {
+func (e *histEntry) canonical(packed string, name, parent string) bool {
 	switch e.childForm {
 	case childNone:
 		return true
@@ -539,5 +561,5 @@ func (e *histEntry) canonical(packed []byte, name, parent string) bool {
 	l := e.launch(name, parent)
 	var buf [64]byte
 	got := appendEntry(buf[:0], &l, name, parent)
-	return string(got) == string(packed)
+	return string(got) == packed
 }

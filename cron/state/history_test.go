@@ -172,12 +172,12 @@ func TestHistoryForms(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := base
 			tc.mutate(&l)
-			h := history(nil).add(&l, "team.report", "batch")
+			h := history("").add(&l, "team.report", "batch")
 			if h.len() != 1 {
 				t.Fatalf("len %d", h.len())
 			}
 			var e histEntry
-			n, err := readEntry(h[1:], &e)
+			n, err := readEntry(string(h[1:]), &e)
 			if err != nil || n != len(h)-1 {
 				t.Fatalf("readEntry: %d of %d bytes, %v", n, len(h)-1, err)
 			}
@@ -192,8 +192,8 @@ func TestHistoryForms(t *testing.T) {
 				t.Fatalf("unpacked\n %+v\nwant\n %+v", got, l)
 			}
 			j := &job{Job: Job{Name: "team.report", Spec: JobSpec{NomadJob: "batch"}, Version: 912345, CreatedVersion: 1, LastStartedAt: at, LastTriggeredAt: at}}
-			back, err := checkHistory(h, j, 48_000_071, nil)
-			if err != nil || !bytes.Equal(back, h) {
+			back, err := checkHistory(string(h), j, 48_000_071)
+			if err != nil || back != h {
 				t.Fatalf("checkHistory: %v", err)
 			}
 		})
@@ -274,7 +274,7 @@ func TestRestoreRejectsBadHistory(t *testing.T) {
 		{"non-minimal varint", func(h []byte) []byte {
 			// The scheduled time is the second field: rewrite it padded.
 			var e histEntry
-			n, _ := readEntry(h[1:], &e)
+			n, _ := readEntry(string(h[1:]), &e)
 			rest := h[1+n:]
 			one := []byte{h[1]}
 			one = append(one, padUvarint(uint64(e.scheduled))...)
@@ -285,14 +285,14 @@ func TestRestoreRejectsBadHistory(t *testing.T) {
 		}, "not minimal"},
 		{"verbatim where nomad", func(h []byte) []byte {
 			var e histEntry
-			readEntry(h[1:], &e)
+			readEntry(string(h[1:]), &e)
 			if e.childForm != childNomad {
 				t.Fatalf("first entry is form %d", e.childForm)
 			}
 			l := e.launch("hourly", "report")
 			var buf []byte
 			buf = appendEntry(buf, &l, "hourly", "elsewhere") // verbatim against "report"
-			n, _ := readEntry(h[1:], &e)
+			n, _ := readEntry(string(h[1:]), &e)
 			out := append([]byte{h[0]}, buf...)
 			return append(out, h[1+n:]...)
 		}, "not packed canonically"},
@@ -332,7 +332,7 @@ func encodeSnapshotWithHistory(t *testing.T, data []byte, name string, mutate fu
 	s := decodeSnapshot(t, data)
 	for i := range s.JobList {
 		if s.JobList[i].Name == name {
-			s.JobList[i].History = mutate(bytes.Clone(s.JobList[i].History))
+			s.JobList[i].History = string(mutate([]byte(s.JobList[i].History)))
 		}
 	}
 	return encodeSnapshot(t, s)
@@ -349,7 +349,7 @@ func FuzzHistory(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		j := &job{Job: Job{Name: "hourly", Spec: JobSpec{NomadJob: "report"}, Version: 1 << 40, CreatedVersion: 1,
 			LastStartedAt: time.Unix(maxUnixSeconds, 0), LastTriggeredAt: time.Unix(maxUnixSeconds, 0)}}
-		h, err := checkHistory(b, j, 1<<62, &arena{})
+		h, err := checkHistory(string(b), j, 1<<62)
 		if err != nil {
 			return
 		}
@@ -360,7 +360,7 @@ func FuzzHistory(f *testing.F) {
 			}
 			again = again.add(&l, j.Name, j.Spec.NomadJob)
 		}
-		if !bytes.Equal(again, h) {
+		if again != h {
 			t.Fatalf("repacked\n % x\nwant\n % x", []byte(again), []byte(h))
 		}
 	})

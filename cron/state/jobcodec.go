@@ -149,7 +149,7 @@ func appendJob(b []byte, w *wireJob) []byte {
 	for _, t := range [...]wireTime{w.CreatedAt, w.UpdatedAt, w.LastStartedAt, w.NextAt, w.LastTriggered} {
 		b = appendTime(b, t)
 	}
-	b = appendBin(appendLaunches(b, w.Open), w.History)
+	b = appendStr(appendLaunches(b, w.Open), w.History)
 	c := &w.Counters
 	b = append(b, 0x96)
 	for _, u := range [...]uint64{c.Started, c.Dispatched, c.Failed, c.Skipped, c.Unknown, c.Duplicates} {
@@ -444,9 +444,9 @@ func readJob(b []byte, w *wireJob, strs map[string]string, version byte) (int, e
 	w.version = version
 	w.Open = r.launches(MaxOpenLaunches, version)
 	if version == 1 {
-		w.History, w.HistoryV1 = nil, r.launches(v1HistoryLen, version)
+		w.History, w.HistoryV1 = "", r.launches(v1HistoryLen, version)
 	} else {
-		w.History, w.HistoryV1 = r.raw(), nil
+		w.History, w.HistoryV1 = r.str(), nil // the job keeps this copy
 	}
 	r.fields(6)
 	c := &w.Counters

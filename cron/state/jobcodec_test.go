@@ -70,7 +70,7 @@ func randWireJob(r *rand.Rand) wireJob {
 	w := wireJob{
 		Name: randString(r), Version: randUint(r), CreatedVersion: randUint(r), Paused: r.IntN(2) == 0,
 		CreatedAt: randTime(r), UpdatedAt: randTime(r), LastStartedAt: randTime(r), NextAt: randTime(r), LastTriggered: randTime(r),
-		Open: randLaunches(r), History: randBytes(r),
+		Open: randLaunches(r), History: string(randBytes(r)),
 		Counters: Counters{randUint(r), randUint(r), randUint(r), randUint(r), randUint(r), randUint(r)},
 		Spec: wireSpec{Schedule: randString(r), TimeZone: randString(r), Concurrency: randString(r), CatchupWindow: randInt(r),
 			NomadJob: randString(r), Namespace: randString(r), Region: randString(r)},

@@ -70,7 +70,7 @@ type wireJob struct {
 	NextAt         wireTime
 	LastTriggered  wireTime
 	Open           []wireLaunch
-	History        []byte // packed (history.go)
+	History        string // packed (history.go)
 	Counters       Counters
 	// HistoryV1 is the history of a version 1 snapshot, where it took
 	// History's place; never written.
@@ -154,7 +154,7 @@ func jobToWireInto(w *wireJob, j *job, sc *wireScratch) {
 	}
 	sc.open = open
 	// Empty is nil in the encoding: canonical.
-	w.Spec.Meta, w.Open, w.History = j.meta, nilIfEmpty(open), j.hist
+	w.Spec.Meta, w.Open, w.History = j.meta, nilIfEmpty(open), string(j.hist)
 }
 
 func launchToWire(l Launch) wireLaunch {
@@ -425,7 +425,7 @@ func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, schedules *sc
 		for _, l := range hist[max(0, len(hist)-HistoryLen):] {
 			j.hist = j.hist.add(&l, j.Name, j.Spec.NomadJob)
 		}
-	} else if j.hist, err = checkHistory(w.History, j, lastSlot, bufs); err != nil {
+	} else if j.hist, err = checkHistory(w.History, j, lastSlot); err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
 	return nil
