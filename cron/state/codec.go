@@ -69,6 +69,7 @@ type wireSpec struct {
 	NomadJob      string
 	Namespace     string
 	Region        string
+	AtLeastOnce   bool // not in snapshot version 1 (nor commands before it)
 }
 
 type wirePutJob struct {
@@ -136,7 +137,7 @@ func fillWireSpec(w *wireSpec, s JobSpec, meta []wireKV) []wireKV {
 	*w = wireSpec{
 		Schedule: s.Schedule, TimeZone: s.TimeZone, Concurrency: string(s.Concurrency),
 		CatchupWindow: int64(s.CatchupWindow), Payload: s.Payload,
-		NomadJob: s.NomadJob, Namespace: s.Namespace, Region: s.Region,
+		NomadJob: s.NomadJob, Namespace: s.Namespace, Region: s.Region, AtLeastOnce: s.AtLeastOnce,
 	}
 	if len(w.Payload) == 0 {
 		w.Payload = nil // canonical: empty is nil
@@ -151,7 +152,7 @@ func specFromWire(w wireSpec) (JobSpec, error) {
 	s := JobSpec{
 		Schedule: w.Schedule, TimeZone: w.TimeZone, Concurrency: Concurrency(w.Concurrency),
 		CatchupWindow: time.Duration(w.CatchupWindow), Payload: cloneBytes(w.Payload),
-		NomadJob: w.NomadJob, Namespace: w.Namespace, Region: w.Region,
+		NomadJob: w.NomadJob, Namespace: w.Namespace, Region: w.Region, AtLeastOnce: w.AtLeastOnce,
 	}
 	if err := checkMetaPairs(w.Meta); err != nil {
 		return JobSpec{}, err

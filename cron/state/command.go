@@ -146,6 +146,13 @@ type JobSpec struct {
 	NomadJob  string
 	Namespace string
 	Region    string
+	// AtLeastOnce changes what a new leader does with a launch left open
+	// longer than Nomad is sure to remember a dispatch, which a look-up
+	// does not find: by default it records the outcome unknown and does
+	// not dispatch again (at most once: the child may exist, forgotten);
+	// with AtLeastOnce it dispatches again, within the catch-up window, so
+	// the launch may run twice but is never lost.
+	AtLeastOnce bool
 }
 
 // Target is a parameterized Nomad job and its scope: together with the

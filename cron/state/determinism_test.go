@@ -58,6 +58,7 @@ func genOne(r *rand.Rand, m *Machine, now time.Time) []byte {
 			s.Meta = map[string]string{"owner": name, "tier": "1"}
 			s.Payload = []byte(name)
 			s.Concurrency = ConcurrencyForbid
+			s.AtLeastOnce = r.IntN(2) == 0
 		}
 		v := j.Version
 		if r.IntN(5) == 0 {

@@ -106,10 +106,10 @@ func appendTime(b []byte, t wireTime) []byte {
 }
 
 func appendSpec(b []byte, s *wireSpec) []byte {
-	b = appendArrayLen(b, 9)
+	b = appendArrayLen(b, 10)
 	b = appendStr(appendStr(appendStr(b, s.Schedule), s.TimeZone), s.Concurrency)
 	b = appendMeta(appendBin(appendInt(b, s.CatchupWindow), s.Payload), s.Meta)
-	return appendStr(appendStr(appendStr(b, s.NomadJob), s.Namespace), s.Region)
+	return appendBool(appendStr(appendStr(appendStr(b, s.NomadJob), s.Namespace), s.Region), s.AtLeastOnce)
 }
 
 func appendMeta(b []byte, meta []wireKV) []byte {
@@ -379,12 +379,19 @@ func (r *jobReader) count(limit int) int {
 	return n
 }
 
-func (r *jobReader) spec(s *wireSpec) {
-	r.fields(9)
+func (r *jobReader) spec(s *wireSpec, version byte) {
+	if version == 1 {
+		r.fields(9)
+	} else {
+		r.fields(10)
+	}
 	s.Schedule, s.TimeZone, s.Concurrency = r.shared(), r.shared(), r.shared()
 	s.CatchupWindow, s.Payload = r.int(), r.raw() // shares b: the caller copies it
 	s.Meta = r.meta()
 	s.NomadJob, s.Namespace, s.Region = r.shared(), r.shared(), r.shared()
+	if version != 1 {
+		s.AtLeastOnce = r.bool()
+	}
 }
 
 func (r *jobReader) meta() []wireKV {
@@ -438,7 +445,7 @@ func readJob(b []byte, w *wireJob, strs map[string]string, version byte) (int, e
 	r := &jobReader{b: b, strs: strs}
 	r.fields(13)
 	w.Name = r.str()
-	r.spec(&w.Spec)
+	r.spec(&w.Spec, version)
 	w.Version, w.CreatedVersion, w.Paused = r.uint(), r.uint(), r.bool()
 	w.CreatedAt, w.UpdatedAt, w.LastStartedAt, w.NextAt, w.LastTriggered = r.time(), r.time(), r.time(), r.time(), r.time()
 	w.version = version

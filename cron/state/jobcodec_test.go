@@ -73,7 +73,7 @@ func randWireJob(r *rand.Rand) wireJob {
 		Open: randLaunches(r), History: string(randBytes(r)),
 		Counters: Counters{randUint(r), randUint(r), randUint(r), randUint(r), randUint(r), randUint(r)},
 		Spec: wireSpec{Schedule: randString(r), TimeZone: randString(r), Concurrency: randString(r), CatchupWindow: randInt(r),
-			NomadJob: randString(r), Namespace: randString(r), Region: randString(r)},
+			NomadJob: randString(r), Namespace: randString(r), Region: randString(r), AtLeastOnce: r.IntN(2) == 0},
 	}
 	if p := randString(r); p != "" {
 		w.Spec.Payload = []byte(p)
