@@ -670,13 +670,21 @@ func (l *Launcher) delay(t *task, p phase, wait time.Duration) {
 }
 
 // giveUpAt is when the launcher stops retrying a launch: at the end of its
-// catch-up window, and before Nomad may forget its token.
+// catch-up window, and, unless the job asked for at least once, before
+// Nomad may forget its token.
 func (l *Launcher) giveUpAt(t *task, window time.Duration) time.Time {
 	end := t.launch.ScheduledAt.Add(window)
-	if h := l.horizonEnd(t); h.Before(end) {
+	if h := l.horizonEnd(t); h.Before(end) && !l.atLeastOnce(t) {
 		end = h
 	}
 	return end
+}
+
+// atLeastOnce reports whether t's job, the one it was started for, asks
+// for at-least-once launches.
+func (l *Launcher) atLeastOnce(t *task) bool {
+	info, ok := l.m.Info(t.launch.Job)
+	return l.sameJob(t, info, ok) && info.Spec.AtLeastOnce
 }
 
 // horizonEnd is when a dispatch of t's launch may have been forgotten by
@@ -855,6 +863,12 @@ func (l *Launcher) lookedUp(t *task, r Result) {
 		l.retryOrConclude(t, phaseLookup, r.Err, state.OutcomeUnknown, "could not look the launch up in Nomad")
 	case r.Found:
 		l.conclude(t, state.Outcome{Kind: state.OutcomeDispatched, ChildID: r.ChildID})
+	case !l.now.Before(l.horizonEnd(t)) && l.atLeastOnce(t):
+		// Not found, and Nomad may have forgotten a child it made; the
+		// job asked for at least once: launch it again (its catch-up
+		// window permitting).
+		t.phase = phaseDecide
+		l.queue = append(l.queue, t)
 	case !l.now.Before(l.horizonEnd(t)):
 		// Not found, but Nomad may have forgotten a child it made: fail
 		// closed.

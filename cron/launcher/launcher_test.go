@@ -153,6 +153,45 @@ func TestOpenLaunchPastHorizonIsNeverRedispatched(t *testing.T) {
 	}
 }
 
+// TestAtLeastOncePastHorizonIsDispatchedAgain: the job's choice; the
+// same token, within the catch-up window.
+func TestAtLeastOncePastHorizonIsDispatchedAgain(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MemoryHorizon = time.Hour; c.ClockSkew = time.Minute })
+	spec := job("@every 1m")
+	spec.CatchupWindow = 2 * time.Hour
+	spec.AtLeastOnce = true
+	h.apply(putJob("a", spec))
+	at := t0.Add(time.Minute)
+	h.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
+	h.lease(2, 10*time.Second)
+	h.at(at.Add(59 * time.Minute))
+	h.settle()
+	h.wantRequest(OpLookup, "a-1772366460")
+	h.answer(Result{})
+	h.settle()
+	if len(h.d.pending) == 0 || h.d.pending[0].Op != OpDispatch || h.d.pending[0].Identity != "a-1772366460" {
+		t.Fatalf("pending %+v, want a's dispatch again", h.d.pending)
+	}
+	h.answer(Result{ChildID: "batch/dispatch-a-2"})
+	if got := describe(h.proposed); !strings.Contains(got, "finished a-1772366460 dispatched batch/dispatch-a-2") {
+		t.Fatalf("proposed:\n%s", got)
+	}
+
+	// Past its catch-up window it is skipped, even so.
+	h2 := newHarness(t, func(c *Config) { c.MemoryHorizon = time.Hour; c.ClockSkew = time.Minute })
+	spec.CatchupWindow = 30 * time.Minute
+	h2.apply(putJob("a", spec))
+	h2.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
+	h2.lease(2, 10*time.Second)
+	h2.at(at.Add(59 * time.Minute))
+	h2.settle()
+	h2.answer(Result{})
+	h2.settle()
+	if got := describe(h2.proposed); !strings.Contains(got, "skipped") {
+		t.Fatalf("proposed:\n%s", got)
+	}
+}
+
 func TestOpenLaunchBeyondCatchupWindowIsSkipped(t *testing.T) {
 	h := newHarness(t, nil)
 	h.apply(putJob("a", job("@every 1h")))
