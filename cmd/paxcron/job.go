@@ -59,6 +59,7 @@ type jobValidateOutput struct {
 	TimeZone    string            `json:"time_zone"`
 	Concurrency string            `json:"concurrency"`
 	Catchup     string            `json:"catchup_window"`
+	Delivery    string            `json:"delivery"`
 	NomadJob    string            `json:"nomad_job"`
 	Namespace   string            `json:"namespace,omitempty"`
 	Region      string            `json:"region,omitempty"`
@@ -108,7 +109,10 @@ func runJobValidate(args []string, stdout, stderr io.Writer, now func() time.Tim
 			Name: c.Name, Schedule: c.Spec.Schedule, Resolved: c.Resolved, TimeZone: sched.Location().String(),
 			Concurrency: string(c.Spec.Concurrency), Catchup: c.Spec.CatchupWindow.String(),
 			NomadJob: c.Spec.NomadJob, Namespace: c.Spec.Namespace, Region: c.Spec.Region, Meta: c.Spec.Meta,
-			Payload: len(c.Spec.Payload), Next: []string{},
+			Payload: len(c.Spec.Payload), Next: []string{}, Delivery: "at-most-once",
+		}
+		if c.Spec.AtLeastOnce {
+			o.Delivery = "at-least-once"
 		}
 		if o.Concurrency == "" {
 			o.Concurrency = "allow"
@@ -146,7 +150,7 @@ func runJobValidate(args []string, stdout, stderr io.Writer, now func() time.Tim
 		if o.Region != "" {
 			fmt.Fprintf(stdout, " in region %s", o.Region)
 		}
-		fmt.Fprintf(stdout, "; concurrency %s, catch-up window %s\n", o.Concurrency, o.Catchup)
+		fmt.Fprintf(stdout, "; concurrency %s, catch-up window %s, %s\n", o.Concurrency, o.Catchup, o.Delivery)
 		for _, t := range o.Next {
 			fmt.Fprintln(stdout, "  "+t)
 		}

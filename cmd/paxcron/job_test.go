@@ -40,7 +40,7 @@ cron "every-5m" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	for _, want := range []string{
-		"nightly-report: 0 ", "(Europe/Berlin), dispatches report in namespace analytics; concurrency allow, catch-up window 5m0s",
+		"nightly-report: 0 ", "(Europe/Berlin), dispatches report in namespace analytics; concurrency allow, catch-up window 5m0s, at-most-once",
 		"every-5m: */5 * * * *  (UTC), dispatches ping; concurrency forbid",
 		"  2026-11-23T12:05:00Z\n  2026-11-23T12:10:00Z\n",
 	} {

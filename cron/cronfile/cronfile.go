@@ -9,6 +9,7 @@
 //	  time_zone      = "Europe/Berlin"
 //	  concurrency    = "forbid"
 //	  catchup_window = "10m"
+//	  delivery       = "at-most-once"      # or at-least-once
 //	  nomad {
 //	    job       = "report"          # a parameterized job in Nomad
 //	    namespace = "analytics"
@@ -157,6 +158,7 @@ var cronSchema = &hcl.BodySchema{
 		{Name: "time_zone"},
 		{Name: "concurrency"},
 		{Name: "catchup_window"},
+		{Name: "delivery"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "nomad"}},
 }
@@ -220,6 +222,16 @@ func (p *parser) cron(b *hcl.Block) (Cron, bool) {
 			default:
 				spec.CatchupWindow = d
 			}
+		}
+	}
+	if a := content.Attributes["delivery"]; a != nil {
+		switch v, ok := p.text(a); {
+		case !ok:
+		case v == "at-most-once":
+		case v == "at-least-once":
+			spec.AtLeastOnce = true
+		default:
+			p.fail(a.Expr.Range().Ptr(), "Invalid delivery", fmt.Sprintf("%q is not at-most-once (the default: a launch Nomad may have forgotten is recorded unknown) or at-least-once (it is launched again, and may run twice)", v))
 		}
 	}
 	switch n := len(content.Blocks); {
@@ -415,6 +427,9 @@ func Format(crons []Cron) ([]byte, error) {
 		}
 		if s.CatchupWindow != 0 && s.CatchupWindow != state.DefaultCatchupWindow {
 			b.SetAttributeValue("catchup_window", cty.StringVal(s.CatchupWindow.String()))
+		}
+		if s.AtLeastOnce {
+			b.SetAttributeValue("delivery", cty.StringVal("at-least-once"))
 		}
 		n := b.AppendNewBlock("nomad", nil).Body()
 		n.SetAttributeValue("job", cty.StringVal(s.NomadJob))

@@ -19,6 +19,7 @@ cron "nightly-report" {
   time_zone      = "Europe/Berlin"
   concurrency    = "forbid"
   catchup_window = "10m"
+  delivery       = "at-least-once"
   nomad {
     job       = "report"
     namespace = "analytics"
@@ -51,7 +52,7 @@ func TestParseGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []state.JobSpec{{
-		Schedule: "0 ? * * *", TimeZone: "Europe/Berlin", Concurrency: state.ConcurrencyForbid, CatchupWindow: 10 * time.Minute,
+		Schedule: "0 ? * * *", TimeZone: "Europe/Berlin", Concurrency: state.ConcurrencyForbid, CatchupWindow: 10 * time.Minute, AtLeastOnce: true,
 		NomadJob: "report", Namespace: "analytics", Region: "eu",
 		Meta: map[string]string{"kind": "nightly", "team.name": "data"}, Payload: []byte(`{"day": "yesterday"}` + "\n"),
 	}, {
@@ -71,7 +72,7 @@ func TestParseGood(t *testing.T) {
 	if r := crons[0].Resolved; strings.Contains(r, "?") || !strings.HasPrefix(r, "0 ") {
 		t.Errorf("resolved schedule %q", r)
 	}
-	if crons[0].Range.Start.Line != 3 || crons[1].Range.Start.Line != 17 {
+	if crons[0].Range.Start.Line != 3 || crons[1].Range.Start.Line != 18 {
 		t.Errorf("ranges %v %v", crons[0].Range, crons[1].Range)
 	}
 }
@@ -103,6 +104,7 @@ func TestParseBad(t *testing.T) {
 		{"bad zone", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `time_zone = "Mars/Olympus"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,13: Invalid schedule", "Mars/Olympus"}},
 		{"bad concurrency", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `concurrency = "never"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,15: Invalid concurrency", "allow, forbid or replace"}},
 		{"bad window", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `catchup_window = "soon"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,18: Invalid catch-up window", `"10m"`}},
+		{"bad delivery", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `delivery = "exactly-once"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,12: Invalid delivery", "at-least-once"}},
 		{"window too long", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `catchup_window = "200h"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,18: Invalid catch-up window", "168h0m0s"}},
 		{"no nomad", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n}", []string{"jobs.hcl:1,1: Missing nomad block"}},
 		{"two nomad", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + nomad + "\n" + nomad + "\n}", []string{"jobs.hcl:4,1: Duplicate nomad block", "line 3"}},
@@ -182,7 +184,7 @@ func TestExamples(t *testing.T) {
 // TestFormat: what Format writes, Parse reads back the same.
 func TestFormat(t *testing.T) {
 	in := []Cron{
-		{Name: "a.b", Spec: state.JobSpec{Schedule: "0 ? * * *", TimeZone: "Europe/Berlin", Concurrency: state.ConcurrencyForbid, CatchupWindow: 90 * time.Minute,
+		{Name: "a.b", Spec: state.JobSpec{Schedule: "0 ? * * *", TimeZone: "Europe/Berlin", Concurrency: state.ConcurrencyForbid, CatchupWindow: 90 * time.Minute, AtLeastOnce: true,
 			NomadJob: "report", Namespace: "data", Region: "eu", Meta: map[string]string{"k": `quote " and ${x}`, "team.name": "x"}, Payload: []byte("{\"day\": 1}\n")}},
 		{Name: "plain", Spec: state.JobSpec{Schedule: "@hourly", NomadJob: "p"}},
 	}
