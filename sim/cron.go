@@ -49,6 +49,9 @@ var jobSpecs = []state.JobSpec{
 	{Schedule: "*/3 * 2 * * *", TimeZone: "Australia/Lord_Howe", NomadJob: "batch"},
 	{Schedule: "? * * * * *", TimeZone: "Australia/Lord_Howe", NomadJob: "batch"},
 	{Schedule: "*/7 * * * * *", NomadJob: "missing"}, // Nomad has no such job: refused
+	// At least once: past the memory horizon (10 s), within the window.
+	{Schedule: "*/2 * * * * *", NomadJob: "batch", CatchupWindow: 30 * time.Second, AtLeastOnce: true},
+	{Schedule: "@every 3s", TimeZone: "Australia/Sydney", NomadJob: "batch", CatchupWindow: 20 * time.Second, AtLeastOnce: true, Concurrency: state.ConcurrencyForbid},
 	{Schedule: "0 0 1 1 *", NomadJob: "batch"},       // never within a run
 }
 
@@ -172,7 +175,7 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 		}
 		for _, l := range j.Open {
 			if l.StartedSlot == slot {
-				c.fail(c.cronCheck.Opened(slot, l))
+				c.fail(c.cronCheck.Opened(slot, l, j))
 				c.openedByKind[l.Kind]++
 			}
 		}
@@ -282,7 +285,11 @@ func (c *cluster) cronFinal() error {
 	}
 	var children []check.NomadChild
 	for _, ch := range c.nomad.Children() {
-		children = append(children, check.NomadChild{ID: ch.ID, Token: ch.Token, CreatedAt: c.opts.Epoch.Add(ch.CreatedAt)})
+		nc := check.NomadChild{ID: ch.ID, Token: ch.Token, CreatedAt: c.opts.Epoch.Add(ch.CreatedAt)}
+		if ch.Collected {
+			nc.CollectedAt = c.opts.Epoch.Add(ch.CollectedAt)
+		}
+		children = append(children, nc)
 	}
 	err := c.cronCheck.Final(check.CronFinal{
 		End: c.trueWall(), Bound: c.opts.LatenessBound, HealthyFrom: c.healthyFrom,
@@ -344,6 +351,7 @@ func (c *cluster) cronStats() CronStats {
 	st := CronStats{Nomad: c.nomad.Stats(), Promotions: c.promotions,
 		Manual: c.openedByKind[state.LaunchManual], Backfilled: c.openedByKind[state.LaunchBackfill]}
 	_, st.Calls = c.cronCheck.Stats()
+	st.SecondChildren = c.cronCheck.SecondChildren()
 	var ref *node
 	for _, n := range c.nodes {
 		if n.up && (ref == nil || n.rep.Applied() > ref.rep.Applied()) {

@@ -45,7 +45,10 @@ type CronStats struct {
 	// Manual and Backfilled count launches Trigger and Backfill opened.
 	Manual     uint64
 	Backfilled uint64
-	Nomad      simnomad.Stats
+	// SecondChildren counts at-least-once launches that Nomad forgot and
+	// the leader dispatched again.
+	SecondChildren uint64
+	Nomad          simnomad.Stats
 }
 
 // FaultSummary lists the injected faults in a stable order.

@@ -125,6 +125,23 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 	}
 }
 
+// TestAtLeastOnceIsExercised: in these seeds an at-least-once launch's
+// child is forgotten by Nomad while the launch is open, and a later leader
+// dispatches it again; the checker allows the second child only then. About
+// 1 seed in 150 does this, so they are pinned.
+func TestAtLeastOnceIsExercised(t *testing.T) {
+	skipUnderRace(t)
+	for _, seed := range []uint64{71, 194} {
+		r := Run(DefaultOptions(seed))
+		if r.Err != nil {
+			t.Fatalf("seed %d: %v", seed, r.Err)
+		}
+		if r.Cron.SecondChildren == 0 {
+			t.Errorf("seed %d no longer dispatches an at-least-once launch again: find another seed", seed)
+		}
+	}
+}
+
 // The cron workload must exercise every path of the launch protocol: a
 // run where nothing is dispatched, skipped or looked up proves nothing.
 func TestCronIsExercised(t *testing.T) {

@@ -674,18 +674,30 @@ func (l *Launcher) delay(t *task, p phase, wait time.Duration) {
 // Nomad may forget its token.
 func (l *Launcher) giveUpAt(t *task, window time.Duration) time.Time {
 	end := t.launch.ScheduledAt.Add(window)
-	if h := l.horizonEnd(t); h.Before(end) && !l.atLeastOnce(t) {
+	if h := l.horizonEnd(t); h.Before(end) && !t.launch.AtLeastOnce {
 		end = h
 	}
 	return end
 }
 
-// atLeastOnce reports whether t's job, the one it was started for, asks
-// for at-least-once launches.
-func (l *Launcher) atLeastOnce(t *task) bool {
+// redispatchable reports whether t, open past Nomad's memory horizon and
+// not found, may be dispatched again: it was started at least once, its
+// job (the one it was started for) still exists and is not paused (unless t is
+// forced), and t is still within its catch-up window. Otherwise it is
+// recorded unknown, since it may have run.
+func (l *Launcher) redispatchable(t *task) bool {
 	info, ok := l.m.Info(t.launch.Job)
-	return l.sameJob(t, info, ok) && info.Spec.AtLeastOnce
+	if !t.launch.AtLeastOnce || !l.sameJob(t, info, ok) || info.Paused && !t.launch.Force {
+		return false
+	}
+	due := t.launch.ScheduledAt
+	if t.launch.Kind != state.LaunchScheduled {
+		due = t.launch.StartedAt
+	}
+	return l.now.Sub(due) <= info.Spec.CatchupWindow
 }
+
+
 
 // horizonEnd is when a dispatch of t's launch may have been forgotten by
 // Nomad: no dispatch of it happened before its LaunchStarted was proposed.
@@ -863,11 +875,12 @@ func (l *Launcher) lookedUp(t *task, r Result) {
 		l.retryOrConclude(t, phaseLookup, r.Err, state.OutcomeUnknown, "could not look the launch up in Nomad")
 	case r.Found:
 		l.conclude(t, state.Outcome{Kind: state.OutcomeDispatched, ChildID: r.ChildID})
-	case !l.now.Before(l.horizonEnd(t)) && l.atLeastOnce(t):
+	case !l.now.Before(l.horizonEnd(t)) && l.redispatchable(t):
 		// Not found, and Nomad may have forgotten a child it made; the
-		// job asked for at least once: launch it again (its catch-up
-		// window permitting).
-		t.phase = phaseDecide
+		// job asked for at least once: dispatch it again, as a retry of
+		// a launch already decided (no policy check: a skip now could
+		// hide a child that ran).
+		t.phase = phaseDispatch
 		l.queue = append(l.queue, t)
 	case !l.now.Before(l.horizonEnd(t)):
 		// Not found, but Nomad may have forgotten a child it made: fail

@@ -130,13 +130,13 @@ func appendLaunches(b []byte, ls []wireLaunch) []byte {
 	b = appendArrayLen(b, len(ls))
 	for i := range ls {
 		l := &ls[i]
-		b = appendTime(append(b, 0x9c), l.ScheduledAt)
+		b = appendTime(append(b, 0x9d), l.ScheduledAt)
 		b = appendTime(appendUint(b, l.SpecVersion), l.StartedAt)
 		b = appendUint(appendUint(b, l.StartedSlot), l.FinishedSlot)
 		b = appendStr(appendStr(appendStr(append(b, 0x93), l.Outcome.Kind), l.Outcome.ChildID), l.Outcome.Reason)
 		b = appendStr(appendStr(appendStr(append(b, 0x93), l.Target.NomadJob), l.Target.Namespace), l.Target.Region)
 		b = appendUint(appendBool(appendUint(b, uint64(l.Kind)), l.Force), l.Content)
-		b = appendMeta(appendBin(b, l.Payload), l.Meta)
+		b = appendBool(appendMeta(appendBin(b, l.Payload), l.Meta), l.AtLeastOnce)
 	}
 	return b
 }
@@ -418,7 +418,7 @@ func (r *jobReader) launches(limit int, version byte) []wireLaunch {
 		if version == 1 {
 			r.fields(9)
 		} else {
-			r.fields(12)
+			r.fields(13)
 		}
 		l.ScheduledAt, l.SpecVersion, l.StartedAt = r.time(), r.uint(), r.time()
 		l.StartedSlot, l.FinishedSlot = r.uint(), r.uint()
@@ -429,6 +429,7 @@ func (r *jobReader) launches(limit int, version byte) []wireLaunch {
 		l.Kind, l.Force = r.uint8(), r.bool()
 		if version != 1 {
 			l.Content, l.Payload, l.Meta = r.uint(), r.raw(), r.meta() // the payload shares b
+			l.AtLeastOnce = r.bool()
 		}
 	}
 	return out

@@ -89,6 +89,9 @@ type Launch struct {
 	// same thing, whatever edits the job meanwhile. Kept while the launch
 	// is open; zero in the history.
 	Content uint64
+	// AtLeastOnce is the job's JobSpec.AtLeastOnce when the launch
+	// started: the choice the launch is held to. Kept while open.
+	AtLeastOnce bool
 	// payload and meta alias the job's spec of SpecVersion (immutable).
 	payload      []byte
 	meta         []wireKV
@@ -500,7 +503,7 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 	j.Open = nilIfEmpty(slices.Delete(j.Open, i, i+1))
 	l.FinishedSlot = slot
 	l.Outcome = c.Outcome
-	l.Target, l.Content, l.payload, l.meta = Target{}, 0, nil, nil
+	l.Target, l.Content, l.payload, l.meta, l.AtLeastOnce = Target{}, 0, nil, nil, false
 	j.hist = j.hist.add(&l, j.Name, j.Spec.NomadJob)
 	j.Counters.count(c.Outcome.Kind)
 	m.stats.Launches.count(c.Outcome.Kind)
@@ -612,7 +615,7 @@ func (l *Launch) DispatchContent() ([]byte, map[string]string) {
 // open adds l to the job's open launches, in order, with the job's
 // current content.
 func (j *job) open(l Launch) {
-	l.Content, l.payload, l.meta = j.content(), j.Spec.Payload, j.meta
+	l.Content, l.payload, l.meta, l.AtLeastOnce = j.content(), j.Spec.Payload, j.meta, j.Spec.AtLeastOnce
 	i, found := slices.BinarySearchFunc(j.Open, l, compareOpen)
 	if found {
 		panic(fmt.Sprintf("state: opening launch %s twice", l.Identity))

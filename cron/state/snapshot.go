@@ -95,9 +95,10 @@ type wireLaunch struct {
 	Force        bool
 	// Content, Payload and Meta: what an open launch dispatches (zero
 	// once finished); not in version 1.
-	Content uint64
-	Payload []byte
-	Meta    []wireKV
+	Content     uint64
+	Payload     []byte
+	Meta        []wireKV
+	AtLeastOnce bool
 }
 
 // Snapshot implements replica.StateMachine.
@@ -162,7 +163,7 @@ func launchToWire(l Launch) wireLaunch {
 		ScheduledAt: toWire(l.ScheduledAt), SpecVersion: l.SpecVersion, StartedAt: toWire(l.StartedAt),
 		StartedSlot: l.StartedSlot, FinishedSlot: l.FinishedSlot,
 		Outcome: wireOutcome{Kind: string(l.Outcome.Kind), ChildID: l.Outcome.ChildID, Reason: l.Outcome.Reason},
-		Target:  l.Target, Kind: uint8(l.Kind), Force: l.Force, Content: l.Content, Payload: l.payload, Meta: l.meta,
+		Target:  l.Target, Kind: uint8(l.Kind), Force: l.Force, Content: l.Content, Payload: l.payload, Meta: l.meta, AtLeastOnce: l.AtLeastOnce,
 	}
 }
 
@@ -315,7 +316,7 @@ func launchFromWire(name string, w wireLaunch) (Launch, error) {
 		StartedAt: startedAt, StartedSlot: w.StartedSlot, FinishedSlot: w.FinishedSlot,
 		Outcome: Outcome{Kind: OutcomeKind(w.Outcome.Kind), ChildID: w.Outcome.ChildID, Reason: w.Outcome.Reason},
 		Target:  w.Target, Kind: LaunchKind(w.Kind), Force: w.Force, Content: w.Content,
-		payload: cloneBytes(w.Payload), meta: w.Meta,
+		payload: cloneBytes(w.Payload), meta: w.Meta, AtLeastOnce: w.AtLeastOnce,
 	}, nil
 }
 
@@ -495,7 +496,7 @@ func checkLaunch(j *job, l Launch, open bool, lastSlot uint64) error {
 		return fmt.Errorf("open launch with an outcome")
 	case open && l.Target.validate() != nil:
 		return l.Target.validate()
-	case !open && (l.Target != Target{} || l.Content != 0 || l.payload != nil || l.meta != nil):
+	case !open && (l.Target != Target{} || l.Content != 0 || l.payload != nil || l.meta != nil || l.AtLeastOnce):
 		return fmt.Errorf("finished launch with a target or content")
 	case open:
 		return checkContent(l)

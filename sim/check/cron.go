@@ -31,10 +31,11 @@ type Cron struct {
 	launches map[string]*cronLaunch // by identity
 	// from is, per job incarnation, the time its next launch counts
 	// from: its creation, or its last accepted start.
-	from   map[incarnation]time.Time
-	scheds map[string]*schedule.Schedule
-	calls  uint64
-	starts uint64
+	from           map[incarnation]time.Time
+	scheds         map[string]*schedule.Schedule
+	calls          uint64
+	starts         uint64
+	secondChildren uint64
 }
 
 type incarnation struct {
@@ -58,6 +59,9 @@ type cronLaunch struct {
 	outcome  state.Outcome
 	earlier  []state.Outcome
 	forced   bool
+	// atLeastOnce: the job asked for at-least-once launches when it was
+	// started, so a second child is allowed once Nomad forgot the first.
+	atLeastOnce bool
 }
 
 // NewCron returns an empty cron checker.
@@ -68,6 +72,10 @@ func NewCron() *Cron {
 // Stats reports how much the checker saw: starts accepted and Nomad calls.
 func (c *Cron) Stats() (starts, calls uint64) { return c.starts, c.calls }
 
+// SecondChildren counts the launches Final allowed more than one child:
+// at-least-once launches dispatched again once Nomad forgot the first.
+func (c *Cron) SecondChildren() uint64 { return c.secondChildren }
+
 // Started records a LaunchStarted chosen at slot that the state accepted;
 // job is the job as the state holds it right after. It checks that the
 // launch is the job's next slot by its schedule, counted from its last
@@ -77,7 +85,7 @@ func (c *Cron) Started(slot uint64, cmd state.LaunchStarted, job state.Job) erro
 	if prev, ok := c.launches[cmd.Identity]; ok {
 		return violation(InvAtMostOnce, "launch %s started at slot %d and again at slot %d", cmd.Identity, prev.slot, slot)
 	}
-	c.launches[cmd.Identity] = &cronLaunch{job: cmd.Job, at: at, due: at, slot: slot}
+	c.launches[cmd.Identity] = &cronLaunch{job: cmd.Job, at: at, due: at, slot: slot, atLeastOnce: job.Spec.AtLeastOnce}
 	c.starts++
 	inc := incarnation{name: job.Name, version: job.CreatedVersion}
 	from, seen := c.from[inc]
@@ -139,18 +147,18 @@ func (c *Cron) schedule(job state.Job) (*schedule.Schedule, error) {
 // Opened records a launch a Trigger or Backfill opened at slot. A manual
 // launch has its own identity; a backfill reopens a slot that did not
 // run: its earlier attempts were skipped or failed (or, forced, unknown).
-func (c *Cron) Opened(slot uint64, l state.Launch) error {
+func (c *Cron) Opened(slot uint64, l state.Launch, job state.Job) error {
 	prev, seen := c.launches[l.Identity]
 	switch {
 	case l.Kind == state.LaunchManual && seen:
 		return violation(InvAtMostOnce, "manual launch %s opened at slot %d and again at slot %d", l.Identity, prev.slot, slot)
 	case l.Kind == state.LaunchManual:
-		c.launches[l.Identity] = &cronLaunch{job: l.Job, at: l.ScheduledAt, due: l.StartedAt, kind: l.Kind, slot: slot, forced: l.Force}
+		c.launches[l.Identity] = &cronLaunch{job: l.Job, at: l.ScheduledAt, due: l.StartedAt, kind: l.Kind, slot: slot, forced: l.Force, atLeastOnce: job.Spec.AtLeastOnce}
 		return nil
 	case !seen && !l.Force:
 		return violation(InvAtMostOnce, "backfill of %s at slot %d, a slot the checker never saw start, without force", l.Identity, slot)
 	case !seen:
-		c.launches[l.Identity] = &cronLaunch{job: l.Job, at: l.ScheduledAt, due: l.StartedAt, kind: l.Kind, slot: slot, forced: true}
+		c.launches[l.Identity] = &cronLaunch{job: l.Job, at: l.ScheduledAt, due: l.StartedAt, kind: l.Kind, slot: slot, forced: true, atLeastOnce: job.Spec.AtLeastOnce}
 		return nil
 	case !prev.finished:
 		return violation(InvAtMostOnce, "backfill of %s at slot %d while its launch from slot %d is open", l.Identity, slot, prev.slot)
@@ -167,6 +175,7 @@ func (c *Cron) Opened(slot uint64, l state.Launch) error {
 	prev.earlier = append(prev.earlier, prev.outcome)
 	prev.kind, prev.slot, prev.due, prev.finished, prev.outcome = l.Kind, slot, l.StartedAt, false, state.Outcome{}
 	prev.forced = prev.forced || l.Force
+	prev.atLeastOnce = job.Spec.AtLeastOnce
 	return nil
 }
 
@@ -199,6 +208,9 @@ type NomadChild struct {
 	Token string
 	// CreatedAt is on the same clock as the scheduled times.
 	CreatedAt time.Time
+	// CollectedAt is when Nomad's garbage collection removed it, and its
+	// token was forgotten; zero if never.
+	CollectedAt time.Time
 }
 
 // CronFinal is the state at the end of a run.
@@ -227,8 +239,18 @@ func (c *Cron) Final(f CronFinal) error {
 	tokens := sortedStrings(byToken)
 	for _, tok := range tokens {
 		chs := byToken[tok]
-		if len(chs) > 1 {
+		if l := c.launches[tok]; len(chs) > 1 && (l == nil || !l.atLeastOnce) {
 			return violation(InvAtMostOnce, "launch %s has %d children in Nomad: %s", tok, len(chs), childIDs(chs))
+		}
+		if len(chs) > 1 {
+			c.secondChildren++
+		}
+		for i := 1; i < len(chs); i++ {
+			// At least once: a second child only after Nomad forgot the
+			// first, never while a look-up could have found it.
+			if prev := chs[i-1]; prev.CollectedAt.IsZero() || prev.CollectedAt.After(chs[i].CreatedAt) {
+				return violation(InvAtMostOnce, "launch %s (at least once) got child %s while Nomad still had %s", tok, chs[i].ID, prev.ID)
+			}
 		}
 		if _, ok := c.launches[tok]; !ok {
 			return violation(InvAtMostOnce, "Nomad has child %s for launch %s, which the log never started", chs[0].ID, tok)
@@ -243,7 +265,7 @@ func (c *Cron) Final(f CronFinal) error {
 			return violation(InvNoSilentSkip, "%s launch %s, due %s, is still open at the end (%s)", l.kind, id, l.due.Format(time.RFC3339), f.End.Format(time.RFC3339))
 		case !l.finished:
 			continue
-		case l.outcome.Kind == state.OutcomeDispatched && (len(chs) == 0 || chs[0].ID != l.outcome.ChildID):
+		case l.outcome.Kind == state.OutcomeDispatched && !slices.ContainsFunc(chs, func(ch NomadChild) bool { return ch.ID == l.outcome.ChildID }):
 			return violation(InvNoSilentSkip, "launch %s is recorded dispatched as %s, but Nomad has %s", id, l.outcome.ChildID, childIDs(chs))
 		case len(chs) > 0 && l.outcome.Kind != state.OutcomeDispatched && l.outcome.Kind != state.OutcomeUnknown:
 			return violation(InvNoSilentSkip, "launch %s is recorded %s (%s), but Nomad made child %s", id, l.outcome.Kind, l.outcome.Reason, chs[0].ID)
@@ -275,7 +297,8 @@ func healthyOutcome(id string, l *cronLaunch, chs []NomadChild, bound time.Durat
 	o := l.outcome
 	switch o.Kind {
 	case state.OutcomeDispatched:
-		if late := chs[0].CreatedAt.Sub(l.at); late > bound {
+		i := slices.IndexFunc(chs, func(ch NomadChild) bool { return ch.ID == o.ChildID })
+		if late := chs[i].CreatedAt.Sub(l.at); late > bound {
 			return violation(InvNoSilentSkip, "launch %s, due %s while healthy, was dispatched %v late (bound %v)", id, l.at.Format(time.RFC3339), late, bound)
 		}
 		return nil

@@ -168,13 +168,13 @@ func TestCronOpened(t *testing.T) {
 	wantOK(t, c.Finished(10, finishCmd("a", sec(1), dispatched("c1"))))
 	wantOK(t, c.Finished(11, finishCmd("a", sec(2), skipped)))
 	wantOK(t, c.Finished(12, finishCmd("a", sec(3), state.Outcome{Kind: state.OutcomeUnknown})))
-	wantOK(t, c.Opened(13, manual(4)))
-	wantViolation(t, c.Opened(14, manual(4)), InvAtMostOnce, "manual launch", "slot 13", "slot 14")
-	wantViolation(t, c.Opened(15, backfill(1, true)), InvAtMostOnce, "which ran", "c1")
-	wantViolation(t, c.Opened(16, backfill(3, false)), InvAtMostOnce, "unknown, without force")
-	wantViolation(t, c.Opened(17, backfill(8, false)), InvAtMostOnce, "never saw start")
-	wantOK(t, c.Opened(18, backfill(2, false)))
-	wantViolation(t, c.Opened(19, backfill(2, false)), InvAtMostOnce, "while its launch from slot 18 is open")
+	wantOK(t, c.Opened(13, manual(4), state.Job{}))
+	wantViolation(t, c.Opened(14, manual(4), state.Job{}), InvAtMostOnce, "manual launch", "slot 13", "slot 14")
+	wantViolation(t, c.Opened(15, backfill(1, true), state.Job{}), InvAtMostOnce, "which ran", "c1")
+	wantViolation(t, c.Opened(16, backfill(3, false), state.Job{}), InvAtMostOnce, "unknown, without force")
+	wantViolation(t, c.Opened(17, backfill(8, false), state.Job{}), InvAtMostOnce, "never saw start")
+	wantOK(t, c.Opened(18, backfill(2, false), state.Job{}))
+	wantViolation(t, c.Opened(19, backfill(2, false), state.Job{}), InvAtMostOnce, "while its launch from slot 18 is open")
 	f := finishCmd("a", sec(2), dispatched("c2"))
 	f.LaunchKind = state.LaunchBackfill
 	wantOK(t, c.Finished(20, f))
@@ -187,4 +187,32 @@ func TestCronOpened(t *testing.T) {
 		child(1, "c1", 0), child(2, "c2", 0), {ID: "m4", Token: state.LaunchIdentity("a", sec(4), state.LaunchManual), CreatedAt: sec(4)},
 	}})
 	wantOK(t, err)
+}
+
+// TestCronAtLeastOnce: a job that asked for at least once may have a
+// second child for a launch, but only after Nomad forgot the first.
+func TestCronAtLeastOnce(t *testing.T) {
+	run := func(children []NomadChild) error {
+		c := NewCron()
+		j := cronJob("a", "* * * * * *", 1)
+		j.Spec.AtLeastOnce = true
+		wantOK(t, c.Started(1, startCmd("a", sec(1)), j))
+		wantOK(t, c.Finished(2, finishCmd("a", sec(1), dispatched("c1-again"))))
+		return c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: children, Jobs: []state.Job{{Name: "a", NextAt: sec(9)}}})
+	}
+	first := child(1, "c1", 0)
+	again := child(1, "c1-again", 5*time.Second)
+	collected := first
+	collected.CollectedAt = sec(1).Add(4 * time.Second)
+	wantOK(t, run([]NomadChild{collected, again}))
+	wantViolation(t, run([]NomadChild{first, again}), InvAtMostOnce, "got child c1-again while Nomad still had c1")
+	late := first
+	late.CollectedAt = sec(1).Add(6 * time.Second) // collected after the second was made
+	wantViolation(t, run([]NomadChild{late, again}), InvAtMostOnce, "while Nomad still had c1")
+	// At most once (the default) allows no second child, collected or not.
+	c := NewCron()
+	wantOK(t, c.Started(1, startCmd("a", sec(1)), cronJob("a", "* * * * * *", 1)))
+	wantOK(t, c.Finished(2, finishCmd("a", sec(1), dispatched("c1-again"))))
+	err := c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: []NomadChild{collected, again}, Jobs: []state.Job{{Name: "a", NextAt: sec(9)}}})
+	wantViolation(t, err, InvAtMostOnce, "2 children")
 }
