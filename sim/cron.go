@@ -52,7 +52,7 @@ var jobSpecs = []state.JobSpec{
 	// At least once: past the memory horizon (10 s), within the window.
 	{Schedule: "*/2 * * * * *", NomadJob: "batch", CatchupWindow: 30 * time.Second, AtLeastOnce: true},
 	{Schedule: "@every 3s", TimeZone: "Australia/Sydney", NomadJob: "batch", CatchupWindow: 20 * time.Second, AtLeastOnce: true, Concurrency: state.ConcurrencyForbid},
-	{Schedule: "0 0 1 1 *", NomadJob: "batch"},       // never within a run
+	{Schedule: "0 0 1 1 *", NomadJob: "batch"}, // never within a run
 }
 
 // jobNames are the jobs the client edits.

@@ -697,8 +697,6 @@ func (l *Launcher) redispatchable(t *task) bool {
 	return l.now.Sub(due) <= info.Spec.CatchupWindow
 }
 
-
-
 // horizonEnd is when a dispatch of t's launch may have been forgotten by
 // Nomad: no dispatch of it happened before its LaunchStarted was proposed.
 func (l *Launcher) horizonEnd(t *task) time.Time {
