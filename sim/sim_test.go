@@ -205,6 +205,7 @@ var regressionSeeds = []struct {
 	replicas int
 	why      string
 }{
+	{16238, 3, "an at-least-once launch dispatched again past the horizon, its job deleted before the call: it was recorded skipped though an earlier child ran"},
 	{3924, 3, "a lost disk's rebuilding mark not yet durable when a power cut hit: it came back a voter"},
 	{12836, 3, "same, a no-op chosen over an acknowledged command"},
 	{14235, 3, "same"},

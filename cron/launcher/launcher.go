@@ -164,6 +164,10 @@ type task struct {
 	// dispatched: a dispatch was sent and may have happened; the task
 	// then never concludes "failed" without a lookup saying no child.
 	dispatched bool
+	// mayHaveRun: an at-least-once launch dispatched again once Nomad may
+	// have forgotten a child of it; only "dispatched" or "unknown" can
+	// then conclude it truthfully.
+	mayHaveRun bool
 	sentAt     time.Time // when the last call was sent
 	lastErr    string
 	// lastChild is the child the forbid or replace policy acts on.
@@ -878,7 +882,7 @@ func (l *Launcher) lookedUp(t *task, r Result) {
 		// job asked for at least once: dispatch it again, as a retry of
 		// a launch already decided (no policy check: a skip now could
 		// hide a child that ran).
-		t.phase = phaseDispatch
+		t.phase, t.mayHaveRun = phaseDispatch, true
 		l.queue = append(l.queue, t)
 	case !l.now.Before(l.horizonEnd(t)):
 		// Not found, but Nomad may have forgotten a child it made: fail
@@ -930,6 +934,10 @@ func (l *Launcher) retryOrConclude(t *task, p phase, err error, kind state.Outco
 
 // conclude proposes t's LaunchFinished.
 func (l *Launcher) conclude(t *task, o state.Outcome) {
+	if t.mayHaveRun && (o.Kind == state.OutcomeSkipped || o.Kind == state.OutcomeFailed) {
+		o = state.Outcome{Kind: state.OutcomeUnknown, Reason: fmt.Sprintf(
+			"dispatched again after Nomad may have forgotten an earlier child (at least once), then %s: %s", o.Kind, o.Reason)}
+	}
 	t.phase = phaseFinish
 	t.finish = l.finished(t.launch, o)
 	l.proposeFinish(t)

@@ -177,6 +177,22 @@ func TestAtLeastOncePastHorizonIsDispatchedAgain(t *testing.T) {
 		t.Fatalf("proposed:\n%s", got)
 	}
 
+	// Refused the second time, it may still have run the first: unknown,
+	// not failed.
+	h3 := newHarness(t, func(c *Config) { c.MemoryHorizon = time.Hour; c.ClockSkew = time.Minute })
+	spec.CatchupWindow = 2 * time.Hour
+	h3.apply(putJob("a", spec))
+	h3.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
+	h3.lease(2, 10*time.Second)
+	h3.at(at.Add(59 * time.Minute))
+	h3.settle()
+	h3.answer(Result{}) // the look-up: nothing
+	h3.settle()
+	h3.answerFor(OpDispatch, "a-1772366460", Result{Err: fmt.Errorf("%w: parameterized job not found", ErrRejected)})
+	if got := describe(h3.proposed); !strings.Contains(got, "finished a-1772366460 unknown dispatched again after Nomad may have forgotten an earlier child (at least once), then failed") {
+		t.Fatalf("proposed:\n%s", got)
+	}
+
 	// Past its catch-up window it is not dispatched again, and, since it
 	// may have run, recorded unknown rather than skipped.
 	h2 := newHarness(t, func(c *Config) { c.MemoryHorizon = time.Hour; c.ClockSkew = time.Minute })
