@@ -156,57 +156,47 @@ func TestOpenLaunchPastHorizonIsNeverRedispatched(t *testing.T) {
 // TestAtLeastOncePastHorizonIsDispatchedAgain: the job's choice; the
 // same token, within the catch-up window.
 func TestAtLeastOncePastHorizonIsDispatchedAgain(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MemoryHorizon = time.Hour; c.ClockSkew = time.Minute })
-	spec := job("@every 1m")
-	spec.CatchupWindow = 2 * time.Hour
-	spec.AtLeastOnce = true
-	h.apply(putJob("a", spec))
 	at := t0.Add(time.Minute)
-	h.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
-	h.lease(2, 10*time.Second)
-	h.at(at.Add(59 * time.Minute))
-	h.settle()
-	h.wantRequest(OpLookup, "a-1772366460")
-	h.answer(Result{})
-	h.settle()
+	// pastHorizon: an at-least-once launch left open by an earlier
+	// leader; a new one looks it up just past the horizon, finds nothing.
+	pastHorizon := func(window time.Duration) *harness {
+		h := newHarness(t, func(c *Config) { c.MemoryHorizon = time.Hour; c.ClockSkew = time.Minute })
+		spec := job("@every 1m")
+		spec.CatchupWindow = window
+		spec.AtLeastOnce = true
+		h.apply(putJob("a", spec))
+		h.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
+		h.lease(2, 10*time.Second)
+		h.at(at.Add(59 * time.Minute))
+		h.settle()
+		h.wantRequest(OpLookup, "a-1772366460")
+		h.answer(Result{})
+		h.settle()
+		return h
+	}
+	wantFinished := func(h *harness, want string) {
+		t.Helper()
+		if got := describe(h.proposed); !strings.Contains(got, "finished a-1772366460 "+want) {
+			t.Fatalf("proposed:\n%s\nwant finished a-1772366460 %s", got, want)
+		}
+	}
+
+	h := pastHorizon(2 * time.Hour)
 	if len(h.d.pending) == 0 || h.d.pending[0].Op != OpDispatch || h.d.pending[0].Identity != "a-1772366460" {
 		t.Fatalf("pending %+v, want a's dispatch again", h.d.pending)
 	}
 	h.answer(Result{ChildID: "batch/dispatch-a-2"})
-	if got := describe(h.proposed); !strings.Contains(got, "finished a-1772366460 dispatched batch/dispatch-a-2") {
-		t.Fatalf("proposed:\n%s", got)
-	}
+	wantFinished(h, "dispatched batch/dispatch-a-2")
 
 	// Refused the second time, it may still have run the first: unknown,
 	// not failed.
-	h3 := newHarness(t, func(c *Config) { c.MemoryHorizon = time.Hour; c.ClockSkew = time.Minute })
-	spec.CatchupWindow = 2 * time.Hour
-	h3.apply(putJob("a", spec))
-	h3.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
-	h3.lease(2, 10*time.Second)
-	h3.at(at.Add(59 * time.Minute))
-	h3.settle()
-	h3.answer(Result{}) // the look-up: nothing
-	h3.settle()
-	h3.answerFor(OpDispatch, "a-1772366460", Result{Err: fmt.Errorf("%w: parameterized job not found", ErrRejected)})
-	if got := describe(h3.proposed); !strings.Contains(got, "finished a-1772366460 unknown dispatched again after Nomad may have forgotten an earlier child (at least once), then failed") {
-		t.Fatalf("proposed:\n%s", got)
-	}
+	h = pastHorizon(2 * time.Hour)
+	h.answerFor(OpDispatch, "a-1772366460", Result{Err: fmt.Errorf("%w: parameterized job not found", ErrRejected)})
+	wantFinished(h, "unknown dispatched again after Nomad may have forgotten an earlier child (at least once), then failed")
 
 	// Past its catch-up window it is not dispatched again, and, since it
 	// may have run, recorded unknown rather than skipped.
-	h2 := newHarness(t, func(c *Config) { c.MemoryHorizon = time.Hour; c.ClockSkew = time.Minute })
-	spec.CatchupWindow = 30 * time.Minute
-	h2.apply(putJob("a", spec))
-	h2.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
-	h2.lease(2, 10*time.Second)
-	h2.at(at.Add(59 * time.Minute))
-	h2.settle()
-	h2.answer(Result{})
-	h2.settle()
-	if got := describe(h2.proposed); !strings.Contains(got, "finished a-1772366460 unknown") {
-		t.Fatalf("proposed:\n%s", got)
-	}
+	wantFinished(pastHorizon(30*time.Minute), "unknown open since")
 }
 
 func TestOpenLaunchBeyondCatchupWindowIsSkipped(t *testing.T) {
