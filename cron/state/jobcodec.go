@@ -164,10 +164,8 @@ type jobReader struct {
 	b   []byte
 	i   int
 	err error
-	// strs interns the strings jobs share (zones, Nomad targets, meta,
-	// common schedules, outcome kinds): a million jobs then hold one copy
-	// of each, and decoding one allocates nothing. Nil interns nothing.
-	strs map[string]string
+	// in, when not nil, interns what jobs share across one restore.
+	in *interner
 }
 
 // Interning bounds: short strings only, and a table that stops growing.
@@ -335,15 +333,15 @@ func (r *jobReader) raw() []byte {
 
 func (r *jobReader) text(intern bool) string {
 	b := r.raw()
-	if len(b) == 0 || !intern || r.strs == nil || len(b) > maxInternedBytes {
+	if len(b) == 0 || !intern || r.in == nil || len(b) > maxInternedBytes {
 		return string(b)
 	}
-	if s, ok := r.strs[string(b)]; ok {
+	if s, ok := r.in.strs[string(b)]; ok {
 		return s
 	}
 	s := string(b)
-	if len(r.strs) < maxInterned {
-		r.strs[s] = s
+	if len(r.in.strs) < maxInterned {
+		r.in.strs[s] = s
 	}
 	return s
 }
@@ -395,16 +393,55 @@ func (r *jobReader) spec(s *wireSpec, version byte) {
 }
 
 func (r *jobReader) meta() []wireKV {
+	start := r.i
 	n := r.count(MaxMetaEntries)
 	if n == 0 {
 		return nil
+	}
+	if r.in != nil {
+		// Many jobs carry the same meta (a team, a tier): one list for
+		// all, found by its encoding. A job's meta is never modified.
+		if end, ok := r.skipMeta(n); ok {
+			if shared, ok := r.in.metas[string(r.b[start:end])]; ok {
+				r.i = end
+				return shared
+			}
+		}
 	}
 	meta := make([]wireKV, n)
 	for i := range meta {
 		r.fields(2)
 		meta[i] = wireKV{Key: r.shared(), Value: r.shared()}
 	}
+	if r.in != nil && r.err == nil && len(r.in.metas) < maxInterned {
+		r.in.metas[string(r.b[start:r.i])] = meta
+	}
 	return meta
+}
+
+// skipMeta returns where the n [key, value] pairs that follow end, without
+// decoding them, and whether they are well formed enough to tell.
+func (r *jobReader) skipMeta(n int) (int, bool) {
+	peek := jobReader{b: r.b, i: r.i}
+	for range n {
+		peek.fields(2)
+		peek.raw()
+		peek.raw()
+	}
+	return peek.i, peek.err == nil
+}
+
+// interner shares, across the jobs of one restore, what many of them hold
+// equal: short strings (zones, Nomad targets, meta, common schedules,
+// outcome kinds) and whole meta lists. A million jobs then hold one copy
+// of each, and decoding one allocates little.
+type interner struct {
+	strs  map[string]string
+	metas map[string][]wireKV // by their encoding
+}
+
+func newInterner() *interner {
+	return &interner{strs: map[string]string{}, metas: map[string][]wireKV{}}
 }
 
 func (r *jobReader) launches(limit int, version byte) []wireLaunch {
@@ -437,13 +474,13 @@ func (r *jobReader) launches(limit int, version byte) []wireLaunch {
 
 // readJob decodes one wireJob from the front of b and returns the bytes it
 // took. Payloads and the packed history share b: the caller copies what
-// it keeps. strs, when not nil, interns the strings jobs share, across calls.
+// it keeps. in, when not nil, interns what jobs share, across calls.
 //
 // version is the snapshot's format version: version 1 held the history as
 // a list of launches (w.HistoryV1), version 2 holds it packed (w.History,
 // sharing b's bytes).
-func readJob(b []byte, w *wireJob, strs map[string]string, version byte) (int, error) {
-	r := &jobReader{b: b, strs: strs}
+func readJob(b []byte, w *wireJob, in *interner, version byte) (int, error) {
+	r := &jobReader{b: b, in: in}
 	r.fields(13)
 	w.Name = r.str()
 	r.spec(&w.Spec, version)

@@ -100,7 +100,7 @@ func TestJobCodecMatchesLibrary(t *testing.T) {
 		}
 		var back wireJob
 		w.version = snapshotVersion                                                       // readJob notes it
-		n, err := readJob(append(got, 0xc0), &back, map[string]string{}, snapshotVersion) // a trailing byte must not be read
+		n, err := readJob(append(got, 0xc0), &back, newInterner(), snapshotVersion) // a trailing byte must not be read
 		if err != nil || n != len(got) || !reflect.DeepEqual(back, w) {
 			t.Fatalf("job %d: readJob: %v, %d of %d bytes\n got %+v\nwant %+v", i, err, n, len(got), back, w)
 		}
@@ -139,7 +139,7 @@ func FuzzReadJob(f *testing.F) {
 		}
 		again := appendJob(nil, &w)
 		var w2 wireJob
-		if _, err := readJob(again, &w2, map[string]string{}, snapshotVersion); err != nil || !reflect.DeepEqual(w2, w) {
+		if _, err := readJob(again, &w2, newInterner(), snapshotVersion); err != nil || !reflect.DeepEqual(w2, w) {
 			t.Fatalf("re-read: %v", err)
 		}
 	})

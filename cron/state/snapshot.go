@@ -203,10 +203,10 @@ func (m *Machine) Restore(data []byte) error {
 	var bufs arena // histories and payloads
 	restored.names = make([]string, 0, h.Jobs)
 	prev := ""
-	strs := map[string]string{}
+	in := newInterner()
 	for i := range h.Jobs {
 		var w wireJob
-		n, err := readJob(body[at:], &w, strs, version)
+		n, err := readJob(body[at:], &w, in, version)
 		if err != nil {
 			return snapshotErr("job %d of %d: %v", i+1, h.Jobs, err)
 		}
