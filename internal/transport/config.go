@@ -1,0 +1,156 @@
+package transport
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"paxcron/paxos"
+)
+
+// MinKeyBytes is the shortest cluster key Config accepts.
+const MinKeyBytes = 16
+
+// ErrConfig is wrapped by every error New returns for an invalid Config.
+var ErrConfig = errors.New("transport: invalid config")
+
+// Config configures a Transport. Every field without a documented default
+// is required.
+type Config struct {
+	// ID is this replica's ID.
+	ID paxos.ReplicaID
+	// Peers maps every other member's ID to the address it listens on
+	// (host:port). It must not contain ID. SetPeerAddr changes an address
+	// later; the set of members is fixed.
+	Peers map[paxos.ReplicaID]string
+	// Key is the cluster key every member holds, at least MinKeyBytes.
+	Key []byte
+	// ListenAddr is the address to listen on; or set Listener instead
+	// (exactly one of the two).
+	ListenAddr string
+	// Listener, when set, is used instead of ListenAddr. The Transport
+	// owns it from New on and closes it in Close.
+	Listener net.Listener
+	// TLS, when set, wraps every connection before the handshake: the
+	// acceptor as a TLS server, the dialer as a client (ServerName set to
+	// the peer's host when empty). It must require and verify client
+	// certificates (ClientAuth = tls.RequireAndVerifyClientCert): TLS here
+	// is mutual.
+	TLS *tls.Config
+	// Handler receives every inbound message (see the package comment for
+	// which goroutine calls it).
+	Handler func(paxos.Message)
+	// Limits bounds queues, timeouts and backoff; DefaultLimits is a
+	// reasonable start.
+	Limits Limits
+}
+
+// Limits are the transport's bounds. All must be positive.
+type Limits struct {
+	// QueueMessagesMax and QueueBytesMax bound each peer's send queue
+	// (encoded frame bytes). A message that would exceed either is
+	// dropped.
+	QueueMessagesMax int
+	QueueBytesMax    int
+	// DialTimeout bounds one TCP dial; HandshakeTimeout the TLS and key
+	// handshake that follows (on both sides); WriteTimeout one batch of
+	// writes to a peer, after which the connection is given up.
+	DialTimeout      time.Duration
+	HandshakeTimeout time.Duration
+	WriteTimeout     time.Duration
+	// BackoffMin and BackoffMax bound the wait between failed dials: it
+	// starts at BackoffMin, doubles per failure up to BackoffMax, and each
+	// wait is drawn uniformly from [d/2, d) (jitter, so replicas that lost
+	// a peer together do not redial in step).
+	BackoffMin time.Duration
+	BackoffMax time.Duration
+}
+
+// DefaultLimits are limits for replicas on a LAN: 1024 messages or 128 MiB
+// queued per peer (a few snapshot chunks and full batches), dials and
+// handshakes of a few seconds, and redials between 50 ms and 5 s apart.
+func DefaultLimits() Limits {
+	return Limits{
+		QueueMessagesMax: 1024,
+		QueueBytesMax:    128 << 20,
+		DialTimeout:      3 * time.Second,
+		HandshakeTimeout: 5 * time.Second,
+		WriteTimeout:     10 * time.Second,
+		BackoffMin:       50 * time.Millisecond,
+		BackoffMax:       5 * time.Second,
+	}
+}
+
+func (c *Config) validate() error {
+	if c.ID == paxos.None {
+		return fmt.Errorf("%w: ID is zero", ErrConfig)
+	}
+	if err := c.validatePeers(); err != nil {
+		return err
+	}
+	if len(c.Key) < MinKeyBytes {
+		return fmt.Errorf("%w: Key has %d bytes, want at least %d", ErrConfig, len(c.Key), MinKeyBytes)
+	}
+	if (c.ListenAddr == "") == (c.Listener == nil) {
+		return fmt.Errorf("%w: set exactly one of ListenAddr and Listener", ErrConfig)
+	}
+	if c.TLS != nil && c.TLS.ClientAuth != tls.RequireAndVerifyClientCert {
+		return fmt.Errorf("%w: TLS.ClientAuth must be tls.RequireAndVerifyClientCert (mutual TLS)", ErrConfig)
+	}
+	if c.Handler == nil {
+		return fmt.Errorf("%w: Handler is nil", ErrConfig)
+	}
+	return c.Limits.validate()
+}
+
+func (c *Config) validatePeers() error {
+	for id, addr := range c.Peers {
+		if id == paxos.None {
+			return fmt.Errorf("%w: Peers contains replica ID 0", ErrConfig)
+		}
+		if id == c.ID {
+			return fmt.Errorf("%w: Peers contains this replica's own ID %d", ErrConfig, id)
+		}
+		if err := checkAddr(addr); err != nil {
+			return fmt.Errorf("%w: peer %d: %w", ErrConfig, id, err)
+		}
+	}
+	return nil
+}
+
+func checkAddr(addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("address %q is not host:port: %w", addr, err)
+	}
+	return nil
+}
+
+func (l Limits) validate() error {
+	ints := []struct {
+		name string
+		v    int
+	}{{"QueueMessagesMax", l.QueueMessagesMax}, {"QueueBytesMax", l.QueueBytesMax}}
+	for _, f := range ints {
+		if f.v <= 0 {
+			return fmt.Errorf("%w: Limits.%s is %d, must be positive", ErrConfig, f.name, f.v)
+		}
+	}
+	durs := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"DialTimeout", l.DialTimeout}, {"HandshakeTimeout", l.HandshakeTimeout},
+		{"WriteTimeout", l.WriteTimeout}, {"BackoffMin", l.BackoffMin}, {"BackoffMax", l.BackoffMax},
+	}
+	for _, f := range durs {
+		if f.v <= 0 {
+			return fmt.Errorf("%w: Limits.%s is %v, must be positive", ErrConfig, f.name, f.v)
+		}
+	}
+	if l.BackoffMax < l.BackoffMin {
+		return fmt.Errorf("%w: Limits.BackoffMax (%v) is below BackoffMin (%v)", ErrConfig, l.BackoffMax, l.BackoffMin)
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+// Package transport carries paxos.Messages between replicas over TCP. It
+// owns the replica-to-replica sockets: listening, dialing with backoff,
+// the cluster-key handshake (and optional mutual TLS), framing, bounded
+// per-peer send queues and inbound delivery. It knows nothing of Paxos
+// beyond the message codec and replica IDs; the server layer feeds
+// received messages to the replica and hands it the replica's outbound
+// messages through Send.
+//
+// # Connections
+//
+// Each replica dials every peer for its own outbound messages and accepts
+// the peers' connections for inbound ones: between two replicas there is
+// one persistent connection per direction, each carrying frames one way.
+// One-way connections need no tie-breaking when both sides dial at once,
+// and an address change (SetPeerAddr) only concerns the side that dials. A
+// newer authenticated inbound connection from a peer replaces the older
+// one.
+//
+// # Handshake
+//
+// After TCP (and TLS when Config.TLS is set), the dialer sends a hello:
+// magic "PXT\x01", its replica ID, the ID it wants to reach and a 32-byte
+// random nonce. The acceptor checks that the target is itself and the
+// sender a member, and answers with its own nonce and
+// HMAC-SHA256(key, "accept" | from | to | dialer nonce | acceptor nonce);
+// the dialer checks it and answers with the same MAC under the label
+// "dial". Both sides thus prove knowledge of the cluster key over fresh
+// nonces from both sides, so a recorded handshake cannot be replayed, and
+// the acceptor learns an authenticated sender ID. Every message received
+// on the connection must then have that From and this replica's To; others
+// are dropped and counted (Stats.Misaddressed).
+//
+// Without TLS the key authenticates connections, not frames: a process
+// that does not hold the key cannot connect or inject, but an attacker on
+// the network path could still hijack an established TCP stream. Use TLS
+// where that matters.
+//
+// # Frames
+//
+// A frame is a 4-byte big-endian length followed by paxos.AppendMessage's
+// bytes. A length above paxos.MaxMessageBytes closes the connection before
+// anything is read (Stats.Oversized); a frame that paxos.DecodeMessage
+// rejects is dropped and counted (Stats.Undecodable) and the connection
+// kept, since the framing is intact.
+//
+// # Back-pressure
+//
+// Send never blocks. It encodes the message and appends it to the peer's
+// queue, bounded by Limits.QueueMessagesMax and Limits.QueueBytesMax; when
+// either is reached the message is dropped and counted (Stats.Dropped).
+// Paxos tolerates loss (retries, heartbeats, catch-up), so dropping is
+// safe, and it keeps a slow or dead peer from growing memory or stalling
+// the replica's loop. Frames queued for a peer are written in order on its
+// connection; frames taken from the queue when a connection fails are
+// lost (Stats.Lost).
+//
+// # Delivery
+//
+// Received messages are passed to Config.Handler from the goroutine that
+// reads the connection they arrived on: messages from one peer arrive in
+// order from one goroutine, messages from different peers concurrently.
+// The handler must be safe for concurrent use and should return quickly: a
+// blocked handler stops reading that peer's connection (TCP then pushes
+// back on the sender, whose queue drops).
+package transport

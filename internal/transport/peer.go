@@ -1,0 +1,214 @@
+package transport
+
+import (
+	"bufio"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"paxcron/paxos"
+)
+
+// peer is one outbound destination: its address and its send queue.
+type peer struct {
+	id paxos.ReplicaID
+	// wake is signalled when the queue becomes non-empty; redial when the
+	// address changes. Both hold at most one pending signal.
+	wake   chan struct{}
+	redial chan struct{}
+
+	mu          sync.Mutex
+	addr        string
+	queue       [][]byte
+	queuedBytes int
+}
+
+func newPeer(id paxos.ReplicaID, addr string) *peer {
+	return &peer{id: id, addr: addr, wake: make(chan struct{}, 1), redial: make(chan struct{}, 1)}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// push appends frame f unless that would exceed a limit.
+func (p *peer) push(f []byte, l Limits) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) >= l.QueueMessagesMax || p.queuedBytes+len(f) > l.QueueBytesMax {
+		return false
+	}
+	p.queue = append(p.queue, f)
+	p.queuedBytes += len(f)
+	signal(p.wake)
+	return true
+}
+
+// takeAll empties the queue and returns what it held, oldest first.
+func (p *peer) takeAll() [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.queue
+	p.queue, p.queuedBytes = nil, 0
+	return q
+}
+
+func (p *peer) getAddr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr
+}
+
+func (p *peer) setAddr(addr string) {
+	p.mu.Lock()
+	changed := p.addr != addr
+	p.addr = addr
+	p.mu.Unlock()
+	if changed {
+		signal(p.redial)
+	}
+}
+
+// runPeer keeps a connection to p and writes its queue to it, until Close.
+func (t *Transport) runPeer(p *peer) {
+	defer t.wg.Done()
+	backoff := t.cfg.Limits.BackoffMin
+	connected := false
+	for t.ctx.Err() == nil {
+		select {
+		case <-p.redial: // about to dial the newest address anyway
+		default:
+		}
+		c, err := t.dial(p)
+		if err != nil {
+			t.stats.dialFailures.Add(1)
+			if !t.wait(p, backoff) {
+				return
+			}
+			backoff = min(2*backoff, t.cfg.Limits.BackoffMax)
+			continue
+		}
+		backoff = t.cfg.Limits.BackoffMin
+		if connected {
+			t.stats.reconnects.Add(1)
+		}
+		connected = true
+		t.pump(p, c)
+		t.untrack(c.Conn)
+	}
+}
+
+// wait sleeps for a jittered backoff in [d/2, d); it returns early when
+// p's address changes, and false when the transport closes. Jitter comes
+// from math/rand/v2: it only spreads redials and decides nothing.
+func (t *Transport) wait(p *peer, d time.Duration) bool {
+	d = d/2 + rand.N(d/2+1)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-t.ctx.Done():
+		return false
+	case <-p.redial:
+		signal(p.redial) // runPeer drains it before dialing
+		return true
+	case <-timer.C:
+		return true
+	}
+}
+
+// dial connects to p and runs TLS and the handshake. The returned
+// connection is tracked.
+func (t *Transport) dial(p *peer) (*wrapped, error) {
+	addr := p.getAddr()
+	d := net.Dialer{Timeout: t.cfg.Limits.DialTimeout}
+	raw, err := d.DialContext(t.ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if !t.track(raw) {
+		return nil, ErrClosed
+	}
+	raw.SetDeadline(time.Now().Add(t.cfg.Limits.HandshakeTimeout))
+	c, err := t.wrapTLS(raw, false, addr)
+	if err == nil {
+		err = dialHandshake(c, t.cfg.Key, t.cfg.ID, p.id)
+	}
+	if err != nil {
+		if isAuthErr(err) {
+			t.stats.authFailures.Add(1)
+		}
+		t.untrack(raw)
+		return nil, err
+	}
+	raw.SetDeadline(time.Time{})
+	return &wrapped{Conn: raw, rw: c}, nil
+}
+
+// wrapped reads and writes through rw (TLS, or raw itself) and closes the
+// raw connection it was tracked as.
+type wrapped struct {
+	net.Conn
+	rw net.Conn
+}
+
+func (w *wrapped) Read(b []byte) (int, error)  { return w.rw.Read(b) }
+func (w *wrapped) Write(b []byte) (int, error) { return w.rw.Write(b) }
+
+// pump writes p's queue to c until c fails, p's address changes or the
+// transport closes. The acceptor never writes after the handshake, so a
+// read that returns means the connection is gone: a watcher goroutine
+// notices that at once rather than at the next write.
+func (t *Transport) pump(p *peer, c net.Conn) {
+	dead := make(chan struct{})
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer close(dead)
+		var b [1]byte
+		c.Read(b[:])
+		c.Close()
+	}()
+	w := bufio.NewWriterSize(c, 64<<10)
+	for {
+		frames := p.takeAll()
+		if len(frames) == 0 {
+			select {
+			case <-p.wake:
+				continue
+			case <-dead:
+			case <-p.redial:
+			case <-t.ctx.Done():
+			}
+			c.Close()
+			<-dead
+			return
+		}
+		if !t.write(c, w, frames) {
+			c.Close()
+			<-dead
+			return
+		}
+	}
+}
+
+// write writes frames and flushes them within WriteTimeout.
+func (t *Transport) write(c net.Conn, w *bufio.Writer, frames [][]byte) bool {
+	c.SetWriteDeadline(time.Now().Add(t.cfg.Limits.WriteTimeout))
+	for i, f := range frames {
+		if _, err := w.Write(f); err != nil {
+			t.stats.lost.Add(uint64(len(frames) - i))
+			return false
+		}
+	}
+	if err := w.Flush(); err != nil {
+		// Some of the frames may have gone out; count the batch lost.
+		t.stats.lost.Add(uint64(len(frames)))
+		return false
+	}
+	t.stats.sent.Add(uint64(len(frames)))
+	return true
+}

@@ -1,0 +1,103 @@
+package transport
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+
+	"paxcron/paxos"
+)
+
+type tlsFixture struct {
+	server *tls.Config // a member's config: its certificate, the cluster CA
+}
+
+// testTLS makes a CA and one certificate for 127.0.0.1 signed by it,
+// valid for both server and client authentication.
+func testTLS(t *testing.T) tlsFixture {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "paxcron test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "replica"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return tlsFixture{server: &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+		RootCAs:      pool, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert,
+		MinVersion: tls.VersionTLS13,
+	}}
+}
+
+func TestMutualTLS(t *testing.T) {
+	fx := testTLS(t)
+	nodes := startClusterTLS(t, 2, testLimits(), fx.server)
+	a, b := nodes[0], nodes[1]
+	for r := uint64(1); r <= 20; r++ {
+		if err := a.tr.Send(heartbeat(1, 2, r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.rec.waitFor(t, "messages over TLS", func() bool { return b.rec.total() == 20 })
+
+	// A replica with the cluster key but a certificate from another CA,
+	// and one without TLS, cannot connect.
+	other := testTLS(t)
+	for _, tc := range []struct {
+		name string
+		cfg  *tls.Config
+	}{{"foreign CA", other.server}, {"no TLS", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := a.tr.Stats().AuthFailures
+			imp, err := New(Config{ID: 2, Peers: map[paxos.ReplicaID]string{1: a.tr.Addr().String()}, Key: testKey,
+				ListenAddr: "127.0.0.1:0", Handler: func(paxos.Message) {}, Limits: testLimits(), TLS: tc.cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer imp.Close()
+			imp.Send(heartbeat(2, 1, 999))
+			eventually(t, "refused TLS handshakes", func() bool {
+				return a.tr.Stats().AuthFailures >= before+2 && imp.Stats().DialFailures >= 2
+			})
+			if a.rec.total() != 0 || imp.Stats().Sent != 0 {
+				t.Fatalf("impostor got through: received %d, impostor stats %+v", a.rec.total(), imp.Stats())
+			}
+		})
+	}
+}

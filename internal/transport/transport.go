@@ -1,0 +1,328 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"paxcron/paxos"
+)
+
+var (
+	// ErrClosed is returned by Send and SetPeerAddr after Close.
+	ErrClosed = errors.New("transport: closed")
+	// ErrUnknownPeer is returned for a replica ID that is not a peer.
+	ErrUnknownPeer = errors.New("transport: not a peer")
+	// ErrQueueFull is returned by Send when the message was dropped
+	// because the peer's queue is full. Callers may ignore it: Paxos
+	// tolerates loss.
+	ErrQueueFull = errors.New("transport: send queue full, message dropped")
+)
+
+// Stats are cumulative counters of one Transport.
+type Stats struct {
+	Sent         uint64 // frames written to a connection
+	Received     uint64 // messages passed to the handler
+	Dropped      uint64 // messages refused by Send because a queue was full
+	Lost         uint64 // frames taken from a queue whose connection then failed
+	Undecodable  uint64 // frames paxos.DecodeMessage rejected
+	Misaddressed uint64 // messages whose From/To did not match the connection
+	Oversized    uint64 // connections closed for a frame over MaxMessageBytes
+	AuthFailures uint64 // handshakes that failed authentication, either side
+	DialFailures uint64 // dials or handshakes that did not yield a connection
+	Reconnects   uint64 // outbound connections made after a peer's first
+}
+
+type counters struct {
+	sent, received, dropped, lost, undecodable, misaddressed atomic.Uint64
+	oversized, authFailures, dialFailures, reconnects        atomic.Uint64
+}
+
+// Transport is one replica's endpoint. Its methods are safe for
+// concurrent use.
+type Transport struct {
+	cfg    Config
+	ln     net.Listener
+	peers  map[paxos.ReplicaID]*peer
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	stats  counters
+
+	mu      sync.Mutex
+	closed  bool
+	conns   map[net.Conn]struct{}        // every open connection, for Close
+	inbound map[paxos.ReplicaID]net.Conn // the current inbound connection per peer
+}
+
+// New validates cfg, starts listening and starts dialing every peer.
+func New(cfg Config) (*Transport, error) {
+	if err := cfg.validate(); err != nil {
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
+		return nil, err
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			return nil, fmt.Errorf("transport: listening on %s: %w", cfg.ListenAddr, err)
+		}
+	}
+	cfg.Key = append([]byte(nil), cfg.Key...)
+	t := &Transport{
+		cfg:     cfg,
+		ln:      ln,
+		peers:   make(map[paxos.ReplicaID]*peer, len(cfg.Peers)),
+		conns:   make(map[net.Conn]struct{}),
+		inbound: make(map[paxos.ReplicaID]net.Conn),
+	}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	//detlint:maprange each peer gets its own goroutine; order is irrelevant
+	for id, addr := range cfg.Peers {
+		t.peers[id] = newPeer(id, addr)
+	}
+	t.wg.Add(1 + len(t.peers))
+	go t.acceptLoop()
+	//detlint:maprange starting goroutines; order is irrelevant
+	for _, p := range t.peers {
+		go t.runPeer(p)
+	}
+	return t, nil
+}
+
+// Addr is the address the transport listens on.
+func (t *Transport) Addr() net.Addr { return t.ln.Addr() }
+
+// Send queues m for m.To and returns at once. m.From must be this
+// replica. It returns ErrUnknownPeer for a To that is not a peer, an error
+// wrapping paxos.ErrInvalidMessage or paxos.ErrMessageTooLarge for a
+// message that cannot be encoded, ErrQueueFull when the message was
+// dropped (counted in Stats.Dropped), and ErrClosed after Close.
+func (t *Transport) Send(m paxos.Message) error {
+	if m.From != t.cfg.ID {
+		return fmt.Errorf("transport: message from replica %d sent by replica %d", m.From, t.cfg.ID)
+	}
+	p, ok := t.peers[m.To]
+	if !ok {
+		return fmt.Errorf("%w: replica %d", ErrUnknownPeer, m.To)
+	}
+	if t.ctx.Err() != nil {
+		return ErrClosed
+	}
+	f, err := encodeFrame(m)
+	if err != nil {
+		return fmt.Errorf("transport: encoding %s: %w", m.Type, err)
+	}
+	if !p.push(f, t.cfg.Limits) {
+		t.stats.dropped.Add(1)
+		return fmt.Errorf("%w: replica %d", ErrQueueFull, m.To)
+	}
+	return nil
+}
+
+// SetPeerAddr changes the address peer id is dialed at. A connection to
+// the old address is closed and the new one dialed at once.
+func (t *Transport) SetPeerAddr(id paxos.ReplicaID, addr string) error {
+	p, ok := t.peers[id]
+	if !ok {
+		return fmt.Errorf("%w: replica %d", ErrUnknownPeer, id)
+	}
+	if err := checkAddr(addr); err != nil {
+		return fmt.Errorf("transport: peer %d: %w", id, err)
+	}
+	if t.ctx.Err() != nil {
+		return ErrClosed
+	}
+	p.setAddr(addr)
+	return nil
+}
+
+// Stats returns the counters so far.
+func (t *Transport) Stats() Stats {
+	c := &t.stats
+	return Stats{
+		Sent: c.sent.Load(), Received: c.received.Load(), Dropped: c.dropped.Load(),
+		Lost: c.lost.Load(), Undecodable: c.undecodable.Load(), Misaddressed: c.misaddressed.Load(),
+		Oversized: c.oversized.Load(), AuthFailures: c.authFailures.Load(),
+		DialFailures: c.dialFailures.Load(), Reconnects: c.reconnects.Load(),
+	}
+}
+
+// Close stops listening, closes every connection, drops what is queued
+// and waits for every goroutine of the transport to return. The handler is
+// not called after Close returns. Close is idempotent.
+func (t *Transport) Close() error {
+	t.cancel()
+	t.mu.Lock()
+	first := !t.closed
+	t.closed = true
+	//detlint:maprange closing every connection; order is irrelevant
+	for c := range t.conns {
+		c.Close()
+	}
+	t.mu.Unlock()
+	var err error
+	if first {
+		err = t.ln.Close()
+	}
+	t.wg.Wait()
+	return err
+}
+
+// track registers c for Close; it reports false (and closes c) if the
+// transport is closing.
+func (t *Transport) track(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		c.Close()
+		return false
+	}
+	t.conns[c] = struct{}{}
+	return true
+}
+
+func (t *Transport) untrack(c net.Conn) {
+	t.mu.Lock()
+	delete(t.conns, c)
+	if id := t.inboundPeer(c); id != paxos.None {
+		delete(t.inbound, id)
+	}
+	t.mu.Unlock()
+	c.Close()
+}
+
+// inboundPeer finds the peer whose current inbound connection is c (None
+// if none). Called with mu held.
+func (t *Transport) inboundPeer(c net.Conn) paxos.ReplicaID {
+	//detlint:maprange at most one entry holds c
+	for id, ic := range t.inbound {
+		if ic == c {
+			return id
+		}
+	}
+	return paxos.None
+}
+
+// wrapTLS wraps c for TLS when configured and runs the TLS handshake.
+func (t *Transport) wrapTLS(c net.Conn, server bool, addr string) (net.Conn, error) {
+	if t.cfg.TLS == nil {
+		return c, nil
+	}
+	var tc *tls.Conn
+	if server {
+		tc = tls.Server(c, t.cfg.TLS)
+	} else {
+		cfg := t.cfg.TLS.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc = tls.Client(c, cfg)
+	}
+	if err := tc.HandshakeContext(t.ctx); err != nil {
+		return nil, fmt.Errorf("transport: TLS handshake: %w", err)
+	}
+	return tc, nil
+}
+
+// acceptLoop accepts inbound connections until Close.
+func (t *Transport) acceptLoop() {
+	defer t.wg.Done()
+	for {
+		c, err := t.ln.Accept()
+		if err != nil {
+			if t.ctx.Err() != nil {
+				return
+			}
+			// A transient error (out of file descriptors): wait a little.
+			select {
+			case <-t.ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		if !t.track(c) {
+			return
+		}
+		t.wg.Add(1)
+		go t.serveInbound(c)
+	}
+}
+
+// serveInbound authenticates one inbound connection and reads it until it
+// fails or the transport closes.
+func (t *Transport) serveInbound(raw net.Conn) {
+	defer t.wg.Done()
+	defer t.untrack(raw)
+	raw.SetDeadline(time.Now().Add(t.cfg.Limits.HandshakeTimeout))
+	c, err := t.wrapTLS(raw, true, "")
+	if err != nil {
+		t.stats.authFailures.Add(1)
+		return
+	}
+	from, err := acceptHandshake(c, t.cfg.Key, t.cfg.ID, t.isPeer)
+	if err != nil {
+		if errors.Is(err, errAuth) {
+			t.stats.authFailures.Add(1)
+		}
+		return
+	}
+	raw.SetDeadline(time.Time{})
+	t.setInbound(from, raw)
+	t.readLoop(c, from)
+}
+
+func (t *Transport) isPeer(id paxos.ReplicaID) bool {
+	_, ok := t.peers[id]
+	return ok
+}
+
+// setInbound makes c the inbound connection of from, closing an older
+// one (the peer redialed; the old one is dead or about to be).
+func (t *Transport) setInbound(from paxos.ReplicaID, c net.Conn) {
+	t.mu.Lock()
+	old := t.inbound[from]
+	t.inbound[from] = c
+	t.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+}
+
+// readLoop delivers the frames of an authenticated connection from peer
+// from until the connection fails.
+func (t *Transport) readLoop(c net.Conn, from paxos.ReplicaID) {
+	fr := frameReader{r: bufio.NewReaderSize(c, 64<<10)}
+	for {
+		b, err := fr.next()
+		if err != nil {
+			if errors.Is(err, errOversized) {
+				t.stats.oversized.Add(1)
+			}
+			return
+		}
+		m, err := paxos.DecodeMessage(b)
+		if err != nil {
+			t.stats.undecodable.Add(1)
+			continue
+		}
+		if m.From != from || m.To != t.cfg.ID {
+			t.stats.misaddressed.Add(1)
+			continue
+		}
+		if t.ctx.Err() != nil {
+			return
+		}
+		t.stats.received.Add(1)
+		t.cfg.Handler(m)
+	}
+}

@@ -1,0 +1,575 @@
+package transport
+
+import (
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"paxcron/paxos"
+)
+
+var testKey = []byte("0123456789abcdef-cluster-key")
+
+// waitTimeout bounds every wait in these tests; everything happens on
+// loopback in milliseconds.
+const waitTimeout = 10 * time.Second
+
+func testLimits() Limits {
+	l := DefaultLimits()
+	l.DialTimeout = time.Second
+	l.HandshakeTimeout = time.Second
+	l.WriteTimeout = time.Second
+	l.BackoffMin = 5 * time.Millisecond
+	l.BackoffMax = 50 * time.Millisecond
+	return l
+}
+
+// recorder is a handler that keeps every message, per sender.
+type recorder struct {
+	mu      sync.Mutex
+	got     map[paxos.ReplicaID][]paxos.Message
+	changed chan struct{}
+}
+
+func newRecorder() *recorder {
+	return &recorder{got: make(map[paxos.ReplicaID][]paxos.Message), changed: make(chan struct{}, 1)}
+}
+
+func (r *recorder) handle(m paxos.Message) {
+	r.mu.Lock()
+	r.got[m.From] = append(r.got[m.From], m)
+	r.mu.Unlock()
+	signal(r.changed)
+}
+
+func (r *recorder) from(id paxos.ReplicaID) []paxos.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got[id])
+}
+
+func (r *recorder) total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	//detlint:maprange a sum
+	for _, ms := range r.got {
+		n += len(ms)
+	}
+	return n
+}
+
+// waitFor waits until cond holds, re-checking on every delivery and every
+// few milliseconds (for conditions on stats).
+func (r *recorder) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-r.changed:
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// eventually waits until cond holds, polling.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	newRecorder().waitFor(t, what, cond)
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+type node struct {
+	tr  *Transport
+	rec *recorder
+}
+
+// startCluster starts n transports, IDs 1..n, on loopback.
+func startCluster(t *testing.T, n int, limits Limits) []node {
+	return startClusterTLS(t, n, limits, nil)
+}
+
+// startClusterTLS is startCluster with TLS configured.
+func startClusterTLS(t *testing.T, n int, limits Limits, tlsCfg *tls.Config) []node {
+	t.Helper()
+	lns := make([]net.Listener, n)
+	for i := range lns {
+		lns[i] = listen(t)
+	}
+	nodes := make([]node, n)
+	for i := range nodes {
+		peers := map[paxos.ReplicaID]string{}
+		for j, ln := range lns {
+			if j != i {
+				peers[paxos.ReplicaID(j+1)] = ln.Addr().String()
+			}
+		}
+		rec := newRecorder()
+		tr, err := New(Config{ID: paxos.ReplicaID(i + 1), Peers: peers, Key: testKey, Listener: lns[i], Handler: rec.handle, Limits: limits, TLS: tlsCfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		nodes[i] = node{tr, rec}
+	}
+	return nodes
+}
+
+// heartbeat is a valid message numbered by round.
+func heartbeat(from, to paxos.ReplicaID, round uint64) paxos.Message {
+	return paxos.Message{Type: paxos.MsgHeartbeat, From: from, To: to, Ballot: paxos.Ballot{Round: 1, Replica: from}, Start: 1, Commit: 0, Round: round}
+}
+
+// accept is a valid message with entries, larger than a heartbeat.
+func accept(from, to paxos.ReplicaID, start uint64, data []byte) paxos.Message {
+	b := paxos.Ballot{Round: 3, Replica: from}
+	return paxos.Message{Type: paxos.MsgAccept, From: from, To: to, Ballot: b, Start: start, Commit: start - 1,
+		Entries: []paxos.Entry{{Slot: start, Ballot: b, Kind: paxos.EntryCommand, Data: data}}}
+}
+
+func rounds(ms []paxos.Message) []uint64 {
+	var rs []uint64
+	for _, m := range ms {
+		rs = append(rs, m.Round)
+	}
+	return rs
+}
+
+func TestExchangeInOrder(t *testing.T) {
+	const perPeer = 300
+	nodes := startCluster(t, 3, testLimits())
+	// Sent before any connection exists: the queues hold them.
+	for r := uint64(1); r <= perPeer; r++ {
+		for i, n := range nodes {
+			for j := range nodes {
+				if i != j {
+					if err := n.tr.Send(heartbeat(paxos.ReplicaID(i+1), paxos.ReplicaID(j+1), r)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	want := make([]uint64, perPeer)
+	for i := range want {
+		want[i] = uint64(i + 1)
+	}
+	for i, n := range nodes {
+		n.rec.waitFor(t, fmt.Sprintf("replica %d to receive everything", i+1), func() bool { return n.rec.total() == 2*perPeer })
+		for j := range nodes {
+			if i == j {
+				continue
+			}
+			got := n.rec.from(paxos.ReplicaID(j + 1))
+			if !slices.Equal(rounds(got), want) {
+				t.Fatalf("replica %d got from %d rounds %v, want 1..%d in order", i+1, j+1, rounds(got), perPeer)
+			}
+			for _, m := range got {
+				if m.To != paxos.ReplicaID(i+1) {
+					t.Fatalf("replica %d received %v", i+1, m)
+				}
+			}
+		}
+	}
+	// A message with data arrives intact.
+	m := accept(1, 2, 7, []byte("launch job-1"))
+	if err := nodes[0].tr.Send(m); err != nil {
+		t.Fatal(err)
+	}
+	nodes[1].rec.waitFor(t, "the accept", func() bool { return len(nodes[1].rec.from(1)) == perPeer+1 })
+	if got := nodes[1].rec.from(1)[perPeer]; string(got.Entries[0].Data) != "launch job-1" || got.Start != 7 {
+		t.Fatalf("accept arrived as %v", got)
+	}
+	s := nodes[0].tr.Stats()
+	if s.Sent != 2*perPeer+1 || s.Received != 2*perPeer || s.Dropped != 0 || s.AuthFailures != 0 {
+		t.Fatalf("replica 1 stats %+v", s)
+	}
+}
+
+func TestSendRefuses(t *testing.T) {
+	nodes := startCluster(t, 2, testLimits())
+	tr := nodes[0].tr
+	if err := tr.Send(heartbeat(1, 9, 1)); !errors.Is(err, ErrUnknownPeer) {
+		t.Fatalf("Send to non-member: %v, want ErrUnknownPeer", err)
+	}
+	if err := tr.Send(heartbeat(1, 1, 1)); !errors.Is(err, ErrUnknownPeer) {
+		t.Fatalf("Send to self: %v, want ErrUnknownPeer", err)
+	}
+	if err := tr.Send(heartbeat(2, 1, 1)); err == nil {
+		t.Fatal("Send of a message from another replica succeeded")
+	}
+	if err := tr.Send(paxos.Message{Type: 0, From: 1, To: 2}); !errors.Is(err, paxos.ErrInvalidMessage) {
+		t.Fatalf("Send of an invalid message: %v, want ErrInvalidMessage", err)
+	}
+	if err := tr.SetPeerAddr(9, "127.0.0.1:1"); !errors.Is(err, ErrUnknownPeer) {
+		t.Fatalf("SetPeerAddr of non-member: %v", err)
+	}
+	if err := tr.SetPeerAddr(2, "no-port"); err == nil {
+		t.Fatal("SetPeerAddr accepted an address without a port")
+	}
+	tr.Close()
+	if err := tr.Send(heartbeat(1, 2, 1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Send after Close: %v, want ErrClosed", err)
+	}
+}
+
+// rawDial connects to tr as replica from, authenticating with key, and
+// returns the connection or the handshake's error.
+func rawDial(t *testing.T, tr *Transport, key []byte, from, to paxos.ReplicaID) (net.Conn, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", tr.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(waitTimeout))
+	return c, dialHandshake(c, key, from, to)
+}
+
+func writeFrame(t *testing.T, c net.Conn, payload []byte) {
+	t.Helper()
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
+	if _, err := c.Write(append(b, payload...)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func frameOf(t *testing.T, m paxos.Message) []byte {
+	t.Helper()
+	f, err := encodeFrame(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f[frameHeaderBytes:]
+}
+
+// expectClosed checks that the peer closed c.
+func expectClosed(t *testing.T, c net.Conn) {
+	t.Helper()
+	if n, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("read %d bytes from a connection that should be closed", n)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("connection still open")
+	}
+}
+
+func TestImpostorCannotInject(t *testing.T) {
+	nodes := startCluster(t, 3, testLimits())
+	a := nodes[0]
+
+	// A transport claiming to be replica 2 with the wrong key.
+	rec := newRecorder()
+	imp, err := New(Config{ID: 2, Peers: map[paxos.ReplicaID]string{1: a.tr.Addr().String()},
+		Key: []byte("not-the-cluster-key!"), ListenAddr: "127.0.0.1:0", Handler: rec.handle, Limits: testLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer imp.Close()
+	for r := uint64(1000); r < 1010; r++ {
+		if err := imp.Send(heartbeat(2, 1, r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "both sides to see failed handshakes", func() bool {
+		return a.tr.Stats().AuthFailures >= 2 && imp.Stats().AuthFailures >= 2
+	})
+
+	// Raw impostors: wrong key; right key but not a member; frames with
+	// no handshake at all.
+	if c, err := rawDial(t, a.tr, []byte("not-the-cluster-key!"), 2, 1); !errors.Is(err, errAuth) {
+		t.Fatalf("wrong-key handshake: %v, want errAuth", err)
+	} else {
+		writeFrame(t, c, frameOf(t, heartbeat(2, 1, 2000)))
+	}
+	if _, err := rawDial(t, a.tr, testKey, 7, 1); !errors.Is(err, errAuth) {
+		t.Fatalf("non-member handshake: %v, want errAuth", err)
+	}
+	if _, err := rawDial(t, a.tr, testKey, 2, 3); !errors.Is(err, errAuth) {
+		t.Fatalf("handshake for another replica: %v, want errAuth", err)
+	}
+	bare, err := net.Dial("tcp", a.tr.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	bare.SetDeadline(time.Now().Add(waitTimeout))
+	for range 3 {
+		writeFrame(t, bare, frameOf(t, heartbeat(2, 1, 3000)))
+	}
+	expectClosed(t, bare)
+
+	// The genuine replica 2 still gets through, and is all that does.
+	if err := nodes[1].tr.Send(heartbeat(2, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	a.rec.waitFor(t, "the genuine message", func() bool { return a.rec.total() >= 1 })
+	if got := rounds(a.rec.from(2)); !slices.Equal(got, []uint64{1}) || a.rec.total() != 1 {
+		t.Fatalf("replica 1 received rounds %v (total %d), want only the genuine [1]", got, a.rec.total())
+	}
+	if s := imp.Stats(); s.Sent != 0 {
+		t.Fatalf("impostor stats %+v: it sent frames", s)
+	}
+}
+
+// startAlone starts replica 1 of a cluster whose replicas 2 and 3 are
+// down, so that a test can connect as them: a newer connection from a peer
+// replaces the older one, so the real replica 2 would cut the test's off.
+func startAlone(t *testing.T) node {
+	t.Helper()
+	dead := listen(t)
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	rec := newRecorder()
+	tr, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: deadAddr, 3: deadAddr}, Key: testKey,
+		ListenAddr: "127.0.0.1:0", Handler: rec.handle, Limits: testLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return node{tr, rec}
+}
+
+func TestOversizedFrameClosesConnection(t *testing.T) {
+	a := startAlone(t)
+	c, err := rawDial(t, a.tr, testKey, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFrame(t, c, frameOf(t, heartbeat(2, 1, 1)))
+	a.rec.waitFor(t, "the first frame", func() bool { return a.rec.total() == 1 })
+	hdr := binary.BigEndian.AppendUint32(nil, paxos.MaxMessageBytes+1)
+	if _, err := c.Write(hdr); err != nil {
+		t.Fatal(err)
+	}
+	expectClosed(t, c)
+	if s := a.tr.Stats(); s.Oversized != 1 {
+		t.Fatalf("stats %+v, want Oversized 1", s)
+	}
+}
+
+func TestGarbageIsCountedAndDropped(t *testing.T) {
+	a := startAlone(t)
+	c, err := rawDial(t, a.tr, testKey, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFrame(t, c, frameOf(t, heartbeat(2, 1, 1)))
+	writeFrame(t, c, []byte{0xde, 0xad, 0xbe, 0xef, 0x00})      // not a message
+	writeFrame(t, c, nil)                                       // empty frame
+	writeFrame(t, c, append(frameOf(t, heartbeat(2, 1, 9)), 0)) // trailing byte
+	writeFrame(t, c, frameOf(t, heartbeat(3, 1, 10)))           // claims another sender
+	writeFrame(t, c, frameOf(t, heartbeat(2, 3, 11)))           // for another replica
+	writeFrame(t, c, frameOf(t, heartbeat(2, 1, 2)))
+	a.rec.waitFor(t, "both valid frames", func() bool { return a.rec.total() == 2 })
+	if got := rounds(a.rec.from(2)); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("received rounds %v, want [1 2]", got)
+	}
+	eventually(t, "the counters", func() bool {
+		s := a.tr.Stats()
+		return s.Undecodable == 3 && s.Misaddressed == 2
+	})
+	if a.rec.total() != 2 {
+		t.Fatalf("received %d messages, want 2", a.rec.total())
+	}
+}
+
+func TestReconnectAfterListenerRestart(t *testing.T) {
+	nodes := startCluster(t, 2, testLimits())
+	a, b := nodes[0], nodes[1]
+	if err := a.tr.Send(heartbeat(1, 2, 1)); err != nil {
+		t.Fatal(err)
+	}
+	b.rec.waitFor(t, "the first message", func() bool { return b.rec.total() == 1 })
+	addr := b.tr.Addr().String()
+	b.tr.Close()
+
+	rec := newRecorder()
+	var b2 *Transport
+	eventually(t, "the port to be free again", func() bool {
+		var err error
+		b2, err = New(Config{ID: 2, Peers: map[paxos.ReplicaID]string{1: a.tr.Addr().String()}, Key: testKey,
+			ListenAddr: addr, Handler: rec.handle, Limits: testLimits()})
+		return err == nil
+	})
+	defer b2.Close()
+	// Messages sent while the connection was being re-established may be
+	// lost (Paxos retries); keep sending until one arrives.
+	r := uint64(2)
+	rec.waitFor(t, "a message on the new connection", func() bool {
+		a.tr.Send(heartbeat(1, 2, r))
+		r++
+		return rec.total() > 0
+	})
+	if s := a.tr.Stats(); s.Reconnects < 1 {
+		t.Fatalf("stats %+v, want a reconnect", s)
+	}
+	// Order holds on the new connection.
+	got := rounds(rec.from(1))
+	if !slices.IsSorted(got) {
+		t.Fatalf("rounds out of order after reconnecting: %v", got)
+	}
+}
+
+func TestSetPeerAddr(t *testing.T) {
+	dead := listen(t)
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	lnB := listen(t)
+	recB := newRecorder()
+	b, err := New(Config{ID: 2, Peers: map[paxos.ReplicaID]string{1: "127.0.0.1:1"}, Key: testKey, Listener: lnB, Handler: recB.handle, Limits: testLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	a, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: deadAddr}, Key: testKey, ListenAddr: "127.0.0.1:0", Handler: func(paxos.Message) {}, Limits: testLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Send(heartbeat(1, 2, 1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "dials to the dead address to fail", func() bool { return a.Stats().DialFailures >= 2 })
+	if err := a.SetPeerAddr(2, lnB.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	recB.waitFor(t, "the queued message at the new address", func() bool { return recB.total() == 1 })
+}
+
+func TestFullQueueDropsWithoutBlocking(t *testing.T) {
+	dead := listen(t)
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	for _, tc := range []struct {
+		name   string
+		limits func(*Limits)
+		send   func(i uint64) paxos.Message
+		kept   int
+	}{
+		{"messages", func(l *Limits) { l.QueueMessagesMax = 4 }, func(i uint64) paxos.Message { return heartbeat(1, 2, i) }, 4},
+		{"bytes", func(l *Limits) { l.QueueBytesMax = 3*1024 + 512 },
+			func(i uint64) paxos.Message { return accept(1, 2, i+1, make([]byte, 1000)) }, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := testLimits()
+			tc.limits(&l)
+			a, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: deadAddr}, Key: testKey, ListenAddr: "127.0.0.1:0", Handler: func(paxos.Message) {}, Limits: l})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			done := make(chan int)
+			go func() {
+				full := 0
+				for i := range uint64(100) {
+					if errors.Is(a.Send(tc.send(i)), ErrQueueFull) {
+						full++
+					}
+				}
+				done <- full
+			}()
+			select {
+			case full := <-done:
+				if full != 100-tc.kept {
+					t.Fatalf("%d sends reported ErrQueueFull, want %d", full, 100-tc.kept)
+				}
+			case <-time.After(waitTimeout):
+				t.Fatal("Send blocked")
+			}
+			if s := a.Stats(); s.Dropped != uint64(100-tc.kept) {
+				t.Fatalf("stats %+v, want Dropped %d", s, 100-tc.kept)
+			}
+		})
+	}
+}
+
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	func() {
+		nodes := startCluster(t, 3, testLimits())
+		for i := range uint64(50) {
+			nodes[0].tr.Send(heartbeat(1, 2, i))
+			nodes[0].tr.Send(heartbeat(1, 3, i))
+		}
+		nodes[1].rec.waitFor(t, "delivery", func() bool { return nodes[1].rec.total() == 50 })
+		// Work in flight at Close: a peer that never answers (in
+		// backoff), a connection stuck in its handshake, a blocked
+		// handler.
+		nodes[2].tr.Close()
+		idle, err := net.Dial("tcp", nodes[0].tr.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer idle.Close()
+		for _, n := range nodes {
+			if err := n.tr.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+				t.Fatal(err)
+			}
+			n.tr.Close() // idempotent
+		}
+	}()
+	eventually(t, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+func TestConfigValidation(t *testing.T) {
+	valid := func() Config {
+		return Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: "127.0.0.1:7001"}, Key: testKey,
+			ListenAddr: "127.0.0.1:0", Handler: func(paxos.Message) {}, Limits: testLimits()}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{"zero ID", func(c *Config) { c.ID = 0 }},
+		{"self in peers", func(c *Config) { c.Peers[1] = "127.0.0.1:7000" }},
+		{"peer ID zero", func(c *Config) { c.Peers[0] = "127.0.0.1:7000" }},
+		{"peer without port", func(c *Config) { c.Peers[2] = "localhost" }},
+		{"short key", func(c *Config) { c.Key = []byte("short") }},
+		{"no listen address", func(c *Config) { c.ListenAddr = "" }},
+		{"both listen address and listener", func(c *Config) { c.Listener = listen(t) }},
+		{"no handler", func(c *Config) { c.Handler = nil }},
+		{"zero queue", func(c *Config) { c.Limits.QueueMessagesMax = 0 }},
+		{"negative queue bytes", func(c *Config) { c.Limits.QueueBytesMax = -1 }},
+		{"zero dial timeout", func(c *Config) { c.Limits.DialTimeout = 0 }},
+		{"backoff max below min", func(c *Config) { c.Limits.BackoffMax = c.Limits.BackoffMin / 2 }},
+		{"TLS not mutual", func(c *Config) { c.TLS = testTLS(t).server; c.TLS = c.TLS.Clone(); c.TLS.ClientAuth = 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			tc.mutate(&c)
+			tr, err := New(c)
+			if !errors.Is(err, ErrConfig) {
+				if tr != nil {
+					tr.Close()
+				}
+				t.Fatalf("New: %v, want ErrConfig", err)
+			}
+			t.Log(err)
+		})
+	}
+	tr, err := New(valid())
+	if err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	tr.Close()
+}
