@@ -99,7 +99,7 @@ func TestJobCodecMatchesLibrary(t *testing.T) {
 			t.Fatalf("job %d: appendJob differs from go-msgpack at byte %d\n got % x\nwant % x", i, firstDiff(got, want), got[:min(len(got), 64)], want[:min(len(want), 64)])
 		}
 		var back wireJob
-		w.version = snapshotVersion                                                       // readJob notes it
+		w.version = snapshotVersion                                                 // readJob notes it
 		n, err := readJob(append(got, 0xc0), &back, newInterner(), snapshotVersion) // a trailing byte must not be read
 		if err != nil || n != len(got) || !reflect.DeepEqual(back, w) {
 			t.Fatalf("job %d: readJob: %v, %d of %d bytes\n got %+v\nwant %+v", i, err, n, len(got), back, w)
