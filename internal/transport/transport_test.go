@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,8 +202,10 @@ func TestExchangeInOrder(t *testing.T) {
 	if got := nodes[1].rec.from(1)[perPeer]; string(got.Entries[0].Data) != "launch job-1" || got.Start != 7 {
 		t.Fatalf("accept arrived as %v", got)
 	}
+	// Sent counts after the flush, which can come after delivery.
+	eventually(t, "replica 1's sent count", func() bool { return nodes[0].tr.Stats().Sent == 2*perPeer+1 })
 	s := nodes[0].tr.Stats()
-	if s.Sent != 2*perPeer+1 || s.Received != 2*perPeer || s.Dropped != 0 || s.AuthFailures != 0 {
+	if s.Received != 2*perPeer || s.Dropped != 0 || s.Lost != 0 || s.AuthFailures != 0 {
 		t.Fatalf("replica 1 stats %+v", s)
 	}
 }
@@ -254,6 +258,12 @@ func writeFrame(t *testing.T, c net.Conn, payload []byte) {
 	}
 }
 
+// tryWriteFrame writes a frame to a connection the peer may have closed
+// already; the error is expected and ignored.
+func tryWriteFrame(c net.Conn, payload []byte) {
+	c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(payload))), payload...))
+}
+
 func frameOf(t *testing.T, m paxos.Message) []byte {
 	t.Helper()
 	f, err := encodeFrame(m)
@@ -299,7 +309,7 @@ func TestImpostorCannotInject(t *testing.T) {
 	if c, err := rawDial(t, a.tr, []byte("not-the-cluster-key!"), 2, 1); !errors.Is(err, errAuth) {
 		t.Fatalf("wrong-key handshake: %v, want errAuth", err)
 	} else {
-		writeFrame(t, c, frameOf(t, heartbeat(2, 1, 2000)))
+		tryWriteFrame(c, frameOf(t, heartbeat(2, 1, 2000)))
 	}
 	if _, err := rawDial(t, a.tr, testKey, 7, 1); !errors.Is(err, errAuth) {
 		t.Fatalf("non-member handshake: %v, want errAuth", err)
@@ -314,7 +324,7 @@ func TestImpostorCannotInject(t *testing.T) {
 	defer bare.Close()
 	bare.SetDeadline(time.Now().Add(waitTimeout))
 	for range 3 {
-		writeFrame(t, bare, frameOf(t, heartbeat(2, 1, 3000)))
+		tryWriteFrame(bare, frameOf(t, heartbeat(2, 1, 3000)))
 	}
 	expectClosed(t, bare)
 
@@ -572,4 +582,71 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatalf("valid config: %v", err)
 	}
 	tr.Close()
+}
+
+// TestForgedProofIsRefused connects as a member that ignores the
+// acceptor's proof and answers with a forged one: the acceptor must check
+// the dialer's proof, not rely on the dialer giving up.
+func TestForgedProofIsRefused(t *testing.T) {
+	a := startAlone(t)
+	c, err := net.Dial("tcp", a.tr.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(waitTimeout))
+	h := hello{from: 2, to: 1, nonce: newNonce()}
+	if _, err := c.Write(h.encode()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, nonceBytes+macBytes)); err != nil {
+		t.Fatal(err)
+	}
+	// The MAC of the right shape under the wrong key.
+	var acceptorNonce [nonceBytes]byte
+	if _, err := c.Write(handshakeMAC([]byte("not-the-cluster-key!"), "dial", &h, acceptorNonce[:])); err != nil {
+		t.Fatal(err)
+	}
+	for r := range uint64(3) {
+		tryWriteFrame(c, frameOf(t, heartbeat(2, 1, r)))
+	}
+	expectClosed(t, c)
+	eventually(t, "the auth failure", func() bool { return a.tr.Stats().AuthFailures == 1 })
+	if a.rec.total() != 0 {
+		t.Fatalf("a forged handshake delivered %d messages", a.rec.total())
+	}
+}
+
+// TestCloseWaitsForHandler checks that Close returns only after a handler
+// call in progress has returned.
+func TestCloseWaitsForHandler(t *testing.T) {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var returned atomic.Bool
+	handler := func(paxos.Message) {
+		close(entered)
+		<-release
+		returned.Store(true)
+	}
+	lnA, lnB := listen(t), listen(t)
+	a, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: lnB.Addr().String()}, Key: testKey, Listener: lnA, Handler: func(paxos.Message) {}, Limits: testLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := New(Config{ID: 2, Peers: map[paxos.ReplicaID]string{1: lnA.Addr().String()}, Key: testKey, Listener: lnB, Handler: handler, Limits: testLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(heartbeat(1, 2, 1)); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	// Released a little later, from a timer: however late, Close must not
+	// return before the handler does.
+	time.AfterFunc(20*time.Millisecond, func() { close(release) })
+	b.Close()
+	if !returned.Load() {
+		t.Fatal("Close returned while the handler was still running")
+	}
 }
