@@ -54,6 +54,11 @@ type Limits struct {
 	// dropped.
 	QueueMessagesMax int
 	QueueBytesMax    int
+	// InboundConnsMax bounds the inbound connections open at once,
+	// authenticated or still in their handshake; more are closed as soon
+	// as accepted (Stats.Rejected). It bounds what processes without the
+	// key can make a replica hold.
+	InboundConnsMax int
 	// DialTimeout bounds one TCP dial; HandshakeTimeout the TLS and key
 	// handshake that follows (on both sides); WriteTimeout one batch of
 	// writes to a peer, after which the connection is given up.
@@ -69,12 +74,14 @@ type Limits struct {
 }
 
 // DefaultLimits are limits for replicas on a LAN: 1024 messages or 128 MiB
-// queued per peer (a few snapshot chunks and full batches), dials and
+// queued per peer (a few snapshot chunks and full batches), 64 inbound
+// connections (peers redialing, plus room for strangers), dials and
 // handshakes of a few seconds, and redials between 50 ms and 5 s apart.
 func DefaultLimits() Limits {
 	return Limits{
 		QueueMessagesMax: 1024,
 		QueueBytesMax:    128 << 20,
+		InboundConnsMax:  64,
 		DialTimeout:      3 * time.Second,
 		HandshakeTimeout: 5 * time.Second,
 		WriteTimeout:     10 * time.Second,
@@ -131,7 +138,10 @@ func (l Limits) validate() error {
 	ints := []struct {
 		name string
 		v    int
-	}{{"QueueMessagesMax", l.QueueMessagesMax}, {"QueueBytesMax", l.QueueBytesMax}}
+	}{
+		{"QueueMessagesMax", l.QueueMessagesMax}, {"QueueBytesMax", l.QueueBytesMax},
+		{"InboundConnsMax", l.InboundConnsMax},
+	}
 	for _, f := range ints {
 		if f.v <= 0 {
 			return fmt.Errorf("%w: Limits.%s is %d, must be positive", ErrConfig, f.name, f.v)

@@ -37,11 +37,13 @@ type Stats struct {
 	AuthFailures uint64 // handshakes that failed authentication, either side
 	DialFailures uint64 // dials or handshakes that did not yield a connection
 	Reconnects   uint64 // outbound connections made after a peer's first
+	Rejected     uint64 // inbound connections closed over InboundConnsMax
 }
 
 type counters struct {
 	sent, received, dropped, lost, undecodable, misaddressed atomic.Uint64
 	oversized, authFailures, dialFailures, reconnects        atomic.Uint64
+	rejected                                                 atomic.Uint64
 }
 
 // Transport is one replica's endpoint. Its methods are safe for
@@ -54,6 +56,8 @@ type Transport struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	stats  counters
+	// inboundConns counts the inbound connections being served.
+	inboundConns atomic.Int64
 
 	mu      sync.Mutex
 	closed  bool
@@ -102,7 +106,9 @@ func New(cfg Config) (*Transport, error) {
 func (t *Transport) Addr() net.Addr { return t.ln.Addr() }
 
 // Send queues m for m.To and returns at once. m.From must be this
-// replica. It returns ErrUnknownPeer for a To that is not a peer, an error
+// replica. The message is encoded on the caller's goroutine (so the
+// queue's byte bound is exact and a bad message is refused here). It
+// returns ErrUnknownPeer for a To that is not a peer, an error
 // wrapping paxos.ErrInvalidMessage or paxos.ErrMessageTooLarge for a
 // message that cannot be encoded, ErrQueueFull when the message was
 // dropped (counted in Stats.Dropped), and ErrClosed after Close.
@@ -153,6 +159,7 @@ func (t *Transport) Stats() Stats {
 		Lost: c.lost.Load(), Undecodable: c.undecodable.Load(), Misaddressed: c.misaddressed.Load(),
 		Oversized: c.oversized.Load(), AuthFailures: c.authFailures.Load(),
 		DialFailures: c.dialFailures.Load(), Reconnects: c.reconnects.Load(),
+		Rejected: c.rejected.Load(),
 	}
 }
 
@@ -250,9 +257,15 @@ func (t *Transport) acceptLoop() {
 			}
 			continue
 		}
+		if t.inboundConns.Load() >= int64(t.cfg.Limits.InboundConnsMax) {
+			t.stats.rejected.Add(1)
+			c.Close()
+			continue
+		}
 		if !t.track(c) {
 			return
 		}
+		t.inboundConns.Add(1)
 		t.wg.Add(1)
 		go t.serveInbound(c)
 	}
@@ -262,6 +275,7 @@ func (t *Transport) acceptLoop() {
 // fails or the transport closes.
 func (t *Transport) serveInbound(raw net.Conn) {
 	defer t.wg.Done()
+	defer t.inboundConns.Add(-1)
 	defer t.untrack(raw)
 	raw.SetDeadline(time.Now().Add(t.cfg.Limits.HandshakeTimeout))
 	c, err := t.wrapTLS(raw, true, "")

@@ -559,6 +559,7 @@ func TestConfigValidation(t *testing.T) {
 		{"both listen address and listener", func(c *Config) { c.Listener = listen(t) }},
 		{"no handler", func(c *Config) { c.Handler = nil }},
 		{"zero queue", func(c *Config) { c.Limits.QueueMessagesMax = 0 }},
+		{"zero inbound connections", func(c *Config) { c.Limits.InboundConnsMax = 0 }},
 		{"negative queue bytes", func(c *Config) { c.Limits.QueueBytesMax = -1 }},
 		{"zero dial timeout", func(c *Config) { c.Limits.DialTimeout = 0 }},
 		{"backoff max below min", func(c *Config) { c.Limits.BackoffMax = c.Limits.BackoffMin / 2 }},
@@ -649,4 +650,42 @@ func TestCloseWaitsForHandler(t *testing.T) {
 	if !returned.Load() {
 		t.Fatal("Close returned while the handler was still running")
 	}
+}
+
+// TestInboundConnectionsAreBounded holds connections that never finish
+// their handshake: past InboundConnsMax the transport closes new ones at
+// once, and once the stalled ones time out a member connects again.
+func TestInboundConnectionsAreBounded(t *testing.T) {
+	l := testLimits()
+	l.InboundConnsMax = 3
+	l.HandshakeTimeout = 200 * time.Millisecond
+	rec := newRecorder()
+	dead := listen(t)
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	a, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: deadAddr}, Key: testKey, ListenAddr: "127.0.0.1:0", Handler: rec.handle, Limits: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var stalled []net.Conn
+	for range 5 {
+		c, err := net.Dial("tcp", a.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		stalled = append(stalled, c)
+	}
+	eventually(t, "two connections rejected", func() bool { return a.Stats().Rejected == 2 })
+	for _, c := range stalled {
+		c.SetDeadline(time.Now().Add(waitTimeout))
+		expectClosed(t, c) // rejected at once, or after the handshake timeout
+	}
+	c, err := rawDial(t, a, testKey, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFrame(t, c, frameOf(t, heartbeat(2, 1, 1)))
+	rec.waitFor(t, "a member's message", func() bool { return rec.total() == 1 })
 }
