@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -156,6 +157,20 @@ func TestUsesName(t *testing.T) {
 		}
 		if s.UsesName() != want {
 			t.Errorf("%s: UsesName %t, want %t", expr, s.UsesName(), want)
+		}
+	}
+}
+
+func TestSplitFieldsIsStringsFields(t *testing.T) {
+	for _, text := range []string{
+		"", " ", "0 5 * * *", "  0\t5 *\n*  * ", "0 0 0 0 0 0", "1 2 3 4 5 6 7 8",
+		"0\u00a05 * * *", "0\u20035 * * * *", "a", "a\u00a0",
+	} {
+		var store [6]string
+		fields, count := splitFields(text, &store)
+		want := strings.Fields(text)
+		if count != len(want) || !slices.Equal(fields, want[:min(len(want), 6)]) {
+			t.Errorf("splitFields(%q) = %q, %d; strings.Fields gives %q", text, fields, count, want)
 		}
 	}
 }

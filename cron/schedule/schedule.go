@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Limits on what Parse accepts and how far Next looks.
@@ -101,14 +102,15 @@ func Parse(expr string, opts Options) (*Schedule, error) {
 	if strings.HasPrefix(text, "@") {
 		return parseMacro(expr, text, loc)
 	}
-	fields := strings.Fields(text)
+	var fieldStore [6]string // no allocation, as below
+	fields, count := splitFields(text, &fieldStore)
 	specs := specs5
-	switch len(fields) {
+	switch count {
 	case 5:
 	case 6:
 		specs = specs6
 	default:
-		return fail("expression", "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got %d", len(fields))
+		return fail("expression", "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got %d", count)
 	}
 	s := &Schedule{loc: loc, second: 1}
 	var store [6]field // no allocation: a million jobs parse on every restore
@@ -141,6 +143,39 @@ func Parse(expr string, opts Options) (*Schedule, error) {
 		return fail("day-of-month", "%s", reason)
 	}
 	return s, nil
+}
+
+// splitFields is strings.Fields into store: the fields, and how many
+// there are (more than store holds when count exceeds len(fields)). Text
+// with non-ASCII bytes goes to strings.Fields itself, whose Unicode
+// spaces an accepted expression may hold.
+func splitFields(text string, store *[6]string) (fields []string, count int) {
+	for i := 0; i < len(text); i++ {
+		if text[i] >= utf8.RuneSelf {
+			all := strings.Fields(text)
+			return all[:min(len(all), len(store))], len(all)
+		}
+	}
+	for i := 0; i < len(text); {
+		for i < len(text) && asciiSpace(text[i]) {
+			i++
+		}
+		start := i
+		for i < len(text) && !asciiSpace(text[i]) {
+			i++
+		}
+		if i > start {
+			if count < len(store) {
+				store[count] = text[start:i]
+			}
+			count++
+		}
+	}
+	return store[:min(count, len(store))], count
+}
+
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }
 
 func (s *Schedule) assemble(p []field) {

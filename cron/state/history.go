@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -540,11 +541,18 @@ func (e *histEntry) childLen(name, parent string) int {
 // decimalLen is len(strconv.FormatInt(v, 10)) for v >= 0, without
 // formatting: a restore asks it twice per launch in every history.
 func decimalLen(v int64) int {
-	n := 1
-	for ; v >= 10; v /= 10 {
+	u := uint64(v)
+	// 1233/4096 is just above log10(2): n is the digit count or one less.
+	n := bits.Len64(u) * 1233 >> 12
+	if n < len(powersOf10) && u >= powersOf10[n] {
 		n++
 	}
-	return n
+	return max(n, 1)
+}
+
+var powersOf10 = [...]uint64{
+	1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
 }
 
 // canonical reports whether packed is what appendEntry writes for e: the

@@ -367,9 +367,20 @@ func FuzzHistory(f *testing.F) {
 }
 
 func TestDecimalLen(t *testing.T) {
-	for _, v := range []int64{0, 9, 10, 99, 100, 1772323200, maxUnixSeconds, 1 << 62, math.MaxInt64} {
+	check := func(v int64) {
 		if got, want := decimalLen(v), len(strconv.FormatInt(v, 10)); got != want {
-			t.Errorf("decimalLen(%d) = %d, want %d", v, got, want)
+			t.Fatalf("decimalLen(%d) = %d, want %d", v, got, want)
 		}
+	}
+	for v := int64(0); v < 2000; v++ {
+		check(v)
+	}
+	for p := int64(10); p > 0 && p <= math.MaxInt64/10; p *= 10 {
+		check(p - 1)
+		check(p)
+		check(p + 1)
+	}
+	for _, v := range []int64{1772323200, maxUnixSeconds, 1 << 62, math.MaxInt64} {
+		check(v)
 	}
 }

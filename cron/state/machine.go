@@ -174,6 +174,10 @@ type Machine struct {
 	names   []string
 	added   []string
 	deleted int
+	// snapshotSize is the size of the last snapshot taken or restored,
+	// which sizes the next one's buffer: growing a buffer of hundreds of
+	// MiB by doubling copies it several times over.
+	snapshotSize int
 }
 
 // New returns an empty Machine.

@@ -39,7 +39,7 @@ var scaleSchedules = []struct{ expr, tz string }{
 // entries) and then, launches times, one launch started and finished per
 // job: started a few milliseconds late, dispatched, the child ID as Nomad
 // makes it.
-func buildScale(b *testing.B, n, launches int) *Machine {
+func buildScale(b testing.TB, n, launches int) *Machine {
 	b.Helper()
 	m := New()
 	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -140,6 +140,46 @@ func BenchmarkScale(b *testing.B) {
 				}
 				b.ReportMetric(time.Since(start).Seconds(), "cold-restore-s")
 				runtime.KeepAlive(cold)
+			}
+		})
+	}
+}
+
+// TestSnapshotCapacityCoversSnapshot checks that a snapshot's buffer is
+// sized up front, without growing: estimated from the jobs for the first
+// snapshot, from the last one's size afterwards and after a restore.
+func TestSnapshotCapacityCoversSnapshot(t *testing.T) {
+	for _, launches := range []int{0, 1, HistoryLen} {
+		t.Run(strconv.Itoa(launches), func(t *testing.T) {
+			m := buildScale(t, 3000, launches)
+			// Some launches left open, which carry payload and meta.
+			for i := 0; i < 3000; i += 7 {
+				name := fmt.Sprintf("team-%03d.job-%07d", i%997, i)
+				j := m.jobs[name]
+				if err := m.ApplyCommand(m.lastSlot+1, LaunchStarted{Job: name, ScheduledAt: j.NextAt, Identity: Identity(name, j.NextAt), SpecVersion: j.Version, At: j.NextAt}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			estimate := m.snapshotCapacity()
+			snap, err := m.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(snap) > estimate {
+				t.Fatalf("first snapshot is %d bytes, its buffer was sized %d", len(snap), estimate)
+			}
+			if estimate > 2*len(snap) {
+				t.Errorf("first snapshot is %d bytes, its buffer was sized %d: over twice too large", len(snap), estimate)
+			}
+			if c := m.snapshotCapacity(); c < len(snap) {
+				t.Fatalf("after a snapshot of %d bytes the next buffer is sized %d", len(snap), c)
+			}
+			restored := New()
+			if err := restored.Restore(snap); err != nil {
+				t.Fatal(err)
+			}
+			if c := restored.snapshotCapacity(); c < len(snap) {
+				t.Fatalf("after restoring %d bytes the next buffer is sized %d", len(snap), c)
 			}
 		})
 	}

@@ -34,8 +34,8 @@ type wireTrailer struct {
 	Tombstones []wireTombstone // oldest first
 }
 
-// snapshotBytesPerJob sizes the snapshot buffer up front (a job with a
-// short spec takes about 150 bytes), so that it rarely grows.
+// snapshotBytesPerJob is what a job takes in a snapshot besides its
+// history, payload, meta and open launches (a short spec: about 150 bytes).
 const snapshotBytesPerJob = 192
 
 // wireTombstone is a deleted job's last launch times.
@@ -108,7 +108,7 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	for _, r := range m.rejections {
 		h.Rejections = append(h.Rejections, wireRejection{Slot: r.Slot, Kind: uint8(r.Kind), Job: r.Job, Reason: r.Reason})
 	}
-	out := make([]byte, 1, 256+len(names)*snapshotBytesPerJob)
+	out := make([]byte, 1, m.snapshotCapacity())
 	out[0] = snapshotVersion
 	out, err := appendValue(out, &h)
 	if err != nil {
@@ -131,7 +131,25 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	if out, err = appendValue(out, &t); err != nil {
 		return nil, fmt.Errorf("state: encoding the snapshot trailer: %w", err)
 	}
+	m.snapshotSize = len(out)
 	return out, nil
+}
+
+// snapshotCapacity is the buffer a snapshot starts with: the last
+// snapshot's size and a margin, or else an estimate from the jobs' sizes.
+func (m *Machine) snapshotCapacity() int {
+	if m.snapshotSize > 0 {
+		return m.snapshotSize + m.snapshotSize/16 + 4096
+	}
+	n := 4096
+	//detlint:maprange a sum, whatever the order
+	for _, j := range m.jobs {
+		n += snapshotBytesPerJob + len(j.hist) + len(j.Spec.Payload) + (128+len(j.Spec.Payload))*len(j.Open)
+		for _, kv := range j.meta {
+			n += len(kv.Key) + len(kv.Value) + 2
+		}
+	}
+	return n
 }
 
 // wireScratch is the memory jobToWireInto reuses from job to job.
@@ -235,6 +253,7 @@ func (m *Machine) Restore(data []byte) error {
 		return err
 	}
 	*m = *restored
+	m.snapshotSize = len(data)
 	return nil
 }
 
