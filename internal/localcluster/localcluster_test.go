@@ -96,7 +96,7 @@ func testCommitOnPebble(t *testing.T, async bool) {
 	defer cancel()
 	opts := func() Options {
 		o := testOptions(dir)
-		o.AsyncWrites = async
+		o.InlineWrites = !async
 		return o
 	}
 	c := start(t, opts())
@@ -191,7 +191,8 @@ func (g *gatedStore) Save(u storage.Update) error {
 func TestBusyCoreInFakeTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := testOptions("")
-		o.AsyncWrites = true // holding a write must not hold the replica
+		// Writes are asynchronous (the default): holding a write must not
+		// hold the replica.
 		var mu sync.Mutex
 		gates := map[paxos.ReplicaID]*gatedStore{}
 		o.OpenStore = func(id paxos.ReplicaID) (storage.Store, error) {
