@@ -74,6 +74,7 @@ func (n *Node) onAccept(m Message) {
 	n.setPromised(m.Ballot)
 	n.leaseHolder, n.leaseUntil = m.From, n.now+uint64(n.timing.LeaseTicks)
 	n.electionElapsed = 0
+	n.suspectedLeader = None // a leader is alive
 	if n.follow.ballot != m.Ballot {
 		n.follow = follower{ballot: m.Ballot, start: m.Start, through: m.Start - 1}
 	}

@@ -93,6 +93,15 @@ type Node struct {
 	electionElapsed int
 	electionTimeout int
 
+	// suspectedLeader is the leader a failure detector suspects (None if
+	// no suspicion stands): this follower then campaigns at
+	// suspectRetryAt, once the lease it granted that leader has lapsed,
+	// and again every HeartbeatTicks while no leader is heard, instead of
+	// waiting out its election timeout. Any accept or heartbeat from a
+	// leader clears it.
+	suspectedLeader ReplicaID
+	suspectRetryAt  uint64
+
 	// Acceptor lease: no promise to anyone but leaseHolder before
 	// leaseUntil (local ticks). After a restart nobody is promised anything
 	// for LeaseTicks, since a lease granted before the crash is forgotten.
@@ -215,20 +224,39 @@ func (n *Node) Tick() {
 		n.tickLeader()
 	default:
 		n.electionElapsed++
-		if n.electionElapsed >= n.electionTimeout && !n.hs.Rebuilding {
+		if n.hs.Rebuilding {
+			return
+		}
+		if n.electionElapsed >= n.electionTimeout || n.suspicionDue() {
 			n.startPreVote()
 		}
 	}
 }
 
 // ReportSuspect tells the node a failure detector suspects peer id is
-// down. If id is the leader this replica follows, it campaigns at its next
-// tick instead of waiting out its election timeout; the acceptors' leases
-// still keep the cluster safe if the suspicion is wrong.
+// down. If id is the leader this replica follows, it campaigns as soon as
+// the lease it granted that leader lapses (plus a random part of a
+// heartbeat interval, so that followers told at once do not duel), and
+// every heartbeat interval after that until it hears a leader, instead of
+// waiting out its election timeout. The acceptors' leases and pre-votes
+// still keep a live leader in place if the suspicion is wrong, and its
+// next heartbeat clears the suspicion.
 func (n *Node) ReportSuspect(id ReplicaID) {
-	if n.role == Follower && id != n.id && id == n.leader {
-		n.electionElapsed = n.electionTimeout
+	if n.role != Follower || id == n.id || id != n.leader || n.suspectedLeader == id {
+		return
 	}
+	n.suspectedLeader = id
+	n.suspectRetryAt = max(n.now+1, n.leaseUntil) + uint64(n.rand.IntN(n.timing.HeartbeatTicks))
+}
+
+// suspicionDue reports whether a standing suspicion of the leader makes
+// this follower campaign now, and schedules the next attempt.
+func (n *Node) suspicionDue() bool {
+	if n.suspectedLeader == None || n.role != Follower || n.now < n.suspectRetryAt {
+		return false
+	}
+	n.suspectRetryAt = n.now + uint64(n.timing.HeartbeatTicks)
+	return true
 }
 
 // Propose asks the leader to replicate data; it returns the slot the

@@ -120,6 +120,7 @@ func (n *Node) maybeWin() {
 // re-proposed: followers learn them by catch-up, like all below start.
 func (n *Node) becomeLeader() {
 	c := n.cand
+	n.suspectedLeader = None
 	c.start = max(c.start, n.hs.Chosen+1)
 	highest := map[uint64]Entry{}
 	top := c.start - 1

@@ -49,6 +49,9 @@ type node struct {
 type cluster struct {
 	opts    Options
 	rng     *rand.Rand
+	// detector draws the failure detector's delays, apart from rng so
+	// that it does not shift every other draw of a seed.
+	detector *rand.Rand
 	sched   *simclock.Scheduler
 	net     *simnet.Network
 	nodes   []*node
@@ -86,6 +89,7 @@ func newCluster(opts Options) (*cluster, error) {
 	c := &cluster{
 		opts:      opts,
 		rng:       rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
+		detector:  rand.New(rand.NewPCG(opts.Seed, 0xd37ec7)),
 		sched:     simclock.NewScheduler(),
 		checks:    check.NewConsensus(),
 		lease:     check.NewLease(),
@@ -277,12 +281,40 @@ func (c *cluster) crash(n *node, why string) {
 	c.net.SetUp(n.id, false)
 	n.disk.Crash()
 	c.checks.Crashed(n.id)
+	c.suspectAfterCrash(n)
 	//detlint:maprange deleting entries; order cannot matter
 	for data, at := range c.pending {
 		if at == n.id {
 			delete(c.pending, data)
 		}
 	}
+}
+
+// suspectAfterCrash plays the server's failure detector (memberlist):
+// each live replica is told, after a delay like memberlist's, that the
+// crashed one is suspected, unless it came back by then.
+func (c *cluster) suspectAfterCrash(down *node) {
+	incarnation := down.incarnation
+	for _, m := range c.nodes {
+		if m == down || !m.up {
+			continue
+		}
+		delay := 100*time.Millisecond + time.Duration(c.detector.Int64N(int64(900*time.Millisecond)))
+		c.sched.After(delay, func() {
+			if down.up || down.incarnation != incarnation || !m.up {
+				return
+			}
+			c.suspect(m, down.id)
+		})
+	}
+}
+
+// suspect feeds a suspicion of id to replica m's core.
+func (c *cluster) suspect(m *node, id paxos.ReplicaID) {
+	c.faults["suspicion"]++
+	c.trace.Record("suspect")
+	c.logf("replica %d suspects %d", m.id, id)
+	m.rep.Node().ReportSuspect(id)
 }
 
 func (c *cluster) scheduleRestart(n *node, after time.Duration) {

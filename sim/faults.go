@@ -27,6 +27,7 @@ var faultKinds = []struct {
 	{"clock drift", (*cluster).faultDrift},
 	{"nomad down", (*cluster).faultNomadDown},
 	{"nomad flaky", (*cluster).faultNomadFlaky},
+	{"false suspicion", (*cluster).faultFalseSuspicion},
 }
 
 // FaultKinds returns the names of every fault type, for coverage checks.
@@ -207,3 +208,20 @@ func (c *cluster) faultDrift() bool {
 }
 
 var _ = time.Second
+
+// faultFalseSuspicion tells every follower that the live leader is
+// suspected, as a failure detector that lost a few probes would: the
+// leader's next heartbeat must keep it in place, and nothing unsafe may
+// follow if it does not.
+func (c *cluster) faultFalseSuspicion() bool {
+	leader := c.leader()
+	if leader == nil {
+		return false
+	}
+	for _, m := range c.nodes {
+		if m != leader && m.up {
+			c.suspect(m, leader.id)
+		}
+	}
+	return true
+}

@@ -1,37 +1,24 @@
-// Package localcluster owns a real-time, multi-goroutine driver for a
-// cluster of replicas in one process: the server-style wrapper over the
-// deterministic glue of cron/replica, as etcd raft's node.go is over
-// RawNode.
+// Package localcluster owns an in-process cluster of replicas for tests,
+// benchmarks and the demo: several internal/node replicas, each on its own
+// store, connected by an in-process transport (bounded channels that drop
+// a message when full, since the protocol retransmits), with a Propose
+// that finds the leader and retries on another replica after a leader
+// change. The server runs the same node behind a network transport
+// instead.
 //
-// It owns, per replica, the one goroutine that touches that replica's
-// replica.Replica, store and state machine; the wall-clock ticker that
-// feeds it ticks; the in-process transport between replicas (bounded
-// channels that drop a message when full, since the protocol retransmits);
-// and proposal tracking, so that a caller of Propose waits until the leader
-// has applied its command. Each loop turn drains every queued message and
-// proposal before one Process, so that many inputs become one Ready and one
-// synced Save (group commit).
-//
-// By default the replicated state machine is a counter with a running hash
-// of what it applied, enough to check agreement and to benchmark the write
-// path on a real disk. With Options.Cron, each replica runs the cron layer
-// instead: the launcher (cron/launcher) over the cron state, stepped on
-// the replica's goroutine after every loop turn, calling a Dispatcher
-// whose results come back to that goroutine, so that the launch protocol
-// can be tested and measured end to end on a real disk. The package exists
-// for benchmarks and tests; a networked server would replace the transport
-// and the Dispatcher, not the loop.
+// By default the replicated state machine is a counter with a running
+// hash of what it applied, enough to check agreement and to benchmark the
+// write path on a real disk. With Options.Cron, each replica runs the cron
+// layer instead (node.CronOptions), so that the launch protocol can be
+// tested and measured end to end on a real disk.
 package localcluster
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +27,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"paxcron/cron/replica"
-	"paxcron/internal/hashsm"
+	"paxcron/cron/state"
+	"paxcron/internal/node"
 	"paxcron/paxos"
 	"paxcron/storage"
 	"paxcron/storage/pebblestore"
@@ -65,23 +53,15 @@ type Options struct {
 	// OpenStore, when set, opens replica id's store instead of Pebble in
 	// Dir (tests pass in-memory stores). The cluster closes what it opens.
 	OpenStore func(id paxos.ReplicaID) (storage.Store, error)
-	// InlineWrites makes each replica write on its own goroutine, which
-	// then batches what arrives during each sync. By default each replica
-	// has a writer goroutine that merges the writes queued up into one
-	// synced batch while the replica keeps stepping: it answers its peers
-	// while its own write is in flight, which measured 1.4-1.8 times the
-	// commits per second at 8 proposers (BENCHMARKS.md).
+	// InlineWrites makes each replica write on its loop goroutine
+	// (node.Config.InlineWrites); by default each has a writer goroutine.
 	InlineWrites bool
-	// OnSave, when set, is called on the replica's writer goroutine after
-	// each successful Save (benchmarks record batch sizes with it). It must
-	// be quick and safe for concurrent use by several replicas.
+	// OnSave, when set, is called after each successful Save of every
+	// replica (node.Config.OnSave).
 	OnSave func(id paxos.ReplicaID, u storage.Update)
-	// InboxMessages bounds each replica's incoming message queue; a message
-	// that finds it full is dropped. Zero means DefaultInboxMessages.
-	InboxMessages int
-	// QueuedProposals bounds each replica's queue of proposals not yet
-	// handed to the core; Propose waits for room. Zero means
-	// DefaultQueuedProposals.
+	// InboxMessages and QueuedProposals bound each replica's queues (zero:
+	// the node's defaults).
+	InboxMessages   int
 	QueuedProposals int
 	// Cron, when set, makes every replica run the cron layer instead of
 	// the hash machine; commands are then encoded state.Commands
@@ -89,14 +69,14 @@ type Options struct {
 	Cron *CronOptions
 }
 
-const (
-	// DefaultInboxMessages holds several rounds of pipelined accepts and
-	// their replies from every peer.
-	DefaultInboxMessages = 4096
-	// DefaultQueuedProposals lets one loop turn take a batch of this many
-	// proposals into a single Ready.
-	DefaultQueuedProposals = 1024
-)
+// CronOptions is every replica's cron layer (node.CronOptions).
+type CronOptions = node.CronOptions
+
+// Status is what a replica last published about itself.
+type Status = node.Status
+
+// Replica is one replica of the cluster.
+type Replica = node.Node
 
 // DefaultOptions returns options for a three-replica cluster on the real
 // disk under dir with a 50 ms tick (the tick paxos.DefaultTiming suits).
@@ -116,66 +96,21 @@ var (
 	ErrConfig = errors.New("localcluster: invalid options")
 	// ErrClosed is returned by calls on a closed cluster.
 	ErrClosed = errors.New("localcluster: closed")
-	// ErrDropped is returned by Propose when another value was chosen for
-	// the command's slot (a leader change): the command was not chosen
-	// anywhere, so retrying it cannot apply it twice.
-	ErrDropped = errors.New("localcluster: command not chosen (its slot went to another value); safe to retry")
-	// ErrOutcomeUnknown is returned by Propose when the replica restored a
-	// snapshot past the command's slot before seeing the slot applied: the
-	// command may or may not have been chosen.
-	ErrOutcomeUnknown = errors.New("localcluster: outcome unknown (state restored from a snapshot past the command's slot)")
-	// ErrStopped is the status error of a replica Stop stopped, and what
-	// its pending proposals fail with: like a crash, their commands may
-	// or may not be chosen.
-	ErrStopped = errors.New("localcluster: replica stopped")
+	// ErrNotCron is returned by the calls that need Options.Cron.
+	ErrNotCron = node.ErrNotCron
+	// ErrDropped, ErrOutcomeUnknown and ErrStopped are the node's (see
+	// there).
+	ErrDropped        = node.ErrDropped
+	ErrOutcomeUnknown = node.ErrOutcomeUnknown
+	ErrStopped        = node.ErrStopped
 )
-
-// idBytes is the length of the unique id Propose puts before each command,
-// by which the proposing replica recognises its command when applied.
-const idBytes = 8
-
-// Status is what a replica's goroutine last published about itself.
-type Status struct {
-	ID     paxos.ReplicaID
-	Role   paxos.Role
-	Leader paxos.ReplicaID
-	// Ballot is the ballot led, when Role is paxos.Leader.
-	Ballot  paxos.Ballot
-	Chosen  uint64
-	Applied uint64
-	// Commands and Hash are the state machine: the count of commands
-	// applied and a running hash over them and their slots.
-	Commands uint64
-	Hash     uint64
-	// Saves counts synced Saves and SavedEntries the entries they wrote.
-	Saves        uint64
-	SavedEntries uint64
-	// BusyRefusals counts proposals the core refused with paxos.ErrBusy
-	// (each was queued and offered again, not failed).
-	BusyRefusals uint64
-	// LongestTurn is the longest a turn of the replica's loop took, from
-	// the input that woke it (that input's own handling not counted) to
-	// its end: its other inputs, Process with its synced writes and
-	// snapshots, and in cron mode the launcher's Step. While a turn runs
-	// the replica reads no message and no tick, so a turn as long as the
-	// election timeout can cost a leader its leadership.
-	LongestTurn time.Duration
-	// Restores counts the snapshots restored into the state machine: the
-	// store's at start-up, and those a leader sent because this replica
-	// had fallen behind the start of its log.
-	Restores uint64
-	// Launching: in cron mode, the replica's launcher acts as the
-	// leader's (promoted: it leads, holds the lease and caught up).
-	Launching bool
-	// Err is the failure that stopped the replica, if any.
-	Err error
-}
 
 // Cluster is a running local cluster. Its methods are safe for concurrent
 // use.
 type Cluster struct {
 	opts     Options
-	replicas []*Replica // replicas[id-1]
+	replicas []*node.Node // replicas[id-1]
+	stores   []storage.Store
 	nextID   atomic.Uint64
 	dropped  atomic.Uint64
 	quit     chan struct{}
@@ -189,16 +124,10 @@ type Cluster struct {
 	changed chan struct{}
 }
 
-// Start opens every replica's store and starts its goroutine.
+// Start opens every replica's store and starts its goroutines.
 func Start(opts Options) (*Cluster, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
-	}
-	if opts.InboxMessages == 0 {
-		opts.InboxMessages = DefaultInboxMessages
-	}
-	if opts.QueuedProposals == 0 {
-		opts.QueuedProposals = DefaultQueuedProposals
 	}
 	c := &Cluster{opts: opts, quit: make(chan struct{}), changed: make(chan struct{})}
 	var members paxos.Membership
@@ -206,20 +135,15 @@ func Start(opts Options) (*Cluster, error) {
 		members.Voters = append(members.Voters, paxos.ReplicaID(i))
 	}
 	for _, id := range members.Voters {
-		r, err := c.newReplica(id, members)
-		if err != nil {
-			for _, r := range c.replicas {
-				_ = r.store.Close()
+		if err := c.addReplica(id, members); err != nil {
+			for _, s := range c.stores {
+				_ = s.Close()
 			}
 			return nil, err
 		}
-		c.replicas = append(c.replicas, r)
 	}
 	for _, r := range c.replicas {
-		r.publish()
-		// Labelled, so that a CPU profile tells each replica's loop (the
-		// leader's from its followers') apart: pprof -tagfocus replica=1.
-		go pprof.Do(context.Background(), pprof.Labels("replica", strconv.Itoa(int(r.id))), func(context.Context) { r.run() })
+		r.Start()
 	}
 	return c, nil
 }
@@ -237,46 +161,34 @@ func (o *Options) validate() error {
 		return bad("Dir or OpenStore is required")
 	case o.InboxMessages < 0 || o.QueuedProposals < 0:
 		return bad("queue bounds must not be negative: %d, %d", o.InboxMessages, o.QueuedProposals)
-	case o.Cron != nil:
-		return o.Cron.validate()
 	}
 	return nil
 }
 
-func (c *Cluster) newReplica(id paxos.ReplicaID, members paxos.Membership) (*Replica, error) {
+func (c *Cluster) addReplica(id paxos.ReplicaID, members paxos.Membership) error {
 	store, err := c.openStore(id)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	r := &Replica{
-		id: id, c: c,
-		inbox:     make(chan paxos.Message, c.opts.InboxMessages),
-		proposals: make(chan *proposal, c.opts.QueuedProposals),
-		quit:      make(chan struct{}),
-		stopped:   make(chan struct{}),
-		hash:      &hashsm.Machine{},
-		pending:   map[uint64]*proposal{},
-	}
-	r.sm = r.hash
-	if c.opts.Cron != nil {
-		if err := r.startCron(c.opts.Cron); err != nil {
-			_ = store.Close()
-			return nil, err
-		}
-	}
-	r.store = &countingStore{Store: store, r: r}
-	r.rep, err = replica.New(replica.Config{
-		ID: id, Membership: members, Timing: c.opts.Timing, Limits: c.opts.Limits,
-		Rand:  rand.New(rand.NewPCG(c.opts.Seed, uint64(id))),
-		Store: r.store, StateMachine: r.sm, Send: c.send,
-		Snapshots: c.opts.Snapshots, Observer: observer{r: r},
-		Writer: r.writerFor(!c.opts.InlineWrites),
+	r, err := node.New(node.Config{
+		ID: id, Membership: members, Store: store, Send: c.send,
+		TickInterval: c.opts.TickInterval, Timing: c.opts.Timing, Limits: c.opts.Limits,
+		Snapshots: c.opts.Snapshots, Seed: c.opts.Seed,
+		InlineWrites: c.opts.InlineWrites, OnSave: c.opts.OnSave, OnChange: c.notify,
+		InboxMessages: c.opts.InboxMessages, QueuedProposals: c.opts.QueuedProposals,
+		NextID: func() uint64 { return c.nextID.Add(1) },
+		Cron:   c.opts.Cron,
 	})
 	if err != nil {
 		_ = store.Close()
-		return nil, fmt.Errorf("localcluster: replica %d: %w", id, err)
+		if errors.Is(err, node.ErrConfig) {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		return fmt.Errorf("localcluster: %w", err)
 	}
-	return r, nil
+	c.replicas = append(c.replicas, r)
+	c.stores = append(c.stores, store)
+	return nil
 }
 
 func (c *Cluster) openStore(id paxos.ReplicaID) (storage.Store, error) {
@@ -297,15 +209,17 @@ func (c *Cluster) send(m paxos.Message) {
 		c.dropped.Add(1)
 		return
 	}
-	select {
-	case c.replicas[m.To-1].inbox <- m:
-	default:
-		c.dropped.Add(1)
-	}
+	c.replicas[m.To-1].Deliver(m)
 }
 
 // Dropped returns how many messages the transport dropped.
-func (c *Cluster) Dropped() uint64 { return c.dropped.Load() }
+func (c *Cluster) Dropped() uint64 {
+	n := c.dropped.Load()
+	for _, r := range c.replicas {
+		n += r.Dropped()
+	}
+	return n
+}
 
 // Replica returns the replica with the given ID (1..Replicas), or nil.
 func (c *Cluster) Replica(id paxos.ReplicaID) *Replica {
@@ -407,6 +321,11 @@ func (c *Cluster) notify() {
 func (c *Cluster) Propose(ctx context.Context, cmd []byte) error {
 	for {
 		ch := c.changedChan()
+		select {
+		case <-c.quit:
+			return ErrClosed
+		default:
+		}
 		if id, ok := c.Leader(); ok {
 			err := c.replicas[id-1].Propose(ctx, cmd)
 			if !errors.Is(err, paxos.ErrNotLeader) && !errors.Is(err, ErrDropped) {
@@ -430,36 +349,48 @@ func (c *Cluster) Propose(ctx context.Context, cmd []byte) error {
 	}
 }
 
-// Close stops every replica's goroutine, fails the proposals they held
-// with ErrClosed and closes the stores. It returns the failures that
+// ProposeCommand encodes cmd and proposes it as Propose does, returning
+// the state's verdict on it. It returns ErrNotCron outside cron mode.
+func (c *Cluster) ProposeCommand(ctx context.Context, cmd state.Command) error {
+	if c.opts.Cron == nil {
+		return ErrNotCron
+	}
+	enc, err := state.Encode(cmd)
+	if err != nil {
+		return err
+	}
+	return c.Propose(ctx, enc)
+}
+
+// Close stops every replica's goroutines, fails the proposals they held
+// with ErrStopped and closes the stores. It returns the failures that
 // stopped replicas, if any, and store close errors.
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.quit)
 		var errs []error
-		for _, r := range c.replicas {
-			<-r.stopped
+		for i, r := range c.replicas {
+			r.Stop()
 			if err := r.Status().Err; !errors.Is(err, ErrStopped) {
 				errs = append(errs, err)
 			}
-			errs = append(errs, r.store.Close())
+			errs = append(errs, c.stores[i].Close())
 		}
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
 }
 
-// Stop stops replica id's goroutine as a crash of its process would: its
+// Stop stops replica id's goroutines as a crash of its process would: its
 // synced writes stay in its store (which Close closes), its status says
 // ErrStopped so that Leader passes it over, and the others go on without
-// it. It waits until the goroutine has returned.
+// it. It waits until the goroutines have returned.
 func (c *Cluster) Stop(id paxos.ReplicaID) error {
 	r := c.Replica(id)
 	if r == nil {
 		return fmt.Errorf("localcluster: no replica %d", id)
 	}
-	r.stopOnce.Do(func() { close(r.quit) })
-	<-r.stopped
+	r.Stop()
 	return nil
 }
 

@@ -146,8 +146,12 @@ func TestProposeAfterCloseFails(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Replica(1).Propose(context.Background(), []byte("x")); !errors.Is(err, ErrClosed) {
+	if err := c.Propose(context.Background(), []byte("x")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("got %v, want ErrClosed", err)
+	}
+	// A replica of a closed cluster is stopped, as after a crash.
+	if err := c.Replica(1).Propose(context.Background(), []byte("x")); !errors.Is(err, ErrStopped) {
+		t.Fatalf("replica's Propose: got %v, want ErrStopped", err)
 	}
 	if _, err := c.WaitLeader(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("WaitLeader after Close: got %v, want ErrClosed", err)

@@ -1,8 +1,7 @@
-package localcluster
+package node
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -14,13 +13,12 @@ import (
 	"paxcron/paxos"
 )
 
-// CronOptions makes every replica run the cron layer: the launcher over
-// the cron state, instead of the hash machine.
+// CronOptions makes the replica run the cron layer: the launcher over the
+// cron state, instead of the hash machine alone.
 type CronOptions struct {
-	// Launcher holds every replica's launcher limits: MemoryHorizon is
-	// required, a zero limit takes the launcher's default. The cluster
-	// supplies Machine, Propose, Dispatcher and Applied, so those must be
-	// left unset.
+	// Launcher holds the launcher's limits: MemoryHorizon is required, a
+	// zero limit takes the launcher's default. The node supplies Machine,
+	// Propose, Dispatcher and Applied, so those must be left unset.
 	Launcher launcher.Config
 	// NewDispatcher returns replica id's Dispatcher (a shared one will
 	// do). done hands a Result back to that replica's launcher: it never
@@ -32,22 +30,22 @@ type CronOptions struct {
 	// It must advance at the real rate: the lease is counted in real
 	// ticks and converted to this clock.
 	Now func() time.Time
-	// Applied, when set, hears every command applied on every replica,
-	// with the state's verdict (launcher.Config.Applied). It runs on the
-	// replica's goroutine, so it must be quick, safe for concurrent use by
-	// several replicas, and must not call into the cluster.
+	// Applied, when set, hears every command applied, with the state's
+	// verdict (launcher.Config.Applied). It runs on the replica's loop, so
+	// it must be quick, safe for concurrent use (a cluster may share one
+	// among its replicas), and must not call into the node.
 	Applied func(id paxos.ReplicaID, slot uint64, c state.Command, err error)
 }
 
-// ErrNotCron is returned by the calls that need Options.Cron.
-var ErrNotCron = errors.New("localcluster: the cluster does not run the cron layer (Options.Cron)")
+// ErrNotCron is returned by the calls that need Config.Cron.
+var ErrNotCron = errors.New("node: the replica does not run the cron layer (Config.Cron)")
 
 func (o *CronOptions) validate() error {
 	switch {
 	case o.NewDispatcher == nil:
 		return fmt.Errorf("%w: Cron.NewDispatcher is required", ErrConfig)
 	case o.Launcher.Machine != nil || o.Launcher.Propose != nil || o.Launcher.Dispatcher != nil || o.Launcher.Applied != nil:
-		return fmt.Errorf("%w: Cron.Launcher's Machine, Propose, Dispatcher and Applied are the cluster's to set (use Cron.NewDispatcher and Cron.Applied)", ErrConfig)
+		return fmt.Errorf("%w: Cron.Launcher's Machine, Propose, Dispatcher and Applied are the node's to set (use Cron.NewDispatcher and Cron.Applied)", ErrConfig)
 	}
 	return nil
 }
@@ -97,7 +95,7 @@ func (m *cronMachine) Snapshot() ([]byte, error) {
 
 func (m *cronMachine) Restore(data []byte) error {
 	if len(data) < hashSnapshotBytes {
-		return fmt.Errorf("localcluster: cron snapshot of %d bytes, shorter than its hash", len(data))
+		return fmt.Errorf("node: cron snapshot of %d bytes, shorter than its hash", len(data))
 	}
 	if err := m.hash.Restore(data[:hashSnapshotBytes]); err != nil {
 		return err
@@ -110,7 +108,7 @@ func (m *cronMachine) verdictOf(slot uint64) error {
 	if m.verdictSlot != slot {
 		// The launcher reports every command that decodes; this one did
 		// not, and the state counted it as undecodable.
-		return fmt.Errorf("localcluster: slot %d: %w", slot, state.ErrDecode)
+		return fmt.Errorf("node: slot %d: %w", slot, state.ErrDecode)
 	}
 	return m.verdict
 }
@@ -146,21 +144,21 @@ func (q *resultQueue) take() []launcher.Result {
 	return out
 }
 
-// startCron makes r run the cron layer: called by newReplica before
+// startCron makes n run the cron layer: called by New before
 // replica.New, which may restore a snapshot into the state machine.
-func (r *Replica) startCron(o *CronOptions) error {
-	m := &cronMachine{hash: r.hash}
-	r.results = &resultQueue{ready: make(chan struct{}, 1)}
-	r.calls = make(chan func())
-	r.now = o.Now
-	if r.now == nil {
-		r.now = time.Now
+func (n *Node) startCron(o *CronOptions) error {
+	m := &cronMachine{hash: n.hash}
+	n.results = &resultQueue{ready: make(chan struct{}, 1)}
+	n.calls = make(chan func())
+	n.now = o.Now
+	if n.now == nil {
+		n.now = time.Now
 	}
 	cfg := o.Launcher
 	cfg.Machine = state.New()
-	cfg.Propose = r.proposeCommand
-	cfg.Dispatcher = o.NewDispatcher(r.id, r.deliverResult)
-	user, id := o.Applied, r.id
+	cfg.Propose = n.proposeCommand
+	cfg.Dispatcher = o.NewDispatcher(n.id, n.deliverResult)
+	user, id := o.Applied, n.id
 	cfg.Applied = func(slot uint64, c state.Command, err error) {
 		m.verdictSlot, m.verdict = slot, err
 		if user != nil {
@@ -169,119 +167,98 @@ func (r *Replica) startCron(o *CronOptions) error {
 	}
 	l, err := launcher.New(cfg)
 	if err != nil {
-		return fmt.Errorf("localcluster: replica %d: %w", r.id, err)
+		return fmt.Errorf("node: replica %d: %w", n.id, err)
 	}
 	m.l = l
-	r.cron, r.sm = m, m
+	n.cron, n.sm = m, m
 	return nil
 }
 
 // deliverResult is the done function every Dispatcher of r is given.
-func (r *Replica) deliverResult(res launcher.Result) {
+func (n *Node) deliverResult(res launcher.Result) {
 	select {
-	case <-r.stopped:
+	case <-n.stopped:
 		return // nobody will read it
 	default:
 	}
-	r.results.push(res)
+	n.results.push(res)
 }
 
 // proposeCommand is the launcher's way into the paxos node: on the
 // replica's goroutine (the launcher runs only there), with no waiter, so
 // the launcher's own retries handle ErrBusy and ErrNotLeader.
-func (r *Replica) proposeCommand(c state.Command) error {
+func (n *Node) proposeCommand(c state.Command) error {
 	enc, err := state.Encode(c)
 	if err != nil {
 		// The launcher built a command the state would refuse: a bug that
 		// retrying cannot cure, so the replica stops.
-		r.launcherErr = fmt.Errorf("localcluster: replica %d: the launcher proposed an invalid %s: %w", r.id, c.Kind(), err)
+		n.launcherErr = fmt.Errorf("node: replica %d: the launcher proposed an invalid %s: %w", n.id, c.Kind(), err)
 		return err
 	}
 	data := make([]byte, idBytes+len(enc)) // id 0: no Propose call waits
 	copy(data[idBytes:], enc)
-	_, err = r.rep.Propose(data)
+	_, err = n.rep.Propose(data)
 	if err == nil {
-		r.launcherProposed = true
+		n.launcherProposed = true
 	}
 	return err
 }
 
 // deliverResults hands the waiting Dispatcher results to the launcher;
 // the Step that follows in the same loop turn acts on them.
-func (r *Replica) deliverResults() {
-	for _, res := range r.results.take() {
-		r.cron.l.Done(res)
+func (n *Node) deliverResults() {
+	for _, res := range n.results.take() {
+		n.cron.l.Done(res)
 	}
 }
 
 // stepLauncher gives the launcher the time and the replica's role after a
 // Process, then processes what it proposed, so that a start or a finish
 // does not wait for the next input. False means the replica failed.
-func (r *Replica) stepLauncher() bool {
-	now := r.now()
-	lead := launcher.LeadershipOf(r.rep.Node().Status(), r.rep.Applied(), now, r.c.opts.TickInterval)
-	r.launcherProposed = false
-	r.cron.l.Step(now, lead)
-	if r.launcherErr != nil {
-		r.fail(r.launcherErr)
+func (n *Node) stepLauncher() bool {
+	now := n.now()
+	lead := launcher.LeadershipOf(n.rep.Node().Status(), n.rep.Applied(), now, n.cfg.TickInterval)
+	n.launcherProposed = false
+	n.cron.l.Step(now, lead)
+	if n.launcherErr != nil {
+		n.fail(n.launcherErr)
 		return false
 	}
-	if r.launcherProposed {
-		return r.process()
+	if n.launcherProposed {
+		return n.process()
 	}
 	return true
 }
 
 // resultsReady is nil, which blocks, outside cron mode.
-func (r *Replica) resultsReady() chan struct{} {
-	if r.results == nil {
+func (n *Node) resultsReady() chan struct{} {
+	if n.results == nil {
 		return nil
 	}
-	return r.results.ready
+	return n.results.ready
 }
 
-// Cron runs fn on the replica's goroutine, between two loop turns, with
-// the replica's launcher and through it the cron state (Machine), which
-// are not safe to touch from anywhere else; fn must not keep them. It
-// returns ErrNotCron outside cron mode, and an error if the replica
-// stopped or ctx ended before fn ran.
-func (r *Replica) Cron(ctx context.Context, fn func(*launcher.Launcher)) error {
-	if r.cron == nil {
+// Cron runs fn on the replica's loop, between two turns, with the
+// replica's launcher and through it the cron state (Machine), which are
+// not safe to touch from anywhere else; fn must not keep them. It returns
+// ErrNotCron outside cron mode, and an error if the replica stopped or
+// ctx ended before fn ran.
+func (n *Node) Cron(ctx context.Context, fn func(*launcher.Launcher)) error {
+	if n.cron == nil {
 		return ErrNotCron
 	}
-	done := make(chan struct{})
-	call := func() {
-		defer close(done)
-		fn(r.cron.l)
-	}
-	select {
-	case r.calls <- call:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-r.stopped:
-		return r.stopErr()
-	}
-	<-done // the loop runs a call as soon as it takes it
-	return nil
+	return n.call(ctx, func() { fn(n.cron.l) })
 }
 
 // ProposeCommand encodes c and proposes it as Propose does, returning the
 // state's verdict on it. It returns ErrNotCron outside cron mode.
-func (c *Cluster) ProposeCommand(ctx context.Context, cmd state.Command) error {
-	if c.opts.Cron == nil {
+func (n *Node) ProposeCommand(ctx context.Context, c state.Command) error {
+	if n.cron == nil {
 		return ErrNotCron
 	}
-	enc, err := state.Encode(cmd)
+	enc, err := state.Encode(c)
 	if err != nil {
 		return err
 	}
-	return c.Propose(ctx, enc)
-}
-
-// frameID returns the proposer id a framed entry carries.
-func frameID(data []byte) (uint64, bool) {
-	if len(data) < idBytes {
-		return 0, false
-	}
-	return binary.BigEndian.Uint64(data), true
+	return n.Propose(ctx, enc)
 }
