@@ -47,15 +47,15 @@ type node struct {
 // cluster is one run: every source of nondeterminism is owned here and
 // drawn from one seed.
 type cluster struct {
-	opts    Options
-	rng     *rand.Rand
+	opts Options
+	rng  *rand.Rand
 	// detector draws the failure detector's delays, apart from rng so
 	// that it does not shift every other draw of a seed.
 	detector *rand.Rand
-	sched   *simclock.Scheduler
-	net     *simnet.Network
-	nodes   []*node
-	members paxos.Membership
+	sched    *simclock.Scheduler
+	net      *simnet.Network
+	nodes    []*node
+	members  paxos.Membership
 
 	checks   *check.Consensus
 	lease    *check.Lease
