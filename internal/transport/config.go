@@ -22,8 +22,10 @@ type Config struct {
 	// ID is this replica's ID.
 	ID paxos.ReplicaID
 	// Peers maps every other member's ID to the address it listens on
-	// (host:port). It must not contain ID. SetPeerAddr changes an address
-	// later; the set of members is fixed.
+	// (host:port), or "" while it is not known (the peer is dialed once
+	// SetPeerAddr gives one; messages to it queue, within the bounds, and
+	// drop). It must not contain ID. SetPeerAddr changes an address later;
+	// the set of members is fixed.
 	Peers map[paxos.ReplicaID]string
 	// Key is the cluster key every member holds, at least MinKeyBytes.
 	Key []byte
@@ -119,6 +121,9 @@ func (c *Config) validatePeers() error {
 		}
 		if id == c.ID {
 			return fmt.Errorf("%w: Peers contains this replica's own ID %d", ErrConfig, id)
+		}
+		if addr == "" {
+			continue
 		}
 		if err := checkAddr(addr); err != nil {
 			return fmt.Errorf("%w: peer %d: %w", ErrConfig, id, err)

@@ -83,6 +83,16 @@ func (t *Transport) runPeer(p *peer) {
 		case <-p.redial: // about to dial the newest address anyway
 		default:
 		}
+		if p.getAddr() == "" {
+			// Not known yet: membership will tell (SetPeerAddr). The queue
+			// meanwhile fills up to its bounds and drops.
+			select {
+			case <-t.ctx.Done():
+				return
+			case <-p.redial:
+				continue
+			}
+		}
 		c, err := t.dial(p)
 		if err != nil {
 			t.stats.dialFailures.Add(1)

@@ -689,3 +689,35 @@ func TestInboundConnectionsAreBounded(t *testing.T) {
 	writeFrame(t, c, frameOf(t, heartbeat(2, 1, 1)))
 	rec.waitFor(t, "a member's message", func() bool { return rec.total() == 1 })
 }
+
+// A peer whose address is not known yet is not dialed; what is sent to it
+// queues until membership gives its address.
+func TestUnknownAddressWaitsForSetPeerAddr(t *testing.T) {
+	lnB := listen(t)
+	recB := newRecorder()
+	b, err := New(Config{ID: 2, Peers: map[paxos.ReplicaID]string{1: ""}, Key: testKey, Listener: lnB, Handler: recB.handle, Limits: testLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	a, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: ""}, Key: testKey, ListenAddr: "127.0.0.1:0", Handler: func(paxos.Message) {}, Limits: testLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for round := range uint64(3) {
+		if err := a.Send(heartbeat(1, 2, round+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := a.Stats(); s.DialFailures != 0 {
+		t.Fatalf("dialed a peer with no address: %+v", s)
+	}
+	if err := a.SetPeerAddr(2, lnB.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	recB.waitFor(t, "the queued messages at the new address", func() bool { return recB.total() == 3 })
+	if got := rounds(recB.from(1)); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Errorf("rounds %v, want 1 2 3", got)
+	}
+}
