@@ -108,6 +108,17 @@ func ParseFile(path string) ([]Cron, error) {
 // Parse parses src, named filename in messages; file() calls read
 // relative to dir.
 func Parse(filename string, src []byte, dir string) ([]Cron, error) {
+	return parse(filename, src, evalContext(fileFunc(dir)))
+}
+
+// ParseSubmitted parses src as a server parses a file submitted to its
+// API: file() is refused, since it would read the server's disk (the CLI
+// resolves file() on the submitter's machine and sends the content).
+func ParseSubmitted(filename string, src []byte) ([]Cron, error) {
+	return parse(filename, src, evalContext(noFileFunc))
+}
+
+func parse(filename string, src []byte, ctx *hcl.EvalContext) ([]Cron, error) {
 	if len(src) > MaxFileBytes {
 		return nil, fmt.Errorf("cronfile: %s is larger than %d bytes", filename, MaxFileBytes)
 	}
@@ -119,7 +130,7 @@ func Parse(filename string, src []byte, dir string) ([]Cron, error) {
 	if diags.HasErrors() {
 		return nil, &Error{Diagnostics: diags}
 	}
-	p := parser{ctx: evalContext(dir)}
+	p := parser{ctx: ctx}
 	if len(content.Blocks) == 0 {
 		p.fail(&hcl.Range{Filename: filename, Start: hcl.InitialPos, End: hcl.InitialPos}, "No cron block", `the file defines no job; write cron "<name>" { ... }`)
 	}
@@ -366,13 +377,23 @@ func trimInvalid(err error) string {
 	return msg
 }
 
-// evalContext offers file() relative to dir, and jsonencode().
-func evalContext(dir string) *hcl.EvalContext {
+// evalContext offers file (file() relative to a folder, or its refusal),
+// and jsonencode().
+func evalContext(file function.Function) *hcl.EvalContext {
 	return &hcl.EvalContext{Functions: map[string]function.Function{
-		"file":       fileFunc(dir),
+		"file":       file,
 		"jsonencode": stdlib.JSONEncodeFunc,
 	}}
 }
+
+// noFileFunc is file() in a file submitted to a server.
+var noFileFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "path", Type: cty.String}},
+	Type:   function.StaticReturnType(cty.String),
+	Impl: func([]cty.Value, cty.Type) (cty.Value, error) {
+		return cty.NilVal, errors.New("file() cannot be used in a file sent to the server, which would read its own disk: submit with `paxcron job run FILE`, which reads the file on this machine")
+	},
+})
 
 func fileFunc(dir string) function.Function {
 	return function.New(&function.Spec{

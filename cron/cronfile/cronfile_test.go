@@ -208,3 +208,29 @@ func TestFormat(t *testing.T) {
 		t.Error("a binary payload formatted")
 	}
 }
+
+func TestParseSubmittedRefusesFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.json"), []byte(`{"a":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := []byte(`cron "x" {
+  schedule = "@hourly"
+  nomad {
+    job     = "p"
+    payload = file("` + filepath.Join(dir, "p.json") + `")
+  }
+}
+`)
+	if _, err := Parse("x.hcl", src, dir); err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	_, err := ParseSubmitted("x.hcl", src)
+	if err == nil || !strings.Contains(err.Error(), "file() cannot be used") || !strings.Contains(err.Error(), "x.hcl:5") {
+		t.Fatalf("ParseSubmitted: %v; want file() refused at x.hcl:5", err)
+	}
+	ok := []byte("cron \"x\" {\n  schedule = \"@hourly\"\n  nomad { job = \"p\" }\n}\n")
+	if crons, err := ParseSubmitted("x.hcl", ok); err != nil || len(crons) != 1 {
+		t.Fatalf("ParseSubmitted without file(): %v, %v", crons, err)
+	}
+}

@@ -630,3 +630,44 @@ func TestStartAfterEditRunsTheEdit(t *testing.T) {
 		t.Fatalf("open launch %+v (payload %q)", l, payload)
 	}
 }
+
+func TestJobsPage(t *testing.T) {
+	m := New()
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for i, name := range []string{"b-2", "a-1", "b-1", "c-1", "b-3"} {
+		if err := m.ApplyCommand(uint64(i+1), PutJob{Name: name, Spec: JobSpec{Schedule: "@hourly", NomadJob: "p"}, At: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(js []Job) []string {
+		var out []string
+		for _, j := range js {
+			out = append(out, j.Name)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		prefix, after string
+		limit         int
+		want          []string
+		more          bool
+	}{
+		{"", "", 10, []string{"a-1", "b-1", "b-2", "b-3", "c-1"}, false},
+		{"", "", 2, []string{"a-1", "b-1"}, true},
+		{"", "b-1", 2, []string{"b-2", "b-3"}, true},
+		{"b-", "", 10, []string{"b-1", "b-2", "b-3"}, false},
+		{"b-", "b-2", 10, []string{"b-3"}, false},
+		{"b-", "b-3", 10, nil, false},
+		{"b-", "a", 1, []string{"b-1"}, true},
+		{"d", "", 10, nil, false},
+		{"", "c-1", 10, nil, false},
+	} {
+		got, more := m.JobsPage(c.prefix, c.after, c.limit)
+		if !slices.Equal(names(got), c.want) || more != c.more {
+			t.Errorf("JobsPage(%q, %q, %d) = %v, %v; want %v, %v", c.prefix, c.after, c.limit, names(got), more, c.want, c.more)
+		}
+	}
+	if m.JobCount() != 5 {
+		t.Errorf("JobCount %d, want 5", m.JobCount())
+	}
+}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"paxcron/cron/scheduler"
@@ -36,6 +37,29 @@ func (m *Machine) Jobs() []Job {
 	}
 	return out
 }
+
+// JobsPage returns a copy of at most limit jobs whose names start with
+// prefix and sort after after, in name order, and whether more follow.
+// It serves a listing page by page: a million jobs are never copied at
+// once.
+func (m *Machine) JobsPage(prefix, after string, limit int) (page []Job, more bool) {
+	names := m.sortedNames()
+	from := max(after, prefix)
+	i, _ := slices.BinarySearch(names, from)
+	if i < len(names) && names[i] == after {
+		i++
+	}
+	for ; i < len(names) && strings.HasPrefix(names[i], prefix); i++ {
+		if len(page) == limit {
+			return page, true
+		}
+		page = append(page, m.jobs[names[i]].copy())
+	}
+	return page, false
+}
+
+// JobCount is the number of jobs.
+func (m *Machine) JobCount() int { return len(m.jobs) }
 
 // OpenLaunches returns every open launch, those of deleted jobs included,
 // sorted by job, then scheduled time.

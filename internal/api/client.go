@@ -1,0 +1,228 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ClientConfig configures NewClient, as the CLI's -address, -token,
+// -ca-cert flags and PAXCRON_ADDR, PAXCRON_TOKEN, PAXCRON_CACERT do.
+type ClientConfig struct {
+	// Address is a replica's API: http://host:port or https://host:port.
+	Address string
+	// Token is the bearer token (empty: none).
+	Token string
+	// CACert is a PEM file to verify an https server with (empty: the
+	// system's roots).
+	CACert string
+	// Timeout bounds each request (default 30 s).
+	Timeout time.Duration
+}
+
+// DefaultAddress is where the CLI looks without -address or PAXCRON_ADDR.
+const DefaultAddress = "http://127.0.0.1:4750"
+
+// Client calls one replica's API. Safe for concurrent use.
+type Client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+// NewClient checks cfg and returns a Client.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.Address == "" {
+		cfg.Address = DefaultAddress
+	}
+	u, err := url.Parse(cfg.Address)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("api: address %q: want http://host:port or https://host:port", cfg.Address)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if cfg.CACert != "" {
+		pem, err := os.ReadFile(cfg.CACert)
+		if err != nil {
+			return nil, fmt.Errorf("api: reading the CA certificate: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("api: %s holds no PEM certificate", cfg.CACert)
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &Client{base: u, token: cfg.Token, http: &http.Client{Timeout: cfg.Timeout, Transport: transport}}, nil
+}
+
+// ReadOptions qualify a read.
+type ReadOptions struct {
+	// Stale answers from the replica asked, without going through the
+	// leader: faster, and possibly behind.
+	Stale bool
+}
+
+func (o ReadOptions) query() url.Values {
+	q := url.Values{}
+	if o.Stale {
+		q.Set("stale", "true")
+	}
+	return q
+}
+
+// Status returns the replica's view of the cluster. It is always served
+// by the replica asked.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var s Status
+	return s, c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &s)
+}
+
+// Jobs lists every job.
+func (c *Client) Jobs(ctx context.Context, o ReadOptions) (Jobs, error) {
+	var j Jobs
+	return j, c.do(ctx, http.MethodGet, "/v1/jobs", o.query(), nil, &j)
+}
+
+// Job reads one job with its next launch times (next of them, at most
+// MaxNextLaunches).
+func (c *Client) Job(ctx context.Context, name string, next int, o ReadOptions) (Job, error) {
+	q := o.query()
+	if next > 0 {
+		q.Set("next", strconv.Itoa(next))
+	}
+	var j Job
+	return j, c.do(ctx, http.MethodGet, jobPath(name), q, nil, &j)
+}
+
+// PutJobs creates or replaces jobs.
+func (c *Client) PutJobs(ctx context.Context, req PutJobs) (PutJobsResult, error) {
+	var r PutJobsResult
+	return r, c.do(ctx, http.MethodPost, "/v1/jobs", nil, req, &r)
+}
+
+// DeleteJob deletes a job; its open launches are still concluded.
+func (c *Client) DeleteJob(ctx context.Context, name string) (Done, error) {
+	var d Done
+	return d, c.do(ctx, http.MethodDelete, jobPath(name), nil, nil, &d)
+}
+
+// Pause pauses a job: its launches are recorded skipped until Resume.
+func (c *Client) Pause(ctx context.Context, name string) (Done, error) {
+	var d Done
+	return d, c.do(ctx, http.MethodPost, jobPath(name)+"/pause", nil, nil, &d)
+}
+
+// Resume undoes Pause.
+func (c *Client) Resume(ctx context.Context, name string) (Done, error) {
+	var d Done
+	return d, c.do(ctx, http.MethodPost, jobPath(name)+"/resume", nil, nil, &d)
+}
+
+// Trigger launches a job now, outside its schedule.
+func (c *Client) Trigger(ctx context.Context, name string, t Trigger) (Done, error) {
+	var d Done
+	return d, c.do(ctx, http.MethodPost, jobPath(name)+"/trigger", nil, t, &d)
+}
+
+// Backfill relaunches the slots of [From, To] that did not run.
+func (c *Client) Backfill(ctx context.Context, name string, b Backfill) (Done, error) {
+	var d Done
+	return d, c.do(ctx, http.MethodPost, jobPath(name)+"/backfill", nil, b, &d)
+}
+
+// Snapshot downloads the replica's newest snapshot (the log's state at
+// its index), as `operator snapshot save` writes it to a file.
+func (c *Client) Snapshot(ctx context.Context, w io.Writer) (index uint64, err error) {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/operator/snapshot", nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	index, _ = strconv.ParseUint(resp.Header.Get("X-Paxcron-Index"), 10, 64)
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return 0, fmt.Errorf("api: reading the snapshot: %w", err)
+	}
+	return index, nil
+}
+
+func jobPath(name string) string { return "/v1/jobs/" + url.PathEscape(name) }
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	resp, err := c.send(ctx, method, path, q, in)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
+		return fmt.Errorf("api: %s %s: decoding the answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// send makes the request and returns a 2xx response; any other status is
+// an *Error.
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, in any) (*http.Response, error) {
+	u := *c.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawPath = ""
+	if len(q) > 0 {
+		u.RawQuery = q.Encode()
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("api: encoding the request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("api: %s %s: %w", method, u.Redacted(), err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	e := &Error{Status: resp.StatusCode}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(b, e) != nil || e.Message == "" {
+		e.Message = strings.TrimSpace(string(b))
+		if e.Message == "" {
+			e.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	return nil, e
+}
+
+// StatusOf returns the HTTP status of an *Error in err's chain, or 0.
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}

@@ -1,0 +1,80 @@
+package api
+
+import (
+	"fmt"
+	"time"
+
+	"paxcron/cron/state"
+)
+
+// Delivery values of Spec.Delivery.
+const (
+	DeliveryAtMostOnce  = "at-most-once"
+	DeliveryAtLeastOnce = "at-least-once"
+)
+
+// SpecOf is spec in its JSON form.
+func SpecOf(spec state.JobSpec) Spec {
+	s := Spec{
+		Schedule: spec.Schedule, TimeZone: spec.TimeZone, Concurrency: string(spec.Concurrency),
+		CatchupWindow: Duration(spec.CatchupWindow), NomadJob: spec.NomadJob, Namespace: spec.Namespace,
+		Region: spec.Region, Meta: spec.Meta, Payload: spec.Payload, Delivery: DeliveryAtMostOnce,
+	}
+	if spec.AtLeastOnce {
+		s.Delivery = DeliveryAtLeastOnce
+	}
+	return s
+}
+
+// JobSpec is s as the cron state takes it. It checks the fields this
+// form adds (delivery, concurrency, a negative window); the state
+// validates the rest when it is proposed (state.JobSpec.Validate).
+func (s Spec) JobSpec() (state.JobSpec, error) {
+	spec := state.JobSpec{
+		Schedule: s.Schedule, TimeZone: s.TimeZone, Concurrency: state.Concurrency(s.Concurrency),
+		CatchupWindow: time.Duration(s.CatchupWindow), NomadJob: s.NomadJob, Namespace: s.Namespace,
+		Region: s.Region, Meta: s.Meta, Payload: s.Payload,
+	}
+	switch s.Delivery {
+	case "", DeliveryAtMostOnce:
+	case DeliveryAtLeastOnce:
+		spec.AtLeastOnce = true
+	default:
+		return state.JobSpec{}, fmt.Errorf("delivery %q: want %q or %q", s.Delivery, DeliveryAtMostOnce, DeliveryAtLeastOnce)
+	}
+	switch spec.Concurrency {
+	case "", state.ConcurrencyAllow, state.ConcurrencyForbid, state.ConcurrencyReplace:
+	default:
+		return state.JobSpec{}, fmt.Errorf("concurrency %q: want %q, %q or %q", s.Concurrency, state.ConcurrencyAllow, state.ConcurrencyForbid, state.ConcurrencyReplace)
+	}
+	if spec.CatchupWindow < 0 {
+		return state.JobSpec{}, fmt.Errorf("catchup_window %v is negative", spec.CatchupWindow)
+	}
+	return spec, nil
+}
+
+// LaunchOf is l in its JSON form.
+func LaunchOf(l state.Launch) Launch {
+	out := Launch{
+		Job: l.Job, Identity: l.Identity, ScheduledAt: l.ScheduledAt.UTC(), Kind: kindName(l.Kind),
+		StartedAt: l.StartedAt.UTC(), Outcome: string(l.Outcome.Kind), ChildID: l.Outcome.ChildID,
+		Reason: l.Outcome.Reason, Force: l.Force,
+	}
+	if out.Identity == "" {
+		out.Identity = state.LaunchIdentity(l.Job, l.ScheduledAt, l.Kind)
+	}
+	if l.FinishedSlot == 0 {
+		out.Outcome = "open"
+	}
+	return out
+}
+
+func kindName(k state.LaunchKind) string {
+	switch k {
+	case state.LaunchManual:
+		return "manual"
+	case state.LaunchBackfill:
+		return "backfill"
+	}
+	return "scheduled"
+}
