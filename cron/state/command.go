@@ -1,11 +1,13 @@
 package state
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"strconv"
 	"time"
 	"unicode"
@@ -596,6 +598,15 @@ func (spec JobSpec) normalized() JobSpec {
 	out.Payload = cloneBytes(spec.Payload)
 	out.Meta = cloneMeta(spec.Meta)
 	return out
+}
+
+// Same reports whether a and b are the same spec once defaults are filled
+// in: putting b over a job of spec a would change nothing.
+func (spec JobSpec) Same(b JobSpec) bool {
+	x, y := spec.normalized(), b.normalized()
+	return x.Schedule == y.Schedule && x.TimeZone == y.TimeZone && x.Concurrency == y.Concurrency &&
+		x.CatchupWindow == y.CatchupWindow && bytes.Equal(x.Payload, y.Payload) && maps.Equal(x.Meta, y.Meta) &&
+		x.Target() == y.Target() && x.AtLeastOnce == y.AtLeastOnce
 }
 
 // Validate implements Command.

@@ -244,3 +244,31 @@ func TestNomadFieldASCIIFastPath(t *testing.T) {
 		}
 	}
 }
+
+func TestSpecSame(t *testing.T) {
+	base := JobSpec{Schedule: "@hourly", NomadJob: "p", Meta: map[string]string{"a": "1"}, Payload: []byte("x")}
+	if !base.Same(JobSpec{Schedule: "@hourly", NomadJob: "p", Meta: map[string]string{"a": "1"}, Payload: []byte("x"),
+		Concurrency: ConcurrencyAllow, CatchupWindow: DefaultCatchupWindow}) {
+		t.Error("defaults spelled out: not Same")
+	}
+	for name, change := range map[string]func(*JobSpec){
+		"schedule": func(s *JobSpec) { s.Schedule = "@daily" },
+		"zone":     func(s *JobSpec) { s.TimeZone = "Europe/Berlin" },
+		"policy":   func(s *JobSpec) { s.Concurrency = ConcurrencyForbid },
+		"window":   func(s *JobSpec) { s.CatchupWindow = time.Hour },
+		"payload":  func(s *JobSpec) { s.Payload = []byte("y") },
+		"meta":     func(s *JobSpec) { s.Meta = map[string]string{"a": "2"} },
+		"no meta":  func(s *JobSpec) { s.Meta = nil },
+		"job":      func(s *JobSpec) { s.NomadJob = "q" },
+		"ns":       func(s *JobSpec) { s.Namespace = "n" },
+		"region":   func(s *JobSpec) { s.Region = "r" },
+		"delivery": func(s *JobSpec) { s.AtLeastOnce = true },
+	} {
+		b := base
+		b.Meta = map[string]string{"a": "1"}
+		change(&b)
+		if base.Same(b) {
+			t.Errorf("%s changed: still Same", name)
+		}
+	}
+}

@@ -35,6 +35,10 @@ type CronOptions struct {
 	// it must be quick, safe for concurrent use (a cluster may share one
 	// among its replicas), and must not call into the node.
 	Applied func(id paxos.ReplicaID, slot uint64, c state.Command, err error)
+	// CanLaunch, when set, holds the launcher back while it returns
+	// false: the replica then never acts as the launching leader (the
+	// server waits until Nomad passed its version checks).
+	CanLaunch func() bool
 }
 
 // ErrNotCron is returned by the calls that need Config.Cron.
@@ -218,6 +222,9 @@ func (n *Node) deliverResults() {
 func (n *Node) stepLauncher() bool {
 	now := n.now()
 	lead := launcher.LeadershipOf(n.rep.Node().Status(), n.rep.Applied(), now, n.cfg.TickInterval)
+	if n.cfg.Cron.CanLaunch != nil && !n.cfg.Cron.CanLaunch() {
+		lead = launcher.Leadership{}
+	}
 	n.launcherProposed = false
 	n.cron.l.Step(now, lead)
 	if n.launcherErr != nil {
@@ -248,6 +255,15 @@ func (n *Node) Cron(ctx context.Context, fn func(*launcher.Launcher)) error {
 		return ErrNotCron
 	}
 	return n.call(ctx, func() { fn(n.cron.l) })
+}
+
+// Leadership is the replica's role as the launcher sees it, computed now
+// on the loop: Cron's fn may check it to serve a linearizable read (a
+// leader that holds the lease and applied everything chosen before its
+// term has every write acknowledged so far). It ignores CanLaunch. Call
+// it only from inside fn (it reads the replica, which the loop owns).
+func (n *Node) Leadership() launcher.Leadership {
+	return launcher.LeadershipOf(n.rep.Node().Status(), n.rep.Applied(), n.now(), n.cfg.TickInterval)
 }
 
 // ProposeCommand encodes c and proposes it as Propose does, returning the

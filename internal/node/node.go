@@ -74,6 +74,9 @@ type Config struct {
 	// OnChange, when set, is called after the loop published a changed
 	// Status (from the loop goroutine: it must not block).
 	OnChange func()
+	// OnSnapshot, when set, is called once a local snapshot at index is
+	// durable in the store (from the loop goroutine: it must not block).
+	OnSnapshot func(index uint64)
 	// InboxMessages bounds the incoming message queue; Deliver drops a
 	// message that finds it full. Zero means DefaultInboxMessages.
 	InboxMessages int
@@ -726,7 +729,12 @@ func (o observer) Restored(index uint64) {
 	o.n.snapIndex = index
 	o.n.restored(index)
 }
-func (o observer) SnapshotTaken(index uint64) { o.n.snapIndex = index }
+func (o observer) SnapshotTaken(index uint64) {
+	o.n.snapIndex = index
+	if o.n.cfg.OnSnapshot != nil {
+		o.n.cfg.OnSnapshot(index)
+	}
+}
 
 // changed tells OnChange that the published status changed.
 func (n *Node) changed() {

@@ -1,0 +1,203 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"time"
+
+	"paxcron/cron/launcher"
+	"paxcron/cron/replica"
+	"paxcron/internal/transport"
+	"paxcron/nomad"
+	"paxcron/paxos"
+)
+
+// Config configures a replica's server. cmd/paxcron builds it from the
+// HCL file, flags and PAXCRON_* variables; tests build it directly.
+type Config struct {
+	// ID is this replica's ID, one of Members.
+	ID paxos.ReplicaID
+	// Members are the cluster's replica IDs (3 or 5 in production).
+	Members []paxos.ReplicaID
+	// DataDir holds the replica's Pebble store (DataDir/store).
+	DataDir string
+	// ClusterKey authenticates replicas to one another (at least
+	// transport.MinKeyBytes); every member holds the same.
+	ClusterKey []byte
+
+	// PaxosAddr is where the Paxos transport listens; PaxosAdvertise the
+	// address peers dial (default PaxosAddr, which then must not be a
+	// wildcard).
+	PaxosAddr, PaxosAdvertise string
+	// HTTPAddr is where the API, metrics and status page are served;
+	// HTTPAdvertise the address peers forward requests to.
+	HTTPAddr, HTTPAdvertise string
+	// GossipAddr is where memberlist listens (UDP and TCP);
+	// GossipAdvertise the address others reach it at. Empty: no
+	// membership, the peers' addresses come from Peers alone.
+	GossipAddr, GossipAdvertise string
+	// Join are memberlist addresses of other replicas to join through.
+	Join []string
+	// Peers gives other replicas' addresses up front (optional when
+	// membership runs: it learns them and their changes).
+	Peers map[paxos.ReplicaID]PeerAddrs
+
+	// TLS, when set, is mutual TLS between replicas (transport) and TLS
+	// for the API.
+	TLS *TLSFiles
+	// WriteTokens may change anything; ReadTokens only read. A request
+	// carries one as "Authorization: Bearer <token>".
+	WriteTokens, ReadTokens []string
+	// AnonymousReads lets reads (the status page included) through
+	// without a token.
+	AnonymousReads bool
+	// Insecure allows a server with no write token at all: every caller
+	// may then change anything. For a local demo only.
+	Insecure bool
+
+	// Nomad is how the leader reaches Nomad.
+	Nomad nomad.Config
+	// SkipNomadChecks starts without checking Nomad's version and GC
+	// threshold (a Nomad that is down at start-up is then found later).
+	SkipNomadChecks bool
+
+	// Snapshots is when the replica snapshots its state and compacts its
+	// log (replica.DefaultSnapshotPolicy when zero).
+	Snapshots replica.SnapshotPolicy
+	// Backup, when set, is where every snapshot is also uploaded
+	// (gocloud.dev/blob URL: file:///path, s3://, gs://, azblob://).
+	Backup     string
+	BackupKeep int
+
+	// TickInterval is one Paxos tick (default 50 ms); Timing and Limits
+	// the core's (paxos defaults when zero).
+	TickInterval time.Duration
+	Timing       paxos.Timing
+	Limits       paxos.Limits
+	// Launcher holds the launcher's limits (its defaults when zero);
+	// MemoryHorizon comes from Nomad's.
+	Launcher launcher.Config
+	// TransportLimits bound the Paxos transport (its defaults when zero).
+	TransportLimits transport.Limits
+
+	// Logger receives the server's structured log (default: discard).
+	Logger *slog.Logger
+	// Version is reported in status.
+	Version string
+
+	// NewDispatcher, when set, replaces the Nomad dispatcher (tests).
+	NewDispatcher func(done func(launcher.Result)) launcher.Dispatcher
+}
+
+// PeerAddrs are where another replica is reached.
+type PeerAddrs struct {
+	Paxos string
+	HTTP  string
+}
+
+// TLSFiles are PEM files: a CA that signed every replica's certificate,
+// and this replica's certificate and key.
+type TLSFiles struct {
+	CAFile, CertFile, KeyFile string
+}
+
+// ErrConfig wraps every configuration error.
+var ErrConfig = errors.New("server: invalid config")
+
+// withDefaults fills the zero fields with their defaults.
+func (c Config) withDefaults() Config {
+	if c.TickInterval == 0 {
+		c.TickInterval = 50 * time.Millisecond
+	}
+	if c.Timing == (paxos.Timing{}) {
+		c.Timing = paxos.DefaultTiming()
+	}
+	if c.Limits == (paxos.Limits{}) {
+		c.Limits = paxos.DefaultLimits()
+	}
+	if c.Snapshots == (replica.SnapshotPolicy{}) {
+		c.Snapshots = replica.DefaultSnapshotPolicy()
+	}
+	if c.TransportLimits == (transport.Limits{}) {
+		c.TransportLimits = transport.DefaultLimits()
+	}
+	if c.PaxosAdvertise == "" {
+		c.PaxosAdvertise = c.PaxosAddr
+	}
+	if c.HTTPAdvertise == "" {
+		c.HTTPAdvertise = c.HTTPAddr
+	}
+	if c.GossipAdvertise == "" {
+		c.GossipAdvertise = c.GossipAddr
+	}
+	if c.BackupKeep == 0 {
+		c.BackupKeep = 5
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	return c
+}
+
+func (c *Config) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.ID == paxos.None:
+		return bad("the replica ID is required (replica_id, -id, PAXCRON_ID)")
+	case len(c.Members) == 0:
+		return bad("the members are required (cluster.members, -members): the replica IDs of the whole cluster")
+	case !slices.Contains(c.Members, c.ID):
+		return bad("replica %d is not among the members %v", c.ID, c.Members)
+	case len(c.Members)%2 == 0:
+		return bad("%d members: use an odd number (3 or 5), an even one tolerates no more failures than one fewer", len(c.Members))
+	case c.DataDir == "":
+		return bad("the data folder is required (data_dir, -data-dir, PAXCRON_DATA_DIR)")
+	case len(c.ClusterKey) < transport.MinKeyBytes:
+		return bad("the cluster key has %d bytes, want at least %d (cluster.key_file): every replica must hold the same", len(c.ClusterKey), transport.MinKeyBytes)
+	case c.PaxosAddr == "" || c.HTTPAddr == "":
+		return bad("the Paxos and HTTP listen addresses are required (bind.paxos, bind.http)")
+	case len(c.WriteTokens) == 0 && !c.Insecure:
+		return bad("no write token: set api.write_tokens (or api.insecure = true, for a local demo only)")
+	case c.BackupKeep < 0:
+		return bad("backup.keep %d is negative", c.BackupKeep)
+	}
+	seen := map[paxos.ReplicaID]bool{}
+	for _, id := range c.Members {
+		if id == paxos.None || seen[id] {
+			return bad("members must be distinct and non-zero: %v", c.Members)
+		}
+		seen[id] = true
+	}
+	for id := range c.Peers {
+		if !seen[id] || id == c.ID {
+			return bad("peer %d is not another member of %v", id, c.Members)
+		}
+	}
+	for what, addr := range map[string]string{"bind.paxos": c.PaxosAddr, "bind.http": c.HTTPAddr, "advertise.paxos": c.PaxosAdvertise, "advertise.http": c.HTTPAdvertise} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return bad("%s %q is not host:port", what, addr)
+		}
+	}
+	for what, addr := range map[string]string{"advertise.paxos": c.PaxosAdvertise, "advertise.http": c.HTTPAdvertise} {
+		if host, _, _ := net.SplitHostPort(addr); host == "" || net.ParseIP(host).IsUnspecified() {
+			return bad("%s %q is not an address peers can reach: set it when binding to all interfaces", what, addr)
+		}
+	}
+	for _, tok := range append(slices.Clone(c.WriteTokens), c.ReadTokens...) {
+		if len(tok) < 16 {
+			return bad("an API token has %d characters: use at least 16 (e.g. a UUID)", len(tok))
+		}
+	}
+	if c.Launcher.Machine != nil || c.Launcher.Propose != nil || c.Launcher.Dispatcher != nil || c.Launcher.Applied != nil {
+		return bad("Launcher's Machine, Propose, Dispatcher and Applied are the server's to set")
+	}
+	return nil
+}

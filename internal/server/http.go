@@ -1,0 +1,565 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"paxcron/cron/launcher"
+	"paxcron/cron/state"
+	"paxcron/internal/api"
+	"paxcron/internal/node"
+	"paxcron/paxos"
+)
+
+// forwardedHeader marks a request a follower forwarded to the leader; a
+// replica that receives one and does not lead answers 503 rather than
+// forward it again.
+const forwardedHeader = "X-Paxcron-Forwarded-By"
+
+// Listing bounds.
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+	defaultNext      = 5
+)
+
+// routes is the HTTP API, /v1/...
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", s.read(s.handleStatus))
+	mux.HandleFunc("GET /v1/jobs", s.read(s.handleJobs))
+	mux.HandleFunc("POST /v1/jobs", s.write(s.handlePutJobs))
+	mux.HandleFunc("GET /v1/jobs/{name}", s.read(s.handleJob))
+	mux.HandleFunc("DELETE /v1/jobs/{name}", s.write(s.handleDelete))
+	mux.HandleFunc("POST /v1/jobs/{name}/pause", s.write(s.handlePause))
+	mux.HandleFunc("POST /v1/jobs/{name}/resume", s.write(s.handleResume))
+	mux.HandleFunc("POST /v1/jobs/{name}/trigger", s.write(s.handleTrigger))
+	mux.HandleFunc("POST /v1/jobs/{name}/backfill", s.write(s.handleBackfill))
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &api.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no such API: %s %s (see the API list in README.md)", r.Method, r.URL.Path)})
+	})
+	return mux
+}
+
+// handler serves one API call; it returns the JSON answer or an error
+// (an *api.Error keeps its status; others are 500s).
+type handler func(w http.ResponseWriter, r *http.Request) (any, error)
+
+// read wraps a read: any read or write token, or none with
+// AnonymousReads.
+func (s *Server) read(h handler) http.HandlerFunc {
+	return s.serve(false, h)
+}
+
+// write wraps a write: a write token.
+func (s *Server) write(h handler) http.HandlerFunc {
+	return s.serve(true, h)
+}
+
+func (s *Server) serve(mutating bool, h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := s.authorize(r, mutating); err != nil {
+			writeError(w, err)
+			return
+		}
+		// The body is read whole (bounded), so that a handler that reads
+		// it can still forward the request to the leader.
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		r.ContentLength = int64(len(body))
+		out, err := h(w, r)
+		if errors.Is(err, errHandled) {
+			return
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// errHandled says the handler wrote the response itself (forwarded it).
+var errHandled = errors.New("server: response written")
+
+func (s *Server) authorize(r *http.Request, mutating bool) error {
+	if len(s.cfg.WriteTokens) == 0 && len(s.cfg.ReadTokens) == 0 {
+		return nil // Insecure: validate refused this without the flag
+	}
+	token, hasToken := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !hasToken || token == "" {
+		if !mutating && s.cfg.AnonymousReads {
+			return nil
+		}
+		return &api.Error{Status: http.StatusUnauthorized, Message: "this call needs a token: pass -token or set PAXCRON_TOKEN (Authorization: Bearer <token>)"}
+	}
+	if tokenIn(token, s.cfg.WriteTokens) {
+		return nil
+	}
+	if tokenIn(token, s.cfg.ReadTokens) {
+		if mutating {
+			return &api.Error{Status: http.StatusForbidden, Message: "this token may only read: changes need a write token (api.write_tokens)"}
+		}
+		return nil
+	}
+	if !mutating && s.cfg.AnonymousReads {
+		return nil
+	}
+	return &api.Error{Status: http.StatusUnauthorized, Message: "unknown token: check -token or PAXCRON_TOKEN against the server's api.write_tokens and api.read_tokens"}
+}
+
+// tokenIn compares in constant time, so that timing tells nothing of the
+// tokens.
+func tokenIn(token string, tokens []string) bool {
+	found := 0
+	for _, t := range tokens {
+		found |= subtle.ConstantTimeCompare([]byte(token), []byte(t))
+	}
+	return found == 1
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var e *api.Error
+	if !errors.As(err, &e) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			e = &api.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is over %d bytes", api.MaxBodyBytes)}
+		} else {
+			e = &api.Error{Status: http.StatusInternalServerError, Message: err.Error()}
+		}
+	}
+	if e.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, e.Status, e)
+}
+
+func badRequest(format string, args ...any) error {
+	return &api.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// errNoLeader is a 503: nobody leads now, or the leader is unknown.
+func (s *Server) errNoLeader(leader paxos.ReplicaID) error {
+	msg := "no leader right now (an election is under way, or too few replicas are up): retry in a second"
+	if leader != paxos.None {
+		msg = fmt.Sprintf("replica %d leads but this replica cannot reach its API: retry, or ask it directly", leader)
+	}
+	return &api.Error{Status: http.StatusServiceUnavailable, Message: msg, Leader: uint64(leader)}
+}
+
+// onLeader runs fn when this replica leads and holds the lease, and
+// otherwise forwards the request to the leader (or answers 503). fn runs
+// off the loop; what it reads or proposes goes through the node.
+func (s *Server) onLeader(w http.ResponseWriter, r *http.Request, fn func(ctx context.Context) (any, error)) (any, error) {
+	st := s.node.Status()
+	if st.Role != paxos.Leader {
+		return nil, s.forward(w, r, st.Leader)
+	}
+	out, err := fn(r.Context())
+	if errors.Is(err, errNotLeading) || errors.Is(err, paxos.ErrNotLeader) || errors.Is(err, node.ErrDropped) {
+		// Leadership moved while the call ran: what was proposed was not
+		// chosen (ErrDropped) or not proposed at all.
+		return nil, s.forward(w, r, s.node.Status().Leader)
+	}
+	return out, err
+}
+
+// forward proxies r to leader's API, or answers 503.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.ReplicaID) error {
+	addr := s.peers.apiAddr(leader)
+	if leader == paxos.None || leader == s.cfg.ID || addr == "" || r.Header.Get(forwardedHeader) != "" {
+		return s.errNoLeader(leader)
+	}
+	scheme := "http"
+	if s.proxyTLS != nil {
+		scheme = "https"
+	}
+	target := &url.URL{Scheme: scheme, Host: addr}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			if body, err := pr.In.GetBody(); err == nil {
+				pr.Out.Body = body
+			}
+			pr.Out.Host = addr
+			pr.Out.Header.Set(forwardedHeader, strconv.FormatUint(uint64(s.cfg.ID), 10))
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			writeError(w, &api.Error{Status: http.StatusBadGateway, Leader: uint64(leader),
+				Message: fmt.Sprintf("forwarding to the leader, replica %d at %s: %v", leader, addr, err)})
+		},
+	}
+	if s.proxyTLS != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = s.proxyTLS
+		proxy.Transport = t
+	}
+	proxy.ServeHTTP(w, r)
+	return errHandled
+}
+
+// errNotLeading: the replica stopped leading between the check and the
+// call.
+var errNotLeading = errors.New("server: not leading")
+
+// readState runs fn on the loop over the cron state. Unless stale, it
+// runs only on a leader that holds the lease and has applied everything
+// chosen before its term (a linearizable read); otherwise it forwards.
+func (s *Server) readState(w http.ResponseWriter, r *http.Request, fn func(m *state.Machine, now time.Time) (any, error)) (any, error) {
+	stale := r.URL.Query().Get("stale") == "true"
+	if !stale && s.node.Status().Role != paxos.Leader {
+		return nil, s.forward(w, r, s.node.Status().Leader)
+	}
+	var out any
+	var ferr error
+	err := s.node.Cron(r.Context(), func(l *launcher.Launcher) {
+		now := time.Now()
+		if !stale {
+			lead := s.node.Leadership()
+			if !lead.Leader || !lead.CaughtUp || !lead.LeaseUntil.After(now) {
+				ferr = errNotLeading
+				return
+			}
+		}
+		out, ferr = fn(l.Machine(), now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if errors.Is(ferr, errNotLeading) {
+		return nil, s.forward(w, r, s.node.Status().Leader)
+	}
+	return out, ferr
+}
+
+func (s *Server) handleStatus(_ http.ResponseWriter, r *http.Request) (any, error) {
+	st := s.node.Status()
+	out := api.Status{
+		Replica: uint64(st.ID), Role: roleName(st.Role), Leader: uint64(st.Leader), LeaderAPI: s.peers.apiAddr(st.Leader),
+		Chosen: st.Chosen, Applied: st.Applied, Lease: api.Duration(st.Lease), Launching: st.Launching,
+		StateHash: fmt.Sprintf("%016x", st.Hash), LastSnapshot: st.SnapshotIndex, Replicas: s.peers.list(),
+		Version: s.cfg.Version, Time: time.Now().UTC(),
+	}
+	if st.Leader == paxos.None {
+		out.LeaderAPI = ""
+	}
+	if st.Role == paxos.Leader {
+		out.Ballot = fmt.Sprintf("%d.%d", st.Ballot.Round, st.Ballot.Replica)
+	}
+	err := s.node.Cron(r.Context(), func(l *launcher.Launcher) {
+		out.Jobs = l.Machine().JobCount()
+		out.Open = len(l.Machine().OpenLaunches())
+	})
+	return out, err
+}
+
+func roleName(r paxos.Role) string {
+	switch r {
+	case paxos.Leader:
+		return "leader"
+	case paxos.Candidate:
+		return "candidate"
+	case paxos.PreCandidate:
+		return "pre-candidate"
+	}
+	return "follower"
+}
+
+func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	limit := defaultListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > maxListLimit {
+			return nil, badRequest("limit %q: want 1 to %d", v, maxListLimit)
+		}
+		limit = n
+	}
+	prefix, after := q.Get("prefix"), q.Get("after")
+	return s.readState(w, r, func(m *state.Machine, _ time.Time) (any, error) {
+		page, more := m.JobsPage(prefix, after, limit)
+		out := api.Jobs{Jobs: make([]api.JobSummary, 0, len(page)), Index: m.LastSlot()}
+		for _, j := range page {
+			out.Jobs = append(out.Jobs, summaryOf(j))
+		}
+		if more {
+			w.Header().Set("X-Paxcron-Next-After", page[len(page)-1].Name)
+		}
+		return out, nil
+	})
+}
+
+func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) (any, error) {
+	name := r.PathValue("name")
+	if err := state.ValidName(name); err != nil {
+		return nil, badRequest("%v", err)
+	}
+	next := defaultNext
+	if v := r.URL.Query().Get("next"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > api.MaxNextLaunches {
+			return nil, badRequest("next %q: want 0 to %d", v, api.MaxNextLaunches)
+		}
+		next = n
+	}
+	return s.readState(w, r, func(m *state.Machine, now time.Time) (any, error) {
+		j, ok := m.Job(name)
+		if !ok {
+			return nil, &api.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no job %q", name)}
+		}
+		return jobOf(j, now, next)
+	})
+}
+
+// handlePutJobs creates or replaces jobs from JSON (api.PutJobs) or from
+// a file of cron blocks (Content-Type application/hcl; file() refused).
+func (s *Server) handlePutJobs(w http.ResponseWriter, r *http.Request) (any, error) {
+	req, err := decodePutJobs(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Jobs) == 0 {
+		return nil, badRequest("no job to write")
+	}
+	if len(req.Jobs) > api.MaxJobsPerRequest {
+		return nil, badRequest("%d jobs in one request; at most %d", len(req.Jobs), api.MaxJobsPerRequest)
+	}
+	specs := make([]state.JobSpec, len(req.Jobs))
+	for i, j := range req.Jobs {
+		spec, err := j.Spec.JobSpec()
+		if err != nil {
+			return nil, badRequest("job %q: %v", j.Name, err)
+		}
+		if err := (state.PutJob{Name: j.Name, Spec: spec, At: time.Now()}).Validate(); err != nil {
+			return nil, badRequest("job %q: %v", j.Name, trimState(err))
+		}
+		specs[i] = spec
+	}
+	return s.onLeader(w, r, func(ctx context.Context) (any, error) {
+		if s.nomad != nil && !req.SkipNomadCheck {
+			for i, j := range req.Jobs {
+				if err := s.nomad.CheckSpec(ctx, j.Name, specs[i]); err != nil {
+					return nil, nomadCheckError(j.Name, err)
+				}
+			}
+		}
+		var out api.PutJobsResult
+		for i, j := range req.Jobs {
+			res, err := s.putJob(ctx, j, specs[i])
+			if err != nil {
+				return nil, err
+			}
+			out.Jobs = append(out.Jobs, res)
+		}
+		return out, nil
+	})
+}
+
+func decodePutJobs(r *http.Request) (api.PutJobs, error) {
+	var req api.PutJobs
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch ct {
+	case "", "application/json":
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				return req, err
+			}
+			return req, badRequest("the body is not a PutJobs JSON object: %v", err)
+		}
+	case "application/hcl", "text/x-hcl", "text/plain":
+		src, err := io.ReadAll(r.Body)
+		if err != nil {
+			return req, err
+		}
+		crons, err := parseSubmitted(src)
+		if err != nil {
+			return req, badRequest("%v", err)
+		}
+		for _, c := range crons {
+			req.Jobs = append(req.Jobs, api.PutJob{Name: c.Name, Spec: api.SpecOf(c.Spec)})
+		}
+		req.SkipNomadCheck = r.URL.Query().Get("skip_nomad_check") == "true"
+	default:
+		return req, &api.Error{Status: http.StatusUnsupportedMediaType, Message: fmt.Sprintf("Content-Type %q: send application/json (api.PutJobs) or application/hcl (cron blocks)", ct)}
+	}
+	return req, nil
+}
+
+// putJob writes one job on the leader: it reads the job's version (unless
+// the request fixed one), leaves an identical spec alone, and proposes.
+func (s *Server) putJob(ctx context.Context, j api.PutJob, spec state.JobSpec) (api.PutResult, error) {
+	var cur state.Job
+	var exists bool
+	if err := s.node.Cron(ctx, func(l *launcher.Launcher) { cur, exists = l.Machine().Job(j.Name) }); err != nil {
+		return api.PutResult{}, err
+	}
+	ifVersion := cur.Version
+	if j.IfVersion != nil {
+		ifVersion = *j.IfVersion
+	}
+	if exists && ifVersion == cur.Version && sameSpec(cur.Spec, spec) {
+		return api.PutResult{Name: j.Name, Version: cur.Version, Unchanged: true, Resolved: resolved(j.Name, cur.Spec)}, nil
+	}
+	cmd := state.PutJob{Name: j.Name, Spec: spec, IfVersion: ifVersion, At: time.Now()}
+	if err := s.node.ProposeCommand(ctx, cmd); err != nil {
+		return api.PutResult{}, verdictError(j.Name, err)
+	}
+	var after state.Job
+	if err := s.node.Cron(ctx, func(l *launcher.Launcher) { after, _ = l.Machine().Job(j.Name) }); err != nil {
+		return api.PutResult{}, err
+	}
+	return api.PutResult{Name: j.Name, Version: after.Version, Created: !exists, Resolved: resolved(j.Name, after.Spec)}, nil
+}
+
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) (any, error) {
+	name := r.PathValue("name")
+	var ifVersion uint64
+	if v := r.URL.Query().Get("if_version"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, badRequest("if_version %q is not a version", v)
+		}
+		ifVersion = n
+	}
+	return s.command(w, r, name, state.DeleteJob{Name: name, IfVersion: ifVersion})
+}
+
+func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) (any, error) {
+	name := r.PathValue("name")
+	return s.command(w, r, name, state.Pause{Name: name})
+}
+
+func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) (any, error) {
+	name := r.PathValue("name")
+	return s.command(w, r, name, state.Resume{Name: name})
+}
+
+func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) (any, error) {
+	name := r.PathValue("name")
+	var body api.Trigger
+	if err := decodeOptional(r, &body); err != nil {
+		return nil, err
+	}
+	// At is the leader's clock, taken on the leader (a forwarded request
+	// gets the leader's time).
+	return s.commandAt(w, r, name, func(now time.Time) state.Command {
+		return state.Trigger{Name: name, At: now.Truncate(time.Second), Force: body.Force}
+	})
+}
+
+func (s *Server) handleBackfill(w http.ResponseWriter, r *http.Request) (any, error) {
+	name := r.PathValue("name")
+	var body api.Backfill
+	if err := decodeOptional(r, &body); err != nil {
+		return nil, err
+	}
+	if body.From.IsZero() || body.To.IsZero() || body.To.Before(body.From) {
+		return nil, badRequest("a backfill needs from and to (RFC 3339), from not after to")
+	}
+	return s.commandAt(w, r, name, func(now time.Time) state.Command {
+		return state.Backfill{Name: name, From: body.From.UTC(), To: body.To.UTC(), At: now, Force: body.Force}
+	})
+}
+
+// decodeOptional decodes a JSON body if there is one.
+func decodeOptional(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
+		return badRequest("the body: %v", err)
+	}
+	return nil
+}
+
+func (s *Server) command(w http.ResponseWriter, r *http.Request, name string, c state.Command) (any, error) {
+	return s.commandAt(w, r, name, func(time.Time) state.Command { return c })
+}
+
+// commandAt validates the command built for now and proposes it on the
+// leader.
+func (s *Server) commandAt(w http.ResponseWriter, r *http.Request, name string, build func(now time.Time) state.Command) (any, error) {
+	if err := state.ValidName(name); err != nil {
+		return nil, badRequest("%v", err)
+	}
+	if err := build(time.Now()).Validate(); err != nil {
+		return nil, badRequest("%v", trimState(err))
+	}
+	return s.onLeader(w, r, func(ctx context.Context) (any, error) {
+		if err := s.node.ProposeCommand(ctx, build(time.Now())); err != nil {
+			return nil, verdictError(name, err)
+		}
+		return api.Done{Index: s.node.Status().Applied}, nil
+	})
+}
+
+// verdictError turns the state's verdict on a command into an API error.
+func verdictError(name string, err error) error {
+	switch {
+	case errors.Is(err, paxos.ErrNotLeader), errors.Is(err, node.ErrDropped):
+		return err // onLeader forwards
+	case errors.Is(err, state.ErrNotFound):
+		return &api.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no job %q", name)}
+	case errors.Is(err, state.ErrConflict):
+		return &api.Error{Status: http.StatusConflict, Message: fmt.Sprintf("job %q changed since it was read (%s): read it again and retry", name, trimState(err))}
+	case errors.Is(err, state.ErrDuplicate):
+		return &api.Error{Status: http.StatusConflict, Message: fmt.Sprintf("job %q: %s", name, trimState(err))}
+	case errors.Is(err, state.ErrLimit):
+		return &api.Error{Status: http.StatusInsufficientStorage, Message: trimState(err)}
+	case errors.Is(err, state.ErrInvalid):
+		return badRequest("job %q: %s", name, trimState(err))
+	case errors.Is(err, node.ErrOutcomeUnknown), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return &api.Error{Status: http.StatusGatewayTimeout, Message: fmt.Sprintf("job %q: the write may or may not have been applied (%v): read the job to see", name, err)}
+	}
+	return err
+}
+
+// trimState drops the "state: invalid command: " prefix a user does not
+// need.
+func trimState(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"state: invalid command: ", "state: "} {
+		if rest, ok := strings.CutPrefix(msg, p); ok {
+			return rest
+		}
+	}
+	return msg
+}
+
+func nomadCheckError(name string, err error) error {
+	if errors.Is(err, errNomadSpec) {
+		return badRequest("job %q: %v", name, err)
+	}
+	return &api.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("job %q: could not check it against Nomad (%v): retry, or write it with skip_nomad_check", name, err)}
+}

@@ -1,0 +1,430 @@
+// Package server owns one paxcron replica as an operator runs it: the
+// wiring of its Pebble store, its internal/node replica, the Paxos
+// transport between replicas, membership, the Nomad dispatcher, the HTTP
+// API, metrics and status page, and snapshot backups; start-up and
+// graceful shutdown. Protocol rules live in the packages it wires; this
+// one decides nothing about consensus or launches.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"paxcron/cron/launcher"
+	"paxcron/cron/state"
+	"paxcron/internal/node"
+	"paxcron/internal/transport"
+	"paxcron/nomad"
+	"paxcron/paxos"
+	"paxcron/storage"
+	"paxcron/storage/pebblestore"
+)
+
+// Server is one running replica. Its methods are safe for concurrent use.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	store storage.Store
+	tr    *transport.Transport
+	node  *node.Node
+	// nomad is nil when Config.NewDispatcher replaces it.
+	nomad      *nomad.Client
+	dispatcher *nomad.Dispatcher
+	// nomadReady opens once Nomad passed the version and GC checks.
+	nomadReady atomic.Bool
+
+	peers    *peers
+	http     *http.Server
+	httpLn   net.Listener
+	apiTLS   *tls.Config
+	proxyTLS *tls.Config
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the replica's store and binds its ports; Start starts it.
+// bootstrap says the cluster is new: an empty store then starts as a
+// voter. Without it an empty store starts rebuilding, as a learner that
+// rejoins from its peers (a replica whose disk was lost must not vote on
+// what it forgot). A store that holds anything ignores bootstrap.
+func New(cfg Config, bootstrap bool) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("replica", uint64(cfg.ID))}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	if err := s.openStore(); err != nil {
+		return nil, err
+	}
+	empty, err := storeIsEmpty(s.store)
+	if err != nil {
+		return nil, err
+	}
+	rebuilding := empty && !bootstrap
+	if err := s.loadTLS(); err != nil {
+		return nil, err
+	}
+	s.peers = newPeers(cfg)
+	if err := s.openNomad(); err != nil {
+		return nil, err
+	}
+	if err := s.newNode(rebuilding); err != nil {
+		return nil, err
+	}
+	if err := s.newTransport(); err != nil {
+		return nil, err
+	}
+	if err := s.listenHTTP(); err != nil {
+		return nil, err
+	}
+	// Port 0 asks for any free port: advertise the one given.
+	s.cfg.PaxosAdvertise = realPort(s.cfg.PaxosAdvertise, s.tr.Addr().String())
+	s.cfg.HTTPAdvertise = realPort(s.cfg.HTTPAdvertise, s.httpLn.Addr().String())
+	s.peers.selfAPI, s.peers.selfPax = s.cfg.HTTPAdvertise, s.cfg.PaxosAdvertise
+	switch {
+	case rebuilding:
+		s.log.Warn("the store is empty: rejoining as a learner, catching up from the peers before voting (start a new cluster's replicas with -bootstrap)", "data_dir", cfg.DataDir)
+	case empty:
+		s.log.Info("the store is empty: starting a new cluster (bootstrap)", "data_dir", cfg.DataDir)
+	}
+	ok = true
+	return s, nil
+}
+
+func (s *Server) openStore() error {
+	dir := filepath.Join(s.cfg.DataDir, "store")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("server: creating the data folder: %w", err)
+	}
+	store, err := pebblestore.Open(dir, pebblestore.Options{FS: vfs.Default, Logger: pebbleLogger{s.log}})
+	if err != nil {
+		return err
+	}
+	s.store = store
+	return nil
+}
+
+// realPort replaces port 0 in advertised with bound's port.
+func realPort(advertised, bound string) string {
+	host, port, err := net.SplitHostPort(advertised)
+	if err != nil || port != "0" {
+		return advertised
+	}
+	_, real, err := net.SplitHostPort(bound)
+	if err != nil {
+		return advertised
+	}
+	return net.JoinHostPort(host, real)
+}
+
+// storeIsEmpty reports whether the store holds nothing: no promise, no
+// entry, no snapshot.
+func storeIsEmpty(st storage.Store) (bool, error) {
+	hs, snap, err := st.InitialState()
+	if err != nil {
+		return false, err
+	}
+	last, err := st.LastSlot()
+	if err != nil {
+		return false, err
+	}
+	return hs == (paxos.HardState{}) && snap.Index == 0 && last == 0, nil
+}
+
+func (s *Server) loadTLS() error {
+	f := s.cfg.TLS
+	if f == nil {
+		return nil
+	}
+	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+	if err != nil {
+		return fmt.Errorf("%w: tls: %w", ErrConfig, err)
+	}
+	pem, err := os.ReadFile(f.CAFile)
+	if err != nil {
+		return fmt.Errorf("%w: tls: %w", ErrConfig, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("%w: tls: %s holds no PEM certificate", ErrConfig, f.CAFile)
+	}
+	s.apiTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	s.proxyTLS = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return nil
+}
+
+// transportTLS is mutual TLS between replicas.
+func (s *Server) transportTLS() *tls.Config {
+	if s.apiTLS == nil {
+		return nil
+	}
+	c := s.proxyTLS.Clone()
+	c.ClientCAs = c.RootCAs
+	c.ClientAuth = tls.RequireAndVerifyClientCert
+	return c
+}
+
+func (s *Server) openNomad() error {
+	if s.cfg.NewDispatcher != nil {
+		s.nomadReady.Store(true)
+		return nil
+	}
+	client, err := nomad.New(s.cfg.Nomad)
+	if err != nil {
+		return err
+	}
+	s.nomad = client
+	return nil
+}
+
+func (s *Server) newNode(rebuilding bool) error {
+	lc := s.cfg.Launcher
+	if s.nomad != nil {
+		lc.MemoryHorizon = s.nomad.MemoryHorizon()
+	} else if lc.MemoryHorizon == 0 {
+		lc.MemoryHorizon = nomad.DefaultConfig().MemoryHorizon()
+	}
+	n, err := node.New(node.Config{
+		ID: s.cfg.ID, Membership: paxos.Membership{Voters: s.cfg.Members}, Store: s.store,
+		Send:         s.send,
+		TickInterval: s.cfg.TickInterval, Timing: s.cfg.Timing, Limits: s.cfg.Limits,
+		Snapshots: s.cfg.Snapshots, Seed: rand.Uint64(), Rebuilding: rebuilding,
+		OnSnapshot: s.snapshotTaken,
+		Cron: &node.CronOptions{
+			Launcher:      lc,
+			NewDispatcher: s.newDispatcher,
+			Applied:       s.applied,
+			CanLaunch:     s.nomadReady.Load,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	s.node = n
+	return nil
+}
+
+func (s *Server) newDispatcher(_ paxos.ReplicaID, done func(launcher.Result)) launcher.Dispatcher {
+	if s.cfg.NewDispatcher != nil {
+		return s.cfg.NewDispatcher(done)
+	}
+	d, err := nomad.NewDispatcher(nomad.DispatcherConfig{Caller: s.nomad, Deliver: done})
+	if err != nil {
+		panic(err) // the config is fixed here; an error is a bug
+	}
+	s.dispatcher = d
+	return d
+}
+
+func (s *Server) newTransport() error {
+	peers := map[paxos.ReplicaID]string{}
+	for _, id := range s.cfg.Members {
+		if id != s.cfg.ID {
+			peers[id] = s.cfg.Peers[id].Paxos
+		}
+	}
+	tr, err := transport.New(transport.Config{
+		ID: s.cfg.ID, Peers: peers, Key: s.cfg.ClusterKey, ListenAddr: s.cfg.PaxosAddr,
+		TLS: s.transportTLS(), Handler: s.node.Deliver, Limits: s.cfg.TransportLimits,
+	})
+	if err != nil {
+		return err
+	}
+	s.tr = tr
+	return nil
+}
+
+// send is the node's transport: it never blocks (a message the transport
+// cannot queue is dropped, and the protocol retransmits).
+func (s *Server) send(m paxos.Message) {
+	if s.tr != nil {
+		_ = s.tr.Send(m)
+	}
+}
+
+func (s *Server) listenHTTP() error {
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("server: listening for HTTP on %s: %w", s.cfg.HTTPAddr, err)
+	}
+	if s.apiTLS != nil {
+		ln = tls.NewListener(ln, s.apiTLS)
+	}
+	s.httpLn = ln
+	s.http = &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		WriteTimeout:      5 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	return nil
+}
+
+// Start starts the replica: its loop, the HTTP server and the Nomad
+// checks.
+func (s *Server) Start() {
+	s.node.Start()
+	s.wg.Go(func() {
+		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("the HTTP server stopped", "err", err)
+		}
+	})
+	if s.nomad != nil {
+		s.wg.Go(s.checkNomad)
+	}
+	s.log.Info("replica started", "paxos", s.tr.Addr().String(), "http", s.httpLn.Addr().String(), "members", s.cfg.Members)
+}
+
+// checkNomad opens the launcher's gate once Nomad is recent enough and
+// keeps finished children long enough, checking every few seconds until
+// it is; until then this replica never launches.
+func (s *Server) checkNomad() {
+	for {
+		ctx, cancel := context.WithTimeout(s.ctx, 20*time.Second)
+		version, err := s.nomad.CheckVersion(ctx)
+		if err == nil {
+			_, _, err = s.nomad.CheckGCThreshold(ctx)
+		}
+		cancel()
+		if err == nil {
+			s.nomadReady.Store(true)
+			s.log.Info("Nomad checked: launches may go ahead", "nomad_version", version, "memory_horizon", s.nomad.MemoryHorizon().String())
+			return
+		}
+		s.log.Error("this replica will not launch until Nomad passes its checks", "err", err)
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// HTTPAddr and PaxosAddr are where the server listens (the real ports
+// when the config asked for port 0).
+func (s *Server) HTTPAddr() string  { return s.httpLn.Addr().String() }
+func (s *Server) PaxosAddr() string { return s.tr.Addr().String() }
+
+// Node is the replica's node (tests and the status page read it).
+func (s *Server) Node() *node.Node { return s.node }
+
+// SetPeer tells the server where another replica now is (membership, or
+// a test).
+func (s *Server) SetPeer(id paxos.ReplicaID, addrs PeerAddrs) error {
+	if err := s.peers.set(id, addrs); err != nil {
+		return err
+	}
+	if addrs.Paxos != "" {
+		return s.tr.SetPeerAddr(id, addrs.Paxos)
+	}
+	return nil
+}
+
+// snapshotTaken is the node's OnSnapshot: it must not block.
+func (s *Server) snapshotTaken(index uint64) {
+	s.log.Debug("snapshot taken", "index", index)
+}
+
+// applied logs each launch as it is recorded: at info on the replica
+// that launches, at debug elsewhere. It runs on the replica's loop.
+func (s *Server) applied(_ paxos.ReplicaID, slot uint64, c state.Command, err error) {
+	level := slog.LevelDebug
+	if s.node != nil && s.node.Status().Launching {
+		level = slog.LevelInfo
+	}
+	if !s.log.Enabled(s.ctx, level) {
+		return
+	}
+	switch c := c.(type) {
+	case state.LaunchStarted:
+		if err == nil {
+			s.log.Log(s.ctx, level, "launch started", "job", c.Job, "scheduled_at", c.ScheduledAt, "identity", c.Identity, "slot", slot)
+		}
+	case state.LaunchFinished:
+		if err == nil {
+			s.log.Log(s.ctx, level, "launch "+string(c.Outcome.Kind), "job", c.Job, "scheduled_at", c.ScheduledAt,
+				"identity", state.LaunchIdentity(c.Job, c.ScheduledAt, c.LaunchKind), "outcome", string(c.Outcome.Kind),
+				"child", c.Outcome.ChildID, "reason", c.Outcome.Reason, "slot", slot)
+		}
+	}
+}
+
+// Close stops the replica as a crash would (Shutdown first hands over
+// gracefully): the loop, the transport, the HTTP server, then the store.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		var errs []error
+		if s.http != nil {
+			errs = append(errs, s.http.Close())
+		} else if s.httpLn != nil {
+			errs = append(errs, s.httpLn.Close())
+		}
+		if s.node != nil {
+			s.node.Stop()
+			if err := s.node.Status().Err; err != nil && !errors.Is(err, node.ErrStopped) {
+				errs = append(errs, err)
+			}
+		}
+		if s.tr != nil {
+			errs = append(errs, s.tr.Close())
+		}
+		if s.dispatcher != nil {
+			s.dispatcher.Close()
+		}
+		if s.nomad != nil {
+			s.nomad.Close()
+		}
+		s.wg.Wait()
+		if s.store != nil {
+			errs = append(errs, s.store.Close())
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// pebbleLogger sends Pebble's messages to the server's log.
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.log.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.log.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	pebble.DefaultLogger.Fatalf(format, args...)
+}

@@ -1,0 +1,402 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"paxcron/cron/launcher"
+	"paxcron/internal/api"
+	"paxcron/paxos"
+)
+
+const (
+	writeToken = "write-token-0123456789"
+	readToken  = "read-token-0123456789"
+)
+
+// fakeNomad is a Nomad for these tests: one child per identity, as the
+// idempotency token makes it; every dispatch call is counted.
+type fakeNomad struct {
+	mu       sync.Mutex
+	children map[string]string // by identity
+	calls    int
+}
+
+func (f *fakeNomad) dispatcher(done func(launcher.Result)) launcher.Dispatcher {
+	return submitFunc(func(r launcher.Request) {
+		f.mu.Lock()
+		res := launcher.Result{ID: r.ID}
+		switch r.Op {
+		case launcher.OpDispatch:
+			f.calls++
+			if _, ok := f.children[r.Identity]; !ok {
+				f.children[r.Identity] = fmt.Sprintf("%s/dispatch-%s-%d", r.Spec.NomadJob, r.Identity, len(f.children))
+			}
+			res.ChildID = f.children[r.Identity]
+		case launcher.OpLookup:
+			res.ChildID, res.Found = f.children[r.Identity]
+		}
+		f.mu.Unlock()
+		go done(res) // a Dispatcher answers asynchronously
+	})
+}
+
+func (f *fakeNomad) child(identity string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.children[identity]
+	return c, ok
+}
+
+type submitFunc func(launcher.Request)
+
+func (f submitFunc) Submit(r launcher.Request) { f(r) }
+
+// cluster is three servers on loopback.
+type cluster struct {
+	t       *testing.T
+	servers []*Server
+	nomad   *fakeNomad
+	dirs    []string
+}
+
+func testConfig(t *testing.T, id paxos.ReplicaID, dir string, nomad *fakeNomad) Config {
+	return Config{
+		ID: id, Members: []paxos.ReplicaID{1, 2, 3}, DataDir: dir,
+		ClusterKey: []byte("test-cluster-key-0123456789"),
+		PaxosAddr:  "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		WriteTokens: []string{writeToken}, ReadTokens: []string{readToken},
+		TickInterval:  10 * time.Millisecond,
+		NewDispatcher: nomad.dispatcher,
+		Version:       "test",
+	}
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	c := &cluster{t: t, nomad: &fakeNomad{children: map[string]string{}}}
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		c.dirs = append(c.dirs, t.TempDir())
+		c.servers = append(c.servers, nil)
+		c.start(id, true)
+	}
+	t.Cleanup(func() {
+		for _, s := range c.servers {
+			if s != nil {
+				s.Close()
+			}
+		}
+	})
+	return c
+}
+
+// start (re)starts replica id on its data folder and tells everyone
+// where everyone is, as membership would.
+func (c *cluster) start(id paxos.ReplicaID, bootstrap bool) {
+	c.t.Helper()
+	s, err := New(testConfig(c.t, id, c.dirs[id-1], c.nomad), bootstrap)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.servers[id-1] = s
+	for _, a := range c.servers {
+		for _, b := range c.servers {
+			if a != nil && b != nil && a != b {
+				if err := a.SetPeer(b.cfg.ID, PeerAddrs{Paxos: b.PaxosAddr(), HTTP: b.HTTPAddr()}); err != nil {
+					c.t.Fatal(err)
+				}
+			}
+		}
+	}
+	s.Start()
+}
+
+func (c *cluster) client(id paxos.ReplicaID, token string) *api.Client {
+	c.t.Helper()
+	cl, err := api.NewClient(api.ClientConfig{Address: "http://" + c.servers[id-1].HTTPAddr(), Token: token, Timeout: 10 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cl
+}
+
+// leader waits until a replica launches and returns its ID.
+func (c *cluster) leader() paxos.ReplicaID {
+	c.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range c.servers {
+			if s != nil && s.Node().Status().Launching {
+				return s.cfg.ID
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatal("no replica launches after 20 s")
+	return 0
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func everySecond(name string) api.PutJobs {
+	return api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: api.Spec{Schedule: "* * * * * *", NomadJob: "parent", Meta: map[string]string{"team": "a"}}}}}
+}
+
+func TestWritesThroughAFollowerAndLaunches(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	follower := leader%3 + 1
+	ctx := context.Background()
+	fc := c.client(follower, writeToken)
+
+	res, err := fc.PutJobs(ctx, everySecond("tick"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Jobs) != 1 || !res.Jobs[0].Created || res.Jobs[0].Version == 0 || res.Jobs[0].Resolved != "* * * * * *" {
+		t.Fatalf("put through follower %d: %+v", follower, res)
+	}
+	// The same spec again changes nothing.
+	again, err := fc.PutJobs(ctx, everySecond("tick"))
+	if err != nil || !again.Jobs[0].Unchanged || again.Jobs[0].Version != res.Jobs[0].Version {
+		t.Fatalf("put again: %+v, %v", again, err)
+	}
+	// A linearizable read through the follower sees the write at once.
+	job, err := fc.Job(ctx, "tick", 3, api.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Version != res.Jobs[0].Version || len(job.Next) != 3 || job.Spec.Meta["team"] != "a" {
+		t.Fatalf("read through follower: %+v", job)
+	}
+	var launched api.Launch
+	eventually(t, "a launch dispatched and recorded", func() bool {
+		j, err := fc.Job(ctx, "tick", 0, api.ReadOptions{})
+		if err != nil || len(j.History) == 0 || j.History[0].Outcome != "dispatched" {
+			return false
+		}
+		launched = j.History[0]
+		return true
+	})
+	if child, ok := c.nomad.child(launched.Identity); !ok || child != launched.ChildID {
+		t.Fatalf("history says %s -> %s; Nomad has %q", launched.Identity, launched.ChildID, child)
+	}
+	// A stale read is served by the follower itself.
+	stale, err := fc.Jobs(ctx, api.ReadOptions{Stale: true})
+	if err != nil || len(stale.Jobs) != 1 || stale.Jobs[0].Name != "tick" {
+		t.Fatalf("stale list: %+v, %v", stale, err)
+	}
+	st, err := fc.Status(ctx)
+	if err != nil || st.Replica != uint64(follower) || st.Leader != uint64(leader) || st.Jobs != 1 || len(st.Replicas) != 3 {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+}
+
+func TestOperationsAndErrors(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	ctx := context.Background()
+	w := c.client(leader%3+1, writeToken)
+	if _, err := w.PutJobs(ctx, everySecond("ops")); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name string
+		call func() error
+	}{
+		{"pause", func() error { _, err := w.Pause(ctx, "ops"); return err }},
+		{"resume", func() error { _, err := w.Resume(ctx, "ops"); return err }},
+		{"trigger", func() error { _, err := w.Trigger(ctx, "ops", api.Trigger{}); return err }},
+	} {
+		if err := step.call(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+	}
+	eventually(t, "the manual launch dispatched", func() bool {
+		j, err := w.Job(ctx, "ops", 0, api.ReadOptions{})
+		if err != nil {
+			return false
+		}
+		for _, l := range j.History {
+			if l.Kind == "manual" && l.Outcome == "dispatched" {
+				return true
+			}
+		}
+		return false
+	})
+
+	status := func(err error) int { return api.StatusOf(err) }
+	if _, err := w.Job(ctx, "nope", 0, api.ReadOptions{}); status(err) != http.StatusNotFound {
+		t.Errorf("missing job: %v, want 404", err)
+	}
+	if _, err := w.Pause(ctx, "nope"); status(err) != http.StatusNotFound {
+		t.Errorf("pausing a missing job: %v, want 404", err)
+	}
+	zero := uint64(0)
+	dup := everySecond("ops")
+	dup.Jobs[0].IfVersion = &zero
+	dup.Jobs[0].Spec.Schedule = "@hourly"
+	if _, err := w.PutJobs(ctx, dup); status(err) != http.StatusConflict {
+		t.Errorf("create over an existing job: %v, want 409", err)
+	}
+	bad := everySecond("bad")
+	bad.Jobs[0].Spec.Schedule = "61 * * * *"
+	if _, err := w.PutJobs(ctx, bad); status(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "minute") {
+		t.Errorf("a bad schedule: %v, want 400 naming the field", err)
+	}
+	if _, err := c.client(leader, "").PutJobs(ctx, everySecond("x")); status(err) != http.StatusUnauthorized {
+		t.Errorf("no token: %v, want 401", err)
+	}
+	if _, err := c.client(leader, "wrong-token-0123456789").Jobs(ctx, api.ReadOptions{}); status(err) != http.StatusUnauthorized {
+		t.Errorf("unknown token: %v, want 401", err)
+	}
+	r := c.client(leader, readToken)
+	if _, err := r.Jobs(ctx, api.ReadOptions{}); err != nil {
+		t.Errorf("read token reading: %v", err)
+	}
+	if _, err := r.Pause(ctx, "ops"); status(err) != http.StatusForbidden {
+		t.Errorf("read token writing: %v, want 403", err)
+	}
+	if _, err := w.DeleteJob(ctx, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Job(ctx, "ops", 0, api.ReadOptions{}); status(err) != http.StatusNotFound {
+		t.Errorf("deleted job: %v, want 404", err)
+	}
+}
+
+func TestHostileBodies(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	base := "http://" + c.servers[leader-1].HTTPAddr()
+	post := func(path, contentType string, body []byte) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+writeToken)
+		req.Header.Set("Content-Type", contentType)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	for _, tc := range []struct {
+		name, path, ct string
+		body           []byte
+		want           int
+		says           string
+	}{
+		{"not JSON", "/v1/jobs", "application/json", []byte("{"), 400, "PutJobs"},
+		{"unknown field", "/v1/jobs", "application/json", []byte(`{"jobz":[]}`), 400, "jobz"},
+		{"too large", "/v1/jobs", "application/json", bytes.Repeat([]byte(" "), api.MaxBodyBytes+1), 413, "bytes"},
+		{"no jobs", "/v1/jobs", "application/json", []byte(`{"jobs":[]}`), 400, "no job"},
+		{"bad name", "/v1/jobs", "application/json", []byte(`{"jobs":[{"name":"../etc","spec":{"schedule":"@hourly","nomad_job":"p"}}]}`), 400, "name"},
+		{"HCL with file()", "/v1/jobs", "application/hcl", []byte("cron \"x\" {\n schedule = \"@hourly\"\n nomad {\n job = \"p\"\n payload = file(\"/etc/passwd\")\n }\n}\n"), 400, "file()"},
+		{"wrong type", "/v1/jobs", "image/png", []byte("x"), 415, "Content-Type"},
+		{"bad backfill", "/v1/jobs/x/backfill", "application/json", []byte(`{"from":"2026-01-02T00:00:00Z","to":"2026-01-01T00:00:00Z"}`), 400, "from"},
+		{"no such API", "/v1/nope", "application/json", nil, 404, "no such API"},
+	} {
+		code, body := post(tc.path, tc.ct, tc.body)
+		if code != tc.want || !strings.Contains(body, tc.says) || !strings.Contains(body, `"error"`) {
+			t.Errorf("%s: %d %s; want %d saying %q", tc.name, code, body, tc.want, tc.says)
+		}
+	}
+	// HCL without file() is accepted.
+	code, body := post("/v1/jobs", "application/hcl", []byte("cron \"from-hcl\" {\n schedule = \"@hourly\"\n nomad { job = \"p\" }\n}\n"))
+	if code != 200 || !strings.Contains(body, "from-hcl") {
+		t.Errorf("HCL: %d %s", code, body)
+	}
+	// The replica still serves.
+	if _, err := c.client(leader, readToken).Status(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The leader crashes: another takes over, launches go on, and no slot is
+// dispatched twice.
+func TestFailoverKeepsLaunching(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	ctx := context.Background()
+	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "two launches", func() bool {
+		c.nomad.mu.Lock()
+		defer c.nomad.mu.Unlock()
+		return len(c.nomad.children) >= 2
+	})
+	c.servers[leader-1].Close()
+	c.servers[leader-1] = nil
+	next := c.leader()
+	if next == leader {
+		t.Fatalf("replica %d still leads after it stopped", leader)
+	}
+	c.nomad.mu.Lock()
+	before := len(c.nomad.children)
+	c.nomad.mu.Unlock()
+	eventually(t, "launches under the new leader", func() bool {
+		c.nomad.mu.Lock()
+		defer c.nomad.mu.Unlock()
+		return len(c.nomad.children) >= before+2
+	})
+	// The old leader comes back from its disk and catches up.
+	c.start(leader, false)
+	eventually(t, "the restarted replica to catch up", func() bool {
+		return c.servers[leader-1].Node().Status().Applied >= c.servers[next-1].Node().Status().Applied
+	})
+	j, err := c.client(leader, readToken).Job(ctx, "tick", 0, api.ReadOptions{Stale: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range j.History {
+		if l.Outcome != "dispatched" {
+			continue
+		}
+		if child, ok := c.nomad.child(l.Identity); !ok || child != l.ChildID {
+			t.Errorf("%s recorded %s, Nomad has %q", l.Identity, l.ChildID, child)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	ok := testConfig(t, 1, t.TempDir(), &fakeNomad{})
+	for name, change := range map[string]func(*Config){
+		"no id":        func(c *Config) { c.ID = 0 },
+		"not a member": func(c *Config) { c.ID = 4 },
+		"even members": func(c *Config) { c.Members = []paxos.ReplicaID{1, 2} },
+		"no data dir":  func(c *Config) { c.DataDir = "" },
+		"short key":    func(c *Config) { c.ClusterKey = []byte("short") },
+		"no token":     func(c *Config) { c.WriteTokens = nil },
+		"short token":  func(c *Config) { c.WriteTokens = []string{"abc"} },
+		"bad addr":     func(c *Config) { c.HTTPAddr = "nowhere" },
+		"wildcard advertise": func(c *Config) {
+			c.PaxosAddr = "0.0.0.0:0"
+		},
+		"stranger peer": func(c *Config) { c.Peers = map[paxos.ReplicaID]PeerAddrs{9: {}} },
+	} {
+		c := ok
+		change(&c)
+		if _, err := New(c, true); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+}
