@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"paxcron/cron/cronfile"
@@ -15,8 +16,19 @@ import (
 const jobUsage = `Usage: paxcron job <subcommand> [arguments]
 
 Subcommands:
-  validate   check a file of cron jobs and show when each would run
+  run        submit a file of cron jobs to the cluster
+  status     list the jobs, or show one with its next and recent launches
+  history    list a job's recent launches and their outcomes
+  pause      record a job's launches as skipped until it is resumed
+  resume     resume a paused job
+  trigger    launch a job now
+  backfill   launch again a job's slots that did not run
+  delete     delete a job
+  validate   check a file of cron jobs and show when each would run (no server needed)
   takeover   turn a Nomad periodic job into cron jobs (and, with -register, replace it in Nomad)
+
+The commands that call a replica take -address (PAXCRON_ADDR, default
+http://127.0.0.1:4750), -token (PAXCRON_TOKEN) and -json.
 
 Run "paxcron job <subcommand> -h" for a subcommand's flags.
 `
@@ -31,6 +43,8 @@ func runJob(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 		return runJobValidate(args[1:], stdout, stderr, now)
 	case "takeover":
 		return runJobTakeover(args[1:], stdout, stderr)
+	case "run", "status", "history", "pause", "resume", "trigger", "backfill", "delete":
+		return runAPICommand("paxcron job "+args[0], jobAPICommands[args[0]], args[1:], stdout, stderr, os.Getenv)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, jobUsage)
 		return 0

@@ -1,7 +1,7 @@
-// Command paxcron is paxcron's binary. Today it checks schedules
-// (`paxcron schedule`) and files of cron jobs (`paxcron job validate`); the
-// replica server and the rest of the operator CLI arrive with later issues
-// as further subcommands.
+// Command paxcron is paxcron's binary: the replica server (`paxcron
+// server`), the operator CLI that talks to its API (`paxcron job ...`,
+// `paxcron operator ...`), and offline checks of schedules and files of
+// cron jobs (`paxcron schedule`, `paxcron job validate`).
 package main
 
 import (
@@ -21,7 +21,9 @@ func main() {
 const usage = `Usage: paxcron <command> [arguments]
 
 Commands:
-  job        work with cron jobs (validate a file of them)
+  job        submit, inspect and operate cron jobs (run, status, history, pause, ...)
+  operator   look after the cluster (status)
+  server     run one replica
   schedule   show how a cron expression resolves and when it next fires
   version    print the version
 
@@ -40,6 +42,10 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 		return runSchedule(args[1:], stdout, stderr, now)
 	case "job":
 		return runJob(args[1:], stdout, stderr, now)
+	case "server":
+		return runServer(args[1:], stdout, stderr, os.Getenv)
+	case "operator":
+		return runOperator(args[1:], stdout, stderr, os.Getenv)
 	case "version":
 		fmt.Fprintf(stdout, "paxcron %s\n", version)
 		return 0

@@ -380,6 +380,19 @@ func (s *Server) applied(_ paxos.ReplicaID, slot uint64, c state.Command, err er
 	}
 }
 
+// Shutdown stops the replica gracefully: the API stops taking requests
+// (those under way finish, within ctx), then the replica stops. A launch
+// the replica had started is left for the next leader, which concludes
+// every open launch by looking it up in Nomad.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var errs []error
+	if s.http != nil {
+		errs = append(errs, s.http.Shutdown(ctx))
+	}
+	errs = append(errs, s.Close())
+	return errors.Join(errs...)
+}
+
 // Close stops the replica as a crash would (Shutdown first hands over
 // gracefully): the loop, the transport, the HTTP server, then the store.
 func (s *Server) Close() error {

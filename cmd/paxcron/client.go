@@ -1,0 +1,479 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"paxcron/cron/cronfile"
+	"paxcron/internal/api"
+)
+
+// Exit statuses of the commands that call a replica, for scripts.
+const (
+	exitOK          = 0
+	exitFailed      = 1 // the request failed (see the message)
+	exitUsage       = 2
+	exitNotFound    = 3 // no such job
+	exitConflict    = 4 // the job changed meanwhile, or a duplicate
+	exitUnavailable = 5 // no leader now, or the replica cannot be reached
+)
+
+const apiExitStatus = `Exit status: 0 done, 1 the request failed, 2 bad usage, 3 no such job,
+4 a conflict (the job changed meanwhile: read it again), 5 no leader right
+now or the replica cannot be reached (retry).`
+
+// apiFlags are the flags of every command that calls a replica.
+type apiFlags struct {
+	address, token, caCert string
+	json, stale            bool
+}
+
+func (f *apiFlags) register(fs *flag.FlagSet, getenv func(string) string, reads bool) {
+	addr := getenv("PAXCRON_ADDR")
+	if addr == "" {
+		addr = api.DefaultAddress
+	}
+	fs.StringVar(&f.address, "address", addr, "a replica's API, http(s)://host:port (PAXCRON_ADDR)")
+	fs.StringVar(&f.token, "token", getenv("PAXCRON_TOKEN"), "the API token (PAXCRON_TOKEN)")
+	fs.StringVar(&f.caCert, "ca-cert", getenv("PAXCRON_CACERT"), "CA certificate (PEM) to verify an https API (PAXCRON_CACERT)")
+	fs.BoolVar(&f.json, "json", false, "print the answer as JSON, for scripts")
+	if reads {
+		fs.BoolVar(&f.stale, "stale", false, "answer from the replica asked, without the leader (faster, maybe behind)")
+	}
+}
+
+func (f *apiFlags) client() (*api.Client, error) {
+	return api.NewClient(api.ClientConfig{Address: f.address, Token: f.token, CACert: f.caCert})
+}
+
+// apiCommand is a command that calls a replica: its usage, whether it
+// reads, its argument count, and what it does.
+type apiCommand struct {
+	usage string
+	reads bool
+	// args is the number of words it takes (-1: zero or one).
+	args   int
+	extra  func(fs *flag.FlagSet)
+	action func(ctx context.Context, c *api.Client, f *apiFlags, words []string, out io.Writer) error
+}
+
+func runAPICommand(name string, cmd apiCommand, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f apiFlags
+	f.register(fs, getenv, cmd.reads)
+	if cmd.extra != nil {
+		cmd.extra(fs)
+	}
+	fs.Usage = func() {
+		fmt.Fprint(stderr, cmd.usage+"\n\n"+apiExitStatus+"\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	words, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if (cmd.args >= 0 && len(words) != cmd.args) || (cmd.args < 0 && len(words) > 1) {
+		fmt.Fprintf(stderr, "%s: wrong number of arguments\n\n", name)
+		fs.Usage()
+		return exitUsage
+	}
+	client, err := f.client()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cmd.action(withFlags(ctx, fs), client, &f, words, stdout); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return exitCodeOf(err)
+	}
+	return exitOK
+}
+
+func exitCodeOf(err error) int {
+	var usage usageError
+	if errors.As(err, &usage) {
+		return exitUsage
+	}
+	switch api.StatusOf(err) {
+	case 0:
+		return exitUnavailable // no answer at all
+	case http.StatusNotFound:
+		return exitNotFound
+	case http.StatusConflict:
+		return exitConflict
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return exitUnavailable
+	}
+	return exitFailed
+}
+
+// usageError is a bad argument found after flags were parsed.
+type usageError struct{ error }
+
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+var jobAPICommands = map[string]apiCommand{
+	"run": {
+		usage: `Usage: paxcron job run [flags] FILE.hcl
+
+Submits the cron jobs of FILE.hcl: creates the new ones, replaces those
+whose spec changed, and leaves the same ones alone. file() calls are read
+here, relative to the file. Before writing, the cluster checks with Nomad
+that it will accept each job's dispatches (-skip-nomad-check to skip).`,
+		args: 1,
+		extra: func(fs *flag.FlagSet) {
+			fs.Bool("skip-nomad-check", false, "write without first checking the jobs against Nomad")
+		},
+		action: func(ctx context.Context, c *api.Client, f *apiFlags, words []string, out io.Writer) error {
+			crons, err := cronfile.ParseFile(words[0])
+			if err != nil {
+				return usageError{err}
+			}
+			req := api.PutJobs{}
+			for _, cr := range crons {
+				req.Jobs = append(req.Jobs, api.PutJob{Name: cr.Name, Spec: api.SpecOf(cr.Spec)})
+			}
+			req.SkipNomadCheck = flagBool(ctx, "skip-nomad-check")
+			res, err := c.PutJobs(ctx, req)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSON(out, res)
+			}
+			for _, j := range res.Jobs {
+				verb := "updated"
+				switch {
+				case j.Created:
+					verb = "created"
+				case j.Unchanged:
+					verb = "unchanged"
+				}
+				fmt.Fprintf(out, "%-9s %s (version %d, schedule %s)\n", verb, j.Name, j.Version, j.Resolved)
+			}
+			return nil
+		},
+	},
+	"status": {
+		usage: `Usage: paxcron job status [flags] [NAME]
+
+Without NAME, lists every job with its next and last launch. With NAME,
+shows the job: its resolved schedule, its next launch times, its open
+launches and its recent history.`,
+		reads: true,
+		args:  -1,
+		extra: func(fs *flag.FlagSet) {
+			fs.Int("n", 5, fmt.Sprintf("next launch times to show (0-%d)", api.MaxNextLaunches))
+			fs.String("prefix", "", "list only the jobs whose names start with this")
+		},
+		action: func(ctx context.Context, c *api.Client, f *apiFlags, words []string, out io.Writer) error {
+			if len(words) == 0 {
+				return listJobs(ctx, c, f, flagString(ctx, "prefix"), out)
+			}
+			j, err := c.Job(ctx, words[0], flagInt(ctx, "n"), api.ReadOptions{Stale: f.stale})
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSON(out, j)
+			}
+			printJob(out, j)
+			return nil
+		},
+	},
+	"history": {
+		usage: `Usage: paxcron job history [flags] NAME
+
+Lists the job's recent launches, newest first, with their outcomes: the
+Nomad child dispatched, or why a launch failed, was skipped or is unknown.`,
+		reads: true,
+		args:  1,
+		action: func(ctx context.Context, c *api.Client, f *apiFlags, words []string, out io.Writer) error {
+			j, err := c.Job(ctx, words[0], 0, api.ReadOptions{Stale: f.stale})
+			if err != nil {
+				return err
+			}
+			launches := append(append([]api.Launch{}, j.OpenAll...), j.History...)
+			if f.json {
+				return printJSON(out, launches)
+			}
+			printLaunches(out, launches)
+			return nil
+		},
+	},
+	"pause": simpleCommand("pause", "Pauses the job: its launches are recorded as skipped (paused) until resumed.",
+		func(ctx context.Context, c *api.Client, name string) (api.Done, error) { return c.Pause(ctx, name) }),
+	"resume": simpleCommand("resume", "Resumes a paused job.",
+		func(ctx context.Context, c *api.Client, name string) (api.Done, error) { return c.Resume(ctx, name) }),
+	"delete": simpleCommand("delete", "Deletes the job. Launches already started are still concluded.",
+		func(ctx context.Context, c *api.Client, name string) (api.Done, error) { return c.DeleteJob(ctx, name) }),
+	"trigger": {
+		usage: `Usage: paxcron job trigger [flags] NAME
+
+Launches the job now, outside its schedule, under an identity of its own
+(<name>-<unix seconds>-manual). A paused job, or one whose concurrency
+policy refuses a launch now, is skipped unless -force.`,
+		args: 1,
+		extra: func(fs *flag.FlagSet) {
+			fs.Bool("force", false, "launch even if the job is paused or its concurrency policy refuses")
+		},
+		action: func(ctx context.Context, c *api.Client, f *apiFlags, words []string, out io.Writer) error {
+			d, err := c.Trigger(ctx, words[0], api.Trigger{Force: flagBool(ctx, "force")})
+			return printDone(out, f, d, err, "triggered "+words[0])
+		},
+	},
+	"backfill": {
+		usage: `Usage: paxcron job backfill [flags] -from TIME -to TIME NAME
+
+Launches again the job's scheduled slots between -from and -to (RFC 3339)
+whose launch did not run: skipped or failed ones (with -force, unknown ones
+too). Each keeps its slot's identity, so Nomad refuses a second child of a
+slot that has one.`,
+		args: 1,
+		extra: func(fs *flag.FlagSet) {
+			fs.String("from", "", "the first slot's time, RFC 3339")
+			fs.String("to", "", "the last slot's time, RFC 3339")
+			fs.Bool("force", false, "also relaunch slots whose outcome is unknown, and ignore pause and concurrency")
+		},
+		action: func(ctx context.Context, c *api.Client, f *apiFlags, words []string, out io.Writer) error {
+			from, err1 := time.Parse(time.RFC3339, flagString(ctx, "from"))
+			to, err2 := time.Parse(time.RFC3339, flagString(ctx, "to"))
+			if err1 != nil || err2 != nil {
+				return usageError{errors.New("-from and -to are required, in RFC 3339 (2026-03-01T00:00:00Z)")}
+			}
+			d, err := c.Backfill(ctx, words[0], api.Backfill{From: from, To: to, Force: flagBool(ctx, "force")})
+			return printDone(out, f, d, err, "backfill of "+words[0]+" opened")
+		},
+	},
+}
+
+func simpleCommand(verb, what string, call func(context.Context, *api.Client, string) (api.Done, error)) apiCommand {
+	return apiCommand{
+		usage: fmt.Sprintf("Usage: paxcron job %s [flags] NAME\n\n%s", verb, what),
+		args:  1,
+		action: func(ctx context.Context, c *api.Client, f *apiFlags, words []string, out io.Writer) error {
+			d, err := call(ctx, c, words[0])
+			return printDone(out, f, d, err, verb+"d "+words[0])
+		},
+	}
+}
+
+func printDone(out io.Writer, f *apiFlags, d api.Done, err error, msg string) error {
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return printJSON(out, d)
+	}
+	fmt.Fprintf(out, "%s (log index %d)\n", msg, d.Index)
+	return nil
+}
+
+func listJobs(ctx context.Context, c *api.Client, f *apiFlags, prefix string, out io.Writer) error {
+	jobs, err := c.Jobs(ctx, api.ReadOptions{Stale: f.stale})
+	if err != nil {
+		return err
+	}
+	var shown []api.JobSummary
+	for _, j := range jobs.Jobs {
+		if strings.HasPrefix(j.Name, prefix) {
+			shown = append(shown, j)
+		}
+	}
+	if f.json {
+		return printJSON(out, shown)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSCHEDULE\tNEXT\tLAST\tOUTCOME\tSTATE")
+	for _, j := range shown {
+		next, last, outcome, st := "-", "-", "-", "active"
+		if j.NextAt != nil {
+			next = j.NextAt.Local().Format(time.RFC3339)
+		}
+		if j.Last != nil {
+			last, outcome = j.Last.ScheduledAt.Local().Format(time.RFC3339), j.Last.Outcome
+		}
+		if j.Paused {
+			st = "paused"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Resolved, next, last, outcome, st)
+	}
+	return tw.Flush()
+}
+
+func printJob(out io.Writer, j api.Job) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	state := "active"
+	if j.Paused {
+		state = "paused"
+	}
+	for _, kv := range [][2]string{
+		{"Name", j.Name}, {"Version", fmt.Sprint(j.Version)}, {"State", state},
+		{"Schedule", j.Spec.Schedule}, {"Resolved", j.Resolved}, {"Time zone", j.TimeZone},
+		{"Concurrency", orDefault(j.Spec.Concurrency, "allow")}, {"Catch-up window", time.Duration(j.Spec.CatchupWindow).String()},
+		{"Delivery", j.Spec.Delivery}, {"Nomad job", j.Spec.NomadJob}, {"Namespace", orDefault(j.Spec.Namespace, "(the server's)")},
+		{"Launches", fmt.Sprintf("%d started, %d dispatched, %d failed, %d skipped, %d unknown", j.Counters.Started, j.Counters.Dispatched, j.Counters.Failed, j.Counters.Skipped, j.Counters.Unknown)},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
+	}
+	tw.Flush()
+	fmt.Fprintln(out, "\nNext launches")
+	for _, t := range j.Next {
+		fmt.Fprintf(out, "  %s\n", t.Local().Format(time.RFC3339))
+	}
+	fmt.Fprintln(out, "\nOpen and recent launches")
+	printLaunches(out, append(append([]api.Launch{}, j.OpenAll...), j.History...))
+}
+
+func printLaunches(out io.Writer, ls []api.Launch) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCHEDULED\tKIND\tOUTCOME\tCHILD OR REASON")
+	for _, l := range ls {
+		detail := l.ChildID
+		if l.Reason != "" {
+			detail = l.Reason
+		}
+		outcome := l.Outcome
+		if outcome == "unknown" || outcome == "skipped" || outcome == "failed" {
+			outcome = strings.ToUpper(outcome)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", l.ScheduledAt.Local().Format(time.RFC3339), l.Kind, outcome, detail)
+	}
+	tw.Flush()
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// Extra flags reach the action through the context, by name.
+type flagsKey struct{}
+
+func withFlags(ctx context.Context, fs *flag.FlagSet) context.Context {
+	return context.WithValue(ctx, flagsKey{}, fs)
+}
+
+func flagValue(ctx context.Context, name string) flag.Getter {
+	fs, _ := ctx.Value(flagsKey{}).(*flag.FlagSet)
+	if fs == nil {
+		return nil
+	}
+	f := fs.Lookup(name)
+	if f == nil {
+		return nil
+	}
+	g, _ := f.Value.(flag.Getter)
+	return g
+}
+
+func flagBool(ctx context.Context, name string) bool {
+	if g := flagValue(ctx, name); g != nil {
+		b, _ := g.Get().(bool)
+		return b
+	}
+	return false
+}
+
+func flagInt(ctx context.Context, name string) int {
+	if g := flagValue(ctx, name); g != nil {
+		n, _ := g.Get().(int)
+		return n
+	}
+	return 0
+}
+
+func flagString(ctx context.Context, name string) string {
+	if g := flagValue(ctx, name); g != nil {
+		s, _ := g.Get().(string)
+		return s
+	}
+	return ""
+}
+
+const operatorUsage = `Usage: paxcron operator <subcommand> [arguments]
+
+Subcommands:
+  status     show the cluster as a replica sees it: leader, replicas, log, lease
+
+Run "paxcron operator <subcommand> -h" for a subcommand's flags.
+`
+
+func runOperator(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, operatorUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "status":
+		return runAPICommand("paxcron operator status", operatorStatus, args[1:], stdout, stderr, getenv)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, operatorUsage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "paxcron operator: unknown subcommand %q\n\n%s", args[0], operatorUsage)
+	return exitUsage
+}
+
+var operatorStatus = apiCommand{
+	usage: `Usage: paxcron operator status [flags]
+
+Shows the cluster as the replica asked sees it: who leads, each replica's
+addresses and health, the log's chosen and applied indexes, the lease, and
+the newest snapshot and backup.`,
+	args: 0,
+	action: func(ctx context.Context, c *api.Client, f *apiFlags, _ []string, out io.Writer) error {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return printJSON(out, st)
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		leader := "none (an election is under way, or too few replicas are up)"
+		if st.Leader != 0 {
+			leader = fmt.Sprintf("replica %d (%s)", st.Leader, orDefault(st.LeaderAPI, "address unknown"))
+		}
+		for _, kv := range [][2]string{
+			{"Replica", fmt.Sprintf("%d (%s)", st.Replica, st.Role)}, {"Leader", leader},
+			{"Log", fmt.Sprintf("chosen %d, applied %d, last snapshot %d", st.Chosen, st.Applied, st.LastSnapshot)},
+			{"Launching", fmt.Sprint(st.Launching)}, {"Lease", time.Duration(st.Lease).String()},
+			{"Jobs", fmt.Sprintf("%d, %d launches open", st.Jobs, st.Open)}, {"State hash", st.StateHash},
+			{"Version", st.Version},
+		} {
+			fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
+		}
+		if b := st.LastBackup; b != nil {
+			fmt.Fprintf(tw, "Last backup\tindex %d at %s (%s)\n", b.Index, b.TakenAt.Local().Format(time.RFC3339), b.Key)
+		}
+		tw.Flush()
+		fmt.Fprintln(out, "\nReplicas")
+		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tHEALTH\tAPI\tPAXOS")
+		for _, r := range st.Replicas {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", r.ID, r.Health, orDefault(r.APIAddr, "-"), orDefault(r.PaxosAddr, "-"))
+		}
+		return tw.Flush()
+	},
+}

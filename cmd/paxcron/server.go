@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"paxcron/internal/server"
+)
+
+const serverUsage = `Usage: paxcron server [-config FILE] [-bootstrap] [settings]
+
+Runs one paxcron replica until SIGINT or SIGTERM: its Paxos transport, the
+cron state, the leader's launches into Nomad, and the HTTP API.
+
+Every setting comes, in increasing precedence, from its default, the HCL
+file (-config), its PAXCRON_* variable, and its flag. A setting "a.b" is
+attribute b of block a in the file (bind { http = "0.0.0.0:4750" }), the
+flag -a-b and the variable PAXCRON_A_B. Lists are HCL lists in the file
+and comma-separated elsewhere.
+
+-bootstrap starts a NEW cluster: a replica whose store is empty then votes
+from the start. Without it an empty store rejoins as a learner, catching
+up from its peers before it votes: a replica whose disk was lost must not
+vote on what it forgot. Pass it only on the first start of a new cluster's
+replicas; a store that holds anything ignores it.
+
+Exit status: 0 after a clean shutdown, 1 if the replica failed, 2 bad
+usage or configuration.
+
+Flags:
+  -config FILE   the HCL configuration file
+  -bootstrap     this is the first start of a new cluster
+
+Settings (flag, variable: meaning):
+`
+
+func runServer(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	fs := flag.NewFlagSet("paxcron server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var configFile string
+	var bootstrap bool
+	fs.StringVar(&configFile, "config", "", "the HCL configuration file")
+	fs.BoolVar(&bootstrap, "bootstrap", false, "this is the first start of a new cluster")
+	settings, err := defaultSettings()
+	if err != nil {
+		fmt.Fprintf(stderr, "paxcron server: %v\n", err)
+		return 2
+	}
+	table := settings.table()
+	type flagValue struct {
+		s   setting
+		raw []string
+	}
+	var fromFlags []*flagValue
+	for _, s := range table {
+		fv := &flagValue{s: s}
+		fromFlags = append(fromFlags, fv)
+		fs.Func(s.flagName(), s.usage, func(v string) error { fv.raw = append(fv.raw, v); return nil })
+	}
+	fs.Usage = func() {
+		fmt.Fprint(stderr, serverUsage)
+		for _, s := range table {
+			fmt.Fprintf(stderr, "  -%s, %s\n        %s\n", s.flagName(), s.envName(), s.usage)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "paxcron server: unexpected argument %q (settings are flags: see -h)\n", fs.Arg(0))
+		return 2
+	}
+	if configFile != "" {
+		if err := settings.loadHCL(configFile, table); err != nil {
+			fmt.Fprintf(stderr, "paxcron server: %v\n", err)
+			return 2
+		}
+	}
+	if err := applyEnv(table, getenv); err != nil {
+		fmt.Fprintf(stderr, "paxcron server: %v\n", err)
+		return 2
+	}
+	for _, fv := range fromFlags {
+		if len(fv.raw) == 0 {
+			continue
+		}
+		if fv.s.list() {
+			fv.s.reset()
+		}
+		for _, v := range fv.raw {
+			if err := fv.s.set(v); err != nil {
+				fmt.Fprintf(stderr, "paxcron server: -%s: %v\n", fv.s.flagName(), err)
+				return 2
+			}
+		}
+	}
+	cfg, err := settings.serverConfig(stderr, version)
+	if err != nil {
+		fmt.Fprintf(stderr, "paxcron server: %v\n", err)
+		return 2
+	}
+	srv, err := server.New(cfg, bootstrap)
+	if err != nil {
+		fmt.Fprintf(stderr, "paxcron server: %v\n", err)
+		if errors.Is(err, server.ErrConfig) {
+			return 2
+		}
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv.Start()
+	fmt.Fprintf(stdout, "paxcron server: replica %d serving its API on %s (Paxos on %s)\n", cfg.ID, srv.HTTPAddr(), srv.PaxosAddr())
+	select {
+	case <-ctx.Done():
+	case <-srv.Node().Done():
+	}
+	failed := srv.Node().Status().Err
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		cfg.Logger.Error("shutdown", "err", err)
+	}
+	if failed != nil {
+		fmt.Fprintf(stderr, "paxcron server: the replica stopped: %v\n", failed)
+		return 1
+	}
+	return 0
+}
+
+// newLogger is the server's log: text or JSON at a level.
+func newLogger(out io.Writer, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log.level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch strings.ToLower(format) {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(out, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(out, opts)), nil
+	}
+	return nil, fmt.Errorf("log.format %q: want text or json", format)
+}
