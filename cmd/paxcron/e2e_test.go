@@ -85,7 +85,9 @@ func startE2E(t *testing.T, agent *nomadtest.Agent) *e2eCluster {
 	return c
 }
 
-func (c *e2eCluster) logPath(id int) string { return filepath.Join(c.dir, fmt.Sprintf("replica-%d.log", id)) }
+func (c *e2eCluster) logPath(id int) string {
+	return filepath.Join(c.dir, fmt.Sprintf("replica-%d.log", id))
+}
 
 func (c *e2eCluster) addr(id int) string { return fmt.Sprintf("http://127.0.0.1:%d", c.http[id-1]) }
 

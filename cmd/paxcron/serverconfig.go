@@ -68,8 +68,10 @@ type setting struct {
 	secret bool
 }
 
-func (s setting) list() bool      { return s.reset != nil }
-func (s setting) flagName() string { return strings.ReplaceAll(strings.ReplaceAll(s.key, ".", "-"), "_", "-") }
+func (s setting) list() bool { return s.reset != nil }
+func (s setting) flagName() string {
+	return strings.ReplaceAll(strings.ReplaceAll(s.key, ".", "-"), "_", "-")
+}
 func (s setting) envName() string {
 	return "PAXCRON_" + strings.ToUpper(strings.ReplaceAll(strings.ReplaceAll(s.key, ".", "_"), "-", "_"))
 }
