@@ -28,6 +28,8 @@ import (
 // replica would install a chunk as a whole snapshot, so each version
 // refuses the other's frames (ErrDecode). Replicas of a cluster are
 // upgraded together; nothing older than version 2 was ever deployed.
+// MsgStepDown (type 13) came later within version 2: it is only a hint, so
+// a replica that does not know it drops it (ErrDecode) and no more.
 //
 // Framing: a frame carries no length of its own and DecodeMessage takes
 // exactly one whole frame (trailing bytes are an error), so the transport

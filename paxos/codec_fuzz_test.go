@@ -115,7 +115,7 @@ func TestDecodeMessageCorpus(t *testing.T) {
 // invalidSeeds names the invalidFrames committed as seeds: one per kind
 // of mistake.
 var invalidSeeds = []string{
-	"version-1", "15-fields", "trailing-byte", "type-13", "zero-from", "entry-kind-3",
+	"version-1", "15-fields", "trailing-byte", "type-14", "zero-from", "entry-kind-3",
 	"entry-string-data", "entries-on-heartbeat", "snapshot-on-heartbeat", "entries-count-huge",
 	"entry-bin-huge", "snapshot-bin-huge", "chunk-beyond-total", "ack-beyond-total",
 }

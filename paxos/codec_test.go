@@ -43,6 +43,7 @@ func codecMessages() []struct {
 		{"accept-empty", Message{Type: MsgAccept, From: 2, To: 1, Ballot: b, Start: 14, Commit: 13}},
 		{"accepted", Message{Type: MsgAccepted, From: 1, To: 2, Ballot: b, Through: 13, Chosen: 9, Last: 13}},
 		{"heartbeat", Message{Type: MsgHeartbeat, From: 2, To: 1, Ballot: b, Start: 10, Commit: 13, Round: 500}},
+		{"step-down", Message{Type: MsgStepDown, From: 2, To: 1, Ballot: b}},
 		{"heartbeat-reply-rebuilding", Message{Type: MsgHeartbeatReply, From: 1, To: 2, Ballot: b, Through: 13, Chosen: 13, Round: 500, Reject: true}},
 		{"nack", Message{Type: MsgNack, From: 1, To: 2, Ballot: b, Promised: hi}},
 		{"chosen", Message{Type: MsgChosen, From: 2, To: 1, Ballot: b, Commit: 13, Entries: es[1:3]}},
@@ -197,7 +198,7 @@ func TestAppendMessageRejects(t *testing.T) {
 		msg  string
 	}{
 		"type 0":  {Message{From: 1, To: 2}, ErrInvalidMessage, "unknown message type"},
-		"type 13": {Message{Type: MsgSnapshotAck + 1, From: 1, To: 2}, ErrInvalidMessage, "unknown message type"},
+		"type 14": {Message{Type: MsgStepDown + 1, From: 1, To: 2}, ErrInvalidMessage, "unknown message type"},
 		"chunk beyond its snapshot": {Message{Type: MsgSnapshot, From: 1, To: 2, Start: 6, Last: 8, Snapshot: &Snapshot{Data: []byte("abc")}},
 			ErrInvalidMessage, "chunk of 3 bytes at offset 6 lies beyond the snapshot's 8 bytes"},
 		"chunk offset overflows": {Message{Type: MsgSnapshot, From: 1, To: 2, Start: math.MaxUint64, Last: math.MaxUint64, Snapshot: &Snapshot{Data: []byte("abc")}},
@@ -317,7 +318,7 @@ func invalidFrames(t testing.TB) []invalidFrame {
 		{"trailing-byte", append(append([]byte{}, valid...), 0), "1 trailing bytes"},
 		{"two-messages", append(append([]byte{}, valid...), valid[1:]...), "trailing bytes"},
 		{"type-0", corrupt(t, hb, func(f []any) { f[fType] = uint64(0) }), "unknown message type"},
-		{"type-13", corrupt(t, hb, func(f []any) { f[fType] = uint64(13) }), "unknown message type"},
+		{"type-14", corrupt(t, hb, func(f []any) { f[fType] = uint64(14) }), "unknown message type"},
 		{"type-256", corrupt(t, hb, func(f []any) { f[fType] = uint64(256 + uint64(MsgHeartbeat)) }), "unknown message type 263"},
 		{"zero-from", corrupt(t, hb, func(f []any) { f[fFrom] = uint64(0) }), "sender is zero"},
 		{"zero-to", corrupt(t, hb, func(f []any) { f[fTo] = uint64(0) }), "receiver is zero"},

@@ -44,6 +44,11 @@ const (
 	// holds its first Start bytes (all Last of them once installed, or
 	// when it needs the snapshot no more); Reject asks it to stop.
 	MsgSnapshotAck
+	// MsgStepDown tells a follower that the leader of Ballot stepped down
+	// (a graceful shutdown) and chose it to succeed: it campaigns once
+	// the lease it granted lapses, as after a failure detector's
+	// suspicion, instead of waiting out its election timeout.
+	MsgStepDown
 )
 
 var messageTypeNames = [...]string{
@@ -59,6 +64,7 @@ var messageTypeNames = [...]string{
 	MsgChosen:         "Chosen",
 	MsgSnapshot:       "Snapshot",
 	MsgSnapshotAck:    "SnapshotAck",
+	MsgStepDown:       "StepDown",
 }
 
 func (t MessageType) String() string {
@@ -69,7 +75,7 @@ func (t MessageType) String() string {
 }
 
 // Valid reports whether t is a known message type.
-func (t MessageType) Valid() bool { return t >= MsgPreVote && t <= MsgSnapshotAck }
+func (t MessageType) Valid() bool { return t >= MsgPreVote && t <= MsgStepDown }
 
 // Message is one protocol message. Fields that a type does not use are zero.
 //

@@ -148,6 +148,7 @@ type Stats struct {
 	CatchUps        uint64 // catch-ups sent: MsgChosen, or a snapshot transfer asked for
 	SnapshotsSent   uint64 // snapshot transfers started
 	SnapshotChunks  uint64 // MsgSnapshot chunks sent, resent ones included
+	StepDowns       uint64 // leaderships given up by StepDown
 }
 
 // NewNode restores a node from cfg.Storage.
@@ -329,8 +330,49 @@ func (n *Node) Step(m Message) error {
 		n.onAccepted(m)
 	case MsgNack:
 		n.onNack(m)
+	case MsgStepDown:
+		if m.Ballot == n.hs.Promised {
+			n.ReportSuspect(m.From) // only if it is the leader this replica follows
+		}
 	}
 	return n.halted
+}
+
+// StepDown makes a leader give up its leadership, for a graceful
+// shutdown: it becomes a follower at once, so it stops acting as the
+// leader (LeaseValidUntil says it holds no lease), and tells its most
+// up-to-date voting follower (the highest match, then the most recent
+// reply, then the lowest ID), which campaigns once the lease it granted
+// lapses instead of waiting out its election timeout. One successor, so
+// that two do not duel. Values it proposed and a quorum did not yet
+// accept are concluded by the next leader's phase 1, as after a crash.
+// It returns the successor, or ErrNotLeader on a replica that does not
+// lead.
+func (n *Node) StepDown() (ReplicaID, error) {
+	if n.halted != nil {
+		return None, n.halted
+	}
+	if n.role != Leader {
+		return None, ErrNotLeader
+	}
+	ballot := n.lead.ballot
+	successor := None
+	var best *progress
+	for _, p := range n.peers {
+		pr := n.lead.progress[p]
+		if pr.rebuilding {
+			continue
+		}
+		if best == nil || pr.match > best.match || (pr.match == best.match && pr.lastAckAt > best.lastAckAt) {
+			successor, best = p, pr
+		}
+	}
+	if successor != None {
+		n.send(Message{Type: MsgStepDown, To: successor, Ballot: ballot})
+	}
+	n.stats.StepDowns++
+	n.becomeFollower(None)
+	return successor, nil
 }
 
 func (n *Node) validate(m Message) error {

@@ -712,3 +712,43 @@ func TestConfigValidatesSnapshotLimits(t *testing.T) {
 		}
 	}
 }
+
+// A leader that steps down stops leading at once, and a follower takes
+// over as soon as the leases lapse, well before any election timeout.
+func TestStepDownHandsOver(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.settle()
+	old := c.replicas[1].node
+	if _, err := c.replicas[2].node.StepDown(); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a follower stepping down: %v, want ErrNotLeader", err)
+	}
+	successor, err := old.StepDown()
+	if err != nil || successor == None || successor == 1 {
+		t.Fatalf("StepDown: successor %d, %v", successor, err)
+	}
+	if old.Status().Role == Leader {
+		t.Fatal("still leads after StepDown")
+	}
+	if _, ok := old.LeaseValidUntil(); ok {
+		t.Fatal("still claims the lease after StepDown")
+	}
+	for i := 0; ; i++ {
+		if l := c.leader(); l != None && l != 1 {
+			if l != successor {
+				t.Errorf("replica %d leads, the successor was %d", l, successor)
+			}
+			if i > c.timing.LeaseTicks+c.timing.HeartbeatTicks+5 {
+				t.Fatalf("replica %d leads %d ticks after the step-down; leases last %d", l, i, c.timing.LeaseTicks)
+			}
+			break
+		}
+		if i > 4*c.timing.ElectionTicks {
+			t.Fatalf("no new leader:\n%s", c.describe())
+		}
+		c.run(1)
+	}
+	if got := old.Stats().StepDowns; got != 1 {
+		t.Errorf("StepDowns = %d, want 1", got)
+	}
+}

@@ -28,6 +28,7 @@ var faultKinds = []struct {
 	{"nomad down", (*cluster).faultNomadDown},
 	{"nomad flaky", (*cluster).faultNomadFlaky},
 	{"false suspicion", (*cluster).faultFalseSuspicion},
+	{"graceful handover", (*cluster).faultHandover},
 }
 
 // FaultKinds returns the names of every fault type, for coverage checks.
@@ -223,5 +224,39 @@ func (c *cluster) faultFalseSuspicion() bool {
 			c.suspect(m, leader.id)
 		}
 	}
+	return true
+}
+
+// faultHandover is the leader's graceful shutdown, as the server does it
+// on SIGTERM: its launcher drains (starts nothing, concludes what is
+// under way), then the leader steps down and names a successor. A drain
+// that has not ended after 5 s steps down anyway. Here the replica stays
+// up afterwards, a follower.
+func (c *cluster) faultHandover() bool {
+	leader := c.leader()
+	if leader == nil || leader.launcher == nil {
+		return false
+	}
+	l, incarnation := leader.launcher, leader.incarnation
+	l.SetDraining(true)
+	deadline := c.sched.Now() + 5*time.Second
+	var check func()
+	check = func() {
+		if !leader.up || leader.incarnation != incarnation {
+			return // crashed meanwhile: a restarted launcher does not drain
+		}
+		if !l.Drained() && c.sched.Now() < deadline {
+			c.sched.After(100*time.Millisecond, check)
+			return
+		}
+		l.SetDraining(false)
+		if successor, err := leader.rep.Node().StepDown(); err == nil {
+			c.faults["step down"]++
+			c.trace.Record("step down")
+			c.logf("replica %d steps down for %d (drained: %t)", leader.id, successor, l.Drained())
+			c.handle(leader, leader.rep.Process())
+		}
+	}
+	c.sched.After(100*time.Millisecond, check)
 	return true
 }

@@ -125,21 +125,27 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 	}
 }
 
-// TestAtLeastOnceIsExercised: in these seeds an at-least-once launch's
+// TestAtLeastOnceIsExercised: in some seeds an at-least-once launch's
 // child is forgotten by Nomad while the launch is open, and a later leader
-// dispatches it again; the checker allows the second child only then. About
-// 1 seed in 150 does this, so they are pinned.
+// dispatches it again; the checker allows the second child only then.
+// About 1 seed in 150 does this; the test searches the first 1,000 for two
+// (pinned seeds went stale whenever a new fault kind shifted the draws).
 func TestAtLeastOnceIsExercised(t *testing.T) {
 	skipUnderRace(t)
-	for _, seed := range []uint64{79, 163} {
+	var found []uint64
+	for seed := uint64(1); seed <= 1000 && len(found) < 2; seed++ {
 		r := Run(DefaultOptions(seed))
 		if r.Err != nil {
 			t.Fatalf("seed %d: %v", seed, r.Err)
 		}
-		if r.Cron.SecondChildren == 0 {
-			t.Errorf("seed %d no longer dispatches an at-least-once launch again: find another seed", seed)
+		if r.Cron.SecondChildren > 0 {
+			found = append(found, seed)
 		}
 	}
+	if len(found) < 2 {
+		t.Fatalf("only seeds %v of the first 1,000 dispatch an at-least-once launch again; want 2", found)
+	}
+	t.Logf("seeds %v dispatch an at-least-once launch again", found)
 }
 
 // The cron workload must exercise every path of the launch protocol: a

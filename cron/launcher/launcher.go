@@ -239,6 +239,9 @@ type Launcher struct {
 	nextReq   uint64
 	nextSeq   uint64
 	swept     time.Time
+	// draining: start no launch (a graceful shutdown), only conclude
+	// those under way.
+	draining bool
 
 	stats Stats
 }
@@ -320,8 +323,23 @@ func (l *Launcher) Step(now time.Time, lead Leadership) {
 	if !l.leaseHeld() {
 		return
 	}
-	l.startDue()
+	if !l.draining {
+		l.startDue()
+	}
 	l.pump()
+}
+
+// SetDraining makes the leader start no new launch while d, for a
+// graceful shutdown: the launches under way are still concluded, so that
+// the next leader has nothing to look up. Launches that come due
+// meanwhile are left to it.
+func (l *Launcher) SetDraining(d bool) { l.draining = d }
+
+// Drained reports whether this replica has no launch under way: it does
+// not lead, or every start it proposed was applied and every launch it
+// was concluding is recorded finished.
+func (l *Launcher) Drained() bool {
+	return !l.leading || (l.takenOver && len(l.starting) == 0 && len(l.tasks) == 0)
 }
 
 func (l *Launcher) leaseHeld() bool { return l.now.Before(l.lead.LeaseUntil) }

@@ -689,3 +689,34 @@ func TestContentChangedInFlight(t *testing.T) {
 	h.answer(Result{ChildID: "batch/dispatch-a"})
 	h.wantProposed("finished a-1772366460 dispatched batch/dispatch-a")
 }
+
+// Draining (a graceful shutdown) starts nothing new and concludes what is
+// under way; Drained then says so.
+func TestDrainingConcludesAndStartsNothing(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("backup", job("@every 10s")))
+	h.lease(1, time.Minute)
+	h.at(t0.Add(10 * time.Second))
+	h.wantProposed("started backup-1772366410")
+	if h.l.Drained() {
+		t.Fatal("drained with a start proposed")
+	}
+	h.commit()
+	h.wantRequest(OpDispatch, "backup-1772366410")
+	h.l.SetDraining(true)
+	h.at(t0.Add(30 * time.Second)) // two more slots come due
+	h.wantProposed("")             // nothing new while draining
+	if h.l.Drained() {
+		t.Fatal("drained with a dispatch in flight")
+	}
+	h.answer(Result{ChildID: "batch/dispatch-backup-1772366410-1-aa"})
+	h.wantProposed("finished backup-1772366410 dispatched batch/dispatch-backup-1772366410-1-aa")
+	h.commit()
+	h.step()
+	if !h.l.Drained() {
+		t.Fatalf("not drained once the launch finished: %d tasks", h.l.Open())
+	}
+	h.l.SetDraining(false)
+	h.step()
+	h.wantProposed("started backup-1772366420")
+}

@@ -347,6 +347,17 @@ func (n *Node) ReportSuspect(ctx context.Context, id paxos.ReplicaID) error {
 	return n.Call(ctx, func(r *replica.Replica) { r.Node().ReportSuspect(id) })
 }
 
+// StepDown gives up this replica's leadership and names a successor
+// (paxos.Node.StepDown); paxos.ErrNotLeader if it does not lead.
+func (n *Node) StepDown(ctx context.Context) (paxos.ReplicaID, error) {
+	var successor paxos.ReplicaID
+	var err error
+	if cerr := n.Call(ctx, func(r *replica.Replica) { successor, err = r.Node().StepDown() }); cerr != nil {
+		return paxos.None, cerr
+	}
+	return successor, err
+}
+
 func (n *Node) call(ctx context.Context, fn func()) error {
 	done := make(chan struct{})
 	call := func() {

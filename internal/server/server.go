@@ -380,17 +380,68 @@ func (s *Server) applied(_ paxos.ReplicaID, slot uint64, c state.Command, err er
 	}
 }
 
-// Shutdown stops the replica gracefully: the API stops taking requests
-// (those under way finish, within ctx), then the replica stops. A launch
-// the replica had started is left for the next leader, which concludes
-// every open launch by looking it up in Nomad.
+// Shutdown stops the replica gracefully, within ctx: the API stops
+// taking requests (those under way finish); a leader then drains (starts
+// no launch, concludes those under way, for at most DrainTimeout), steps
+// down naming a successor, and waits until another replica leads (at
+// most HandoverTimeout); then the replica stops. A launch still open is
+// concluded by the next leader, which looks every open launch up in
+// Nomad.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	if s.http != nil {
 		errs = append(errs, s.http.Shutdown(ctx))
 	}
+	if s.node != nil && s.node.Status().Role == paxos.Leader {
+		s.handOver(ctx)
+	}
 	errs = append(errs, s.Close())
 	return errors.Join(errs...)
+}
+
+// Graceful shutdown bounds.
+const (
+	DrainTimeout    = 10 * time.Second
+	HandoverTimeout = 5 * time.Second
+)
+
+// handOver drains the launcher, steps down and waits for a successor.
+func (s *Server) handOver(ctx context.Context) {
+	drainCtx, cancel := context.WithTimeout(ctx, DrainTimeout)
+	defer cancel()
+	_ = s.node.Cron(drainCtx, func(l *launcher.Launcher) { l.SetDraining(true) })
+	drained := false
+	for !drained && drainCtx.Err() == nil {
+		_ = s.node.Cron(drainCtx, func(l *launcher.Launcher) { drained = l.Drained() })
+		if !drained {
+			sleepCtx(drainCtx, 50*time.Millisecond)
+		}
+	}
+	successor, err := s.node.StepDown(ctx)
+	if err != nil {
+		s.log.Warn("stepping down", "err", err)
+		return
+	}
+	s.log.Info("stepped down", "successor", uint64(successor), "drained", drained)
+	waitCtx, cancel2 := context.WithTimeout(ctx, HandoverTimeout)
+	defer cancel2()
+	for waitCtx.Err() == nil {
+		if l := s.node.Status().Leader; l != paxos.None && l != s.cfg.ID {
+			s.log.Info("handed over", "leader", uint64(l))
+			return
+		}
+		sleepCtx(waitCtx, 20*time.Millisecond)
+	}
+	s.log.Warn("no other replica leads yet; stopping anyway", "successor", uint64(successor))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // Close stops the replica as a crash would (Shutdown first hands over

@@ -400,3 +400,49 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// A graceful shutdown of the leader drains its launches, steps down and
+// waits for its successor: launches go on, and what it started it
+// finished.
+func TestGracefulShutdownHandsOver(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	ctx := context.Background()
+	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "two launches", func() bool {
+		c.nomad.mu.Lock()
+		defer c.nomad.mu.Unlock()
+		return len(c.nomad.children) >= 2
+	})
+	old := c.servers[leader-1]
+	began := time.Now()
+	if err := old.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	c.servers[leader-1] = nil
+	if took >= DrainTimeout {
+		t.Errorf("shutdown took %v: the drain did not end", took)
+	}
+	next := c.leader()
+	t.Logf("shutdown of replica %d took %v; replica %d leads", leader, took.Round(time.Millisecond), next)
+	st, err := c.client(next, readToken).Job(ctx, "tick", 0, api.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range st.OpenAll {
+		if l.StartedAt.Before(began) {
+			t.Errorf("launch %s, started before the shutdown, was left open", l.Identity)
+		}
+	}
+	c.nomad.mu.Lock()
+	before := len(c.nomad.children)
+	c.nomad.mu.Unlock()
+	eventually(t, "launches under the successor", func() bool {
+		c.nomad.mu.Lock()
+		defer c.nomad.mu.Unlock()
+		return len(c.nomad.children) >= before+2
+	})
+}
