@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -241,6 +243,18 @@ cron "tick" {
 
 	if code, out, errOut := runCLI(t, "operator", "status", "-address", c.addr(follower), "-token", e2eToken); code != 0 || !strings.Contains(out, "Leader") {
 		t.Errorf("operator status: exit %d\n%s%s", code, out, errOut)
+	}
+	// The leader measured its calls to Nomad.
+	req, _ := http.NewRequest(http.MethodGet, c.addr(next)+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+e2eToken)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Error(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `paxcron_nomad_call_seconds_count{op="dispatch"}`) {
+			t.Errorf("the leader's metrics lack its Nomad calls")
+		}
 	}
 	code, out, errOut := jobCLI("history", "-json", "tick")
 	if code != 0 {

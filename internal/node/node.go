@@ -71,6 +71,12 @@ type Config struct {
 	// successful non-empty Save. It must be quick and safe for concurrent
 	// use (benchmarks record batch sizes with it).
 	OnSave func(id paxos.ReplicaID, u storage.Update)
+	// OnSaveTimed, when set, hears every successful non-empty Save: its
+	// entries and how long it took (metrics). Same rules as OnSave.
+	OnSaveTimed func(entries int, took time.Duration)
+	// OnCommit, when set, hears how long each Propose took from the call
+	// to its command applied here (from the loop: it must not block).
+	OnCommit func(took time.Duration)
 	// OnChange, when set, is called after the loop published a changed
 	// Status (from the loop goroutine: it must not block).
 	OnChange func()
@@ -429,6 +435,7 @@ func (n *Node) write() {
 
 // proposal is one Propose call waiting for its command to be applied.
 type proposal struct {
+	at   time.Time // when Propose was called
 	ctx  context.Context
 	id   uint64
 	data []byte     // id, then the command
@@ -457,7 +464,7 @@ func (n *Node) Propose(ctx context.Context, cmd []byte) error {
 	data := make([]byte, idBytes+len(cmd))
 	binary.BigEndian.PutUint64(data, id)
 	copy(data[idBytes:], cmd)
-	p := &proposal{ctx: ctx, id: id, data: data, done: make(chan error, 1)}
+	p := &proposal{at: time.Now(), ctx: ctx, id: id, data: data, done: make(chan error, 1)}
 	select {
 	case n.proposals <- p:
 	case <-ctx.Done():
@@ -661,9 +668,17 @@ func (n *Node) applied(e paxos.Entry) {
 	case e.Kind != paxos.EntryCommand || !ok || id != p.id:
 		p.done <- ErrDropped
 	case n.cron != nil:
+		n.committed(p)
 		p.done <- n.cron.verdictOf(e.Slot)
 	default:
+		n.committed(p)
 		p.done <- nil
+	}
+}
+
+func (n *Node) committed(p *proposal) {
+	if n.cfg.OnCommit != nil {
+		n.cfg.OnCommit(time.Since(p.at))
 	}
 }
 
@@ -773,6 +788,7 @@ type countingStore struct {
 }
 
 func (s *countingStore) Save(u storage.Update) error {
+	began := time.Now()
 	if err := s.Store.Save(u); err != nil {
 		return err
 	}
@@ -781,6 +797,9 @@ func (s *countingStore) Save(u storage.Update) error {
 		s.savedEntries.Add(uint64(len(u.Entries)))
 		if s.n.cfg.OnSave != nil {
 			s.n.cfg.OnSave(s.n.id, u)
+		}
+		if s.n.cfg.OnSaveTimed != nil {
+			s.n.cfg.OnSaveTimed(len(u.Entries), time.Since(began))
 		}
 	}
 	return nil

@@ -47,6 +47,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/jobs/{name}/resume", s.write(s.handleResume))
 	mux.HandleFunc("POST /v1/jobs/{name}/trigger", s.write(s.handleTrigger))
 	mux.HandleFunc("POST /v1/jobs/{name}/backfill", s.write(s.handleBackfill))
+	mux.Handle("GET /metrics", s.authorized(false, s.metrics.handler()))
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &api.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no such API: %s %s (see the API list in README.md)", r.Method, r.URL.Path)})
 	})
@@ -94,6 +95,17 @@ func (s *Server) serve(mutating bool, h handler) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, out)
 	}
+}
+
+// authorized guards a plain handler with the API's tokens.
+func (s *Server) authorized(mutating bool, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.authorize(r, mutating); err != nil {
+			writeError(w, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // errHandled says the handler wrote the response itself (forwarded it).

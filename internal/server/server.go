@@ -50,6 +50,7 @@ type Server struct {
 	nomadReady atomic.Bool
 
 	peers    *peers
+	metrics  *metrics
 	http     *http.Server
 	httpLn   net.Listener
 	apiTLS   *tls.Config
@@ -93,6 +94,7 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 		return nil, err
 	}
 	s.peers = newPeers(cfg)
+	s.metrics = newMetrics(s)
 	if err := s.openNomad(); err != nil {
 		return nil, err
 	}
@@ -218,6 +220,16 @@ func (s *Server) newNode(rebuilding bool) error {
 		TickInterval: s.cfg.TickInterval, Timing: s.cfg.Timing, Limits: s.cfg.Limits,
 		Snapshots: s.cfg.Snapshots, Seed: rand.Uint64(), Rebuilding: rebuilding,
 		OnSnapshot: s.snapshotTaken,
+		OnSaveTimed: func(entries int, took time.Duration) {
+			s.metrics.saveSeconds.Observe(took.Seconds())
+			s.metrics.saveEntries.Observe(float64(entries))
+		},
+		OnCommit: func(took time.Duration) { s.metrics.commitSeconds.Observe(took.Seconds()) },
+		OnChange: func() {
+			if s.node != nil {
+				s.metrics.status(s.node.Status())
+			}
+		},
 		Cron: &node.CronOptions{
 			Launcher:      lc,
 			NewDispatcher: s.newDispatcher,
@@ -236,7 +248,7 @@ func (s *Server) newDispatcher(_ paxos.ReplicaID, done func(launcher.Result)) la
 	if s.cfg.NewDispatcher != nil {
 		return s.cfg.NewDispatcher(done)
 	}
-	d, err := nomad.NewDispatcher(nomad.DispatcherConfig{Caller: s.nomad, Deliver: done})
+	d, err := nomad.NewDispatcher(nomad.DispatcherConfig{Caller: timedCaller{c: s.nomad, m: s.metrics}, Deliver: done})
 	if err != nil {
 		panic(err) // the config is fixed here; an error is a bug
 	}
@@ -353,12 +365,14 @@ func (s *Server) SetPeer(id paxos.ReplicaID, addrs PeerAddrs) error {
 
 // snapshotTaken is the node's OnSnapshot: it must not block.
 func (s *Server) snapshotTaken(index uint64) {
+	s.metrics.snapshotTime.SetToCurrentTime()
 	s.log.Debug("snapshot taken", "index", index)
 }
 
 // applied logs each launch as it is recorded: at info on the replica
 // that launches, at debug elsewhere. It runs on the replica's loop.
 func (s *Server) applied(_ paxos.ReplicaID, slot uint64, c state.Command, err error) {
+	s.metrics.applied(c, err, time.Now())
 	level := slog.LevelDebug
 	if s.node != nil && s.node.Status().Launching {
 		level = slog.LevelInfo

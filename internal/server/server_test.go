@@ -446,3 +446,48 @@ func TestGracefulShutdownHandsOver(t *testing.T) {
 		return len(c.nomad.children) >= before+2
 	})
 }
+
+func TestMetrics(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	ctx := context.Background()
+	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	scrape := func(id paxos.ReplicaID, token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+c.servers[id-1].HTTPAddr()+"/metrics", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	if code, _ := scrape(leader, ""); code != http.StatusUnauthorized {
+		t.Errorf("metrics without a token: %d, want 401", code)
+	}
+	var body string
+	eventually(t, "a dispatched launch counted", func() bool {
+		_, body = scrape(leader, readToken)
+		return !strings.Contains(body, `paxcron_launches_total{outcome="dispatched"} 0`)
+	})
+	for _, want := range []string{
+		"paxcron_leader 1", "paxcron_launching 1", "paxcron_jobs 1", "paxcron_commit_seconds_count 1",
+		"paxcron_storage_save_seconds_count", "paxcron_storage_save_entries_bucket", "paxcron_leader_changes_total 1",
+		"paxcron_launch_start_lateness_seconds_count", "paxcron_launch_dispatch_lateness_seconds_count",
+		"paxcron_open_launches", "paxcron_lease_remaining_seconds", "paxcron_log_applied_index", "go_goroutines",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	_, follower := scrape(leader%3+1, readToken)
+	if !strings.Contains(follower, "paxcron_leader 0") {
+		t.Errorf("a follower's metrics say it leads")
+	}
+}
