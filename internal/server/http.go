@@ -48,6 +48,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/jobs/{name}/trigger", s.write(s.handleTrigger))
 	mux.HandleFunc("POST /v1/jobs/{name}/backfill", s.write(s.handleBackfill))
 	mux.Handle("GET /metrics", s.authorized(false, s.metrics.handler()))
+	mux.HandleFunc("GET /{$}", s.handleStatusPage)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &api.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no such API: %s %s (see the API list in README.md)", r.Method, r.URL.Path)})
 	})

@@ -51,6 +51,7 @@ type Server struct {
 
 	peers    *peers
 	metrics  *metrics
+	recent   recentLaunches
 	http     *http.Server
 	httpLn   net.Listener
 	apiTLS   *tls.Config
@@ -373,6 +374,9 @@ func (s *Server) snapshotTaken(index uint64) {
 // that launches, at debug elsewhere. It runs on the replica's loop.
 func (s *Server) applied(_ paxos.ReplicaID, slot uint64, c state.Command, err error) {
 	s.metrics.applied(c, err, time.Now())
+	if f, ok := c.(state.LaunchFinished); ok && err == nil {
+		s.recent.add(f)
+	}
 	level := slog.LevelDebug
 	if s.node != nil && s.node.Status().Launching {
 		level = slog.LevelInfo

@@ -36,6 +36,10 @@ func (f *fakeNomad) dispatcher(done func(launcher.Result)) launcher.Dispatcher {
 		switch r.Op {
 		case launcher.OpDispatch:
 			f.calls++
+			if r.Spec.NomadJob == "missing" {
+				res.Err = fmt.Errorf("%w: job \"missing\" not found", launcher.ErrRejected)
+				break
+			}
 			if _, ok := f.children[r.Identity]; !ok {
 				f.children[r.Identity] = fmt.Sprintf("%s/dispatch-%s-%d", r.Spec.NomadJob, r.Identity, len(f.children))
 			}
@@ -65,6 +69,7 @@ type cluster struct {
 	servers []*Server
 	nomad   *fakeNomad
 	dirs    []string
+	mutate  func(*Config)
 }
 
 func testConfig(t *testing.T, id paxos.ReplicaID, dir string, nomad *fakeNomad) Config {
@@ -79,9 +84,12 @@ func testConfig(t *testing.T, id paxos.ReplicaID, dir string, nomad *fakeNomad) 
 	}
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T) *cluster { return startClusterWith(t, nil) }
+
+// startClusterWith starts three servers whose configs mutate changes.
+func startClusterWith(t *testing.T, mutate func(*Config)) *cluster {
 	t.Helper()
-	c := &cluster{t: t, nomad: &fakeNomad{children: map[string]string{}}}
+	c := &cluster{t: t, nomad: &fakeNomad{children: map[string]string{}}, mutate: mutate}
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
 		c.dirs = append(c.dirs, t.TempDir())
 		c.servers = append(c.servers, nil)
@@ -101,7 +109,11 @@ func startCluster(t *testing.T) *cluster {
 // where everyone is, as membership would.
 func (c *cluster) start(id paxos.ReplicaID, bootstrap bool) {
 	c.t.Helper()
-	s, err := New(testConfig(c.t, id, c.dirs[id-1], c.nomad), bootstrap)
+	cfg := testConfig(c.t, id, c.dirs[id-1], c.nomad)
+	if c.mutate != nil {
+		c.mutate(&cfg)
+	}
+	s, err := New(cfg, bootstrap)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -490,4 +502,20 @@ func TestMetrics(t *testing.T) {
 	if !strings.Contains(follower, "paxcron_leader 0") {
 		t.Errorf("a follower's metrics say it leads")
 	}
+}
+
+type httpResult struct {
+	code int
+	body string
+}
+
+func httpGet(url string) (httpResult, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return httpResult{}, err
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return httpResult{resp.StatusCode, b.String()}, nil
 }
