@@ -80,8 +80,8 @@ test: $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Unit and Nom
 	$(GO) run ./cmd/paxcron-sim -seeds $(TEST_SEEDS) $(SIM_FLAGS)
 
 demo: export NOMAD_BIN := $(NOMAD_BIN)
-demo: $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Nomad dev agent + 3 replicas: a cron job every 5 s, the leader killed half-way, each slot checked in Nomad (DEMO_FLAGS).
-	$(GO) run ./cmd/paxcron-demo $(DEMO_FLAGS)
+demo: build $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Nomad dev agent + 3 paxcron server processes: a cron job every 5 s, the leader SIGKILLed half-way, each slot checked in Nomad (DEMO_FLAGS).
+	bin/paxcron-demo -paxcron bin/paxcron $(DEMO_FLAGS)
 
 sim: ## Run SEEDS simulation seeds (pass SIM_FLAGS, e.g. '-start 1000').
 	$(GO) run ./cmd/paxcron-sim -seeds $(SEEDS) $(SIM_FLAGS)

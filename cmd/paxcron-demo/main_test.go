@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,11 +20,15 @@ func TestDemo(t *testing.T) {
 	if _, err := nomadtest.Binary(); err != nil {
 		t.Skip(err)
 	}
+	bin := filepath.Join(t.TempDir(), "paxcron")
+	if out, err := exec.Command("go", "build", "-o", bin, "../paxcron").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
 	var out, errOut bytes.Buffer
-	if code := run([]string{"-duration", "15s", "-every", "3"}, &out, &errOut); code != 0 {
+	if code := run([]string{"-duration", "15s", "-every", "3", "-paxcron", bin}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, &out, &errOut)
 	}
-	for _, want := range []string{"killing the leader", "leads now", "dispatched hello-", "every slot was launched exactly once"} {
+	for _, want := range []string{"SIGKILL to the leader", "leads now", "restarted from its disk", "dispatched  hello-", "every slot was launched exactly once"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, &out)
 		}

@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	nomadapi "github.com/hashicorp/nomad/api"
 
 	"paxcron/cron/cronfile"
 	"paxcron/cron/state"
@@ -122,5 +125,41 @@ job "report" {
 	}
 	if code, _, _ := runCLI(t, "job", "takeover"); code != 2 {
 		t.Fatalf("no file: exit %d", code)
+	}
+}
+
+// The example jobspec that runs paxcron on Nomad is one Nomad accepts.
+func TestExampleNomadJobspec(t *testing.T) {
+	agent := nomadtest.Shared(t)
+	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "paxcron.nomad.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := nomadapi.NewClient(&nomadapi.Config{Address: agent.Addr, SecretID: agent.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, vars := range []string{"", "bootstrap=true\n"} {
+		job, err := client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: string(src), Variables: vars})
+		if err != nil {
+			t.Fatalf("parse (%q): %v", vars, err)
+		}
+		if len(job.TaskGroups) != 3 {
+			t.Fatalf("%d groups, want one per replica", len(job.TaskGroups))
+		}
+		args := job.TaskGroups[0].Tasks[0].Config["args"]
+		if got := fmt.Sprint(args); strings.Contains(got, "-bootstrap") != (vars != "") {
+			t.Errorf("args %s with variables %q", got, vars)
+		}
+		resp, _, err := client.Jobs().Validate(job, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Error != "" || len(resp.ValidationErrors) > 0 {
+			t.Fatalf("Nomad refuses the example: %s %v", resp.Error, resp.ValidationErrors)
+		}
+		if resp.Warnings != "" {
+			t.Logf("warnings: %s", resp.Warnings)
+		}
 	}
 }

@@ -1,0 +1,58 @@
+# One paxcron replica's configuration (replica 1 of 3). Every setting can
+# also be given as a flag (-bind-http ...) or a variable (PAXCRON_BIND_HTTP
+# ...); see `paxcron server -h`. Start the three replicas of a new cluster
+# once with -bootstrap; later starts (and a replica whose disk was lost)
+# go without it.
+
+replica_id = 1
+data_dir   = "/var/lib/paxcron"
+
+cluster {
+  members  = [1, 2, 3]
+  # 16 bytes or more, the same file on every replica:
+  #   head -c 32 /dev/urandom | base64 > /etc/paxcron/cluster.key
+  key_file = "/etc/paxcron/cluster.key"
+  # Where the other replicas are (their Paxos and API addresses).
+  peers = [
+    "2=10.0.0.12:4751/10.0.0.12:4750",
+    "3=10.0.0.13:4751/10.0.0.13:4750",
+  ]
+}
+
+bind {
+  http  = "0.0.0.0:4750" # the API, /metrics and the status page
+  paxos = "0.0.0.0:4751" # replica-to-replica
+}
+
+advertise {
+  http  = "10.0.0.11:4750"
+  paxos = "10.0.0.11:4751"
+}
+
+# Mutual TLS between replicas, and TLS for the API (all three or none).
+# tls {
+#   ca_file   = "/etc/paxcron/ca.pem"
+#   cert_file = "/etc/paxcron/replica-1.pem"
+#   key_file  = "/etc/paxcron/replica-1-key.pem"
+# }
+
+api {
+  write_tokens    = ["replace-with-a-long-random-token"]
+  read_tokens     = []
+  anonymous_reads = false # true lets a browser open the status page
+}
+
+nomad {
+  address      = "http://127.0.0.1:4646" # or NOMAD_ADDR; NOMAD_TOKEN etc. are read too
+  gc_threshold = "4h"                    # the Nomad servers' job_gc_threshold
+}
+
+snapshot {
+  every_entries = 10000
+  every         = "10m"
+}
+
+log {
+  level  = "info"
+  format = "json"
+}
