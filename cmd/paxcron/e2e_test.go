@@ -27,7 +27,7 @@ const e2eToken = "e2e-write-token-0123456789"
 
 // e2eCluster is three `paxcron server` processes on loopback.
 type e2eCluster struct {
-	t     *testing.T
+	t     testing.TB
 	bin   string
 	dir   string
 	agent *nomadtest.Agent
@@ -37,7 +37,7 @@ type e2eCluster struct {
 }
 
 // buildPaxcron builds this command into dir.
-func buildPaxcron(t *testing.T, dir string) string {
+func buildPaxcron(t testing.TB, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "paxcron")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
@@ -47,7 +47,7 @@ func buildPaxcron(t *testing.T, dir string) string {
 	return bin
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,7 +57,7 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func startE2E(t *testing.T, agent *nomadtest.Agent) *e2eCluster {
+func startE2E(t testing.TB, agent *nomadtest.Agent) *e2eCluster {
 	t.Helper()
 	c := &e2eCluster{t: t, dir: t.TempDir(), agent: agent}
 	c.bin = buildPaxcron(t, c.dir)
@@ -163,7 +163,7 @@ func (c *e2eCluster) leader() int {
 }
 
 // children lists the parent's children in Nomad by idempotency token.
-func children(t *testing.T, admin *nomadapi.Client, parent, job string) map[string][]string {
+func children(t testing.TB, admin *nomadapi.Client, parent, job string) map[string][]string {
 	t.Helper()
 	stubs, _, err := admin.Jobs().PrefixList(parent + "/dispatch-" + job + "-")
 	if err != nil {
@@ -184,7 +184,7 @@ func children(t *testing.T, admin *nomadapi.Client, parent, job string) map[stri
 
 // registerParent registers a parameterized batch job whose task exits at
 // once and accepts paxcron's meta.
-func registerParent(t *testing.T, admin *nomadapi.Client, name string) {
+func registerParent(t testing.TB, admin *nomadapi.Client, name string) {
 	t.Helper()
 	j := nomadapi.NewBatchJob(name, name, "global", 50)
 	j.Datacenters = []string{"*"}
