@@ -146,4 +146,3 @@ func (c *e2eCluster) leaderTB(tb testing.TB, not int) int {
 	tb.Fatal("no replica launches after 30 s")
 	return 0
 }
-
