@@ -164,6 +164,9 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 		log := genCommands(t, seed, n)
 		full := applyAll(New(), log)
 		orphaned += len(full.Orphans())
+		if full.OpenCount() != len(full.OpenLaunches()) {
+			t.Fatalf("seed %d: OpenCount %d, %d open launches", seed, full.OpenCount(), len(full.OpenLaunches()))
+		}
 		for _, j := range full.Jobs() {
 			for _, l := range append(j.Open, j.History...) {
 				kinds[l.Kind]++
@@ -195,7 +198,8 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 			}
 			if !reflect.DeepEqual(restored.Jobs(), full.Jobs()) || !reflect.DeepEqual(restored.Rejections(), full.Rejections()) ||
 				!reflect.DeepEqual(restored.OpenLaunches(), full.OpenLaunches()) ||
-				restored.Stats() != full.Stats() || restored.LastSlot() != full.LastSlot() {
+				restored.Stats() != full.Stats() || restored.LastSlot() != full.LastSlot() ||
+				restored.OpenCount() != len(restored.OpenLaunches()) {
 				t.Fatalf("seed %d: state after snapshot at %d + tail differs", seed, k)
 			}
 		}

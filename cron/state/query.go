@@ -58,6 +58,14 @@ func (m *Machine) JobsPage(prefix, after string, limit int) (page []Job, more bo
 	return page, false
 }
 
+// OpenCount is the number of open launches, those of deleted jobs
+// included: every launch started and not finished, which the counters
+// give without a scan.
+func (m *Machine) OpenCount() int {
+	c := m.stats.Launches
+	return int(c.Started - c.Dispatched - c.Failed - c.Skipped - c.Unknown)
+}
+
 // JobCount is the number of jobs.
 func (m *Machine) JobCount() int { return len(m.jobs) }
 

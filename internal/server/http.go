@@ -286,7 +286,7 @@ func (s *Server) handleStatus(_ http.ResponseWriter, r *http.Request) (any, erro
 	}
 	err := s.node.Cron(r.Context(), func(l *launcher.Launcher) {
 		out.Jobs = l.Machine().JobCount()
-		out.Open = len(l.Machine().OpenLaunches())
+		out.Open = l.Machine().OpenCount()
 	})
 	return out, err
 }

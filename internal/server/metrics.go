@@ -197,7 +197,7 @@ func (t timedCaller) Stop(ctx context.Context, target state.Target, child string
 // waits at most a second for the loop).
 func (s *Server) openLaunches() int {
 	n := 0
-	s.readForMetrics(func(l *launcher.Launcher) { n = len(l.Machine().OpenLaunches()) })
+	s.readForMetrics(func(l *launcher.Launcher) { n = l.Machine().OpenCount() })
 	return n
 }
 

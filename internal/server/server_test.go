@@ -65,14 +65,14 @@ func (f submitFunc) Submit(r launcher.Request) { f(r) }
 
 // cluster is three servers on loopback.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	servers []*Server
 	nomad   *fakeNomad
 	dirs    []string
 	mutate  func(*Config)
 }
 
-func testConfig(t *testing.T, id paxos.ReplicaID, dir string, nomad *fakeNomad) Config {
+func testConfig(t testing.TB, id paxos.ReplicaID, dir string, nomad *fakeNomad) Config {
 	return Config{
 		ID: id, Members: []paxos.ReplicaID{1, 2, 3}, DataDir: dir,
 		ClusterKey: []byte("test-cluster-key-0123456789"),
@@ -84,10 +84,10 @@ func testConfig(t *testing.T, id paxos.ReplicaID, dir string, nomad *fakeNomad) 
 	}
 }
 
-func startCluster(t *testing.T) *cluster { return startClusterWith(t, nil) }
+func startCluster(t testing.TB) *cluster { return startClusterWith(t, nil) }
 
 // startClusterWith starts three servers whose configs mutate changes.
-func startClusterWith(t *testing.T, mutate func(*Config)) *cluster {
+func startClusterWith(t testing.TB, mutate func(*Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t, nomad: &fakeNomad{children: map[string]string{}}, mutate: mutate}
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
