@@ -358,6 +358,17 @@ func (r *Replica) snapshotInFlight() bool {
 	return false
 }
 
+// CurrentSnapshot encodes the state machine at the applied index, with
+// the membership, without saving it or compacting anything: a copy of
+// the replica's state for an operator (a backup, a file).
+func (r *Replica) CurrentSnapshot() (paxos.Snapshot, error) {
+	data, err := r.sm.Snapshot()
+	if err != nil {
+		return paxos.Snapshot{}, fmt.Errorf("replica %d: snapshot at %d: %w", r.node.ID(), r.applied, err)
+	}
+	return paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: r.applied, Membership: r.membership()}, Data: data}, nil
+}
+
 // TakeSnapshot snapshots the state machine at the applied index, saves it
 // and compacts the log below it, but for the policy's tail.
 func (r *Replica) TakeSnapshot() error {

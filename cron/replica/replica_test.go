@@ -288,3 +288,23 @@ func TestSnapshotWaitsForLogAsLargeAsState(t *testing.T) {
 		t.Fatalf("no snapshot once the log passed the state: still at %d", got)
 	}
 }
+
+func TestCurrentSnapshotSavesNothing(t *testing.T) {
+	sm := &listMachine{}
+	store := memstore.New()
+	r, err := New(Config{
+		ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1}}, Timing: paxos.DefaultTiming(),
+		Limits: paxos.DefaultLimits(), Rand: rand.New(rand.NewPCG(1, 1)), Store: store, StateMachine: sm,
+		Send: func(paxos.Message) {}, Observer: NopObserver{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := r.CurrentSnapshot()
+	if err != nil || snap.Meta.Index != r.Applied() || len(snap.Meta.Membership.Voters) != 1 {
+		t.Fatalf("CurrentSnapshot: %+v, %v", snap.Meta, err)
+	}
+	if stored, _ := store.Snapshot(); stored.Meta.Index != 0 {
+		t.Fatalf("CurrentSnapshot saved a snapshot at %d", stored.Meta.Index)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"paxcron/cron/launcher"
+	"paxcron/cron/replica"
 	"paxcron/cron/state"
 	"paxcron/internal/hashsm"
 	"paxcron/paxos"
@@ -277,4 +278,58 @@ func (n *Node) ProposeCommand(ctx context.Context, c state.Command) error {
 		return err
 	}
 	return n.Propose(ctx, enc)
+}
+
+// Snapshot encodes the replica's whole state now, at its applied index,
+// without saving it (replica.CurrentSnapshot): what an operator backs up
+// or saves to a file.
+func (n *Node) Snapshot(ctx context.Context) (paxos.Snapshot, error) {
+	var snap paxos.Snapshot
+	var err error
+	if cerr := n.Call(ctx, func(r *replica.Replica) { snap, err = r.CurrentSnapshot() }); cerr != nil {
+		return paxos.Snapshot{}, cerr
+	}
+	return snap, err
+}
+
+// SnapshotSummary says what a cron-mode snapshot holds.
+type SnapshotSummary struct {
+	Jobs     int
+	Paused   int
+	Open     int
+	LastSlot uint64
+	// Commands and Hash are the running hash machine's.
+	Commands uint64
+	Hash     uint64
+	Stats    state.Stats
+}
+
+// DescribeSnapshot decodes a cron-mode snapshot's data (as Snapshot and
+// the store hold it) and summarises it; an error if it does not decode.
+func DescribeSnapshot(data []byte) (SnapshotSummary, error) {
+	if len(data) < hashSnapshotBytes {
+		return SnapshotSummary{}, fmt.Errorf("node: a snapshot of %d bytes, shorter than its hash", len(data))
+	}
+	h := &hashsm.Machine{}
+	if err := h.Restore(data[:hashSnapshotBytes]); err != nil {
+		return SnapshotSummary{}, err
+	}
+	m := state.New()
+	if err := m.Restore(data[hashSnapshotBytes:]); err != nil {
+		return SnapshotSummary{}, err
+	}
+	sum := SnapshotSummary{Jobs: m.JobCount(), Open: m.OpenCount(), LastSlot: m.LastSlot(), Commands: h.Commands(), Hash: h.Hash(), Stats: m.Stats()}
+	for after := ""; ; {
+		page, more := m.JobsPage("", after, 1000)
+		for _, j := range page {
+			if j.Paused {
+				sum.Paused++
+			}
+		}
+		if !more {
+			break
+		}
+		after = page[len(page)-1].Name
+	}
+	return sum, nil
 }
