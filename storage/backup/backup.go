@@ -1,216 +1,206 @@
 package backup
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
 )
 
-// Errors every failure wraps one of (or is a blob store's own error).
+// The sentinel errors. Every error this package returns begins with
+// "backup: " and wraps one of them, or else a blob store's own error (a
+// network or permission failure), which it names the object of.
 var (
-	// ErrConfig: a bad URL or option.
+	// ErrConfig: a bad URL, option or argument: a caller's mistake.
 	ErrConfig = errors.New("backup: invalid configuration")
 	// ErrNotFound: no such backup, or none at all.
 	ErrNotFound = errors.New("backup: not found")
-	// ErrCorrupt: a backup's bytes do not match its manifest.
+	// ErrCorrupt: a backup's bytes or manifest do not check out.
 	ErrCorrupt = errors.New("backup: corrupt")
-	// ErrConflict: a different snapshot was uploaded at the same index.
-	ErrConflict = errors.New("backup: a different backup exists at this index")
+	// ErrConflict: a different snapshot is (or is being) backed up at the
+	// same index.
+	ErrConflict = errors.New("backup: conflict")
 )
 
-// Defaults.
+// Defaults of Options.
 const (
 	DefaultKeep           = 5
 	DefaultPrefix         = "paxcron/"
-	DefaultMaxBackupBytes = 2 << 30
-	manifestVersion       = 1
+	DefaultMaxBackupBytes = 2 << 30 // 2 GiB
 )
 
-// SupportedSchemes are the URL schemes Open accepts.
+// SupportedSchemes are the URL schemes Open accepts (drivers.go registers
+// one blob driver for each).
 var SupportedSchemes = []string{"file", "s3", "gs", "azblob", "mem"}
 
-// Options configure Open; zero fields take the defaults.
+// Options configure Open. The zero value takes every default.
 type Options struct {
-	// Keep is how many complete backups are kept, the newest.
+	// Keep is how many complete backups are kept, the newest: 0 means
+	// DefaultKeep; negative is an error.
 	Keep int
-	// Prefix is where in the bucket the backups live.
+	// Prefix is the key prefix of every object inside the bucket: ""
+	// means DefaultPrefix. Stores with different prefixes share a bucket
+	// without seeing each other.
 	Prefix string
-	// MaxBackupBytes refuses larger snapshots, on upload and read.
+	// MaxBackupBytes is the largest snapshot uploaded or read back (the
+	// whole snapshot is held in memory): 0 means DefaultMaxBackupBytes.
 	MaxBackupBytes int64
 }
 
-// Meta is what a restore needs to know of a snapshot.
+// withDefaults validates o and fills in its zero fields.
+func (o Options) withDefaults() (Options, error) {
+	switch {
+	case o.Keep < 0:
+		return o, fmt.Errorf("%w: Keep %d is negative (0 means the default, %d)", ErrConfig, o.Keep, DefaultKeep)
+	case o.MaxBackupBytes < 0:
+		return o, fmt.Errorf("%w: MaxBackupBytes %d is negative (0 means the default, %d)", ErrConfig, o.MaxBackupBytes, DefaultMaxBackupBytes)
+	}
+	if o.Keep == 0 {
+		o.Keep = DefaultKeep
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.MaxBackupBytes == 0 {
+		o.MaxBackupBytes = DefaultMaxBackupBytes
+	}
+	return o, nil
+}
+
+// Meta is what a restore needs to know of a snapshot, besides its bytes.
 type Meta struct {
 	// Index is the log slot the snapshot is at (> 0).
 	Index uint64 `json:"index"`
-	// Membership is the cluster's replica IDs.
+	// Membership is the IDs of the cluster's replicas at Index: at least
+	// one, none zero, no duplicates.
 	Membership []uint64 `json:"membership"`
-	// Cluster names the cluster (free-form, for the operator).
+	// Cluster names the cluster (chosen by the caller, for the operator).
 	Cluster string `json:"cluster,omitempty"`
-	// TakenAt is when the snapshot was uploaded.
+	// TakenAt is when the snapshot was taken (not zero: this package
+	// reads no clock). Stored in UTC.
 	TakenAt time.Time `json:"taken_at"`
+}
+
+// validate checks m; its errors name the index but no sentinel.
+func (m Meta) validate() error {
+	switch {
+	case m.Index == 0:
+		return errors.New("index 0 (a snapshot is at a slot > 0)")
+	case len(m.Membership) == 0:
+		return fmt.Errorf("index %d: empty membership", m.Index)
+	case slices.Contains(m.Membership, 0):
+		return fmt.Errorf("index %d: replica ID 0 in membership %v", m.Index, m.Membership)
+	case m.TakenAt.IsZero():
+		return fmt.Errorf("index %d: TakenAt is zero", m.Index)
+	}
+	sorted := slices.Sorted(slices.Values(m.Membership))
+	if len(slices.Compact(sorted)) != len(m.Membership) {
+		return fmt.Errorf("index %d: duplicate replica ID in membership %v", m.Index, m.Membership)
+	}
+	return nil
 }
 
 // Info describes one complete backup.
 type Info struct {
 	Meta
-	Key    string `json:"key"` // the data object
-	Size   int64  `json:"size"`
+	// Key is the data object's key in the bucket (the argument of Fetch).
+	Key string `json:"key"`
+	// Size is the snapshot's length in bytes.
+	Size int64 `json:"size"`
+	// SHA256 is the snapshot's SHA-256, lowercase hex.
 	SHA256 string `json:"sha256"`
 }
 
-type manifest struct {
-	Version int `json:"version"`
-	Info
+// Skipped is a backup LatestValid passed over, and why.
+type Skipped struct {
+	Index uint64
+	// Key is the object at fault: the data object, or the manifest when
+	// that could not be read.
+	Key string
+	// Err wraps ErrCorrupt and names the object.
+	Err error
 }
 
-// Store is a bucket of backups. Safe for concurrent use.
+// Store is the backups under one prefix of one bucket. It is safe for
+// concurrent use, and by several processes at once: see Upload.
 type Store struct {
 	bucket *blob.Bucket
 	opts   Options
-	url    string
+	url    string // for messages: no credentials, no query
 }
 
-// Open opens the bucket at rawURL (file:///path, s3://bucket, gs://bucket,
-// azblob://container, mem://).
+// Open opens the bucket at rawURL: file:///path (the folder must exist),
+// s3://bucket?region=..., gs://bucket, azblob://container, or mem:// (a
+// new empty bucket in memory, for tests). The store is not contacted:
+// credentials and reachability show on first use.
 func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Scheme == "" {
-		return nil, fmt.Errorf("%w: %q is not a URL: want one of %s:// (e.g. file:///var/backups/paxcron)", ErrConfig, rawURL, strings.Join(SupportedSchemes, "://, "))
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
 	}
-	if !slices.Contains(SupportedSchemes, u.Scheme) {
-		return nil, fmt.Errorf("%w: scheme %q is not supported: use %s", ErrConfig, u.Scheme, strings.Join(SupportedSchemes, ", "))
-	}
-	switch {
-	case opts.Keep < 0:
-		return nil, fmt.Errorf("%w: Keep %d is negative", ErrConfig, opts.Keep)
-	case opts.MaxBackupBytes < 0:
-		return nil, fmt.Errorf("%w: MaxBackupBytes %d is negative", ErrConfig, opts.MaxBackupBytes)
-	}
-	if opts.Keep == 0 {
-		opts.Keep = DefaultKeep
-	}
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
-	}
-	if opts.MaxBackupBytes == 0 {
-		opts.MaxBackupBytes = DefaultMaxBackupBytes
+	opts, err = opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	b, err := blob.OpenBucket(ctx, rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("backup: opening %s: %w", redact(u), err)
 	}
-	return &Store{bucket: b, opts: opts, url: redact(u)}, nil
+	return newStore(b, opts, redact(u)), nil
 }
 
-func redact(u *url.URL) string { return u.Redacted() }
+// newStore wraps an open bucket; opts must have their defaults.
+func newStore(b *blob.Bucket, opts Options, url string) *Store {
+	if opts.Keep < 1 || opts.Prefix == "" || opts.MaxBackupBytes < 1 {
+		panic(fmt.Sprintf("backup: options without their defaults: %+v", opts))
+	}
+	return &Store{bucket: b, opts: opts, url: url}
+}
 
-// URL is the store's URL, without credentials.
+func parseURL(rawURL string) (*url.URL, error) {
+	supported := "file://, s3://, gs://, azblob:// or mem://"
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" {
+		return nil, fmt.Errorf("%w: %q is not a URL with a scheme: want %s (e.g. file:///var/backups/paxcron)", ErrConfig, rawURL, supported)
+	}
+	if !slices.Contains(SupportedSchemes, u.Scheme) {
+		return nil, fmt.Errorf("%w: URL scheme %q is not supported: want %s", ErrConfig, u.Scheme, supported)
+	}
+	return u, nil
+}
+
+// redact drops the password and the query (which may carry a token).
+func redact(u *url.URL) string {
+	c := *u
+	c.RawQuery, c.ForceQuery = "", false
+	return c.Redacted()
+}
+
+// URL is the store's URL, without credentials or query.
 func (s *Store) URL() string { return s.url }
 
 // Close releases the bucket.
-func (s *Store) Close() error { return s.bucket.Close() }
-
-func (s *Store) dataKey(index uint64) string {
-	return fmt.Sprintf("%ssnapshots/%020d.snap", s.opts.Prefix, index)
+func (s *Store) Close() error {
+	if err := s.bucket.Close(); err != nil {
+		return fmt.Errorf("backup: closing %s: %w", s.url, err)
+	}
+	return nil
 }
 
-func (s *Store) manifestKey(index uint64) string {
-	return fmt.Sprintf("%smanifests/%020d.json", s.opts.Prefix, index)
-}
-
-// indexOf parses the index from a key made by dataKey or manifestKey.
-func (s *Store) indexOf(key, dir, ext string) (uint64, bool) {
-	rest, ok := strings.CutPrefix(key, s.opts.Prefix+dir)
-	if !ok {
-		return 0, false
-	}
-	digits, ok := strings.CutSuffix(rest, ext)
-	if !ok || len(digits) != 20 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(digits, 10, 64)
-	return n, err == nil
-}
-
-// Upload stores data as the backup at meta.Index, then prunes to Keep. An
-// upload of the same bytes at an index that has a backup is a no-op;
-// different bytes there are ErrConflict.
-func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error) {
-	if meta.Index == 0 {
-		return Info{}, fmt.Errorf("%w: index 0 (a snapshot is at a slot > 0)", ErrConfig)
-	}
-	if int64(len(data)) > s.opts.MaxBackupBytes {
-		return Info{}, fmt.Errorf("%w: a snapshot of %d bytes is over the %d-byte limit", ErrConfig, len(data), s.opts.MaxBackupBytes)
-	}
-	sum := sha256.Sum256(data)
-	info := Info{Meta: meta, Key: s.dataKey(meta.Index), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
-	if info.TakenAt.IsZero() {
-		info.TakenAt = time.Now().UTC()
-	}
-	if prev, err := s.readManifest(ctx, meta.Index); err == nil {
-		if prev.SHA256 == info.SHA256 && prev.Size == info.Size {
-			return prev, nil
-		}
-		return Info{}, fmt.Errorf("%w: index %d holds %s (%d bytes), this snapshot is %s (%d bytes)", ErrConflict, meta.Index, prev.SHA256, prev.Size, info.SHA256, info.Size)
-	} else if !errors.Is(err, ErrNotFound) {
-		return Info{}, err
-	}
-	if err := s.bucket.WriteAll(ctx, info.Key, data, &blob.WriterOptions{ContentType: "application/octet-stream"}); err != nil {
-		return Info{}, fmt.Errorf("backup: writing %s: %w", info.Key, err)
-	}
-	m, err := json.MarshalIndent(manifest{Version: manifestVersion, Info: info}, "", "  ")
-	if err != nil {
-		return Info{}, fmt.Errorf("backup: encoding the manifest: %w", err)
-	}
-	// Last: the backup exists from here on.
-	if err := s.bucket.WriteAll(ctx, s.manifestKey(meta.Index), m, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
-		return Info{}, fmt.Errorf("backup: writing the manifest of %d: %w", meta.Index, err)
-	}
-	if err := s.prune(ctx); err != nil {
-		return info, fmt.Errorf("backup: uploaded %d, but pruning failed: %w", meta.Index, err)
-	}
-	return info, nil
-}
-
-func (s *Store) readManifest(ctx context.Context, index uint64) (Info, error) {
-	key := s.manifestKey(index)
-	b, err := s.bucket.ReadAll(ctx, key)
-	if gcerrors.Code(err) == gcerrors.NotFound {
-		return Info{}, fmt.Errorf("%w: no backup at index %d", ErrNotFound, index)
-	}
-	if err != nil {
-		return Info{}, fmt.Errorf("backup: reading %s: %w", key, err)
-	}
-	var m manifest
-	if err := json.Unmarshal(b, &m); err != nil || m.Version != manifestVersion || m.Index != index || m.Key != s.dataKey(index) {
-		return Info{}, fmt.Errorf("%w: manifest %s does not describe backup %d (version %d, %v)", ErrCorrupt, key, index, m.Version, err)
-	}
-	return m.Info, nil
-}
-
-// List returns the complete backups, newest first.
+// List returns the complete backups, newest first. A manifest that does
+// not decode is an error (ErrCorrupt) rather than a gap in the list.
 func (s *Store) List(ctx context.Context) ([]Info, error) {
-	indexes, err := s.indexes(ctx, "manifests/", ".json")
+	manifests, err := s.list(ctx, manifestDir)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Info, 0, len(indexes))
-	for _, i := range indexes {
-		info, err := s.readManifest(ctx, i)
+	out := make([]Info, 0, len(manifests))
+	for _, m := range manifests {
+		info, err := s.readManifest(ctx, m.index)
 		if err != nil {
 			return nil, err
 		}
@@ -219,127 +209,84 @@ func (s *Store) List(ctx context.Context) ([]Info, error) {
 	return out, nil
 }
 
-// indexes lists the indexes of dir's objects, newest first.
-func (s *Store) indexes(ctx context.Context, dir, ext string) ([]uint64, error) {
-	var out []uint64
-	it := s.bucket.List(&blob.ListOptions{Prefix: s.opts.Prefix + dir})
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("backup: listing %s: %w", s.url, err)
-		}
-		if i, ok := s.indexOf(obj.Key, dir, ext); ok {
-			out = append(out, i)
-		}
-	}
-	slices.Sort(out)
-	slices.Reverse(out)
-	return out, nil
-}
-
-// Fetch reads the backup at index and verifies it.
-func (s *Store) Fetch(ctx context.Context, index uint64) (Info, []byte, error) {
-	info, err := s.readManifest(ctx, index)
-	if err != nil {
-		return Info{}, nil, err
-	}
-	if info.Size > s.opts.MaxBackupBytes {
-		return Info{}, nil, fmt.Errorf("%w: backup %d claims %d bytes, over the %d-byte limit", ErrCorrupt, index, info.Size, s.opts.MaxBackupBytes)
-	}
-	r, err := s.bucket.NewReader(ctx, info.Key, nil)
-	if gcerrors.Code(err) == gcerrors.NotFound {
-		return Info{}, nil, fmt.Errorf("%w: backup %d's data %s is missing", ErrCorrupt, index, info.Key)
-	}
-	if err != nil {
-		return Info{}, nil, fmt.Errorf("backup: reading %s: %w", info.Key, err)
-	}
-	defer r.Close()
-	var buf bytes.Buffer
-	if _, err := io.Copy(&buf, io.LimitReader(r, info.Size+1)); err != nil {
-		return Info{}, nil, fmt.Errorf("backup: reading %s: %w", info.Key, err)
-	}
-	data := buf.Bytes()
-	sum := sha256.Sum256(data)
-	if int64(len(data)) != info.Size || hex.EncodeToString(sum[:]) != info.SHA256 {
-		return Info{}, nil, fmt.Errorf("%w: backup %d (%s): %d bytes with SHA-256 %x, its manifest says %d bytes, %s", ErrCorrupt, index, info.Key, len(data), sum, info.Size, info.SHA256)
-	}
-	return info, data, nil
-}
-
-// Latest reads the newest backup, verified. A corrupt newest backup is
-// an error (ErrCorrupt), not a silent fall-back: see LatestValid.
+// Latest reads the newest backup and verifies it. A corrupt newest backup
+// is its ErrCorrupt, never a silent fall-back to an older one: restoring
+// from an older backup loses more, and that is the operator's choice (see
+// LatestValid). ErrNotFound when there is no backup.
 func (s *Store) Latest(ctx context.Context) (Info, []byte, error) {
-	indexes, err := s.indexes(ctx, "manifests/", ".json")
+	manifests, err := s.list(ctx, manifestDir)
 	if err != nil {
 		return Info{}, nil, err
 	}
-	if len(indexes) == 0 {
-		return Info{}, nil, fmt.Errorf("%w: no backup in %s", ErrNotFound, s.url)
+	if len(manifests) == 0 {
+		return Info{}, nil, fmt.Errorf("%w: no backup in %s under %q", ErrNotFound, s.url, s.opts.Prefix)
 	}
-	return s.Fetch(ctx, indexes[0])
+	return s.fetchIndex(ctx, manifests[0].index)
 }
 
-// LatestValid reads the newest backup that verifies, and returns the
-// errors of the newer ones it skipped.
-func (s *Store) LatestValid(ctx context.Context) (Info, []byte, []error, error) {
-	indexes, err := s.indexes(ctx, "manifests/", ".json")
+// LatestValid reads the newest backup that verifies, for disaster
+// recovery, and returns the newer ones it skipped as corrupt, newest
+// first. Any error but ErrCorrupt stops it. ErrNotFound when no backup
+// verifies (skipped then lists them all).
+func (s *Store) LatestValid(ctx context.Context) (Info, []byte, []Skipped, error) {
+	manifests, err := s.list(ctx, manifestDir)
 	if err != nil {
 		return Info{}, nil, nil, err
 	}
-	var skipped []error
-	for _, i := range indexes {
-		info, data, err := s.Fetch(ctx, i)
+	var skipped []Skipped
+	for _, m := range manifests {
+		info, data, err := s.fetchIndex(ctx, m.index)
 		if err == nil {
 			return info, data, skipped, nil
 		}
 		if !errors.Is(err, ErrCorrupt) {
 			return Info{}, nil, skipped, err
 		}
-		skipped = append(skipped, err)
+		key := orElse(info.Key, m.key)
+		skipped = append(skipped, Skipped{Index: m.index, Key: key, Err: err})
 	}
-	return Info{}, nil, skipped, fmt.Errorf("%w: no backup in %s verifies (%d corrupt)", ErrNotFound, s.url, len(skipped))
+	return Info{}, nil, skipped, fmt.Errorf("%w: no backup in %s under %q verifies (%d corrupt)", ErrNotFound, s.url, s.opts.Prefix, len(skipped))
 }
 
-// prune keeps the newest Keep complete backups, and deletes data objects
-// without a manifest that are older than the newest kept backup.
-func (s *Store) prune(ctx context.Context) error {
-	manifests, err := s.indexes(ctx, "manifests/", ".json")
-	if err != nil {
-		return err
+// orElse returns a, or b if a is empty.
+func orElse(a, b string) string {
+	if a != "" {
+		return a
 	}
-	for _, i := range manifests[min(len(manifests), s.opts.Keep):] {
-		// Manifest first: the backup stops existing before its data goes.
-		if err := s.delete(ctx, s.manifestKey(i)); err != nil {
-			return err
-		}
-		if err := s.delete(ctx, s.dataKey(i)); err != nil {
-			return err
-		}
-	}
-	if len(manifests) == 0 {
-		return nil
-	}
-	kept := manifests[:min(len(manifests), s.opts.Keep)]
-	data, err := s.indexes(ctx, "snapshots/", ".snap")
-	if err != nil {
-		return err
-	}
-	for _, i := range data {
-		if i < kept[0] && !slices.Contains(kept, i) {
-			if err := s.delete(ctx, s.dataKey(i)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return b
 }
 
-func (s *Store) delete(ctx context.Context, key string) error {
-	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-		return fmt.Errorf("backup: deleting %s: %w", key, err)
+// Fetch reads the backup whose data object is key (an Info.Key) and
+// verifies it.
+func (s *Store) Fetch(ctx context.Context, key string) (Info, []byte, error) {
+	index, _, ok := s.parseDataKey(key)
+	if !ok {
+		return Info{}, nil, fmt.Errorf("%w: %q is not a backup's key under %q", ErrNotFound, key, s.opts.Prefix)
 	}
-	return nil
+	info, err := s.readManifest(ctx, index)
+	if err != nil {
+		return Info{}, nil, err
+	}
+	if info.Key != key {
+		return Info{}, nil, fmt.Errorf("%w: the backup at index %d is %s, not %s", ErrNotFound, index, info.Key, key)
+	}
+	data, err := s.readData(ctx, info)
+	if err != nil {
+		return Info{}, nil, err
+	}
+	return info, data, nil
+}
+
+// fetchIndex reads and verifies the backup at index. On ErrCorrupt of its
+// data, the Info read from the manifest is returned with the error.
+func (s *Store) fetchIndex(ctx context.Context, index uint64) (Info, []byte, error) {
+	info, err := s.readManifest(ctx, index)
+	if err != nil {
+		return Info{}, nil, err
+	}
+	data, err := s.readData(ctx, info)
+	if err != nil {
+		return info, nil, err
+	}
+	return info, data, nil
 }

@@ -1,0 +1,193 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// Upload stores data as the backup at meta.Index, then prunes the store
+// to the newest Keep backups. It returns the backup's Info.
+//
+// The data object is written first and the manifest last, with a
+// write-if-absent: of two uploads at one index (two leaders, one stale,
+// or a retry), one manifest wins. Uploading the same bytes again succeeds
+// and returns the stored Info (its Meta, not meta); other bytes at an
+// index that has a backup are ErrConflict, and the backup stays as it was.
+//
+// When only pruning fails the backup is complete: the Info is returned
+// with the error, and the next upload prunes again.
+func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error) {
+	info, err := s.newInfo(meta, data)
+	if err != nil {
+		return Info{}, err
+	}
+	prev, err := s.readManifest(ctx, meta.Index)
+	switch {
+	case err == nil:
+		return s.again(ctx, prev, info, data)
+	case !errors.Is(err, ErrNotFound):
+		return Info{}, err
+	}
+	if err := s.writeData(ctx, info, data); err != nil {
+		return Info{}, err
+	}
+	if err := s.commit(ctx, info); err != nil {
+		return Info{}, err
+	}
+	if err := s.prune(ctx); err != nil {
+		return info, fmt.Errorf("backup: uploaded %s, but pruning failed: %w", info.Key, err)
+	}
+	return info, nil
+}
+
+// newInfo validates an upload and describes it.
+func (s *Store) newInfo(meta Meta, data []byte) (Info, error) {
+	if err := meta.validate(); err != nil {
+		return Info{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if int64(len(data)) > s.opts.MaxBackupBytes {
+		return Info{}, fmt.Errorf("%w: index %d: a snapshot of %d bytes is over MaxBackupBytes (%d)", ErrConfig, meta.Index, len(data), s.opts.MaxBackupBytes)
+	}
+	meta.Membership = slices.Clone(meta.Membership)
+	meta.TakenAt = meta.TakenAt.UTC()
+	sum := sha256Hex(data)
+	return Info{Meta: meta, Key: s.dataKey(meta.Index, sum), Size: int64(len(data)), SHA256: sum}, nil
+}
+
+// again answers an upload at an index that has a backup, prev. The same
+// bytes are written again: that repairs a data object lost or damaged
+// since, and is safe, as the key names the bytes.
+func (s *Store) again(ctx context.Context, prev, info Info, data []byte) (Info, error) {
+	if prev.SHA256 != info.SHA256 || prev.Size != info.Size {
+		return Info{}, conflict(prev, info)
+	}
+	if err := s.writeData(ctx, prev, data); err != nil {
+		return Info{}, err
+	}
+	if err := s.prune(ctx); err != nil {
+		return prev, fmt.Errorf("backup: %s was uploaded before, but pruning failed: %w", prev.Key, err)
+	}
+	return prev, nil
+}
+
+func conflict(prev, info Info) error {
+	return fmt.Errorf("%w: index %d already holds a different snapshot (%s, %d bytes); this one is %d bytes with SHA-256 %s",
+		ErrConflict, info.Index, prev.Key, prev.Size, info.Size, info.SHA256)
+}
+
+func (s *Store) writeData(ctx context.Context, info Info, data []byte) error {
+	opts := &blob.WriterOptions{ContentType: "application/octet-stream"}
+	if err := s.bucket.WriteAll(ctx, info.Key, data, opts); err != nil {
+		return fmt.Errorf("backup: writing %s: %w", info.Key, err)
+	}
+	return nil
+}
+
+// commit writes info's manifest if there is none: from then on the backup
+// exists. It loses to a manifest written meanwhile (ErrConflict, or
+// success if that one has the same bytes), and undoes itself if a
+// concurrent prune took the data meanwhile (ErrConflict: try again).
+func (s *Store) commit(ctx context.Context, info Info) error {
+	key := s.manifestKey(info.Index)
+	b, err := json.MarshalIndent(manifest{Version: schemaVersion, Info: info}, "", "  ")
+	if err != nil {
+		panic(fmt.Sprintf("backup: encoding a manifest: %v", err))
+	}
+	opts := &blob.WriterOptions{ContentType: "application/json", IfNotExist: true}
+	err = s.bucket.WriteAll(ctx, key, b, opts)
+	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		return s.lost(ctx, info)
+	}
+	if err != nil {
+		return fmt.Errorf("backup: writing manifest %s: %w", key, err)
+	}
+	return s.checkCommitted(ctx, info)
+}
+
+// lost answers a manifest write that found one written meanwhile.
+func (s *Store) lost(ctx context.Context, info Info) error {
+	prev, err := s.readManifest(ctx, info.Index)
+	if err != nil {
+		return fmt.Errorf("backup: a manifest appeared at index %d while uploading: %w", info.Index, err)
+	}
+	if prev.SHA256 == info.SHA256 && prev.Size == info.Size {
+		return nil
+	}
+	// The data object is named by its checksum: no manifest points at it.
+	if err := s.delete(ctx, info.Key); err != nil {
+		return errors.Join(conflict(prev, info), err)
+	}
+	return conflict(prev, info)
+}
+
+// checkCommitted makes sure the data object outlived a concurrent upload's
+// prune, which takes data without a manifest older than its newest backup.
+func (s *Store) checkCommitted(ctx context.Context, info Info) error {
+	ok, err := s.bucket.Exists(ctx, info.Key)
+	if err != nil {
+		return fmt.Errorf("backup: checking %s: %w", info.Key, err)
+	}
+	if ok {
+		return nil
+	}
+	key := s.manifestKey(info.Index)
+	if err := s.delete(ctx, key); err != nil {
+		return fmt.Errorf("backup: %s was pruned during the upload, and its manifest stays: %w", info.Key, err)
+	}
+	return fmt.Errorf("%w: %s was pruned by a concurrent upload of a newer backup before its manifest was written", ErrConflict, info.Key)
+}
+
+// prune deletes the manifests of all but the newest Keep backups (a backup
+// stops existing with its manifest), then the data objects at indexes
+// older than the newest kept backup that no kept backup owns: those of
+// the pruned backups, and leftovers of uploads that died before their
+// manifest. Data at a newer index may be an upload under way: kept.
+func (s *Store) prune(ctx context.Context) error {
+	manifests, err := s.list(ctx, manifestDir)
+	if err != nil || len(manifests) == 0 {
+		return err
+	}
+	keep := min(len(manifests), s.opts.Keep)
+	for _, m := range manifests[keep:] {
+		if err := s.delete(ctx, m.key); err != nil {
+			return err
+		}
+	}
+	kept := make([]uint64, keep)
+	for i, m := range manifests[:keep] {
+		kept[i] = m.index
+	}
+	return s.sweep(ctx, kept)
+}
+
+// sweep deletes the data objects older than kept[0] at no index in kept.
+func (s *Store) sweep(ctx context.Context, kept []uint64) error {
+	data, err := s.list(ctx, dataDir)
+	if err != nil {
+		return err
+	}
+	for _, d := range data {
+		if d.index >= kept[0] || slices.Contains(kept, d.index) {
+			continue
+		}
+		if err := s.delete(ctx, d.key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// delete deletes key; one already gone is no error.
+func (s *Store) delete(ctx context.Context, key string) error {
+	err := s.bucket.Delete(ctx, key)
+	if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return fmt.Errorf("backup: deleting %s: %w", key, err)
+	}
+	return nil
+}

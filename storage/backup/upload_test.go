@@ -1,0 +1,276 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gocloud.dev/blob"
+)
+
+func TestSameIndexTwice(t *testing.T) {
+	ctx := context.Background()
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			s := be.open(t, Options{})
+			first := upload(t, s, 3)[0]
+
+			later := meta(3)
+			later.TakenAt = later.TakenAt.Add(time.Hour)
+			again, err := s.Upload(ctx, later, snap(3))
+			if err != nil || !sameInfo(again, first) {
+				t.Fatalf("the same bytes again: %+v, %v; want the stored %+v", again, err, first)
+			}
+
+			_, err = s.Upload(ctx, meta(3), []byte("other bytes"))
+			wantErr(t, "other bytes at the same index", err, ErrConflict)
+			if !strings.Contains(err.Error(), "index 3") {
+				t.Fatalf("the conflict does not name the index: %v", err)
+			}
+			info, data, err := s.Latest(ctx)
+			if err != nil || !sameInfo(info, first) || !bytes.Equal(data, snap(3)) {
+				t.Fatalf("after the conflict, Latest: %+v, %v", info, err)
+			}
+			if got := keys(t, s); len(got) != 2 {
+				t.Fatalf("objects after the conflict: %v, want backup 3's two", got)
+			}
+
+			// The same bytes again repair a lost data object.
+			if err := s.bucket.Delete(ctx, first.Key); err != nil {
+				t.Fatal(err)
+			}
+			upload(t, s, 3)
+			if _, _, err := s.Latest(ctx); err != nil {
+				t.Fatalf("Latest after the repair: %v", err)
+			}
+		})
+	}
+}
+
+// Two uploads at one index: both wrote their data, the other's manifest
+// landed first.
+func TestManifestRaceAtOneIndex(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, "mem://", Options{})
+	mine, err := s.newInfo(meta(4), []byte("mine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.writeData(ctx, mine, []byte("mine")); err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := s.Upload(ctx, meta(4), []byte("theirs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "the losing manifest", s.commit(ctx, mine), ErrConflict)
+	if ok, _ := s.bucket.Exists(ctx, mine.Key); ok {
+		t.Fatal("the loser's data object was left behind")
+	}
+	if info, data, err := s.Latest(ctx); err != nil || !sameInfo(info, theirs) || string(data) != "theirs" {
+		t.Fatalf("Latest: %+v %q, %v; want the winner", info, data, err)
+	}
+
+	// The same bytes racing: the loser succeeds, and the data stays.
+	same, _ := s.newInfo(meta(4), []byte("theirs"))
+	if err := s.commit(ctx, same); err != nil {
+		t.Fatalf("a losing manifest for the same bytes: %v", err)
+	}
+	if _, _, err := s.Latest(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An upload of an old index whose data a concurrent upload's prune took
+// before the manifest was written.
+func TestPruneRaceUndoesTheManifest(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, "mem://", Options{Keep: 2})
+	old, _ := s.newInfo(meta(1), snap(1))
+	if err := s.writeData(ctx, old, snap(1)); err != nil {
+		t.Fatal(err)
+	}
+	upload(t, s, 2)
+	wantErr(t, "commit after the data was pruned", s.commit(ctx, old), ErrConflict)
+	if list, err := s.List(ctx); err != nil || indexes(list) != "[2]" {
+		t.Fatalf("List: %v (%v): a manifest without its data was left", indexes(list), err)
+	}
+}
+
+func TestConcurrentUploads(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, "mem://", Options{Keep: 3})
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range uint64(20) {
+		for range 2 { // every index twice, with the same bytes
+			wg.Go(func() {
+				if _, err := s.Upload(ctx, meta(i+1), snap(i+1)); err != nil {
+					errs <- err
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		// Losing to a concurrent prune is the one failure allowed.
+		wantErr(t, "a concurrent upload", err, ErrConflict)
+	}
+	upload(t, s, 21) // prunes what the races left
+	list, err := s.List(ctx)
+	if err != nil || indexes(list) != "[21 20 19]" {
+		t.Fatalf("List: %v (%v)", indexes(list), err)
+	}
+	for _, info := range list {
+		if _, _, err := s.Fetch(ctx, info.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := keys(t, s); len(got) != 6 {
+		t.Fatalf("objects: %v, want the 3 backups' 6", got)
+	}
+}
+
+func TestFetchUnknownKeys(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, "mem://", Options{})
+	info := upload(t, s, 7)[0]
+	for _, key := range []string{
+		"",
+		"paxcron/snapshots/x.snap",
+		s.manifestKey(7),
+		strings.Replace(info.Key, "paxcron/", "other/", 1),
+		s.dataKey(7, sha256Hex([]byte("other"))),
+		s.dataKey(8, info.SHA256),
+		s.dataKey(0, info.SHA256),
+	} {
+		_, _, err := s.Fetch(ctx, key)
+		wantErr(t, fmt.Sprintf("Fetch(%q)", key), err, ErrNotFound)
+	}
+}
+
+func TestPrefixesShareABucket(t *testing.T) {
+	ctx := context.Background()
+	url := "file://" + t.TempDir()
+	a := open(t, url, Options{Keep: 1})
+	b := open(t, url, Options{Keep: 1, Prefix: "b/"})
+	upload(t, a, 1)
+	upload(t, b, 2, 3)
+	for _, tc := range []struct {
+		s    *Store
+		want string
+	}{{a, "[1]"}, {b, "[3]"}} {
+		if list, err := tc.s.List(ctx); err != nil || indexes(list) != tc.want {
+			t.Fatalf("%s: List %v (%v), want %s", tc.s.opts.Prefix, indexes(list), err, tc.want)
+		}
+	}
+}
+
+func TestReadOverTheLimit(t *testing.T) {
+	ctx := context.Background()
+	url := "file://" + t.TempDir()
+	upload(t, open(t, url, Options{}), 1)
+	small := open(t, url, Options{MaxBackupBytes: 10})
+	_, _, err := small.Latest(ctx)
+	wantErr(t, "a backup over MaxBackupBytes", err, ErrConfig)
+}
+
+func TestBadURLs(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ url, want string }{
+		{"", `"" is not a URL`},
+		{"/var/backups", `"/var/backups" is not a URL`},
+		{"not a url", `is not a URL`},
+		{"::", `is not a URL`},
+		{"ftp://host/x", `scheme "ftp" is not supported: want file://, s3://, gs://, azblob:// or mem://`},
+		{`C:\backups`, `scheme "c" is not supported`},
+	} {
+		_, err := Open(ctx, tc.url, Options{})
+		wantErr(t, fmt.Sprintf("Open(%q)", tc.url), err, ErrConfig)
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q): %q, want it to say %q", tc.url, err, tc.want)
+		}
+	}
+	// A supported scheme, but no such folder: the driver's error, named.
+	_, err := Open(ctx, "file://"+t.TempDir()+"/missing", Options{})
+	if err == nil || !strings.HasPrefix(err.Error(), "backup: opening file://") {
+		t.Errorf("a missing folder: %v", err)
+	}
+}
+
+func TestSupportedSchemesHaveDrivers(t *testing.T) {
+	for _, scheme := range SupportedSchemes {
+		if !blob.DefaultURLMux().ValidBucketScheme(scheme) {
+			t.Errorf("no blob driver registered for %s://", scheme)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	u, err := url.Parse("azblob://user:secret@container/dir?sas=token&region=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := redact(u); strings.Contains(got, "secret") || strings.Contains(got, "token") {
+		t.Fatalf("redact: %s", got)
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	ctx := context.Background()
+	for _, opts := range []Options{{Keep: -1}, {MaxBackupBytes: -1}} {
+		_, err := Open(ctx, "mem://", opts)
+		wantErr(t, fmt.Sprintf("Open with %+v", opts), err, ErrConfig)
+	}
+	s := open(t, "mem://", Options{})
+	if s.opts.Keep != DefaultKeep || s.opts.Prefix != DefaultPrefix || s.opts.MaxBackupBytes != DefaultMaxBackupBytes {
+		t.Fatalf("defaults: %+v", s.opts)
+	}
+}
+
+func TestBadUploads(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, "mem://", Options{MaxBackupBytes: 10})
+	edit := func(f func(*Meta)) Meta { m := meta(1); f(&m); return m }
+	for _, tc := range []struct {
+		name string
+		meta Meta
+		data []byte
+	}{
+		{"index 0", edit(func(m *Meta) { m.Index = 0 }), []byte("x")},
+		{"no membership", edit(func(m *Meta) { m.Membership = nil }), []byte("x")},
+		{"replica 0", edit(func(m *Meta) { m.Membership = []uint64{1, 0} }), []byte("x")},
+		{"duplicate replica", edit(func(m *Meta) { m.Membership = []uint64{2, 1, 2} }), []byte("x")},
+		{"no time", edit(func(m *Meta) { m.TakenAt = time.Time{} }), []byte("x")},
+		{"over the limit", meta(1), make([]byte, 11)},
+	} {
+		_, err := s.Upload(ctx, tc.meta, tc.data)
+		wantErr(t, tc.name, err, ErrConfig)
+	}
+	if got := keys(t, s); len(got) != 0 {
+		t.Fatalf("refused uploads wrote %v", got)
+	}
+	if _, err := s.Upload(ctx, meta(1), make([]byte, 10)); err != nil {
+		t.Fatalf("at the limit: %v", err)
+	}
+}
+
+// Upload keeps no alias of the caller's membership.
+func TestUploadCopiesMembership(t *testing.T) {
+	s := open(t, "mem://", Options{})
+	m := meta(1)
+	info, err := s.Upload(context.Background(), m, snap(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Membership[0] = 9
+	if info.Membership[0] != 1 {
+		t.Fatal("Info aliases the caller's membership")
+	}
+}
