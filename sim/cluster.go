@@ -338,7 +338,17 @@ type simWriter struct {
 	incarnation uint64
 }
 
-func (w *simWriter) Write(u storage.Update) {
+func (w *simWriter) Write(u storage.Update) { w.write(u, nil) }
+
+// WriteSnapshot encodes the frozen snapshot when the write completes, as
+// the server's writer goroutine does some time later: the replica has
+// applied more by then, and the snapshot must still be the frozen state.
+func (w *simWriter) WriteSnapshot(u storage.Update, encode func() ([]byte, error)) {
+	w.c.faults["snapshot off thread"]++ // not a fault: proof the path ran
+	w.write(u, encode)
+}
+
+func (w *simWriter) write(u storage.Update, encode func() ([]byte, error)) {
 	c, n := w.c, w.n
 	if n.rep != nil && n.rep.InFlight() > 1 {
 		c.faults["overlapping writes"]++ // not a fault: proof the async path ran
@@ -350,6 +360,12 @@ func (w *simWriter) Write(u storage.Update) {
 			return
 		}
 		var err error
+		if encode != nil {
+			if u.Snapshot.Data, err = encode(); err != nil {
+				c.fail(fmt.Errorf("replica %d: encoding a frozen snapshot: %w", n.id, err))
+				return
+			}
+		}
 		if !u.IsEmpty() {
 			err = n.store.Save(u)
 		}

@@ -285,6 +285,10 @@ func (l *Launcher) Apply(slot uint64, data []byte) {
 // Snapshot implements replica.StateMachine.
 func (l *Launcher) Snapshot() ([]byte, error) { return l.m.Snapshot() }
 
+// FreezeSnapshot implements replica.Freezer: the cron state frozen now,
+// encoded later (state.Machine.FreezeSnapshot).
+func (l *Launcher) FreezeSnapshot() func() ([]byte, error) { return l.m.FreezeSnapshot() }
+
 // Restore implements replica.StateMachine. A leader whose state is
 // replaced starts over: it rebuilds its heap and looks every open launch
 // up.

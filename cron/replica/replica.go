@@ -109,6 +109,25 @@ type Config struct {
 	Writer Writer
 }
 
+// Freezer is a StateMachine that can capture its state in a moment and
+// encode it later: FreezeSnapshot returns the encoder, which may run on
+// any thread while the machine goes on applying, and must then return
+// what Snapshot would have returned at the freeze.
+type Freezer interface {
+	FreezeSnapshot() (encode func() ([]byte, error))
+}
+
+// SnapshotWriter is a Writer that also encodes a frozen snapshot off the
+// replica's thread: WriteSnapshot queues u, whose Snapshot.Data is empty,
+// to be saved, in order with the other writes, once encode has filled it
+// in. With a Freezer state machine it keeps a snapshot of a large state
+// from holding the replica's thread (and a leader's heartbeats) for
+// seconds.
+type SnapshotWriter interface {
+	Writer
+	WriteSnapshot(u storage.Update, encode func() ([]byte, error))
+}
+
 // Writer persists the replica's writes asynchronously. Writes must become
 // durable in the order Write was called (one queue per replica); the caller
 // reports each, in that order, with Replica.WriteDone on the replica's own
@@ -147,6 +166,9 @@ type Replica struct {
 type write struct {
 	ready     *paxos.Ready
 	snapIndex uint64 // set for a local snapshot
+	// snap is the local snapshot being encoded and saved off the thread;
+	// its Data is filled in by the time the write is done.
+	snap *paxos.Snapshot
 }
 
 // New opens a replica from its store: it restores the newest snapshot into
@@ -272,6 +294,9 @@ func (r *Replica) WriteDone(err error) error {
 		return fmt.Errorf("replica %d: persisting: %w", r.node.ID(), err)
 	}
 	if w.ready == nil {
+		if w.snap != nil {
+			r.snapBytes = len(w.snap.Data)
+		}
 		r.obs.SnapshotTaken(w.snapIndex)
 		return nil
 	}
@@ -375,6 +400,12 @@ func (r *Replica) TakeSnapshot() error {
 	if r.snapshotInFlight() {
 		return fmt.Errorf("%w (replica %d)", ErrSnapshotInFlight, r.node.ID())
 	}
+	if sw, ok := r.writer.(SnapshotWriter); ok {
+		if f, ok := r.sm.(Freezer); ok {
+			r.takeSnapshotOffThread(sw, f)
+			return nil
+		}
+	}
 	data, err := r.sm.Snapshot()
 	if err != nil {
 		return fmt.Errorf("replica %d: snapshot at %d: %w", r.node.ID(), r.applied, err)
@@ -403,6 +434,19 @@ func (r *Replica) TakeSnapshot() error {
 	r.snapBytes, r.logBytes = len(data), 0
 	r.obs.SnapshotTaken(r.applied)
 	return nil
+}
+
+// takeSnapshotOffThread freezes the state here and has the writer encode
+// and save it, in order with the other writes. The core treats the log
+// as compacted from now on, as for any queued snapshot.
+func (r *Replica) takeSnapshotOffThread(sw SnapshotWriter, f Freezer) {
+	snap := &paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: r.applied, Membership: r.membership()}}
+	u := storage.Update{Snapshot: snap, TailSlots: min(r.policy.TailEntries, r.applied)}
+	through := u.DeleteThrough()
+	r.inflight = append(r.inflight, write{snapIndex: r.applied, snap: snap})
+	sw.WriteSnapshot(u, f.FreezeSnapshot())
+	r.node.Compacted(r.applied, through)
+	r.snapAt, r.snapTick, r.logBytes = r.applied, r.node.Now(), 0
 }
 
 func (r *Replica) membership() paxos.Membership {

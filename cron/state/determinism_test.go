@@ -181,10 +181,18 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 		}
 		pre := New()
 		applied := 0
+		type frozenAt struct {
+			k      int
+			want   []byte
+			encode func() ([]byte, error)
+		}
+		var frozens []frozenAt
 		for k := 0; k <= len(log); k += 1 + int(seed%13) + len(log)/16 {
 			applyAll(pre, log[applied:k]) // pre is the machine at prefix k
 			applied = k
 			prefix := snapshot(t, pre)
+			// Frozen now, encoded once pre has applied everything.
+			frozens = append(frozens, frozenAt{k, prefix, pre.FreezeSnapshot()})
 			restored := New()
 			if err := restored.Restore(prefix); err != nil {
 				t.Fatalf("seed %d prefix %d: Restore: %v", seed, k, err)
@@ -202,6 +210,16 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 				restored.OpenCount() != len(restored.OpenLaunches()) {
 				t.Fatalf("seed %d: state after snapshot at %d + tail differs", seed, k)
 			}
+		}
+		applyAll(pre, log[applied:])
+		for _, f := range frozens {
+			got, err := f.encode()
+			if err != nil || !bytes.Equal(got, f.want) {
+				t.Fatalf("seed %d: the snapshot frozen at %d, encoded after the whole log, differs from the one taken then (%v)", seed, f.k, err)
+			}
+		}
+		if got := snapshot(t, pre); !bytes.Equal(got, want) {
+			t.Fatalf("seed %d: the machine that froze snapshots ends in another state", seed)
 		}
 	}
 	if kinds[LaunchManual] == 0 || kinds[LaunchBackfill] == 0 {
@@ -329,5 +347,31 @@ func TestRestoreRejects(t *testing.T) {
 		b := bytes.Clone(good)
 		b[r.IntN(len(b))] ^= byte(1 + r.IntN(255))
 		_ = New().Restore(b)
+	}
+}
+
+// A frozen snapshot is encoded on another goroutine while the machine
+// applies the rest of the log (the replica's writer does so); the race
+// detector checks that the two share nothing that changes.
+func TestFreezeSnapshotConcurrently(t *testing.T) {
+	for seed := range uint64(4) {
+		log := genCommands(t, seed, 300)
+		m := New()
+		half := len(log) / 2
+		applyAll(m, log[:half])
+		want := snapshot(t, m)
+		encode := m.FreezeSnapshot()
+		done := make(chan []byte)
+		go func() {
+			got, err := encode()
+			if err != nil {
+				t.Error(err)
+			}
+			done <- got
+		}()
+		applyAll(m, log[half:])
+		if got := <-done; !bytes.Equal(got, want) {
+			t.Fatalf("seed %d: the snapshot encoded while the machine applied differs from the one frozen", seed)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"paxcron/cron/schedule"
@@ -135,6 +136,10 @@ type job struct {
 	// hist is the history, packed; Job.History is always nil here.
 	hist  history
 	sched *schedule.Schedule
+	// born is the Machine's epoch when this struct was made. A struct
+	// born before the current epoch may be held by a frozen snapshot
+	// (FreezeSnapshot), so it is copied before it is changed (writable).
+	born uint64
 }
 
 // content is ContentHash of the job's spec.
@@ -176,13 +181,33 @@ type Machine struct {
 	deleted int
 	// snapshotSize is the size of the last snapshot taken or restored,
 	// which sizes the next one's buffer: growing a buffer of hundreds of
-	// MiB by doubling copies it several times over.
+	// MiB by doubling copies it several times over. A snapshot encoded off
+	// the replica's thread reports its size through encodedSize.
 	snapshotSize int
+	encodedSize  *atomic.Int64
+	// epoch counts FreezeSnapshot calls: jobs born before it are shared
+	// with a frozen snapshot and copied on write.
+	epoch uint64
 }
 
 // New returns an empty Machine.
 func New() *Machine {
-	return &Machine{jobs: make(map[string]*job), tombstones: make(map[string]tombstone)}
+	return &Machine{jobs: make(map[string]*job), tombstones: make(map[string]tombstone), encodedSize: new(atomic.Int64)}
+}
+
+// writable returns j ready to be changed: j itself, or, if a frozen
+// snapshot may hold it, a copy that replaces it in the state (the copy
+// shares only what no apply changes in place: strings, the packed
+// history, meta, payload and the parsed schedule).
+func (m *Machine) writable(j *job) *job {
+	if j.born == m.epoch {
+		return j
+	}
+	c := *j
+	c.Open = slices.Clone(j.Open)
+	c.born = m.epoch
+	m.jobs[c.Name] = &c
+	return &c
 }
 
 // Apply implements replica.StateMachine: it decodes cmd and applies it.
@@ -297,6 +322,9 @@ func (m *Machine) putJob(c PutJob) error {
 		return err
 	}
 	j, exists := m.jobs[c.Name]
+	if exists {
+		j = m.writable(j)
+	}
 	switch {
 	case !exists && c.IfVersion != 0:
 		return fmt.Errorf("%w: job %q does not exist (if-version %d)", ErrConflict, c.Name, c.IfVersion)
@@ -308,7 +336,7 @@ func (m *Machine) putJob(c PutJob) error {
 	m.lastVersion++
 	at := c.At.UTC()
 	if !exists {
-		j = &job{Job: Job{Name: c.Name, CreatedVersion: m.lastVersion, CreatedAt: at}}
+		j = &job{Job: Job{Name: c.Name, CreatedVersion: m.lastVersion, CreatedAt: at}, born: m.epoch}
 		// A job re-created under the name of a deleted one counts from the
 		// last launch its namesake started, as if it had started it: no
 		// launch of the new job can share an identity (hence a Nomad
@@ -352,18 +380,19 @@ func (j *job) recompute() {
 	j.NextAt = next.UTC()
 }
 
+// lookup returns the named job, writable: its callers change it.
 func (m *Machine) lookup(name string) (*job, error) {
 	j, ok := m.jobs[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: job %q", ErrNotFound, name)
 	}
-	return j, nil
+	return m.writable(j), nil
 }
 
 func (m *Machine) deleteJob(c DeleteJob) error {
-	j, err := m.lookup(c.Name)
-	if err != nil {
-		return err
+	j, ok := m.jobs[c.Name] // read only: a frozen snapshot may hold it
+	if !ok {
+		return fmt.Errorf("%w: job %q", ErrNotFound, c.Name)
 	}
 	if c.IfVersion != 0 && c.IfVersion != j.Version {
 		return fmt.Errorf("%w: job %q is at version %d, not %d", ErrConflict, c.Name, j.Version, c.IfVersion)
@@ -380,7 +409,9 @@ func (m *Machine) deleteJob(c DeleteJob) error {
 	}
 	delete(m.jobs, c.Name)
 	m.deleted++
-	*j = job{} // it may sit in a restore's slab: keep nothing alive through it
+	if j.born == m.epoch {
+		*j = job{} // it may sit in a restore's slab: keep nothing alive through it
+	}
 	return nil
 }
 
@@ -482,6 +513,7 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 	found := false
 	at := c.ScheduledAt.UTC()
 	if ok {
+		j = m.writable(j)
 		i, found = slices.BinarySearchFunc(j.Open, Launch{ScheduledAt: at, Kind: c.LaunchKind}, compareOpen)
 	}
 	if !found && m.finishOrphan(c) {

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -103,43 +104,87 @@ type wireLaunch struct {
 
 // Snapshot implements replica.StateMachine.
 func (m *Machine) Snapshot() ([]byte, error) {
-	names := m.sortedNames()
-	h := wireHeader{LastSlot: m.lastSlot, LastVersion: m.lastVersion, Stats: m.stats, Term: m.term, Jobs: uint64(len(names))}
-	for _, r := range m.rejections {
-		h.Rejections = append(h.Rejections, wireRejection{Slot: r.Slot, Kind: uint8(r.Kind), Job: r.Job, Reason: r.Reason})
+	data, err := m.freeze().encode()
+	if err == nil {
+		m.snapshotSize = len(data)
 	}
-	out := make([]byte, 1, m.snapshotCapacity())
+	return data, err
+}
+
+// FreezeSnapshot captures the state as it is now, in a pass over the job
+// names (a pointer each), and returns the function that encodes it into
+// what Snapshot would have returned now. That function may run on any
+// goroutine, while the Machine goes on applying: from here on a job is
+// copied before it is first changed (writable), so the frozen jobs stay
+// as they were. At a million jobs the encoding takes a second or two,
+// too long for the replica's loop, which must keep heartbeating.
+func (m *Machine) FreezeSnapshot() func() ([]byte, error) {
+	f := m.freeze()
+	m.epoch++
+	return f.encode
+}
+
+// frozen is the state at one moment, as a snapshot encodes it.
+type frozen struct {
+	header   wireHeader
+	jobs     []*job
+	trailer  wireTrailer
+	capacity int
+	size     *atomic.Int64
+}
+
+func (m *Machine) freeze() *frozen {
+	names := m.sortedNames()
+	f := &frozen{
+		header:   wireHeader{LastSlot: m.lastSlot, LastVersion: m.lastVersion, Stats: m.stats, Term: m.term, Jobs: uint64(len(names))},
+		jobs:     make([]*job, len(names)),
+		capacity: m.snapshotCapacity(),
+		size:     m.encodedSize,
+	}
+	for _, r := range m.rejections {
+		f.header.Rejections = append(f.header.Rejections, wireRejection{Slot: r.Slot, Kind: uint8(r.Kind), Job: r.Job, Reason: r.Reason})
+	}
+	for i, name := range names {
+		f.jobs[i] = m.jobs[name]
+	}
+	for _, l := range m.orphans {
+		f.trailer.Orphans = append(f.trailer.Orphans, wireOrphan{Job: l.Job, Launch: launchToWire(l)})
+	}
+	for _, name := range m.tombOrder {
+		ts := m.tombstones[name]
+		f.trailer.Tombstones = append(f.trailer.Tombstones, wireTombstone{Name: name, Last: toWire(ts.started), LastTriggered: toWire(ts.triggered)})
+	}
+	return f
+}
+
+// encode writes the frozen state as a snapshot. It reads only what no
+// apply changes in place.
+func (f *frozen) encode() ([]byte, error) {
+	out := make([]byte, 1, f.capacity)
 	out[0] = snapshotVersion
-	out, err := appendValue(out, &h)
+	out, err := appendValue(out, &f.header)
 	if err != nil {
 		return nil, fmt.Errorf("state: encoding the snapshot header: %w", err)
 	}
 	var w wireJob
 	var sc wireScratch
-	for _, name := range names {
-		jobToWireInto(&w, m.jobs[name], &sc)
+	for _, j := range f.jobs {
+		jobToWireInto(&w, j, &sc)
 		out = appendJob(out, &w)
 	}
-	var t wireTrailer
-	for _, l := range m.orphans {
-		t.Orphans = append(t.Orphans, wireOrphan{Job: l.Job, Launch: launchToWire(l)})
-	}
-	for _, name := range m.tombOrder {
-		ts := m.tombstones[name]
-		t.Tombstones = append(t.Tombstones, wireTombstone{Name: name, Last: toWire(ts.started), LastTriggered: toWire(ts.triggered)})
-	}
-	if out, err = appendValue(out, &t); err != nil {
+	if out, err = appendValue(out, &f.trailer); err != nil {
 		return nil, fmt.Errorf("state: encoding the snapshot trailer: %w", err)
 	}
-	m.snapshotSize = len(out)
+	f.size.Store(int64(len(out)))
 	return out, nil
 }
 
 // snapshotCapacity is the buffer a snapshot starts with: the last
 // snapshot's size and a margin, or else an estimate from the jobs' sizes.
 func (m *Machine) snapshotCapacity() int {
-	if m.snapshotSize > 0 {
-		return m.snapshotSize + m.snapshotSize/16 + 4096
+	size := max(m.snapshotSize, int(m.encodedSize.Load()))
+	if size > 0 {
+		return size + size/16 + 4096
 	}
 	n := 4096
 	//detlint:maprange a sum, whatever the order
@@ -261,7 +306,7 @@ func machineFromHeader(h *wireHeader) (*Machine, error) {
 	if h.Jobs > MaxJobs {
 		return nil, snapshotErr("%d jobs, more than %d", h.Jobs, MaxJobs)
 	}
-	m := &Machine{jobs: make(map[string]*job, h.Jobs), tombstones: map[string]tombstone{},
+	m := &Machine{jobs: make(map[string]*job, h.Jobs), tombstones: map[string]tombstone{}, encodedSize: new(atomic.Int64),
 		lastSlot: h.LastSlot, lastVersion: h.LastVersion, stats: h.Stats, term: h.Term}
 	if len(h.Rejections) > MaxRejections {
 		return nil, snapshotErr("%d rejections, more than %d", len(h.Rejections), MaxRejections)

@@ -98,6 +98,23 @@ func (m *cronMachine) Snapshot() ([]byte, error) {
 	return append(h, s...), nil
 }
 
+// FreezeSnapshot implements replica.Freezer: the hash now, and the cron
+// state frozen now, encoded later off the loop.
+func (m *cronMachine) FreezeSnapshot() func() ([]byte, error) {
+	h, err := m.hash.Snapshot()
+	encode := m.l.FreezeSnapshot()
+	return func() ([]byte, error) {
+		if err != nil {
+			return nil, err
+		}
+		s, err := encode()
+		if err != nil {
+			return nil, err
+		}
+		return append(h, s...), nil
+	}
+}
+
 func (m *cronMachine) Restore(data []byte) error {
 	if len(data) < hashSnapshotBytes {
 		return fmt.Errorf("node: cron snapshot of %d bytes, shorter than its hash", len(data))

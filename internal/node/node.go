@@ -212,7 +212,7 @@ type Node struct {
 
 	// writes and written connect the loop to its writer goroutine when
 	// writes are asynchronous (nil otherwise).
-	writes  chan storage.Update
+	writes  chan queuedWrite
 	written chan error
 	wrote   chan struct{} // closed when the writer goroutine returns
 
@@ -393,15 +393,26 @@ func (n *Node) writerFor(async bool) replica.Writer {
 	}
 	// Capacities exceed what can be in flight: neither side ever blocks
 	// on the other.
-	n.writes = make(chan storage.Update, 2*maxWritesInFlight)
+	n.writes = make(chan queuedWrite, 2*maxWritesInFlight)
 	n.written = make(chan error, 2*maxWritesInFlight)
 	n.wrote = make(chan struct{})
 	return queueWriter(n.writes)
 }
 
-type queueWriter chan storage.Update
+// queuedWrite is a write for the writer goroutine; encode, when set,
+// fills in u's snapshot data first (replica.SnapshotWriter).
+type queuedWrite struct {
+	u      storage.Update
+	encode func() ([]byte, error)
+}
 
-func (q queueWriter) Write(u storage.Update) { q <- u }
+type queueWriter chan queuedWrite
+
+func (q queueWriter) Write(u storage.Update) { q <- queuedWrite{u: u} }
+
+func (q queueWriter) WriteSnapshot(u storage.Update, encode func() ([]byte, error)) {
+	q <- queuedWrite{u: u, encode: encode}
+}
 
 // write is the writer goroutine: it takes every write queued up, saves them
 // as one merged, synced batch (group commit across Readys), and reports a
@@ -409,28 +420,42 @@ func (q queueWriter) Write(u storage.Update) { q <- u }
 func (n *Node) write() {
 	defer close(n.wrote)
 	batch := make([]storage.Update, 0, maxWritesInFlight)
-	for u := range n.writes {
-		batch = append(batch[:0], u)
+	for q := range n.writes {
+		err := encodeSnapshot(q)
+		batch = append(batch[:0], q.u)
 	drain:
-		for len(batch) < cap(batch) {
+		for len(batch) < cap(batch) && err == nil {
 			select {
-			case u, ok := <-n.writes:
+			case q, ok := <-n.writes:
 				if !ok {
 					break drain
 				}
-				batch = append(batch, u)
+				err = encodeSnapshot(q)
+				batch = append(batch, q.u)
 			default:
 				break drain
 			}
 		}
-		var err error
-		if merged := storage.Merge(batch); !merged.IsEmpty() {
+		if merged := storage.Merge(batch); err == nil && !merged.IsEmpty() {
 			err = n.store.Save(merged)
 		}
 		for range batch {
 			n.written <- err
 		}
 	}
+}
+
+// encodeSnapshot fills in a frozen snapshot's data, off the loop.
+func encodeSnapshot(q queuedWrite) error {
+	if q.encode == nil {
+		return nil
+	}
+	data, err := q.encode()
+	if err != nil {
+		return fmt.Errorf("encoding the snapshot at %d: %w", q.u.Snapshot.Meta.Index, err)
+	}
+	q.u.Snapshot.Data = data
+	return nil
 }
 
 // proposal is one Propose call waiting for its command to be applied.
