@@ -414,7 +414,11 @@ func flagString(ctx context.Context, name string) string {
 const operatorUsage = `Usage: paxcron operator <subcommand> [arguments]
 
 Subcommands:
-  status     show the cluster as a replica sees it: leader, replicas, log, lease
+  status             show the cluster as a replica sees it: leader, replicas, log, lease
+  backup             have the leader upload the state to the backup target now
+  snapshot save      save the cluster's state to a file
+  snapshot inspect   check a snapshot file and say what it holds
+  snapshot restore   rebuild a replica's data folder from a snapshot (disaster recovery)
 
 Run "paxcron operator <subcommand> -h" for a subcommand's flags.
 `
@@ -427,6 +431,10 @@ func runOperator(args []string, stdout, stderr io.Writer, getenv func(string) st
 	switch args[0] {
 	case "status":
 		return runAPICommand("paxcron operator status", operatorStatus, args[1:], stdout, stderr, getenv)
+	case "backup":
+		return runAPICommand("paxcron operator backup", operatorBackup, args[1:], stdout, stderr, getenv)
+	case "snapshot":
+		return runSnapshot(args[1:], stdout, stderr, getenv)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, operatorUsage)
 		return exitOK
@@ -476,4 +484,21 @@ the newest snapshot and backup.`,
 		}
 		return tw.Flush()
 	},
+}
+
+func runSnapshot(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, operatorUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "save":
+		return runAPICommand("paxcron operator snapshot save", operatorSnapshotSave, args[1:], stdout, stderr, getenv)
+	case "inspect":
+		return runSnapshotInspect(args[1:], stdout, stderr)
+	case "restore":
+		return runSnapshotRestore(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "paxcron operator snapshot: unknown subcommand %q (save, inspect, restore)\n", args[0])
+	return exitUsage
 }

@@ -158,6 +158,12 @@ func (c *Client) Snapshot(ctx context.Context, w io.Writer) (index uint64, err e
 	return index, nil
 }
 
+// BackupNow has the leader upload its state to the backup target now.
+func (c *Client) BackupNow(ctx context.Context) (BackupInfo, error) {
+	var b BackupInfo
+	return b, c.do(ctx, http.MethodPost, "/v1/operator/backup", nil, nil, &b)
+}
+
 func jobPath(name string) string { return "/v1/jobs/" + url.PathEscape(name) }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {

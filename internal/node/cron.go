@@ -321,6 +321,18 @@ type SnapshotSummary struct {
 	Stats    state.Stats
 }
 
+// RestoreState decodes the cron state of a cron-mode snapshot's data.
+func RestoreState(data []byte) (*state.Machine, error) {
+	if len(data) < hashSnapshotBytes {
+		return nil, fmt.Errorf("node: a snapshot of %d bytes, shorter than its hash", len(data))
+	}
+	m := state.New()
+	if err := m.Restore(data[hashSnapshotBytes:]); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // DescribeSnapshot decodes a cron-mode snapshot's data (as Snapshot and
 // the store hold it) and summarises it; an error if it does not decode.
 func DescribeSnapshot(data []byte) (SnapshotSummary, error) {

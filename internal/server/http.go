@@ -47,6 +47,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/jobs/{name}/resume", s.write(s.handleResume))
 	mux.HandleFunc("POST /v1/jobs/{name}/trigger", s.write(s.handleTrigger))
 	mux.HandleFunc("POST /v1/jobs/{name}/backfill", s.write(s.handleBackfill))
+	mux.HandleFunc("GET /v1/operator/snapshot", s.write(s.handleSnapshot))
+	mux.HandleFunc("POST /v1/operator/backup", s.write(s.handleBackupNow))
 	mux.Handle("GET /metrics", s.authorized(false, s.metrics.handler()))
 	mux.HandleFunc("GET /{$}", s.handleStatusPage)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -276,7 +278,8 @@ func (s *Server) handleStatus(_ http.ResponseWriter, r *http.Request) (any, erro
 		Replica: uint64(st.ID), Role: roleName(st.Role), Leader: uint64(st.Leader), LeaderAPI: s.peers.apiAddr(st.Leader),
 		Chosen: st.Chosen, Applied: st.Applied, Lease: api.Duration(st.Lease), Launching: st.Launching,
 		StateHash: fmt.Sprintf("%016x", st.Hash), LastSnapshot: st.SnapshotIndex, Replicas: s.peers.list(),
-		Version: s.cfg.Version, Time: time.Now().UTC(),
+		LastBackup: s.backups.lastInfo(),
+		Version:    s.cfg.Version, Time: time.Now().UTC(),
 	}
 	if st.Leader == paxos.None {
 		out.LeaderAPI = ""

@@ -52,6 +52,7 @@ type Server struct {
 	peers    *peers
 	metrics  *metrics
 	recent   recentLaunches
+	backups  *backups // nil without a backup target
 	http     *http.Server
 	httpLn   net.Listener
 	apiTLS   *tls.Config
@@ -97,6 +98,9 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 	s.peers = newPeers(cfg)
 	s.metrics = newMetrics(s)
 	if err := s.openNomad(); err != nil {
+		return nil, err
+	}
+	if err := s.openBackups(); err != nil {
 		return nil, err
 	}
 	if err := s.newNode(rebuilding); err != nil {
@@ -316,6 +320,9 @@ func (s *Server) Start() {
 	if s.nomad != nil {
 		s.wg.Go(s.checkNomad)
 	}
+	if s.backups != nil {
+		s.wg.Go(s.backupLoop)
+	}
 	s.log.Info("replica started", "paxos", s.tr.Addr().String(), "http", s.httpLn.Addr().String(), "members", s.cfg.Members)
 }
 
@@ -367,6 +374,12 @@ func (s *Server) SetPeer(id paxos.ReplicaID, addrs PeerAddrs) error {
 // snapshotTaken is the node's OnSnapshot: it must not block.
 func (s *Server) snapshotTaken(index uint64) {
 	s.metrics.snapshotTime.SetToCurrentTime()
+	if s.backups != nil {
+		select {
+		case s.backups.wake <- struct{}{}:
+		default: // an upload is already due: it takes the newest snapshot
+		}
+	}
 	s.log.Debug("snapshot taken", "index", index)
 }
 
@@ -489,6 +502,9 @@ func (s *Server) Close() error {
 			s.nomad.Close()
 		}
 		s.wg.Wait()
+		if s.backups != nil {
+			errs = append(errs, s.backups.store.Close())
+		}
 		if s.store != nil {
 			errs = append(errs, s.store.Close())
 		}

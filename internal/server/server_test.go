@@ -27,6 +27,8 @@ type fakeNomad struct {
 	mu       sync.Mutex
 	children map[string]string // by identity
 	calls    int
+	// dispatched counts dispatch calls by identity.
+	dispatched map[string]int
 }
 
 func (f *fakeNomad) dispatcher(done func(launcher.Result)) launcher.Dispatcher {
@@ -36,6 +38,10 @@ func (f *fakeNomad) dispatcher(done func(launcher.Result)) launcher.Dispatcher {
 		switch r.Op {
 		case launcher.OpDispatch:
 			f.calls++
+			if f.dispatched == nil {
+				f.dispatched = map[string]int{}
+			}
+			f.dispatched[r.Identity]++
 			if r.Spec.NomadJob == "missing" {
 				res.Err = fmt.Errorf("%w: job \"missing\" not found", launcher.ErrRejected)
 				break
