@@ -31,6 +31,9 @@ const (
 	DefaultKeep           = 5
 	DefaultPrefix         = "paxcron/"
 	DefaultMaxBackupBytes = 2 << 30 // 2 GiB
+	// DefaultOrphanGrace: an upload's data and manifest are written
+	// seconds apart; an hour apart, the manifest is never coming.
+	DefaultOrphanGrace = time.Hour
 )
 
 // SupportedSchemes are the URL schemes Open accepts (drivers.go registers
@@ -49,6 +52,12 @@ type Options struct {
 	// MaxBackupBytes is the largest snapshot uploaded or read back (the
 	// whole snapshot is held in memory): 0 means DefaultMaxBackupBytes.
 	MaxBackupBytes int64
+	// OrphanGrace is how much older than the newest manifest a data
+	// object without a manifest must be before pruning takes it for the
+	// leftover of a failed upload: a younger one may be an upload under
+	// way whose manifest is about to be written. 0 means
+	// DefaultOrphanGrace. Ages are the blob store's modification times.
+	OrphanGrace time.Duration
 }
 
 // withDefaults validates o and fills in its zero fields.
@@ -58,6 +67,11 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: Keep %d is negative (0 means the default, %d)", ErrConfig, o.Keep, DefaultKeep)
 	case o.MaxBackupBytes < 0:
 		return o, fmt.Errorf("%w: MaxBackupBytes %d is negative (0 means the default, %d)", ErrConfig, o.MaxBackupBytes, DefaultMaxBackupBytes)
+	case o.OrphanGrace < 0:
+		return o, fmt.Errorf("%w: OrphanGrace %v is negative (0 means the default, %v)", ErrConfig, o.OrphanGrace, DefaultOrphanGrace)
+	}
+	if o.OrphanGrace == 0 {
+		o.OrphanGrace = DefaultOrphanGrace
 	}
 	if o.Keep == 0 {
 		o.Keep = DefaultKeep

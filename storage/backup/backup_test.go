@@ -292,10 +292,19 @@ func TestCorruptManifestIsDetected(t *testing.T) {
 
 func TestHalfWrittenUploadIsInvisibleAndPruned(t *testing.T) {
 	ctx := context.Background()
-	s := open(t, "mem://", Options{Keep: 2})
-	// A data object with no manifest: an upload that died half-way.
+	dir := t.TempDir()
+	s := open(t, "file://"+dir, Options{Keep: 2})
+	// A data object with no manifest: an upload that died half-way, two
+	// hours ago.
 	dead := s.dataKey(5, sha256Hex(snap(5)))
 	if err := s.bucket.WriteAll(ctx, dead, snap(5), nil); err != nil {
+		t.Fatal(err)
+	}
+	age(t, dir, dead, 2*time.Hour)
+	// One at an older index written just now is an upload under way
+	// (the race a concurrent upload's prune would lose): kept.
+	young := s.dataKey(4, sha256Hex(snap(4)))
+	if err := s.bucket.WriteAll(ctx, young, snap(4), nil); err != nil {
 		t.Fatal(err)
 	}
 	if list, err := s.List(ctx); err != nil || len(list) != 0 {
@@ -309,6 +318,9 @@ func TestHalfWrittenUploadIsInvisibleAndPruned(t *testing.T) {
 	upload(t, s, 6)
 	if ok, err := s.bucket.Exists(ctx, dead); ok || err != nil {
 		t.Fatalf("the leftover %s, older than the newest backup, was not pruned (%v)", dead, err)
+	}
+	if ok, err := s.bucket.Exists(ctx, young); !ok || err != nil {
+		t.Fatalf("a data object written just now (an upload under way) was pruned (%v)", err)
 	}
 	// One newer than every backup may be an upload under way: kept.
 	inFlight := s.dataKey(99, sha256Hex(snap(99)))
@@ -334,5 +346,15 @@ func TestHalfWrittenUploadIsInvisibleAndPruned(t *testing.T) {
 	}
 	if list, err := s.List(ctx); err != nil || indexes(list) != "[10 9]" {
 		t.Fatalf("List: %v (%v)", indexes(list), err)
+	}
+}
+
+// age sets the modification time of key's file in a fileblob store at
+// dir to d ago.
+func age(t *testing.T, dir, key string, d time.Duration) {
+	t.Helper()
+	then := time.Now().Add(-d)
+	if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(key)), then, then); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -112,6 +113,7 @@ func sha256Hex(data []byte) string {
 type object struct {
 	index uint64
 	key   string
+	mod   time.Time // the blob store's modification time
 }
 
 // list returns dir's objects (manifestDir or dataDir), newest index
@@ -128,6 +130,7 @@ func (s *Store) list(ctx context.Context, dir string) ([]object, error) {
 			return nil, fmt.Errorf("backup: listing %s%s in %s: %w", s.opts.Prefix, dir, s.url, err)
 		}
 		if o, ok := s.parseObject(dir, obj.Key); ok {
+			o.mod = obj.ModTime
 			out = append(out, o)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -113,6 +114,11 @@ func (s *Store) commit(ctx context.Context, info Info) error {
 // lost answers a manifest write that found one written meanwhile.
 func (s *Store) lost(ctx context.Context, info Info) error {
 	prev, err := s.readManifest(ctx, info.Index)
+	if errors.Is(err, ErrNotFound) {
+		// It appeared, and a concurrent prune took it again: this index
+		// is older than the backups kept.
+		return fmt.Errorf("%w: another upload at index %d won, and its backup was pruned since", ErrConflict, info.Index)
+	}
 	if err != nil {
 		return fmt.Errorf("backup: a manifest appeared at index %d while uploading: %w", info.Index, err)
 	}
@@ -154,26 +160,37 @@ func (s *Store) prune(ctx context.Context) error {
 		return err
 	}
 	keep := min(len(manifests), s.opts.Keep)
+	var pruned []uint64
 	for _, m := range manifests[keep:] {
 		if err := s.delete(ctx, m.key); err != nil {
 			return err
 		}
+		pruned = append(pruned, m.index)
 	}
 	kept := make([]uint64, keep)
+	newest := manifests[0].mod
 	for i, m := range manifests[:keep] {
 		kept[i] = m.index
+		if m.mod.After(newest) {
+			newest = m.mod
+		}
 	}
-	return s.sweep(ctx, kept)
+	return s.sweep(ctx, kept, pruned, newest.Add(-s.opts.OrphanGrace))
 }
 
-// sweep deletes the data objects older than kept[0] at no index in kept.
-func (s *Store) sweep(ctx context.Context, kept []uint64) error {
+// sweep deletes the data objects of the backups just pruned, and those
+// older than kept[0] at no index in kept that were written before cutoff:
+// leftovers of uploads that died before their manifest. A younger one may
+// be an upload under way, its manifest about to be written (deleting it
+// would leave a manifest without data).
+func (s *Store) sweep(ctx context.Context, kept, pruned []uint64, cutoff time.Time) error {
 	data, err := s.list(ctx, dataDir)
 	if err != nil {
 		return err
 	}
 	for _, d := range data {
-		if d.index >= kept[0] || slices.Contains(kept, d.index) {
+		leftover := d.index < kept[0] && !slices.Contains(kept, d.index) && d.mod.Before(cutoff)
+		if !leftover && !slices.Contains(pruned, d.index) {
 			continue
 		}
 		if err := s.delete(ctx, d.key); err != nil {
