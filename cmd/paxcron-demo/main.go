@@ -122,9 +122,9 @@ type demo struct {
 	nomadAddr, nomadToken string
 	stopNomad             func()
 	http, paxos           [3]int
-	procs                 [3]*exec.Cmd
 
 	mu      sync.Mutex
+	procs   [3]*exec.Cmd // running replicas (watch reads them)
 	printed map[string]bool // launches printed, by identity and outcome
 	started map[string]bool // identities seen started
 }
@@ -300,27 +300,39 @@ func (d *demo) start(id int, bootstrap bool) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting replica %d: %w", id, err)
 	}
-	d.procs[id-1] = cmd
+	d.setProc(id, cmd)
 	return nil
 }
 
+func (d *demo) proc(id int) *exec.Cmd {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.procs[id-1]
+}
+
+func (d *demo) setProc(id int, cmd *exec.Cmd) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.procs[id-1] = cmd
+}
+
 func (d *demo) kill(id int) {
-	if p := d.procs[id-1]; p != nil {
+	if p := d.proc(id); p != nil {
 		_ = p.Process.Signal(syscall.SIGKILL)
 		_ = p.Wait()
-		d.procs[id-1] = nil
+		d.setProc(id, nil)
 	}
 }
 
 // stopReplicas asks each replica to stop (SIGTERM: the leader hands over).
 func (d *demo) stopReplicas() {
-	for _, p := range d.procs {
-		if p != nil {
+	for id := 1; id <= 3; id++ {
+		if p := d.proc(id); p != nil {
 			_ = p.Process.Signal(syscall.SIGTERM)
 		}
 	}
 	for id := 1; id <= 3; id++ {
-		if p := d.procs[id-1]; p != nil {
+		if p := d.proc(id); p != nil {
 			done := make(chan struct{})
 			go func() { _ = p.Wait(); close(done) }()
 			select {
@@ -345,7 +357,7 @@ func (d *demo) waitLeader(ctx context.Context, not int) (int, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		for id := 1; id <= 3; id++ {
-			if id == not || d.procs[id-1] == nil {
+			if id == not || d.proc(id) == nil {
 				continue
 			}
 			if st, err := d.client(id).Status(ctx); err == nil && st.Launching {
@@ -364,7 +376,7 @@ func (d *demo) waitLeader(ctx context.Context, not int) (int, error) {
 func (d *demo) watch(ctx context.Context, job string) {
 	for ctx.Err() == nil {
 		for id := 1; id <= 3; id++ {
-			if d.procs[id-1] == nil {
+			if d.proc(id) == nil {
 				continue
 			}
 			j, err := d.client(id).Job(ctx, job, 0, api.ReadOptions{Stale: true})
