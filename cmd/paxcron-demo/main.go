@@ -124,7 +124,7 @@ type demo struct {
 	http, paxos           [3]int
 
 	mu      sync.Mutex
-	procs   [3]*exec.Cmd // running replicas (watch reads them)
+	procs   [3]*exec.Cmd    // running replicas (watch reads them)
 	printed map[string]bool // launches printed, by identity and outcome
 	started map[string]bool // identities seen started
 }
