@@ -110,8 +110,12 @@ type Job struct {
 	Version        uint64
 	CreatedVersion uint64
 	Paused         bool
-	CreatedAt      time.Time // At of the PutJob that created it
-	UpdatedAt      time.Time // At of the latest PutJob
+	// born is the Machine's epoch when the job's struct was made (see
+	// writable); unexported, and here rather than in job, where it would
+	// take a size class more per job than in Paused's padding.
+	born      uint32
+	CreatedAt time.Time // At of the PutJob that created it
+	UpdatedAt time.Time // At of the latest PutJob
 	// LastStartedAt is the latest ScheduledAt a launch was started for,
 	// zero if none; launches at or before it are duplicates.
 	LastStartedAt time.Time
@@ -136,10 +140,6 @@ type job struct {
 	// hist is the history, packed; Job.History is always nil here.
 	hist  history
 	sched *schedule.Schedule
-	// born is the Machine's epoch when this struct was made. A struct
-	// born before the current epoch may be held by a frozen snapshot
-	// (FreezeSnapshot), so it is copied before it is changed (writable).
-	born uint64
 }
 
 // content is ContentHash of the job's spec.
@@ -185,9 +185,9 @@ type Machine struct {
 	// the replica's thread reports its size through encodedSize.
 	snapshotSize int
 	encodedSize  *atomic.Int64
-	// epoch counts FreezeSnapshot calls: jobs born before it are shared
-	// with a frozen snapshot and copied on write.
-	epoch uint64
+	// epoch counts FreezeSnapshot calls: a job born (Job.born) before it
+	// may be shared with a frozen snapshot, and is copied on write.
+	epoch uint32
 }
 
 // New returns an empty Machine.
@@ -336,7 +336,7 @@ func (m *Machine) putJob(c PutJob) error {
 	m.lastVersion++
 	at := c.At.UTC()
 	if !exists {
-		j = &job{Job: Job{Name: c.Name, CreatedVersion: m.lastVersion, CreatedAt: at}, born: m.epoch}
+		j = &job{Job: Job{Name: c.Name, CreatedVersion: m.lastVersion, CreatedAt: at, born: m.epoch}}
 		// A job re-created under the name of a deleted one counts from the
 		// last launch its namesake started, as if it had started it: no
 		// launch of the new job can share an identity (hence a Nomad

@@ -139,6 +139,7 @@ func (m *Machine) LastSlot() uint64 { return m.lastSlot }
 // copy returns the job's state sharing no memory with it.
 func (j *job) copy() Job {
 	c := j.Job
+	c.born = 0 // the Machine's business, not the caller's
 	c.Spec = j.spec()
 	c.Open = nilIfEmpty(slices.Clone(j.Open))
 	c.History = j.hist.launches(j.Name, j.Spec.NomadJob)

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -120,6 +121,10 @@ func (m *Machine) Snapshot() ([]byte, error) {
 // too long for the replica's loop, which must keep heartbeating.
 func (m *Machine) FreezeSnapshot() func() ([]byte, error) {
 	f := m.freeze()
+	if m.epoch == math.MaxUint32 {
+		// A freeze every second would take 136 years to get here.
+		panic("state: the snapshot epoch wrapped around")
+	}
 	m.epoch++
 	return f.encode
 }
