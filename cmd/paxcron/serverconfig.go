@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -184,7 +185,7 @@ func (o *serverSettings) table() []setting {
 		integer("snapshot.every_entries", "snapshot after this many log entries (0: never by count)", &o.snapEntries),
 		duration("snapshot.every", "snapshot at least this often (0: never by time)", &o.snapEvery),
 		integer("snapshot.tail_entries", "log entries kept below a snapshot, to catch a follower up without it", &o.snapTail),
-		str("backup.url", "where snapshots are backed up: file:///path, s3://bucket, gs://bucket, azblob://container", &o.backupURL),
+		str("backup.url", "where the leader backs snapshots up: file:///path, s3://bucket, gs://bucket, azblob://container; default file://<data_dir>/backups (the same disk: point it elsewhere); off: none", &o.backupURL),
 		integer("backup.keep", "backups kept (the newest)", &o.backupKeep),
 		str("log.level", "debug, info, warn or error", &o.logLevel),
 		str("log.format", "text or json", &o.logFormat),
@@ -345,7 +346,7 @@ func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.
 		Snapshots: replica.SnapshotPolicy{
 			EveryEntries: uint64(o.snapEntries), LogPerState: 1, TailEntries: uint64(o.snapTail),
 		},
-		Backup: o.backupURL, BackupKeep: o.backupKeep, Version: version,
+		Backup: backupTarget(o.backupURL, o.dataDir), BackupKeep: o.backupKeep, Version: version,
 	}
 	for _, m := range o.members {
 		cfg.Members = append(cfg.Members, paxos.ReplicaID(m))
@@ -384,4 +385,22 @@ func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.
 		return bad("cluster.members: 0 is not a replica ID")
 	}
 	return cfg, nil
+}
+
+// backupTarget is backup.url, or by default a folder beside the store
+// (which guards against a damaged store, not a lost disk), or none.
+func backupTarget(url, dataDir string) string {
+	switch {
+	case url == "off":
+		return ""
+	case url != "":
+		return url
+	case dataDir == "":
+		return "" // the server refuses the config anyway
+	}
+	abs, err := filepath.Abs(filepath.Join(dataDir, "backups"))
+	if err != nil {
+		return ""
+	}
+	return "file://" + filepath.ToSlash(abs) + "?create_dir=true"
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"paxcron/paxos"
+	"paxcron/storage/backup"
 )
 
 func TestExampleServerConfigLoads(t *testing.T) {
@@ -98,5 +100,25 @@ func TestServerConfigErrors(t *testing.T) {
 	code, _, errOut = runCLI(t, "server", "-nope")
 	if code != 2 {
 		t.Errorf("unknown flag: exit %d: %s", code, errOut)
+	}
+}
+
+func TestBackupTargetDefault(t *testing.T) {
+	dir := t.TempDir()
+	got := backupTarget("", dir)
+	if !strings.HasPrefix(got, "file://"+dir+"/backups") {
+		t.Fatalf("default backup target %q", got)
+	}
+	if backupTarget("off", dir) != "" || backupTarget("s3://b", dir) != "s3://b" {
+		t.Fatal("off or an explicit URL not honoured")
+	}
+	// The default opens (and creates its folder).
+	st, err := backup.Open(context.Background(), got, backup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if _, err := os.Stat(filepath.Join(dir, "backups")); err != nil {
+		t.Fatal(err)
 	}
 }

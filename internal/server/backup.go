@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +48,9 @@ func (s *Server) openBackups() error {
 		return fmt.Errorf("%w: backup.url: %w", ErrConfig, err)
 	}
 	s.backups = &backups{store: st, wake: make(chan struct{}, 1)}
+	if strings.HasPrefix(s.cfg.Backup, "file://") {
+		s.log.Info("snapshots are backed up to a local folder: that survives a damaged store, not a lost disk (set backup.url to storage on another machine)", "url", st.URL())
+	}
 	if list, err := st.List(ctx); err == nil && len(list) > 0 {
 		s.backups.record(list[0])
 	} else if err != nil {
