@@ -52,6 +52,14 @@ snapshot {
   every         = "10m"
 }
 
+# The leader uploads each snapshot here, keeping the newest 5. By default
+# a folder beside the store (file://<data_dir>/backups), which guards a
+# damaged store but not a lost disk: point it at another machine's storage.
+backup {
+  url  = "s3://paxcron-backups/prod?region=eu-central-1"
+  keep = 5
+}
+
 log {
   level  = "info"
   format = "json"
