@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"paxcron/internal/api"
-	"paxcron/paxos"
 )
 
 // BenchmarkAPI measures the HTTP API of three in-process servers on real
@@ -22,7 +21,7 @@ import (
 //	go test -run '^$' -bench BenchmarkAPI -benchtime 3s -count 5 ./internal/server
 func BenchmarkAPI(b *testing.B) {
 	c := startClusterWith(b, func(cfg *Config) { cfg.TickInterval = 50 * time.Millisecond })
-	leader := c.leaderTB(b)
+	leader := c.leader()
 	ctx := context.Background()
 	follower := leader%3 + 1
 	lc, fc := c.client(leader, writeToken), c.client(follower, writeToken)
@@ -78,19 +77,4 @@ func BenchmarkAPI(b *testing.B) {
 			})
 		}
 	}
-}
-
-// leaderTB is cluster.leader for benchmarks.
-func (c *cluster) leaderTB(tb testing.TB) paxos.ReplicaID {
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, s := range c.servers {
-			if s != nil && s.Node().Status().Launching {
-				return s.cfg.ID
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	tb.Fatal("no replica launches after 20 s")
-	return 0
 }

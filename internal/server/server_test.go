@@ -145,6 +145,19 @@ func (c *cluster) client(id paxos.ReplicaID, token string) *api.Client {
 	return cl
 }
 
+// count is the number of children made.
+func (f *fakeNomad) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.children)
+}
+
+// waitChildren waits until Nomad made n children.
+func (c *cluster) waitChildren(n int) {
+	c.t.Helper()
+	eventually(c.t, fmt.Sprintf("%d launches", n), func() bool { return c.nomad.count() >= n })
+}
+
 // leader waits until a replica launches and returns its ID.
 func (c *cluster) leader() paxos.ReplicaID {
 	c.t.Helper()
@@ -161,7 +174,7 @@ func (c *cluster) leader() paxos.ReplicaID {
 	return 0
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
@@ -304,17 +317,8 @@ func TestHostileBodies(t *testing.T) {
 	leader := c.leader()
 	base := "http://" + c.servers[leader-1].HTTPAddr()
 	post := func(path, contentType string, body []byte) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+writeToken)
-		req.Header.Set("Content-Type", contentType)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
-		return resp.StatusCode, b.String()
+		r := httpDo(t, http.MethodPost, base+path, writeToken, contentType, body)
+		return r.code, r.body
 	}
 	for _, tc := range []struct {
 		name, path, ct string
@@ -357,25 +361,14 @@ func TestFailoverKeepsLaunching(t *testing.T) {
 	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "two launches", func() bool {
-		c.nomad.mu.Lock()
-		defer c.nomad.mu.Unlock()
-		return len(c.nomad.children) >= 2
-	})
+	c.waitChildren(2)
 	c.servers[leader-1].Close()
 	c.servers[leader-1] = nil
 	next := c.leader()
 	if next == leader {
 		t.Fatalf("replica %d still leads after it stopped", leader)
 	}
-	c.nomad.mu.Lock()
-	before := len(c.nomad.children)
-	c.nomad.mu.Unlock()
-	eventually(t, "launches under the new leader", func() bool {
-		c.nomad.mu.Lock()
-		defer c.nomad.mu.Unlock()
-		return len(c.nomad.children) >= before+2
-	})
+	c.waitChildren(c.nomad.count() + 2) // under the new leader
 	// The old leader comes back from its disk and catches up.
 	c.start(leader, false)
 	eventually(t, "the restarted replica to catch up", func() bool {
@@ -429,11 +422,7 @@ func TestGracefulShutdownHandsOver(t *testing.T) {
 	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "two launches", func() bool {
-		c.nomad.mu.Lock()
-		defer c.nomad.mu.Unlock()
-		return len(c.nomad.children) >= 2
-	})
+	c.waitChildren(2)
 	old := c.servers[leader-1]
 	began := time.Now()
 	if err := old.Shutdown(ctx); err != nil {
@@ -455,14 +444,7 @@ func TestGracefulShutdownHandsOver(t *testing.T) {
 			t.Errorf("launch %s, started before the shutdown, was left open", l.Identity)
 		}
 	}
-	c.nomad.mu.Lock()
-	before := len(c.nomad.children)
-	c.nomad.mu.Unlock()
-	eventually(t, "launches under the successor", func() bool {
-		c.nomad.mu.Lock()
-		defer c.nomad.mu.Unlock()
-		return len(c.nomad.children) >= before+2
-	})
+	c.waitChildren(c.nomad.count() + 2) // under the successor
 }
 
 func TestMetrics(t *testing.T) {
@@ -473,18 +455,8 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	scrape := func(id paxos.ReplicaID, token string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+c.servers[id-1].HTTPAddr()+"/metrics", nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
-		return resp.StatusCode, b.String()
+		r := httpDo(t, http.MethodGet, "http://"+c.servers[id-1].HTTPAddr()+"/metrics", token, "", nil)
+		return r.code, r.body
 	}
 	if code, _ := scrape(leader, ""); code != http.StatusUnauthorized {
 		t.Errorf("metrics without a token: %d, want 401", code)
@@ -515,13 +487,25 @@ type httpResult struct {
 	body string
 }
 
-func httpGet(url string) (httpResult, error) {
-	resp, err := http.Get(url)
+// httpDo makes one request, with token and contentType when not empty.
+func httpDo(t testing.TB, method, url, token, contentType string, body []byte) httpResult {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
-		return httpResult{}, err
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	var b bytes.Buffer
 	b.ReadFrom(resp.Body)
-	return httpResult{resp.StatusCode, b.String()}, nil
+	return httpResult{resp.StatusCode, b.String()}
 }

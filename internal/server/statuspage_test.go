@@ -132,10 +132,7 @@ func near(v uint32, c uint8) bool {
 func TestStatusPageNeedsTokenWithoutAnonymousReads(t *testing.T) {
 	c := startCluster(t)
 	leader := c.leader()
-	resp, err := httpGet("http://" + c.servers[leader-1].HTTPAddr() + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := httpDo(t, "GET", "http://"+c.servers[leader-1].HTTPAddr()+"/", "", "", nil)
 	if resp.code != 401 || !strings.Contains(resp.body, "anonymous_reads") {
 		t.Fatalf("%d %s", resp.code, resp.body)
 	}
