@@ -1,0 +1,359 @@
+// Package gossip owns how replicas find one another and notice a crash:
+// one hashicorp/memberlist instance per replica, named after its replica
+// ID, carrying in its node meta where the replica's Paxos transport and
+// HTTP API listen. The server learns from it each peer's current
+// addresses (a replica moved to another machine keeps its ID and is found
+// again) and a hint when a peer is declared dead, which it feeds to the
+// Paxos core's suspicion input to elect a new leader sooner.
+//
+// Nothing safe depends on it: the core elects leaders by its own
+// heartbeats and timeouts, and its leases keep a wrong hint harmless.
+// memberlist reads the clock and runs goroutines, so the simulator never
+// sees this package; it drives the core's ReportSuspect directly.
+package gossip
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Peer is a replica as gossip carries it.
+type Peer struct {
+	ID uint64
+	// PaxosAddr and APIAddr are where its transport and API listen.
+	PaxosAddr string
+	APIAddr   string
+}
+
+// Events is what gossip tells the server. Each is called from memberlist's
+// goroutines and must not block.
+type Events struct {
+	// Updated: the peer joined, or its addresses changed.
+	Updated func(Peer)
+	// Dead: the peer stopped answering probes (or left); a hint that it
+	// may have crashed.
+	Dead func(id uint64)
+}
+
+// Timing tunes memberlist for replicas on a LAN. A replica that stops
+// answering is declared dead after a failed probe (ProbeInterval +
+// ProbeTimeout) and the suspicion timeout: SuspicionMult probe intervals,
+// up to SuspicionMaxTimeoutMult times that without confirmation from the
+// third replica. memberlist's LAN defaults take 5-8 s; these about 1 s,
+// close to the leader's lease, which a new leader must wait out anyway.
+type Timing struct {
+	// ProbeInterval: how often each node probes a random other.
+	ProbeInterval time.Duration
+	// ProbeTimeout: how long a probe waits for an ack (a LAN round trip
+	// is well under a millisecond; a busy replica's may be tens).
+	ProbeTimeout time.Duration
+	// SuspicionMult: the suspicion timeout in probe intervals (at least
+	// 1, scaled by the log of the cluster size).
+	SuspicionMult int
+	// SuspicionMaxTimeoutMult: how many times longer it may last without
+	// confirmation from another node.
+	SuspicionMaxTimeoutMult int
+	// IndirectChecks: how many other nodes probe on a failed probe's
+	// behalf (two in a three-replica cluster: all there are).
+	IndirectChecks int
+	// GossipInterval: how often gossip is sent (suspicion and death
+	// spread with it).
+	GossipInterval time.Duration
+	// PushPullInterval: how often a full state exchange heals what
+	// gossip missed.
+	PushPullInterval time.Duration
+	// TCPTimeout bounds a TCP exchange (join, push/pull).
+	TCPTimeout time.Duration
+	// RetransmitMult: how many times a gossip message is retransmitted,
+	// scaled by the log of the cluster size.
+	RetransmitMult int
+	// GossipToTheDeadTime: how long a dead node is still gossiped to, so
+	// that one that comes back learns it was declared dead.
+	GossipToTheDeadTime time.Duration
+}
+
+// DefaultTiming suits three or five replicas on a LAN.
+func DefaultTiming() Timing {
+	return Timing{
+		ProbeInterval:           200 * time.Millisecond,
+		ProbeTimeout:            100 * time.Millisecond,
+		SuspicionMult:           2,
+		SuspicionMaxTimeoutMult: 2,
+		IndirectChecks:          2,
+		GossipInterval:          50 * time.Millisecond,
+		PushPullInterval:        5 * time.Second,
+		TCPTimeout:              2 * time.Second,
+		RetransmitMult:          3,
+		GossipToTheDeadTime:     5 * time.Second,
+	}
+}
+
+// Config configures Start.
+type Config struct {
+	// Self is this replica.
+	Self Peer
+	// Members are the cluster's replica IDs: a node gossiping another ID
+	// is ignored.
+	Members []uint64
+	// BindAddr is where memberlist listens (UDP and TCP), host:port;
+	// AdvertiseAddr what others reach it at (default BindAddr).
+	BindAddr, AdvertiseAddr string
+	// Join are other replicas' gossip addresses; joining is retried in the
+	// background until one answers (the first replica up has nobody to
+	// join yet, and is joined by the others).
+	Join []string
+	// Key is the cluster key: gossip is encrypted and authenticated with a
+	// key derived from it, so a process without it can neither read nor
+	// inject membership.
+	Key    []byte
+	Logger *slog.Logger
+	Events Events
+	// Timing: DefaultTiming when zero.
+	Timing Timing
+}
+
+// ErrConfig wraps every configuration error.
+var ErrConfig = errors.New("gossip: invalid config")
+
+// Gossip is a running member. Its methods are safe for concurrent use.
+type Gossip struct {
+	cfg     Config
+	ml      *memberlist.Memberlist
+	log     *slog.Logger
+	ignored atomic.Uint64
+	stop    chan struct{}
+	done    chan struct{}
+
+	mu    sync.Mutex
+	peers map[uint64]Peer // alive, by ID
+}
+
+// Start starts memberlist and joins the others in the background.
+func Start(cfg Config) (*Gossip, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Timing == (Timing{}) {
+		cfg.Timing = DefaultTiming()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.AdvertiseAddr == "" {
+		cfg.AdvertiseAddr = cfg.BindAddr
+	}
+	g := &Gossip{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), done: make(chan struct{}), peers: map[uint64]Peer{}}
+	mc, err := g.memberlistConfig()
+	if err != nil {
+		return nil, err
+	}
+	if g.ml, err = memberlist.Create(mc); err != nil {
+		return nil, fmt.Errorf("gossip: starting memberlist on %s: %w", cfg.BindAddr, err)
+	}
+	go g.joinLoop()
+	return g, nil
+}
+
+func (c *Config) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Self.ID == 0:
+		return bad("Self.ID is zero")
+	case !slices.Contains(c.Members, c.Self.ID):
+		return bad("replica %d is not among the members %v", c.Self.ID, c.Members)
+	case len(c.Key) < 16:
+		return bad("the cluster key has %d bytes, want at least 16", len(c.Key))
+	}
+	if _, err := splitHostPort(c.BindAddr); err != nil {
+		return bad("BindAddr: %v", err)
+	}
+	if c.AdvertiseAddr != "" {
+		if _, err := splitHostPort(c.AdvertiseAddr); err != nil {
+			return bad("AdvertiseAddr: %v", err)
+		}
+	}
+	if _, err := encodeMeta(c.Self); err != nil {
+		return bad("%v", err)
+	}
+	return nil
+}
+
+type hostPort struct {
+	host string
+	port int
+}
+
+func splitHostPort(addr string) (hostPort, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return hostPort{}, fmt.Errorf("%q is not host:port", addr)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return hostPort{}, fmt.Errorf("%q: bad port", addr)
+	}
+	return hostPort{host, p}, nil
+}
+
+// nodeName is a replica's memberlist name: the same wherever it runs.
+func nodeName(id uint64) string { return "replica-" + strconv.FormatUint(id, 10) }
+
+func (g *Gossip) memberlistConfig() (*memberlist.Config, error) {
+	c, t := g.cfg, g.cfg.Timing
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = nodeName(c.Self.ID)
+	bind, _ := splitHostPort(c.BindAddr)
+	adv, _ := splitHostPort(c.AdvertiseAddr)
+	mc.BindAddr, mc.BindPort = bind.host, bind.port
+	if ip := net.ParseIP(adv.host); ip != nil && !ip.IsUnspecified() {
+		mc.AdvertiseAddr, mc.AdvertisePort = adv.host, adv.port
+	} else {
+		mc.AdvertisePort = bind.port
+	}
+	mc.ProbeInterval, mc.ProbeTimeout = t.ProbeInterval, t.ProbeTimeout
+	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = t.SuspicionMult, t.SuspicionMaxTimeoutMult
+	mc.IndirectChecks, mc.GossipInterval = t.IndirectChecks, t.GossipInterval
+	mc.PushPullInterval, mc.TCPTimeout = t.PushPullInterval, t.TCPTimeout
+	mc.RetransmitMult, mc.GossipToTheDeadTime = t.RetransmitMult, t.GossipToTheDeadTime
+	key := sha256.Sum256(append([]byte("paxcron gossip key\x00"), c.Key...))
+	mc.SecretKey = key[:]
+	mc.Delegate = delegate{g}
+	mc.Events = events{g}
+	mc.Logger = log.New(io.Discard, "", 0)
+	if g.log.Enabled(context.Background(), slog.LevelDebug) {
+		mc.Logger = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
+	}
+	return mc, nil
+}
+
+// joinLoop joins the seeds, retrying with capped backoff until one
+// answers or Close.
+func (g *Gossip) joinLoop() {
+	defer close(g.done)
+	if len(g.cfg.Join) == 0 {
+		return
+	}
+	wait := 100 * time.Millisecond
+	for {
+		n, err := g.ml.Join(g.cfg.Join)
+		if n > 0 {
+			g.log.Info("joined the cluster's gossip", "through", strings.Join(g.cfg.Join, ","), "reached", n)
+			return
+		}
+		g.log.Debug("joining the cluster's gossip", "seeds", strings.Join(g.cfg.Join, ","), "err", err)
+		select {
+		case <-g.stop:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// Peers returns the alive peers, by ID.
+func (g *Gossip) Peers() []Peer {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]Peer, 0, len(g.peers))
+	//detlint:maprange sorted below
+	for _, p := range g.peers {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Peer) int { return int(a.ID) - int(b.ID) })
+	return out
+}
+
+// Ignored counts nodes ignored: not a member, or a name that is not their
+// ID's, or meta that does not decode.
+func (g *Gossip) Ignored() uint64 { return g.ignored.Load() }
+
+// Close leaves the cluster (telling the others, within timeout: they
+// then see this replica leave, not die) and stops.
+func (g *Gossip) Close(timeout time.Duration) error {
+	close(g.stop)
+	<-g.done
+	leaveErr := g.ml.Leave(timeout)
+	return errors.Join(leaveErr, g.ml.Shutdown())
+}
+
+// peerOf decodes a node, or reports why it is ignored.
+func (g *Gossip) peerOf(n *memberlist.Node) (Peer, bool) {
+	p, err := decodeMeta(n.Meta)
+	switch {
+	case err != nil:
+	case n.Name != nodeName(p.ID):
+		err = fmt.Errorf("its name %q is not replica %d's", n.Name, p.ID)
+	case !slices.Contains(g.cfg.Members, p.ID):
+		err = fmt.Errorf("replica %d is not a member of %v", p.ID, g.cfg.Members)
+	}
+	if err != nil {
+		g.ignored.Add(1)
+		g.log.Warn("ignoring a gossip node", "node", n.Name, "addr", n.Address(), "err", err)
+		return Peer{}, false
+	}
+	return p, true
+}
+
+func (g *Gossip) alive(n *memberlist.Node) {
+	p, ok := g.peerOf(n)
+	if !ok || p.ID == g.cfg.Self.ID {
+		return
+	}
+	g.mu.Lock()
+	prev, known := g.peers[p.ID]
+	g.peers[p.ID] = p
+	g.mu.Unlock()
+	if (!known || prev != p) && g.cfg.Events.Updated != nil {
+		g.cfg.Events.Updated(p)
+	}
+}
+
+func (g *Gossip) dead(n *memberlist.Node) {
+	p, ok := g.peerOf(n)
+	if !ok || p.ID == g.cfg.Self.ID {
+		return
+	}
+	g.mu.Lock()
+	delete(g.peers, p.ID)
+	g.mu.Unlock()
+	if g.cfg.Events.Dead != nil {
+		g.cfg.Events.Dead(p.ID)
+	}
+}
+
+type events struct{ g *Gossip }
+
+func (e events) NotifyJoin(n *memberlist.Node)   { e.g.alive(n) }
+func (e events) NotifyUpdate(n *memberlist.Node) { e.g.alive(n) }
+func (e events) NotifyLeave(n *memberlist.Node)  { e.g.dead(n) }
+
+// delegate gives memberlist this replica's meta; it exchanges nothing else.
+type delegate struct{ g *Gossip }
+
+func (d delegate) NodeMeta(limit int) []byte {
+	b, err := encodeMeta(d.g.cfg.Self)
+	if err != nil || len(b) > limit {
+		panic(fmt.Sprintf("gossip: this replica's meta does not fit: %v", err)) // validated in Start
+	}
+	return b
+}
+func (delegate) NotifyMsg([]byte)                           {}
+func (delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (delegate) LocalState(join bool) []byte                { return nil }
+func (delegate) MergeRemoteState(buf []byte, join bool)     {}

@@ -1,0 +1,292 @@
+package gossip
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+var testKey = []byte("gossip-test-cluster-key-012345")
+
+// recorder keeps the events a member heard.
+type recorder struct {
+	mu      sync.Mutex
+	updated map[uint64]Peer
+	dead    map[uint64]int
+	changed chan struct{}
+}
+
+func newRecorder() *recorder {
+	return &recorder{updated: map[uint64]Peer{}, dead: map[uint64]int{}, changed: make(chan struct{}, 1)}
+}
+
+func (r *recorder) events() Events {
+	return Events{
+		Updated: func(p Peer) {
+			r.mu.Lock()
+			r.updated[p.ID] = p
+			r.mu.Unlock()
+			r.signal()
+		},
+		Dead: func(id uint64) {
+			r.mu.Lock()
+			r.dead[id]++
+			r.mu.Unlock()
+			r.signal()
+		},
+	}
+}
+
+func (r *recorder) signal() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits until cond holds, re-checking on every event, for at most
+// 15 s.
+func (r *recorder) wait(t *testing.T, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := time.NewTimer(15 * time.Second)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		ok := cond()
+		r.mu.Unlock()
+		if ok {
+			return time.Since(start)
+		}
+		select {
+		case <-r.changed:
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// freeAddr is a loopback host:port free for both UDP and TCP.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	for range 20 {
+		tl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := tl.Addr().String()
+		ul, err := net.ListenPacket("udp", addr)
+		tl.Close()
+		if err == nil {
+			ul.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port for UDP and TCP")
+	return ""
+}
+
+type member struct {
+	g   *Gossip
+	rec *recorder
+	cfg Config
+}
+
+func start(t *testing.T, id uint64, key []byte, join ...string) *member {
+	t.Helper()
+	rec := newRecorder()
+	addr := freeAddr(t)
+	cfg := Config{
+		Self:    Peer{ID: id, PaxosAddr: fmt.Sprintf("127.0.0.1:%d", 9000+id), APIAddr: fmt.Sprintf("127.0.0.1:%d", 8000+id)},
+		Members: []uint64{1, 2, 3}, BindAddr: addr, Join: join, Key: key, Events: rec.events(),
+	}
+	g, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &member{g: g, rec: rec, cfg: cfg}
+	t.Cleanup(func() { m.close(false) })
+	return m
+}
+
+// close stops the member: leaving, or as a crash would (no goodbye).
+func (m *member) close(leave bool) {
+	if m.g == nil {
+		return
+	}
+	if leave {
+		m.g.Close(time.Second)
+	} else {
+		close(m.g.stop)
+		<-m.g.done
+		m.g.ml.Shutdown()
+	}
+	m.g = nil
+}
+
+func TestMembersFindEachOtherAndSeeACrash(t *testing.T) {
+	a := start(t, 1, testKey)
+	b := start(t, 2, testKey, a.cfg.BindAddr)
+	c := start(t, 3, testKey, a.cfg.BindAddr)
+	for _, m := range []*member{a, b, c} {
+		m.rec.wait(t, fmt.Sprintf("replica %d to learn both peers", m.cfg.Self.ID), func() bool { return len(m.rec.updated) == 2 })
+	}
+	if got := a.rec.updated[2]; got != b.cfg.Self {
+		t.Fatalf("replica 1 learned %+v for replica 2, want %+v", got, b.cfg.Self)
+	}
+	if peers := c.g.Peers(); len(peers) != 2 || peers[0].ID != 1 || peers[1].ID != 2 {
+		t.Fatalf("replica 3's peers: %+v", peers)
+	}
+	// Replica 2 crashes: the others are told it is dead, about a second later.
+	b.close(false)
+	took := a.rec.wait(t, "replica 2 declared dead", func() bool { return a.rec.dead[2] > 0 })
+	c.rec.wait(t, "replica 2 declared dead at replica 3", func() bool { return c.rec.dead[2] > 0 })
+	t.Logf("replica 2 declared dead %v after its crash", took.Round(time.Millisecond))
+	// It comes back elsewhere (a new gossip port, new addresses): found again.
+	moved := start(t, 2, testKey, a.cfg.BindAddr)
+	_ = moved
+	want := moved.cfg.Self
+	a.rec.wait(t, "replica 2 found again", func() bool { return a.rec.updated[2] == want && len(a.g.Peers()) == 2 })
+}
+
+func TestAddressChangeIsAnUpdate(t *testing.T) {
+	a := start(t, 1, testKey)
+	b := start(t, 2, testKey, a.cfg.BindAddr)
+	a.rec.wait(t, "replica 2", func() bool { return len(a.rec.updated) == 1 })
+	b.close(true) // a graceful restart, at new addresses
+	a.rec.wait(t, "replica 2 leaving", func() bool { return a.rec.dead[2] > 0 })
+	rec := newRecorder()
+	cfg := b.cfg
+	cfg.BindAddr, cfg.Events = freeAddr(t), rec.events()
+	cfg.Self.PaxosAddr, cfg.Self.APIAddr = "10.1.2.3:4751", "10.1.2.3:4750"
+	g, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(time.Second) })
+	a.rec.wait(t, "replica 2's new addresses", func() bool { return a.rec.updated[2] == cfg.Self })
+}
+
+func TestForeignNodesAreIgnored(t *testing.T) {
+	a := start(t, 1, testKey)
+	// A node claiming replica 9, not a member, with the key.
+	rec := newRecorder()
+	cfg := Config{Self: Peer{ID: 9, PaxosAddr: "127.0.0.1:1", APIAddr: "127.0.0.1:2"}, Members: []uint64{1, 2, 3, 9},
+		BindAddr: freeAddr(t), Join: []string{a.cfg.BindAddr}, Key: testKey, Events: rec.events()}
+	g, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.g.Ignored() == 0 && time.Now().Before(deadline) {
+		select {
+		case <-a.rec.changed:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if a.g.Ignored() == 0 || len(a.g.Peers()) != 0 {
+		t.Fatalf("ignored %d, peers %+v: a non-member was taken in", a.g.Ignored(), a.g.Peers())
+	}
+}
+
+func TestWithoutTheKeyNoJoin(t *testing.T) {
+	a := start(t, 1, testKey)
+	rec := newRecorder()
+	cfg := Config{Self: Peer{ID: 2, PaxosAddr: "127.0.0.1:1", APIAddr: "127.0.0.1:2"}, Members: []uint64{1, 2, 3},
+		BindAddr: freeAddr(t), Key: []byte("another-cluster-key-0123456789"), Events: rec.events()}
+	g, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(time.Second)
+	if n, err := g.ml.Join([]string{a.cfg.BindAddr}); err == nil || n != 0 {
+		t.Fatalf("a node with another key joined: %d, %v", n, err)
+	}
+	if len(a.g.Peers()) != 0 {
+		t.Fatalf("replica 1 took in %+v", a.g.Peers())
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	ok := Config{Self: Peer{ID: 1, PaxosAddr: "127.0.0.1:1", APIAddr: "127.0.0.1:2"}, Members: []uint64{1, 2, 3}, BindAddr: "127.0.0.1:0", Key: testKey}
+	for name, change := range map[string]func(*Config){
+		"no id":        func(c *Config) { c.Self.ID = 0 },
+		"not a member": func(c *Config) { c.Members = []uint64{2, 3} },
+		"short key":    func(c *Config) { c.Key = []byte("short") },
+		"bad bind":     func(c *Config) { c.BindAddr = "nowhere" },
+		"bad address":  func(c *Config) { c.Self.PaxosAddr = "x" },
+	} {
+		c := ok
+		change(&c)
+		if _, err := Start(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+func TestMetaRoundTrip(t *testing.T) {
+	p := Peer{ID: 7, PaxosAddr: "[2001:db8::1]:4751", APIAddr: "replica-7.example.internal:4750"}
+	b, err := encodeMeta(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeMeta(b)
+	if err != nil || got != p {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, {2}, {1}, {1, 0}, append(slices.Clone(b), 0), b[:len(b)-1]} {
+		if _, err := decodeMeta(bad); err == nil {
+			t.Errorf("decodeMeta(%x) accepted", bad)
+		}
+	}
+}
+
+func FuzzDecodeMeta(f *testing.F) {
+	good, _ := encodeMeta(Peer{ID: 3, PaxosAddr: "127.0.0.1:4751", APIAddr: "127.0.0.1:4750"})
+	f.Add(good)
+	f.Add([]byte{1, 3, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := decodeMeta(b)
+		if err != nil {
+			return
+		}
+		again, err := encodeMeta(p)
+		if err != nil {
+			t.Fatalf("decoded %+v does not encode: %v", p, err)
+		}
+		if q, err := decodeMeta(again); err != nil || q != p {
+			t.Fatalf("re-encoding changed %+v to %+v (%v)", p, q, err)
+		}
+	})
+}
+
+// TestSuspicionDelay measures, when PAXCRON_GOSSIP_TIMING=1, how long
+// after a crash the others hear of it, over 10 crashes.
+func TestSuspicionDelay(t *testing.T) {
+	if os.Getenv("PAXCRON_GOSSIP_TIMING") == "" {
+		t.Skip("set PAXCRON_GOSSIP_TIMING=1 to measure")
+	}
+	a := start(t, 1, testKey)
+	c := start(t, 3, testKey, a.cfg.BindAddr)
+	var took []time.Duration
+	for run := range 10 {
+		b := start(t, 2, testKey, a.cfg.BindAddr)
+		a.rec.wait(t, "replica 2 alive", func() bool { _, ok := a.rec.updated[2]; return ok && len(a.g.Peers()) == 2 })
+		before := a.rec.dead[2]
+		b.close(false)
+		took = append(took, a.rec.wait(t, fmt.Sprintf("run %d: replica 2 dead", run), func() bool { return a.rec.dead[2] > before }))
+		a.rec.mu.Lock()
+		delete(a.rec.updated, 2)
+		a.rec.mu.Unlock()
+	}
+	_ = c
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	t.Logf("declared dead after a crash, 10 runs: %v", took)
+}
