@@ -186,7 +186,19 @@ func (c *Config) validate() error {
 			return bad("%s %q is not host:port", what, addr)
 		}
 	}
-	for what, addr := range map[string]string{"advertise.paxos": c.PaxosAdvertise, "advertise.http": c.HTTPAdvertise} {
+	advertised := map[string]string{"advertise.paxos": c.PaxosAdvertise, "advertise.http": c.HTTPAdvertise}
+	if c.GossipAddr != "" {
+		advertised["advertise.gossip"] = c.GossipAdvertise
+		if _, _, err := net.SplitHostPort(c.GossipAddr); err != nil {
+			return bad("bind.gossip %q is not host:port", c.GossipAddr)
+		}
+	}
+	for _, j := range c.Join {
+		if _, _, err := net.SplitHostPort(j); err != nil {
+			return bad("cluster.join %q is not host:port", j)
+		}
+	}
+	for what, addr := range advertised {
 		if host, _, _ := net.SplitHostPort(addr); host == "" || net.ParseIP(host).IsUnspecified() {
 			return bad("%s %q is not an address peers can reach: set it when binding to all interfaces", what, addr)
 		}

@@ -69,6 +69,14 @@ func (p *peers) set(id paxos.ReplicaID, addrs PeerAddrs) error {
 	return nil
 }
 
+func (p *peers) setHealth(id paxos.ReplicaID, health string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if x, ok := p.byID[id]; ok {
+		x.health = health
+	}
+}
+
 // apiAddr is where replica id serves its API ("" if not known).
 func (p *peers) apiAddr(id paxos.ReplicaID) string {
 	if id == p.self {

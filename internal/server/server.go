@@ -27,6 +27,7 @@ import (
 
 	"paxcron/cron/launcher"
 	"paxcron/cron/state"
+	"paxcron/internal/gossip"
 	"paxcron/internal/node"
 	"paxcron/internal/transport"
 	"paxcron/nomad"
@@ -50,6 +51,7 @@ type Server struct {
 	nomadReady atomic.Bool
 
 	peers    *peers
+	gossip   *gossip.Gossip // nil without bind.gossip
 	metrics  *metrics
 	recent   recentLaunches
 	backups  *backups // nil without a backup target
@@ -323,6 +325,9 @@ func (s *Server) Start() {
 	if s.backups != nil {
 		s.wg.Go(s.backupLoop)
 	}
+	if err := s.startGossip(); err != nil {
+		s.log.Error("gossip did not start: peers are known only from the configuration, and crashes by the Paxos timeouts", "err", err)
+	}
 	s.log.Info("replica started", "paxos", s.tr.Addr().String(), "http", s.httpLn.Addr().String(), "members", s.cfg.Members)
 }
 
@@ -426,6 +431,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.node != nil && s.node.Status().Role == paxos.Leader {
 		s.handOver(ctx)
 	}
+	if s.gossip != nil {
+		// Leaving, the others hear of it at once (not after a suspicion).
+		errs = append(errs, s.gossip.Close(time.Second))
+		s.gossip = nil
+	}
 	errs = append(errs, s.Close())
 	return errors.Join(errs...)
 }
@@ -481,6 +491,9 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		var errs []error
+		if s.gossip != nil {
+			_ = s.gossip.Close(0)
+		}
 		if s.http != nil {
 			errs = append(errs, s.http.Close())
 		} else if s.httpLn != nil {
@@ -525,4 +538,50 @@ func (l pebbleLogger) Errorf(format string, args ...any) {
 func (l pebbleLogger) Fatalf(format string, args ...any) {
 	l.log.Error(fmt.Sprintf(format, args...), "component", "pebble")
 	pebble.DefaultLogger.Fatalf(format, args...)
+}
+
+// startGossip joins the other replicas' gossip, when bind.gossip is set:
+// it learns where they are (and where they move), and hears when one is
+// declared dead, which the core takes as a suspicion of it.
+func (s *Server) startGossip() error {
+	if s.cfg.GossipAddr == "" {
+		return nil
+	}
+	members := make([]uint64, len(s.cfg.Members))
+	for i, id := range s.cfg.Members {
+		members[i] = uint64(id)
+	}
+	g, err := gossip.Start(gossip.Config{
+		Self:     gossip.Peer{ID: uint64(s.cfg.ID), PaxosAddr: s.cfg.PaxosAdvertise, APIAddr: s.cfg.HTTPAdvertise},
+		Members:  members,
+		BindAddr: s.cfg.GossipAddr, AdvertiseAddr: s.cfg.GossipAdvertise, Join: s.cfg.Join,
+		Key: s.cfg.ClusterKey, Logger: s.log.With("component", "gossip"),
+		Events: gossip.Events{Updated: s.peerUpdated, Dead: s.peerDead},
+	})
+	if err != nil {
+		return err
+	}
+	s.gossip = g
+	return nil
+}
+
+// peerUpdated points the transport at a peer's current address.
+func (s *Server) peerUpdated(p gossip.Peer) {
+	if err := s.SetPeer(paxos.ReplicaID(p.ID), PeerAddrs{Paxos: p.PaxosAddr, HTTP: p.APIAddr}); err != nil {
+		s.log.Warn("a peer's addresses from gossip", "peer", p.ID, "err", err)
+		return
+	}
+	s.log.Info("peer found", "peer", p.ID, "paxos", p.PaxosAddr, "api", p.APIAddr)
+}
+
+// peerDead feeds gossip's verdict to the core as a suspicion (memberlist's
+// goroutine must not wait on the loop).
+func (s *Server) peerDead(id uint64) {
+	s.peers.setHealth(paxos.ReplicaID(id), healthSuspect)
+	s.log.Warn("peer declared dead by gossip", "peer", id)
+	go func() {
+		ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+		defer cancel()
+		_ = s.node.ReportSuspect(ctx, paxos.ReplicaID(id))
+	}()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -508,4 +509,95 @@ func httpDo(t testing.TB, method, url, token, contentType string, body []byte) h
 	var b bytes.Buffer
 	b.ReadFrom(resp.Body)
 	return httpResult{resp.StatusCode, b.String()}
+}
+
+// freeAddr is a loopback host:port free for both UDP and TCP (gossip).
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	for range 20 {
+		tl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := tl.Addr().String()
+		ul, err := net.ListenPacket("udp", addr)
+		tl.Close()
+		if err == nil {
+			ul.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port for UDP and TCP")
+	return ""
+}
+
+// Replicas told nothing of one another but a gossip address to join find
+// each other, serve, and replace a crashed leader on gossip's word.
+func TestGossipFindsPeersAndACrash(t *testing.T) {
+	nomad := &fakeNomad{children: map[string]string{}}
+	gossipAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	servers := make([]*Server, 3)
+	for i := range servers {
+		cfg := testConfig(t, paxos.ReplicaID(i+1), t.TempDir(), nomad)
+		cfg.TickInterval = 50 * time.Millisecond // the production timing: 1-2 s election timeouts, a 1 s lease
+		cfg.GossipAddr, cfg.Join = gossipAddrs[i], []string{gossipAddrs[0]}
+		s, err := New(cfg, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		servers[i] = s
+		defer func() {
+			if servers[i] != nil {
+				servers[i].Close()
+			}
+		}()
+	}
+	var leader *Server
+	eventually(t, "a leader found through gossip", func() bool {
+		for _, s := range servers {
+			if s.Node().Status().Launching {
+				leader = s
+				return true
+			}
+		}
+		return false
+	})
+	follower := servers[int(leader.cfg.ID)%3]
+	fc, err := api.NewClient(api.ClientConfig{Address: "http://" + follower.HTTPAddr(), Token: writeToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// A write through the follower: it forwards to the address gossip told it.
+	if _, err := fc.PutJobs(ctx, everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := fc.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range st.Replicas {
+		if r.Health != "alive" && r.Health != "self" || r.APIAddr == "" {
+			t.Errorf("replica %+v: want alive with its addresses", r)
+		}
+	}
+	killed := time.Now()
+	leader.Close()
+	servers[leader.cfg.ID-1] = nil
+	var next *Server
+	eventually(t, "a new leader", func() bool {
+		for _, s := range servers {
+			if s != nil && s.Node().Status().Launching {
+				next = s
+				return true
+			}
+		}
+		return false
+	})
+	took := time.Since(killed)
+	t.Logf("leader %d crashed; %d launches %v later", leader.cfg.ID, next.cfg.ID, took.Round(time.Millisecond))
+	if st, _ := fc.Status(ctx); st.Replicas[leader.cfg.ID-1].Health != "suspect" {
+		t.Errorf("the crashed leader's health: %+v, want suspect", st.Replicas[leader.cfg.ID-1])
+	}
 }
