@@ -33,7 +33,10 @@ type e2eCluster struct {
 	agent *nomadtest.Agent
 	http  []int
 	paxos []int
-	procs []*exec.Cmd
+	// gossip are the replicas' gossip addresses: they find one another
+	// by joining the first, with no static peers.
+	gossip []string
+	procs  []*exec.Cmd
 	// backup, when set, is every replica's backup.url.
 	backup string
 }
@@ -47,6 +50,20 @@ func buildPaxcron(t testing.TB, dir string) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// freeUDPTCPPort is a loopback port free for both UDP and TCP.
+func freeUDPTCPPort(t testing.TB) int {
+	t.Helper()
+	for range 20 {
+		p := freePort(t)
+		if u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			u.Close()
+			return p
+		}
+	}
+	t.Fatal("no port free for UDP and TCP")
+	return 0
 }
 
 func freePort(t testing.TB) int {
@@ -74,6 +91,7 @@ func startE2EWith(t testing.TB, agent *nomadtest.Agent, backupURL string) *e2eCl
 	for range 3 {
 		c.http = append(c.http, freePort(t))
 		c.paxos = append(c.paxos, freePort(t))
+		c.gossip = append(c.gossip, fmt.Sprintf("127.0.0.1:%d", freeUDPTCPPort(t)))
 	}
 	c.procs = make([]*exec.Cmd, 3)
 	for id := 1; id <= 3; id++ {
@@ -102,16 +120,10 @@ func (c *e2eCluster) addr(id int) string { return fmt.Sprintf("http://127.0.0.1:
 
 func (c *e2eCluster) start(id int, bootstrap bool) {
 	c.t.Helper()
-	var peers []string
-	for p := 1; p <= 3; p++ {
-		if p != id {
-			peers = append(peers, fmt.Sprintf("%d=127.0.0.1:%d/127.0.0.1:%d", p, c.paxos[p-1], c.http[p-1]))
-		}
-	}
 	args := []string{"server",
 		"-replica-id", fmt.Sprint(id), "-data-dir", filepath.Join(c.dir, fmt.Sprintf("data-%d", id)),
 		"-cluster-members", "1,2,3", "-cluster-key-file", filepath.Join(c.dir, "cluster.key"),
-		"-cluster-peers", strings.Join(peers, ","),
+		"-bind-gossip", c.gossip[id-1], "-cluster-join", strings.Join(c.gossip, ","),
 		"-bind-http", fmt.Sprintf("127.0.0.1:%d", c.http[id-1]), "-bind-paxos", fmt.Sprintf("127.0.0.1:%d", c.paxos[id-1]),
 		"-api-write-tokens", e2eToken, "-nomad-address", c.agent.Addr, "-log-level", "debug",
 	}
