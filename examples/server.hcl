@@ -12,21 +12,22 @@ cluster {
   # 16 bytes or more, the same file on every replica:
   #   head -c 32 /dev/urandom | base64 > /etc/paxcron/cluster.key
   key_file = "/etc/paxcron/cluster.key"
-  # Where the other replicas are (their Paxos and API addresses).
-  peers = [
-    "2=10.0.0.12:4751/10.0.0.12:4750",
-    "3=10.0.0.13:4751/10.0.0.13:4750",
-  ]
+  # The replicas find one another by gossip: where to join it.
+  join = ["10.0.0.12:4752", "10.0.0.13:4752"]
+  # Or, without gossip, where the others are (Paxos and API addresses):
+  # peers = ["2=10.0.0.12:4751/10.0.0.12:4750", "3=10.0.0.13:4751/10.0.0.13:4750"]
 }
 
 bind {
-  http  = "0.0.0.0:4750" # the API, /metrics and the status page
-  paxos = "0.0.0.0:4751" # replica-to-replica
+  http   = "0.0.0.0:4750" # the API, /metrics and the status page
+  paxos  = "0.0.0.0:4751" # replica-to-replica
+  gossip = "0.0.0.0:4752" # membership (UDP and TCP)
 }
 
 advertise {
-  http  = "10.0.0.11:4750"
-  paxos = "10.0.0.11:4751"
+  http   = "10.0.0.11:4750"
+  paxos  = "10.0.0.11:4751"
+  gossip = "10.0.0.11:4752"
 }
 
 # Mutual TLS between replicas, and TLS for the API (all three or none).

@@ -121,7 +121,7 @@ type demo struct {
 
 	nomadAddr, nomadToken string
 	stopNomad             func()
-	http, paxos           [3]int
+	http, paxos, gossip   [3]int
 
 	mu      sync.Mutex
 	procs   [3]*exec.Cmd    // running replicas (watch reads them)
@@ -262,6 +262,9 @@ func (d *demo) startReplicas() error {
 		if d.paxos[i], err = freePort(); err != nil {
 			return err
 		}
+		if d.gossip[i], err = freeUDPTCPPort(); err != nil {
+			return err
+		}
 	}
 	for id := 1; id <= 3; id++ {
 		if err := d.start(id, true); err != nil {
@@ -273,16 +276,16 @@ func (d *demo) startReplicas() error {
 
 // start runs replica id: `paxcron server` with its settings as flags.
 func (d *demo) start(id int, bootstrap bool) error {
-	var peers []string
+	var join []string
 	for p := 1; p <= 3; p++ {
-		if p != id {
-			peers = append(peers, fmt.Sprintf("%d=127.0.0.1:%d/127.0.0.1:%d", p, d.paxos[p-1], d.http[p-1]))
-		}
+		join = append(join, fmt.Sprintf("127.0.0.1:%d", d.gossip[p-1]))
 	}
+	// The replicas find one another by gossip: each knows only where
+	// to join.
 	args := []string{"server",
 		"-replica-id", fmt.Sprint(id), "-data-dir", filepath.Join(d.dir, fmt.Sprintf("replica-%d", id)),
 		"-cluster-members", "1,2,3", "-cluster-key-file", filepath.Join(d.dir, "cluster.key"),
-		"-cluster-peers", strings.Join(peers, ","),
+		"-bind-gossip", fmt.Sprintf("127.0.0.1:%d", d.gossip[id-1]), "-cluster-join", strings.Join(join, ","),
 		"-bind-http", fmt.Sprintf("127.0.0.1:%d", d.http[id-1]), "-bind-paxos", fmt.Sprintf("127.0.0.1:%d", d.paxos[id-1]),
 		"-api-write-tokens", token, "-api-anonymous-reads", "true", "-nomad-address", d.nomadAddr,
 	}
@@ -473,6 +476,21 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// freeUDPTCPPort is a loopback port free for both UDP and TCP (gossip).
+func freeUDPTCPPort() (int, error) {
+	for range 20 {
+		p, err := freePort()
+		if err != nil {
+			return 0, err
+		}
+		if u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			u.Close()
+			return p, nil
+		}
+	}
+	return 0, errors.New("no loopback port free for both UDP and TCP")
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

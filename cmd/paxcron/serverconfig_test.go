@@ -20,7 +20,7 @@ func TestExampleServerConfigLoads(t *testing.T) {
 	if err := o.loadHCL(filepath.Join("..", "..", "examples", "server.hcl"), o.table()); err != nil {
 		t.Fatal(err)
 	}
-	if o.id != 1 || o.bindHTTP != "0.0.0.0:4750" || len(o.members) != 3 || len(o.peers) != 2 || o.logFormat != "json" || o.nomad.JobGCThreshold != 4*time.Hour {
+	if o.id != 1 || o.bindHTTP != "0.0.0.0:4750" || len(o.members) != 3 || len(o.join) != 2 || o.logFormat != "json" || o.nomad.JobGCThreshold != 4*time.Hour {
 		t.Fatalf("settings: %+v", o)
 	}
 }
