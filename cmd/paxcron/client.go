@@ -464,7 +464,7 @@ the newest snapshot and backup.`,
 			leader = fmt.Sprintf("replica %d (%s)", st.Leader, orDefault(st.LeaderAPI, "address unknown"))
 		}
 		for _, kv := range [][2]string{
-			{"Replica", fmt.Sprintf("%d (%s)", st.Replica, st.Role)}, {"Leader", leader},
+			{"Replica", fmt.Sprintf("%d (%s%s)", st.Replica, st.Role, map[bool]string{true: ", rebuilding: catching up from its peers before it votes"}[st.Rebuilding])}, {"Leader", leader},
 			{"Log", fmt.Sprintf("chosen %d, applied %d, last snapshot %d", st.Chosen, st.Applied, st.LastSnapshot)},
 			{"Launching", fmt.Sprint(st.Launching)}, {"Lease", time.Duration(st.Lease).String()},
 			{"Jobs", fmt.Sprintf("%d, %d launches open", st.Jobs, st.Open)}, {"State hash", st.StateHash},

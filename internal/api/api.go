@@ -203,6 +203,9 @@ type Status struct {
 	// Launching: this replica launches (it leads, holds the lease and
 	// caught up).
 	Launching bool `json:"launching"`
+	// Rebuilding: this replica lost its disk and catches up from its
+	// peers; it votes again once it cannot contradict what it forgot.
+	Rebuilding bool `json:"rebuilding,omitempty"`
 	// StateHash is a running hash of every command applied, equal on
 	// replicas that applied the same prefix.
 	StateHash string `json:"state_hash"`

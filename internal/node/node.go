@@ -167,6 +167,9 @@ type Status struct {
 	// Launching: in cron mode, the replica's launcher acts as the
 	// leader's (promoted: it leads, holds the lease and caught up).
 	Launching bool
+	// Rebuilding: the replica lost its disk and learns from its peers
+	// without voting yet (paxos.HardState.Rebuilding).
+	Rebuilding bool
 	// Now is when the status was published.
 	Now time.Time
 	// Err is the failure that stopped the replica, if any.
@@ -744,6 +747,7 @@ func (n *Node) publish() {
 		Restores:      n.restores,
 		SnapshotIndex: n.snapIndex,
 		Launching:     n.cron != nil && n.cron.l.Leading(),
+		Rebuilding:    ns.Rebuilding,
 	}
 	if until, ok := core.LeaseValidUntil(); ok && until > core.Now() {
 		s.Lease = time.Duration(until-core.Now()) * n.cfg.TickInterval

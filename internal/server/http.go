@@ -276,7 +276,7 @@ func (s *Server) handleStatus(_ http.ResponseWriter, r *http.Request) (any, erro
 	st := s.node.Status()
 	out := api.Status{
 		Replica: uint64(st.ID), Role: roleName(st.Role), Leader: uint64(st.Leader), LeaderAPI: s.peers.apiAddr(st.Leader),
-		Chosen: st.Chosen, Applied: st.Applied, Lease: api.Duration(st.Lease), Launching: st.Launching,
+		Chosen: st.Chosen, Applied: st.Applied, Lease: api.Duration(st.Lease), Launching: st.Launching, Rebuilding: st.Rebuilding,
 		StateHash: fmt.Sprintf("%016x", st.Hash), LastSnapshot: st.SnapshotIndex, Replicas: s.peers.list(),
 		LastBackup: s.backups.lastInfo(),
 		Version:    s.cfg.Version, Time: time.Now().UTC(),

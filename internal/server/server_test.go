@@ -601,3 +601,39 @@ func TestGossipFindsPeersAndACrash(t *testing.T) {
 		t.Errorf("the crashed leader's health: %+v, want suspect", st.Replicas[leader.cfg.ID-1])
 	}
 }
+
+// A replica whose disk was lost comes back with an empty data folder and
+// no flag: it rejoins as a learner, catches up from its peers, and
+// votes again; the cluster never stops serving.
+func TestEmptyDiskRejoinsFromPeers(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	ctx := context.Background()
+	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitChildren(2)
+	lost := leader%3 + 1 // a follower
+	c.servers[lost-1].Close()
+	c.servers[lost-1] = nil
+	c.dirs[lost-1] = t.TempDir() // the disk is gone
+	c.start(lost, false)
+	if !c.servers[lost-1].Node().Status().Rebuilding {
+		t.Fatal("an empty disk started without -bootstrap does not rebuild")
+	}
+	eventually(t, "the rebuilt replica to catch up and vote", func() bool {
+		l := c.servers[c.leader()-1].Node().Status()
+		r := c.servers[lost-1].Node().Status()
+		return !r.Rebuilding && r.Applied > 0 && r.Applied+5 >= l.Applied
+	})
+	// It votes again: with the other follower stopped, the cluster still
+	// has a quorum only if the rebuilt replica votes.
+	other := 6 - c.leader() - lost
+	c.servers[other-1].Close()
+	c.servers[other-1] = nil
+	before := c.nomad.count()
+	c.waitChildren(before + 2)
+	if _, err := c.client(c.leader(), writeToken).Pause(ctx, "tick"); err != nil {
+		t.Fatalf("a write with the rebuilt replica as the only follower: %v", err)
+	}
+}

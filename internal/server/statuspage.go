@@ -170,6 +170,7 @@ tr.attention td{background:#fff6f6}tr.notice td{background:#fffaf0}
 <div class="card"><span>Backup</span><b>{{with .Status.LastBackup}}at {{.Index}}, {{when .TakenAt}}{{else}}none{{end}}</b></div>
 <div class="card"><span>Jobs</span><b>{{.Status.Jobs}} · {{.Status.Open}} open</b></div>
 </div>
+{{if .Status.Rebuilding}}<div class="warn">This replica lost its disk and is catching up from its peers: it votes again once it cannot contradict what it forgot.</div>{{end}}
 {{if not (lead .Status.Leader)}}<div class="warn">No leader: nothing is launched until a majority of replicas elect one.</div>{{end}}
 {{if .Problems}}<div class="warn">{{.Problems}} of the recent launches failed or have an unknown outcome: see below, and check those jobs in Nomad.</div>{{end}}
 <h2>Replicas</h2>
