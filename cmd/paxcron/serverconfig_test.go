@@ -122,3 +122,23 @@ func TestBackupTargetDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// FuzzServerConfig: any configuration file is read or refused with an
+// error, never a panic.
+func FuzzServerConfig(f *testing.F) {
+	ex, _ := os.ReadFile(filepath.Join("..", "..", "examples", "server.hcl"))
+	f.Add(ex)
+	f.Add([]byte("replica_id = 1\ncluster { members = [1, 2, 3] }\n"))
+	f.Add([]byte("bind { http = [1] }\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		path := filepath.Join(t.TempDir(), "server.hcl")
+		if err := os.WriteFile(path, src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o, err := defaultSettings()
+		if err != nil {
+			t.Skip(err)
+		}
+		_ = o.loadHCL(path, o.table())
+	})
+}
