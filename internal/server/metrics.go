@@ -14,6 +14,7 @@ import (
 	"paxcron/cron/launcher"
 	"paxcron/cron/state"
 	"paxcron/internal/node"
+	"paxcron/internal/transport"
 	"paxcron/nomad"
 	"paxcron/paxos"
 )
@@ -99,6 +100,28 @@ func newMetrics(s *Server) *metrics {
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_open_launches",
 		Help: "Launches started and not yet recorded finished."}, func() float64 { return float64(s.openLaunches()) }))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_jobs", Help: "Cron jobs."}, func() float64 { return float64(s.jobCount()) }))
+	for _, c := range []struct {
+		name, help string
+		get        func(transport.Stats) uint64
+	}{
+		{"sent", "Frames sent to peers.", func(t transport.Stats) uint64 { return t.Sent }},
+		{"received", "Messages received from peers.", func(t transport.Stats) uint64 { return t.Received }},
+		{"dropped", "Messages dropped because a peer's send queue was full.", func(t transport.Stats) uint64 { return t.Dropped }},
+		{"auth_failures", "Handshakes that failed authentication (a wrong cluster key, an unknown replica).", func(t transport.Stats) uint64 { return t.AuthFailures }},
+		{"undecodable", "Frames that did not decode as a message.", func(t transport.Stats) uint64 { return t.Undecodable }},
+		{"misaddressed", "Messages whose sender or receiver did not match their connection.", func(t transport.Stats) uint64 { return t.Misaddressed }},
+		{"oversized", "Connections closed for a frame over the size limit.", func(t transport.Stats) uint64 { return t.Oversized }},
+		{"rejected", "Inbound connections closed over the limit.", func(t transport.Stats) uint64 { return t.Rejected }},
+	} {
+		get := c.get
+		f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "paxcron_transport_" + c.name + "_total", Help: c.help},
+			func() float64 {
+				if s.tr == nil {
+					return 0
+				}
+				return float64(get(s.tr.Stats()))
+			}))
+	}
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

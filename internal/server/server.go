@@ -361,6 +361,10 @@ func (s *Server) checkNomad() {
 func (s *Server) HTTPAddr() string  { return s.httpLn.Addr().String() }
 func (s *Server) PaxosAddr() string { return s.tr.Addr().String() }
 
+// TransportStats are the Paxos transport's counters (refused frames and
+// handshakes among them).
+func (s *Server) TransportStats() transport.Stats { return s.tr.Stats() }
+
 // Node is the replica's node (tests and the status page read it).
 func (s *Server) Node() *node.Node { return s.node }
 
