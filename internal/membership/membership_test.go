@@ -86,6 +86,32 @@ func TestCrashIsSuspectedAndRestartAtNewAddressIsFound(t *testing.T) {
 	}
 }
 
+func TestQuickRestartOnTheSamePortIsAnUpdate(t *testing.T) {
+	ms, rs := cluster(t)
+	mark := rs[0].mark()
+	if err := ms[2].Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Back at once, before it is declared dead, on its old gossip port
+	// (as a replica with a fixed port restarts) with a new Paxos address:
+	// memberlist takes the new meta once the restarted node refutes the
+	// old incarnation it hears about.
+	restarted := info(3)
+	restarted.PaxosAddr = "127.0.0.1:27003"
+	cfg := testConfig(t, 3, ms[0].Addr())
+	cfg.Self, cfg.BindAddr = restarted, ms[2].Addr()
+	c2, _ := start(t, cfg)
+	if c2.Addr() != ms[2].Addr() {
+		t.Fatalf("restarted at %s, want %s", c2.Addr(), ms[2].Addr())
+	}
+	rs[0].waitFor(t, mark, "replica 3's new Paxos address", func(e event) bool {
+		return e.kind == updated && e.info == restarted
+	})
+	eventually(t, "replica 1 has replica 3 alive at its new address", func() bool {
+		return slices.Contains(ms[0].Peers(), restarted)
+	})
+}
+
 func TestLeaveIsSuspectedWithoutWaitingForProbes(t *testing.T) {
 	ms, rs := cluster(t)
 	mark := rs[0].mark()
