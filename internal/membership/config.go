@@ -244,8 +244,9 @@ func DefaultTiming() Timing {
 		// slow replica to hear the suspicion and refute it. At 2 no
 		// confirmations are awaited, so three replicas behave like five.
 		SuspicionMult: 2,
-		// Unused at SuspicionMult 2 (see the field); memberlist's 6 would
-		// be 2.4 s should a larger SuspicionMult be set.
+		// Unused at SuspicionMult 2 (no confirmations are awaited). Should
+		// SuspicionMult be raised to await them, an unconfirmed suspicion
+		// then lasts 3 timeouts, not memberlist's 6.
 		SuspicionMaxTimeoutMult: 3,
 		// Every other replica of a five-replica cluster: a bad link
 		// between prober and target alone never makes a suspicion.
@@ -265,8 +266,10 @@ func DefaultTiming() Timing {
 		// Memberlist's: four sends to up to three replicas each reach a
 		// small cluster many times over; messages are tiny.
 		RetransmitMult: 4,
-		// Longer than a suspicion (0.4 s) with margin: a replica that
-		// moves is found at its new address a second after its death.
+		// A name comes back from a new address only after its old owner
+		// has been dead this long, which damps two live processes fighting
+		// over one ID; a replica moved to another machine is then found at
+		// its next push/pull (2-4 s after a restart in the tests).
 		DeadNodeReclaimTime: 1 * time.Second,
 		// Retry soon (the seed may just be starting), then every 5 s at
 		// most: cheap, and a late replica joins within that.
