@@ -73,6 +73,11 @@ func TestProposeAppliesEverywhere(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// Propose returns once the command is applied, but Status is
+		// published at the end of the loop's turn: wait for it.
+		for leader.Status().Commands < 120 {
+			time.Sleep(10 * time.Millisecond)
+		}
 		want := leader.Status()
 		for _, n := range nodes {
 			for n.Status().Applied < want.Applied {
