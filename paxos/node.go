@@ -388,6 +388,8 @@ func (n *Node) validate(m Message) error {
 		return bad("sender %d is not a peer", m.From)
 	case (m.Type == MsgSnapshot) != (m.Snapshot != nil):
 		return bad("snapshot present only on MsgSnapshot")
+	case !fromBallotOwner(m):
+		return bad("ballot %s is not sender %d's", m.Ballot, m.From)
 	}
 	for i, e := range m.Entries {
 		if e.Kind != EntryNoop && e.Kind != EntryCommand {
@@ -410,6 +412,22 @@ func (n *Node) validate(m Message) error {
 		return n.validateTransfer(m, bad)
 	}
 	return nil
+}
+
+// fromBallotOwner reports whether m comes from the replica whose ballot
+// it carries, if it is a message only that replica sends: a candidate's
+// or a leader's. Catch-up (MsgChosen, MsgSnapshot) may also come from an
+// acceptor, under ballot zero. The transport pins a peer's ID, so such a
+// message under another replica's ballot is a replay or a forgery, and
+// following it would let one replica speak for another's ballot.
+func fromBallotOwner(m Message) bool {
+	switch m.Type {
+	case MsgChosen, MsgSnapshot:
+		return m.Ballot.IsZero() || m.Ballot.Replica == m.From
+	case MsgPreVote, MsgPrepare, MsgAccept, MsgHeartbeat, MsgStepDown:
+		return m.Ballot.Replica == m.From
+	}
+	return true
 }
 
 // HasReady reports whether Ready would return anything.

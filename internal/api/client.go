@@ -220,6 +220,10 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, in
 		if e.Message == "" {
 			e.Message = http.StatusText(resp.StatusCode)
 		}
+		if e.Message == "" {
+			// A status net/http has no text for, and an empty body.
+			e.Message = "the server answered without a message"
+		}
 	}
 	return nil, e
 }

@@ -255,6 +255,38 @@ func (n *Node) stepLauncher() bool {
 	return true
 }
 
+// launcherWake is a timer for the launcher's next due time
+// (Launcher.NextWake): the loop otherwise wakes only on an input, the
+// ticker's included, and a launch would start up to a tick (50 ms) late.
+type launcherWake struct {
+	t *time.Timer
+	c <-chan time.Time // t.C while armed, nil (blocks) otherwise
+}
+
+// minWake keeps a launcher that cannot act on what is due (its proposals
+// refused as busy) from waking the loop in a spin.
+const minWake = 2 * time.Millisecond
+
+// armWake sets the wake timer to the launcher's next due time, or
+// disarms it.
+func (n *Node) armWake() {
+	at, ok := n.cron.l.NextWake()
+	if !ok {
+		if n.wake.t != nil {
+			n.wake.t.Stop()
+		}
+		n.wake.c = nil
+		return
+	}
+	d := max(at.Sub(n.now()), minWake)
+	if n.wake.t == nil {
+		n.wake.t = time.NewTimer(d)
+	} else {
+		n.wake.t.Reset(d)
+	}
+	n.wake.c = n.wake.t.C
+}
+
 // resultsReady is nil, which blocks, outside cron mode.
 func (n *Node) resultsReady() chan struct{} {
 	if n.results == nil {

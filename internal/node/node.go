@@ -212,6 +212,7 @@ type Node struct {
 	now              func() time.Time
 	launcherProposed bool  // the launcher proposed during this Step
 	launcherErr      error // the launcher's proposal could not be encoded
+	wake             launcherWake
 
 	// writes and written connect the loop to its writer goroutine when
 	// writes are asynchronous (nil otherwise).
@@ -559,6 +560,8 @@ func (n *Node) run() {
 			n.deliverResults()
 		case call := <-n.calls:
 			call()
+		case <-n.wake.c:
+			// The launcher's next due time: the Step below acts on it.
 		}
 		turn := time.Now()
 	drain:
@@ -588,6 +591,9 @@ func (n *Node) run() {
 		}
 		if n.cron != nil && !n.stepLauncher() {
 			return
+		}
+		if n.cron != nil {
+			n.armWake()
 		}
 		n.longestTurn = max(n.longestTurn, time.Since(turn))
 		n.publish()

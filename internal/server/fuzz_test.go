@@ -2,10 +2,18 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"paxcron/cron/launcher"
 	"paxcron/cron/state"
 )
 
@@ -42,4 +50,113 @@ func FuzzPutJobsBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Request shapes of FuzzAPIRequest, picked by its byte arguments.
+var (
+	fuzzMethods = []string{"GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"}
+	fuzzTokens  = []string{"", readToken, writeToken, "Bearer", "x" + writeToken, writeToken[:len(writeToken)-1], " " + writeToken}
+	fuzzTypes   = []string{"", "application/json", "application/hcl", "text/plain; charset=utf-8", "multipart/form-data; boundary=x", "application/json; charset=\"utf"}
+)
+
+// FuzzAPIRequest sends any request under /v1/ to the leader of a running
+// cluster: any method, path, query, token, content type and body. The
+// answer is never a 500, a refusal is a JSON error, a request without the
+// write token changes no job (create, replace, pause, delete), and a job
+// a request created can be read at its path.
+func FuzzAPIRequest(f *testing.F) {
+	c := startCluster(f)
+	leader := c.servers[c.leader()-1]
+	h := leader.http.Handler
+	put := `{"jobs":[{"name":"fz","spec":{"schedule":"@yearly","nomad_job":"p"}}],"skip_nomad_check":true}`
+	f.Add(uint8(1), "jobs", "", uint8(2), uint8(1), []byte(put))
+	f.Add(uint8(1), "jobs", "", uint8(1), uint8(1), []byte(put))
+	f.Add(uint8(1), "jobs", "skip_nomad_check=true", uint8(2), uint8(2), []byte("cron \"fz\" {\n schedule = \"@yearly\"\n nomad { job = \"p\" }\n}\n"))
+	f.Add(uint8(0), "jobs", "limit=0&prefix=%00&after=..", uint8(1), uint8(0), []byte(nil))
+	f.Add(uint8(0), "jobs/fz", "next=101&stale=true", uint8(1), uint8(0), []byte(nil))
+	f.Add(uint8(0), "jobs/..%2Ffz", "", uint8(1), uint8(0), []byte(nil))
+	f.Add(uint8(2), "jobs/fz", "if_version=-1", uint8(2), uint8(0), []byte(nil))
+	f.Add(uint8(2), "jobs/fz", "", uint8(0), uint8(0), []byte(nil))
+	f.Add(uint8(1), "jobs/fz/pause", "", uint8(4), uint8(0), []byte(nil))
+	f.Add(uint8(1), "jobs/fz/backfill", "", uint8(2), uint8(1), []byte(`{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T00:00:05Z"}`))
+	f.Add(uint8(1), "jobs/fz/trigger", "", uint8(2), uint8(1), []byte(`{"force":true,"at":1}`))
+	f.Add(uint8(0), "operator/snapshot", "", uint8(1), uint8(0), []byte(nil))
+	f.Add(uint8(1), "operator/backup", "", uint8(3), uint8(0), []byte(nil))
+	f.Add(uint8(3), "jobs", "", uint8(2), uint8(1), []byte(put))
+	f.Fuzz(func(t *testing.T, method uint8, path, query string, token, ctype uint8, body []byte) {
+		r, err := http.NewRequest(fuzzMethods[int(method)%len(fuzzMethods)], "http://replica/v1/"+path+"?"+query, bytes.NewReader(body))
+		if err != nil {
+			return // not a request a client could send
+		}
+		tok := fuzzTokens[int(token)%len(fuzzTokens)]
+		if tok != "" {
+			r.Header.Set("Authorization", "Bearer "+tok)
+		}
+		if ct := fuzzTypes[int(ctype)%len(fuzzTypes)]; ct != "" {
+			r.Header.Set("Content-Type", ct)
+		}
+		before := jobVersions(t, leader)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		checkAPIAnswer(t, r, w)
+		after := jobVersions(t, leader)
+		if tok != writeToken && !maps.Equal(before, after) {
+			t.Fatalf("%s %s without the write token changed the jobs: %v to %v", r.Method, r.URL, before, after)
+		}
+		for name := range after {
+			if _, ok := before[name]; !ok {
+				checkAddressable(t, h, name)
+			}
+		}
+	})
+}
+
+// checkAddressable: a job the API created can be read at its path.
+func checkAddressable(t *testing.T, h http.Handler, name string) {
+	t.Helper()
+	r := httptest.NewRequest("GET", "http://replica/v1/jobs/"+url.PathEscape(name)+"?stale=true", nil)
+	r.Header.Set("Authorization", "Bearer "+readToken)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("job %q was created but GET %s answers %d %s", name, r.URL, w.Code, w.Body)
+	}
+}
+
+// checkAPIAnswer: no 500, and a refusal (other than a redirect to the
+// cleaned path) is a JSON {"error": ...}.
+func checkAPIAnswer(t *testing.T, r *http.Request, w *httptest.ResponseRecorder) {
+	t.Helper()
+	code := w.Code
+	switch {
+	case code == http.StatusInternalServerError:
+		t.Fatalf("%s %s: 500 %s", r.Method, r.URL, w.Body)
+	case code >= 300 && code < 400:
+		if loc := w.Header().Get("Location"); !strings.HasPrefix(loc, "/") {
+			t.Fatalf("%s %s: redirected to %q", r.Method, r.URL, loc)
+		}
+	case code >= 400:
+		var e struct {
+			Error string `json:"error"`
+		}
+		if r.Method != "HEAD" && (json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error == "") {
+			t.Fatalf("%s %s: %d with %q, not a JSON error", r.Method, r.URL, code, w.Body)
+		}
+	}
+}
+
+// jobVersions is every job's version and whether it is paused.
+func jobVersions(t *testing.T, s *Server) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := s.Node().Cron(context.Background(), func(l *launcher.Launcher) {
+		page, _ := l.Machine().JobsPage("", "", 1<<20)
+		for _, j := range page {
+			out[j.Name] = fmt.Sprintf("v%d paused=%v", j.Version, j.Paused)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -51,8 +51,10 @@ func DecodeFile(b []byte) (Info, []byte, error) {
 	if int64(len(data)) != info.Size || hex.EncodeToString(sum[:]) != info.SHA256 {
 		return Info{}, nil, fmt.Errorf("%w: the snapshot file holds %d bytes with SHA-256 %x; its header says %d bytes, %s", ErrCorrupt, len(data), sum, info.Size, info.SHA256)
 	}
-	if info.Index == 0 {
-		return Info{}, nil, fmt.Errorf("%w: the snapshot file's header has index 0", ErrCorrupt)
+	// The header is checked as a manifest is (checkManifest): a restore
+	// takes its index and membership as they are.
+	if err := info.Meta.validate(); err != nil {
+		return Info{}, nil, fmt.Errorf("%w: the snapshot file's header: %v", ErrCorrupt, err)
 	}
 	return info, data, nil
 }

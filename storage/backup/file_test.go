@@ -32,6 +32,9 @@ func TestFileRoundTripAndDamage(t *testing.T) {
 	}
 }
 
+// FuzzDecodeFile: a snapshot file (`snapshot restore -file`, `snapshot
+// inspect`) is refused with ErrCorrupt, or its header describes its data
+// with a valid Meta and re-encodes to a file that decodes the same.
 func FuzzDecodeFile(f *testing.F) {
 	data := snap(3)
 	good, _ := EncodeFile(NewInfo(meta(3), data), data)
@@ -41,7 +44,15 @@ func FuzzDecodeFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		info, d, err := DecodeFile(b)
 		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("refused with %v, want ErrCorrupt", err)
+			}
 			return
+		}
+		// A file is checked as a manifest is: what restores from it has
+		// a valid index, membership and time.
+		if err := info.Meta.validate(); err != nil {
+			t.Fatalf("accepted a file whose header is invalid: %v", err)
 		}
 		// Whatever decodes re-encodes to a file that decodes the same.
 		again, err := EncodeFile(info, d)
