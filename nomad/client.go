@@ -2,9 +2,12 @@ package nomad
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -21,8 +24,9 @@ import (
 // idempotency token for a dispatch, within the context's deadline and
 // RequestTimeout. Safe for concurrent use.
 type Client struct {
-	cfg Config
-	api *api.Client
+	cfg    Config
+	api    *api.Client
+	prover *prover
 
 	dispatches      atomic.Uint64
 	attempts        atomic.Uint64
@@ -50,6 +54,9 @@ type ClientStats struct {
 	// RefusedButFound counts refused dispatches whose token's child was
 	// found by look-up (a parent stopped after the child was made).
 	RefusedButFound uint64
+	// ProofReads counts the batched read-backs of new children, Proved
+	// the children they found.
+	ProofReads, Proved uint64
 }
 
 // New returns a Client for cfg, which it validates. It makes no call:
@@ -69,11 +76,17 @@ func New(cfg Config) (*Client, error) {
 			Insecure:      cfg.TLS.SkipVerify,
 		},
 	}
+	ac.HttpClient = pooledHTTPClient()
+	if err := api.ConfigureTLS(ac.HttpClient, ac.TLSConfig); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
 	a, err := api.NewClient(ac)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	return &Client{cfg: cfg, api: a}, nil
+	c := &Client{cfg: cfg, api: a}
+	c.prover = newProver(c.readChildren)
+	return c, nil
 }
 
 // Config returns the client's configuration.
@@ -84,9 +97,13 @@ func (c *Client) MemoryHorizon() time.Duration { return c.cfg.MemoryHorizon() }
 
 // Stats returns the client's counters.
 func (c *Client) Stats() ClientStats {
+	c.prover.mu.Lock()
+	reads, proved := c.prover.reads, c.prover.proved
+	c.prover.mu.Unlock()
 	return ClientStats{
 		Dispatches: c.dispatches.Load(), DispatchAttempts: c.attempts.Load(), Retries: c.retries.Load(),
 		RepeatedTokens: c.repeatedTokens.Load(), Phantoms: c.phantoms.Load(), RefusedButFound: c.refusedButFound.Load(),
+		ProofReads: reads, Proved: proved,
 	}
 }
 
@@ -126,9 +143,10 @@ func (c *Client) write(ctx context.Context, t state.Target, token string) *api.W
 // token and the child ID's prefix template, the job's meta with the
 // paxcron_ keys, and its payload, and returns the child's ID once it has
 // proved that the child exists: a reply with an empty EvalID is the
-// token's stored child; any other is read back, and one naming a child
-// that does not exist (a concurrent dispatch with the token won) is
-// retried with the same token.
+// token's stored child; any other is read back (in a batch with the
+// children other workers need proved: prove.go), and one the read-back
+// does not list (a concurrent dispatch with the token won, or the listing
+// lags) is retried with the same token.
 //
 // Any other failure leaves the outcome unknown: the dispatch is retried
 // with the same token, never another, with backoff, until it succeeds, is
@@ -159,7 +177,32 @@ func (c *Client) Dispatch(ctx context.Context, l Launch) (string, error) {
 	return child, err
 }
 
-// dispatchOnce sends one dispatch and proves its child exists.
+// idleConnsPerHost is how many idle connections to Nomad the Client keeps.
+// The Go API client's default (cleanhttp's: GOMAXPROCS+1, 3 on two
+// cores) makes a Dispatcher's workers open and close a connection per
+// call in a herd; this keeps one per worker, well below Nomad's 100
+// connections per client address (limits.http_max_conns_per_client).
+const idleConnsPerHost = 64
+
+// pooledHTTPClient is cleanhttp's pooled client (what the API client uses
+// by default) keeping idleConnsPerHost idle connections, HTTP/1 only as
+// the API client wants; TLS is configured on it after.
+func pooledHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   idleConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+	}}
+}
+
+// dispatchOnce sends one dispatch and proves its child exists: an empty
+// EvalID is the token's stored child; any other child the reply names is
+// read back, in a batch with other workers' (prove.go).
 func (c *Client) dispatchOnce(ctx context.Context, l Launch, meta map[string]string, subject string) (string, error) {
 	c.attempts.Add(1)
 	resp, _, err := c.api.Jobs().DispatchOpts(&api.DispatchOptions{
@@ -181,12 +224,13 @@ func (c *Client) dispatchOnce(ctx context.Context, l Launch, meta map[string]str
 		c.repeatedTokens.Add(1)
 		return resp.DispatchedJobID, nil
 	}
-	job, _, err := c.api.Jobs().Info(resp.DispatchedJobID, c.query(ctx, l.Target))
+	if !isChildOf(resp.DispatchedJobID, l.Target.NomadJob, l.Identity) {
+		return "", &CallError{Op: "dispatch", Subject: subject, Status: 200, Err: errPhantom,
+			Message: fmt.Sprintf("the reply names child %s, which is not named after the token", resp.DispatchedJobID)}
+	}
+	ns, region := c.scope(l.Target)
+	exists, err := c.prover.prove(ctx, proofScope{namespace: ns, region: region}, resp.DispatchedJobID)
 	switch {
-	case err != nil && notFound(err):
-		c.phantoms.Add(1)
-		msg := fmt.Sprintf("the reply names child %s, which does not exist (a concurrent dispatch with the token won); dispatching again with the same token", resp.DispatchedJobID)
-		return "", &CallError{Op: "dispatch", Subject: subject, Status: 200, Message: msg, Err: errPhantom}
 	case err != nil:
 		// Unproved, whatever the error: even a refused read leaves the
 		// dispatch's outcome open.
@@ -194,9 +238,10 @@ func (c *Client) dispatchOnce(ctx context.Context, l Launch, meta map[string]str
 		ce.Message = "reading child " + resp.DispatchedJobID + " back: " + ce.Message
 		ce.Permanent = false
 		return "", ce
-	case job.ID == nil || *job.ID != resp.DispatchedJobID || job.DispatchIdempotencyToken == nil || *job.DispatchIdempotencyToken != l.Identity:
-		return "", &CallError{Op: "dispatch", Subject: subject, Status: 200, Err: errPhantom,
-			Message: fmt.Sprintf("child %s read back does not carry the token", resp.DispatchedJobID)}
+	case !exists:
+		c.phantoms.Add(1)
+		msg := fmt.Sprintf("the reply names child %s, which the read-back does not list (a concurrent dispatch with the token won); dispatching again with the same token", resp.DispatchedJobID)
+		return "", &CallError{Op: "dispatch", Subject: subject, Status: 200, Message: msg, Err: errPhantom}
 	}
 	return resp.DispatchedJobID, nil
 }
@@ -369,6 +414,11 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) error)
 		cancel()
 		if err == nil || Permanent(err) {
 			return err
+		}
+		if ctx.Err() != nil && last != nil {
+			// Cut short by the deadline: the earlier attempt's error says
+			// more (Nomad's own message). The outcome stays open either way.
+			return deadlineErr(ctx, last)
 		}
 		last = err
 		wait := c.backoff(n)

@@ -20,7 +20,10 @@
 // hex>. Nomad returns a repeated token's child with an empty EvalID; any
 // other reply is proved by reading the child back, because under
 // concurrent dispatches with one token the losers get a 200 naming a child
-// that does not exist, and are retried with the same token. A failure of
+// that does not exist, and are retried with the same token. Read-backs are
+// batched: one /v1/jobs/statuses call proves the children of the
+// dispatches made meanwhile (prove.go); a child it does not list is not
+// proved, and its dispatch is made again with the same token. A failure of
 // any kind leaves the outcome unknown: the dispatch is retried with the
 // same token, never a new one, until the deadline. The token's scope is
 // (namespace, region, parent): a job's spec fixes them, or every replica's

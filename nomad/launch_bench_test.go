@@ -2,6 +2,7 @@ package nomad_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -21,151 +22,363 @@ import (
 	"paxcron/paxos"
 )
 
-// benchParent is parentJob(id) whose allocations can never be placed: the
-// children are created (what is measured) but no task runs, so that the
-// dev agent's two cores go to creating children, not to starting N
-// processes, for Nomad's dispatcher and paxcron alike.
-func benchParent(id string) *api.Job {
-	j := parentJob(id)
-	j.Constrain(api.NewConstraint("${attr.kernel.name}", "=", "no-such-kernel"))
-	return j
-}
-
 // BenchmarkLaunchVsNomadPeriodic: N launches due in the same second, once
 // as N Nomad periodic jobs (Nomad's own dispatcher) and once as N paxcron
 // cron jobs on a 3-replica cluster (Pebble, the real launcher and
-// dispatcher) dispatching one parameterized parent, on the same dev agent,
-// one after the other. For every child: its creation in Nomad (SubmitTime)
-// less its scheduled time. Children per scheduled slot must be exactly one.
+// dispatcher) each dispatching its own parameterized parent, on the same dev agent,
+// the two systems alternating (which goes first alternates per
+// repetition). For every child: its creation in Nomad (SubmitTime, set by
+// the Nomad server for both systems) less its scheduled time, and how many
+// children each slot got.
 //
-//	go test -run '^$' -bench LaunchVsNomadPeriodic -benchtime 1x -timeout 30m ./nomad
+// Two set-ups: "unplaceable" parents carry a constraint no node meets, so
+// children are created (what is measured) but no task runs; "runnable"
+// children run a task (sleep 0) through raw_exec, so the agent also places
+// and starts them while it creates the rest.
+//
+//	go test -run '^$' -bench LaunchVsNomadPeriodic -benchtime 1x -timeout 120m ./nomad
+//
+// Environment (defaults in brackets): PAXCRON_LAUNCH_N [100,1000,10000];
+// PAXCRON_LAUNCH_REPS [5] repetitions, PAXCRON_LAUNCH_REPS_LARGE [3] for
+// N >= 10,000; PAXCRON_LAUNCH_SETUPS [unplaceable,runnable];
+// PAXCRON_LAUNCH_RUNNABLE_MAX_N [1000] (the largest N run with runnable
+// children); PAXCRON_BENCH_WORKERS [the dispatcher's default];
+// PAXCRON_LAUNCH_OUT [none] a folder for launch.md and the plots.
 func BenchmarkLaunchVsNomadPeriodic(b *testing.B) {
+	cfg := launchConfigFromEnv(b)
 	agent := nomadtest.Shared(b)
 	a, err := api.NewClient(&api.Config{Address: agent.Addr, SecretID: agent.Token})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer a.Close()
-	for _, n := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
-			for i := range b.N {
-				tag := fmt.Sprintf("b%d-%d", n, i)
-				periodic := nomadPeriodic(b, a, tag, n)
-				report(b, "nomad", periodic, n)
-				cron := paxcronLaunch(b, agent, a, tag, n)
-				report(b, "paxcron", cron, n)
-				if periodic.p99 > 0 {
-					b.ReportMetric(float64(cron.p99)/float64(periodic.p99), "p99-ratio")
+	rep := newLaunchReport(cfg, agent)
+	for range b.N {
+		for _, g := range cfg.groups() {
+			su, n := g.setup, g.n
+			for r := range cfg.repsFor(n) {
+				order := []string{sysNomad, sysPaxcron}
+				if r%2 == 1 {
+					order = []string{sysPaxcron, sysNomad}
 				}
-				b.Logf("N=%d: nomad p50 %v p99 %v max %v (%.0f children/s); paxcron p50 %v p99 %v max %v (%.0f children/s)",
-					n, periodic.p50, periodic.p99, periodic.max, periodic.rate, cron.p50, cron.p99, cron.max, cron.rate)
+				if only := os.Getenv("PAXCRON_LAUNCH_ONLY"); only != "" {
+					// Profiling one system; no ratio.
+					order = slices.DeleteFunc(order, func(s string) bool { return !strings.HasPrefix(s, only) })
+				}
+				for i, sys := range order {
+					run := launchRun{Setup: su, N: n, Rep: r + 1, System: sys, First: i == 0}
+					run.G, run.L = measureGuarded(b, cfg, agent, a, run)
+					// Printed as it comes (a benchmark's log is held to
+					// its end): a run cut short still shows what it did.
+					fmt.Printf("launch: %s %s N=%d rep %d %s: p50 %v p99 %v max %v, %.0f children/s, missing %d, doubled %d; others %.2f cores, redos %d\n",
+						time.Now().UTC().Format("15:04:05"), su, n, r+1, sys, run.L.P50, run.L.P99, run.L.Max, run.L.Rate, run.L.Missing, run.L.Doubled, run.G.Others, run.G.Redos)
+					rep.add(run)
+				}
 			}
-		})
+			// After each group, so that a run cut short leaves a report of
+			// the groups it finished.
+			if cfg.out != "" {
+				if err := rep.write(cfg.out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	for _, line := range rep.table() {
+		b.Log(line)
+	}
+	if cfg.out != "" {
+		if err := rep.write(cfg.out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rep.metrics(b)
+	for _, r := range rep.runs {
+		if r.L.Missing+r.L.Doubled > 0 {
+			b.Errorf("%s N=%d rep %d %s: %d of %d slots missing, %d doubled", r.Setup, r.N, r.Rep, r.System, r.L.Missing, r.N, r.L.Doubled)
+		}
 	}
 }
 
-// benchWorkers is the dispatcher's worker count: the default (16), or
-// PAXCRON_BENCH_WORKERS.
-func benchWorkers(b *testing.B) int {
-	s := os.Getenv("PAXCRON_BENCH_WORKERS")
+// The systems and set-ups compared.
+const (
+	sysNomad   = "Nomad periodic"
+	sysPaxcron = "paxcron"
+
+	setupUnplaceable = "unplaceable"
+	setupRunnable    = "runnable"
+)
+
+type launchConfig struct {
+	ns              []int
+	reps, repsLarge int
+	setups          []string
+	runnableMaxN    int
+	workers         int
+	out             string
+	command         string
+}
+
+func launchConfigFromEnv(b *testing.B) launchConfig {
+	cfg := launchConfig{
+		ns: envInts(b, "PAXCRON_LAUNCH_N", "100,1000,10000"), reps: envInt(b, "PAXCRON_LAUNCH_REPS", 5),
+		repsLarge: envInt(b, "PAXCRON_LAUNCH_REPS_LARGE", 3), runnableMaxN: envInt(b, "PAXCRON_LAUNCH_RUNNABLE_MAX_N", 1000),
+		workers: envInt(b, "PAXCRON_BENCH_WORKERS", 0), out: os.Getenv("PAXCRON_LAUNCH_OUT"),
+	}
+	for s := range strings.SplitSeq(envOr("PAXCRON_LAUNCH_SETUPS", setupUnplaceable+","+setupRunnable), ",") {
+		if s != setupUnplaceable && s != setupRunnable {
+			b.Fatalf("PAXCRON_LAUNCH_SETUPS: unknown set-up %q (want %s or %s)", s, setupUnplaceable, setupRunnable)
+		}
+		cfg.setups = append(cfg.setups, s)
+	}
+	cfg.command = "go test -run '^$' -bench LaunchVsNomadPeriodic -benchtime 1x -timeout 120m ./nomad"
+	for _, k := range []string{"PAXCRON_LAUNCH_N", "PAXCRON_LAUNCH_REPS", "PAXCRON_LAUNCH_REPS_LARGE", "PAXCRON_LAUNCH_SETUPS", "PAXCRON_LAUNCH_RUNNABLE_MAX_N", "PAXCRON_BENCH_WORKERS"} {
+		if v := os.Getenv(k); v != "" {
+			cfg.command = k + "=" + v + " " + cfg.command
+		}
+	}
+	return cfg
+}
+
+// groups is the order the set-ups and Ns run in: the smaller Ns in every
+// set-up first, then N >= 10,000 (the longest runs) last.
+func (c launchConfig) groups() []group {
+	var small, large []group
+	for _, n := range c.ns {
+		for _, su := range c.setups {
+			switch {
+			case su == setupRunnable && n > c.runnableMaxN:
+			case n >= 10000:
+				large = append(large, group{su, n})
+			default:
+				small = append(small, group{su, n})
+			}
+		}
+	}
+	return append(small, large...)
+}
+
+func (c launchConfig) repsFor(n int) int {
+	if n >= 10000 {
+		return c.repsLarge
+	}
+	return c.reps
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(b *testing.B, k string, def int) int {
+	s := os.Getenv(k)
 	if s == "" {
-		return 0
+		return def
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		b.Fatalf("PAXCRON_BENCH_WORKERS=%q: want a positive integer", s)
+	if err != nil || n < 0 {
+		b.Fatalf("%s=%q: want a non-negative integer", k, s)
 	}
 	return n
 }
 
+func envInts(b *testing.B, k, def string) []int {
+	var ns []int
+	for s := range strings.SplitSeq(envOr(k, def), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			b.Fatalf("%s: %q is not a positive integer", k, s)
+		}
+		ns = append(ns, n)
+	}
+	return ns
+}
+
+// launchRun is one system's run at one N in one repetition.
+type launchRun struct {
+	Setup  string
+	N, Rep int
+	System string
+	First  bool // it ran first in its repetition
+	L      lateness
+	G      guard
+}
+
+// lateness is what one run measured.
 type lateness struct {
-	p50, p99, max    time.Duration
-	rate             float64 // children per second from the scheduled time to the last one
-	children, missed int
-	doubled          int
+	P50, P99, Max time.Duration
+	// Rate is children per second from the scheduled time to the last one.
+	Rate float64
+	// Children counts the children; Missing the slots without one,
+	// Doubled those with more than one.
+	Children, Missing, Doubled int
+	// Late is every child's lateness in creation order.
+	Late []time.Duration
 }
 
-func report(b *testing.B, who string, l lateness, n int) {
-	b.ReportMetric(l.p50.Seconds()*1000, who+"-p50-ms")
-	b.ReportMetric(l.p99.Seconds()*1000, who+"-p99-ms")
-	b.ReportMetric(l.max.Seconds()*1000, who+"-max-ms")
-	b.ReportMetric(l.rate, who+"-children/s")
-	b.ReportMetric(float64(l.missed), who+"-missing")
-	b.ReportMetric(float64(l.doubled), who+"-doubled")
-	if l.missed+l.doubled > 0 {
-		b.Errorf("%s: %d of %d slots missed, %d doubled", who, l.missed, n, l.doubled)
-	}
-}
+// errTooLate: setting a run up took past its due time; it is redone with
+// more lead.
+var errTooLate = errors.New("setting the run up took past its due time")
 
-// measure turns the children of each slot into lateness figures.
-func measure(due time.Time, bySlot map[string][]int64, n int) lateness {
-	var late []time.Duration
+// measureGuarded measures run under the quiet guard, with more lead when
+// setting it up overran.
+func measureGuarded(b *testing.B, cfg launchConfig, agent *nomadtest.Agent, a *api.Client, run launchRun) (guard, lateness) {
+	b.Helper()
 	var l lateness
-	for _, subs := range bySlot {
-		l.children += len(subs)
-		if len(subs) > 1 {
-			l.doubled++
+	lead := 10*time.Second + time.Duration(run.N)*3*time.Millisecond
+	g, err := guarded(func() error {
+		for try := 0; ; try++ {
+			tag := fmt.Sprintf("%c%d-%d-%d", run.Setup[0], run.N, run.Rep, time.Now().UnixNano()%1e6)
+			var err error
+			if run.System == sysNomad {
+				l, err = nomadPeriodic(a, run.Setup, tag, run.N, lead)
+			} else {
+				l, err = paxcronLaunch(b, cfg, agent, a, run.Setup, tag, run.N, lead)
+			}
+			if !errors.Is(err, errTooLate) || try == 2 {
+				return err
+			}
+			lead *= 2
 		}
-		for _, s := range subs {
-			late = append(late, time.Unix(0, s).Sub(due))
-		}
+	})
+	if err != nil {
+		b.Fatalf("%s N=%d rep %d %s: %v", run.Setup, run.N, run.Rep, run.System, err)
 	}
-	l.missed = n - len(bySlot)
-	if len(late) == 0 {
+	return g, l
+}
+
+// benchParentFor is parentJob(id) for the set-up: unplaceable parents
+// carry a constraint no node meets, so their children are created but no
+// task runs.
+func benchParentFor(setup, id string) *api.Job {
+	j := parentJob(id)
+	if setup == setupUnplaceable {
+		j.Constrain(api.NewConstraint("${attr.kernel.name}", "=", "no-such-kernel"))
+	}
+	return j
+}
+
+// measure turns the children's submit times into lateness figures.
+func measure(due time.Time, bySlot map[string][]int64, n int) lateness {
+	var subs []int64
+	var l lateness
+	for _, s := range bySlot {
+		l.Children += len(s)
+		if len(s) > 1 {
+			l.Doubled++
+		}
+		subs = append(subs, s...)
+	}
+	l.Missing = n - len(bySlot)
+	if len(subs) == 0 {
 		return l
 	}
-	slices.Sort(late)
-	l.p50, l.p99, l.max = late[len(late)/2], late[(len(late)*99)/100], late[len(late)-1]
-	l.rate = float64(len(late)) / max(l.max.Seconds(), 1e-3)
+	slices.Sort(subs)
+	for _, s := range subs {
+		l.Late = append(l.Late, time.Unix(0, s).Sub(due))
+	}
+	sorted := slices.Clone(l.Late)
+	slices.Sort(sorted)
+	l.P50, l.P99, l.Max = percentile(sorted, 50), percentile(sorted, 99), sorted[len(sorted)-1]
+	l.Rate = float64(len(sorted)) / max(l.Max.Seconds(), 1e-3)
 	return l
 }
 
-// dueSoon returns a whole second at least lead from now, and its cron
+// percentile is the nearest-rank p-th percentile of sorted.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	return sorted[max(i-1, 0)]
+}
+
+// dueAfter returns a whole second at least lead from now, and its cron
 // fields (second, minute, hour) in UTC.
-func dueSoon(lead time.Duration) (time.Time, string) {
+func dueAfter(lead time.Duration) (time.Time, string) {
 	t := time.Now().UTC().Add(lead).Truncate(time.Second).Add(time.Second)
 	return t, fmt.Sprintf("%d %d %d", t.Second(), t.Minute(), t.Hour())
 }
 
+// parallel runs f(i) for i in [0, n) on workers goroutines and returns
+// the first error.
+func parallel(n, workers int, f func(i int) error) error {
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(i); err != nil {
+					mu.Lock()
+					first = cmp(first, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+func cmp(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
 // nomadPeriodic registers n periodic batch jobs all due in one second and
 // measures the children Nomad's own dispatcher creates.
-func nomadPeriodic(b *testing.B, a *api.Client, tag string, n int) lateness {
-	b.Helper()
-	due, fields := dueSoon(time.Duration(n)*6*time.Millisecond + 10*time.Second)
-	ids := make([]string, n)
-	for i := range n {
-		id := fmt.Sprintf("per-%s-%05d", tag, i)
-		ids[i] = id
-		j := benchParent(id)
+func nomadPeriodic(a *api.Client, setup, tag string, n int, lead time.Duration) (lateness, error) {
+	prefix := "per-" + tag + "-"
+	defer purge(a, prefix)
+	due, fields := dueAfter(lead)
+	err := parallel(n, 8, func(i int) error {
+		j := benchParentFor(setup, fmt.Sprintf("%s%05d", prefix, i))
 		j.ParameterizedJob = nil
 		j.Periodic = &api.PeriodicConfig{Specs: []string{fields + " * * * *"}, TimeZone: new("UTC")}
-		if _, _, err := a.Jobs().Register(j, nil); err != nil {
-			b.Fatalf("registering %s: %v", id, err)
-		}
+		_, _, err := a.Jobs().Register(j, nil)
+		return err
+	})
+	if err != nil {
+		return lateness{}, fmt.Errorf("registering the periodic jobs: %w", err)
 	}
 	if time.Now().After(due) {
-		b.Fatalf("registering %d periodic jobs took past their due time %v", n, due)
+		return lateness{}, errTooLate
 	}
-	bySlot := waitChildren(b, a, "per-"+tag+"-", n, due, func(s *api.JobListStub) string { return s.ParentID })
-	for _, id := range ids {
-		a.Jobs().Deregister(id, true, nil)
+	bySlot, err := waitChildren(a, prefix, n, due, func(s *api.JobListStub) string { return s.ParentID })
+	if err != nil {
+		return lateness{}, err
 	}
-	return measure(due, bySlot, n)
+	return measure(due, bySlot, n), nil
 }
 
 // paxcronLaunch creates n cron jobs due in one second on a fresh 3-replica
-// cluster dispatching one parent, and measures the children.
-func paxcronLaunch(b *testing.B, agent *nomadtest.Agent, a *api.Client, tag string, n int) lateness {
-	b.Helper()
-	parent := "cron-" + tag
-	if _, _, err := a.Jobs().Register(benchParent(parent), nil); err != nil {
-		b.Fatal(err)
-	}
-	cfg := nomad.DefaultConfig()
-	cfg.Address, cfg.Token = agent.Addr, agent.Token
-	c, err := nomad.New(cfg)
+// cluster, each dispatching its own parameterized parent (what `paxcron job
+// takeover` makes of n periodic jobs), and measures the children. One
+// parent for all n would measure something else: Nomad checks a dispatch's
+// token against every child of its parent, twice (in the RPC and in the
+// FSM), so a herd on one parent costs it O(n^2).
+func paxcronLaunch(b *testing.B, cfg launchConfig, agent *nomadtest.Agent, a *api.Client, setup, tag string, n int, lead time.Duration) (lateness, error) {
+	prefix := "cron-" + tag + "-"
+	defer purge(a, prefix)
+	err := parallel(n, 8, func(i int) error {
+		_, _, err := a.Jobs().Register(benchParentFor(setup, fmt.Sprintf("%s%05d", prefix, i)), nil)
+		return err
+	})
 	if err != nil {
-		b.Fatal(err)
+		return lateness{}, fmt.Errorf("registering the parents: %w", err)
+	}
+	ncfg := nomad.DefaultConfig()
+	ncfg.Address, ncfg.Token = agent.Addr, agent.Token
+	c, err := nomad.New(ncfg)
+	if err != nil {
+		return lateness{}, err
 	}
 	defer c.Close()
 	opts := localcluster.DefaultOptions(b.TempDir())
@@ -174,9 +387,9 @@ func paxcronLaunch(b *testing.B, agent *nomadtest.Agent, a *api.Client, tag stri
 	opts.Cron = &localcluster.CronOptions{
 		Launcher: launcher.Config{MemoryHorizon: c.MemoryHorizon()},
 		NewDispatcher: func(_ paxos.ReplicaID, done func(launcher.Result)) launcher.Dispatcher {
-			d, err := nomad.NewDispatcher(nomad.DispatcherConfig{Caller: c, Deliver: done, Workers: benchWorkers(b)})
+			d, err := nomad.NewDispatcher(nomad.DispatcherConfig{Caller: c, Deliver: done, Workers: cfg.workers})
 			if err != nil {
-				b.Fatal(err)
+				panic(err) // the config is the benchmark's own
 			}
 			dmu.Lock()
 			ds = append(ds, d)
@@ -186,7 +399,7 @@ func paxcronLaunch(b *testing.B, agent *nomadtest.Agent, a *api.Client, tag stri
 	}
 	cl, err := localcluster.Start(opts)
 	if err != nil {
-		b.Fatal(err)
+		return lateness{}, err
 	}
 	defer func() {
 		cl.Close()
@@ -197,58 +410,40 @@ func paxcronLaunch(b *testing.B, agent *nomadtest.Agent, a *api.Client, tag stri
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if _, err := cl.WaitLeader(ctx); err != nil {
-		b.Fatal(err)
+		return lateness{}, err
 	}
-	due, fields := dueSoon(time.Duration(n)*2*time.Millisecond + 5*time.Second)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 64)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			cmd, err := state.Encode(state.PutJob{Name: fmt.Sprintf("%s-%05d", tag, i), At: time.Now(), Spec: state.JobSpec{Schedule: fields + " * * *", NomadJob: parent}})
-			if err == nil {
-				err = cl.Propose(ctx, cmd)
-			}
-			if err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatalf("creating the cron jobs: %v", err)
+	due, fields := dueAfter(lead)
+	err = parallel(n, 64, func(i int) error {
+		name := fmt.Sprintf("%s%05d", prefix, i)
+		return cl.ProposeCommand(ctx, state.PutJob{Name: name, At: time.Now(),
+			Spec: state.JobSpec{Schedule: fields + " * * *", NomadJob: name}})
+	})
+	if err != nil {
+		return lateness{}, fmt.Errorf("creating the cron jobs: %w", err)
 	}
 	if time.Now().After(due) {
-		b.Fatalf("creating %d cron jobs took past their due time %v", n, due)
+		return lateness{}, errTooLate
 	}
-	bySlot := waitChildren(b, a, parent+"/dispatch-", n, due, func(s *api.JobListStub) string {
-		// <parent>/dispatch-<identity>-<unix>-<hex>: the identity names the slot.
-		rest := strings.TrimPrefix(s.ID, parent+"/dispatch-")
-		if i := strings.LastIndexByte(rest, '-'); i > 0 {
-			if j := strings.LastIndexByte(rest[:i], '-'); j > 0 {
-				return rest[:j]
-			}
-		}
-		return s.ID
-	})
-	a.Jobs().Deregister(parent, true, nil)
-	return measure(due, bySlot, n)
+	bySlot, err := waitChildren(a, prefix, n, due, func(s *api.JobListStub) string { return s.ParentID })
+	if err != nil {
+		return lateness{}, err
+	}
+	return measure(due, bySlot, n), nil
 }
 
-// waitChildren waits until n slots have children under prefix (or a
-// minute past their due time), then lists their submit times by slot.
-func waitChildren(b *testing.B, a *api.Client, prefix string, n int, due time.Time, slot func(*api.JobListStub) string) map[string][]int64 {
-	b.Helper()
-	deadline := due.Add(90 * time.Second)
-	for {
+// waitChildren waits until n slots have children under prefix (or the
+// deadline), then, a little later to see a late duplicate, lists their
+// submit times by slot. It polls no more than once a second, less often
+// for large n: each poll lists every child, which costs the agent CPU
+// the runs measure.
+func waitChildren(a *api.Client, prefix string, n int, due time.Time, slot func(*api.JobListStub) string) (map[string][]int64, error) {
+	deadline := due.Add(90*time.Second + time.Duration(n)*20*time.Millisecond)
+	poll := max(time.Second, time.Duration(n)*400*time.Microsecond)
+	time.Sleep(time.Until(due))
+	list := func() (map[string][]int64, error) {
 		stubs, _, err := a.Jobs().PrefixList(prefix)
 		if err != nil {
-			b.Fatal(err)
+			return nil, err
 		}
 		bySlot := map[string][]int64{}
 		for _, s := range stubs {
@@ -258,19 +453,51 @@ func waitChildren(b *testing.B, a *api.Client, prefix string, n int, due time.Ti
 			k := slot(s)
 			bySlot[k] = append(bySlot[k], s.SubmitTime)
 		}
-		if len(bySlot) >= n || time.Now().After(deadline) {
-			// A little longer, to see a late duplicate.
-			time.Sleep(2 * time.Second)
-			stubs, _, _ = a.Jobs().PrefixList(prefix)
-			bySlot = map[string][]int64{}
-			for _, s := range stubs {
-				if s.ParentID != "" {
-					k := slot(s)
-					bySlot[k] = append(bySlot[k], s.SubmitTime)
-				}
-			}
-			return bySlot
-		}
-		time.Sleep(200 * time.Millisecond)
+		return bySlot, nil
 	}
+	for {
+		time.Sleep(poll)
+		bySlot, err := list()
+		if err != nil {
+			return nil, err
+		}
+		if len(bySlot) >= n || time.Now().After(deadline) {
+			time.Sleep(2 * time.Second)
+			return list()
+		}
+	}
+}
+
+// purge deregisters (and purges) every job whose ID starts with prefix,
+// parents first so that no periodic job launches meanwhile, then has the
+// agent collect garbage.
+func purge(a *api.Client, prefix string) {
+	stubs, _, err := a.Jobs().PrefixList(prefix)
+	if err != nil {
+		return
+	}
+	slices.SortFunc(stubs, func(x, y *api.JobListStub) int {
+		return compareBool(x.ParentID != "", y.ParentID != "")
+	})
+	parents := 0
+	for parents < len(stubs) && stubs[parents].ParentID == "" {
+		parents++
+	}
+	for _, part := range [][]*api.JobListStub{stubs[:parents], stubs[parents:]} {
+		_ = parallel(len(part), 8, func(i int) error {
+			_, _, err := a.Jobs().Deregister(part[i].ID, true, nil)
+			return err
+		})
+	}
+	_ = a.System().GarbageCollect()
+}
+
+func compareBool(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case !x:
+		return -1
+	}
+	return 1
 }

@@ -348,6 +348,24 @@ func (l *Launcher) Drained() bool {
 
 func (l *Launcher) leaseHeld() bool { return l.now.Before(l.lead.LeaseUntil) }
 
+// NextWake returns when the launcher next has work that no input will
+// prompt, as of the last Step: the first job due, or the first delayed
+// call. ok is false when it has none (it does not lead). A driver that
+// steps the launcher only on its replica's inputs (a tick every 50 ms)
+// arms a timer for it, so that a launch is not up to a tick late.
+func (l *Launcher) NextWake() (at time.Time, ok bool) {
+	if !l.leading || !l.takenOver || !l.leaseHeld() {
+		return time.Time{}, false
+	}
+	if e, has := l.heap.Peek(); has && !l.draining && len(l.starting) < l.cfg.MaxStartsPerStep {
+		at, ok = e.NextAt, true
+	}
+	if len(l.delayed) > 0 && (!ok || l.delayed[0].notBefore.Before(at)) {
+		at, ok = l.delayed[0].notBefore, true
+	}
+	return at, ok
+}
+
 // promote takes over as the launcher of a new term: the schedule heap is
 // built from the state, and every open launch is looked up in Nomad before
 // anything else is done with it.

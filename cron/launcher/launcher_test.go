@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -719,4 +720,34 @@ func TestDrainingConcludesAndStartsNothing(t *testing.T) {
 	h.l.SetDraining(false)
 	h.step()
 	h.wantProposed("started backup-1772366420")
+}
+
+// TestNextWake: a leader that has taken over wakes for its first due job
+// and for its first delayed call, whichever comes first; a replica that
+// does not lead, or holds no lease, has nothing to wake for.
+func TestNextWake(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("backup", job("@every 10s")))
+	if _, ok := h.l.NextWake(); ok {
+		t.Fatal("a follower has a wake time")
+	}
+	h.lease(1, time.Minute)
+	h.at(t0.Add(time.Second))
+	if at, ok := h.l.NextWake(); !ok || !at.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("NextWake = %v, %t; want the first due time %v", at, ok, t0.Add(10*time.Second))
+	}
+	// The launch starts and its dispatch fails ambiguously: the lookup
+	// that follows is delayed, and comes before the next due time.
+	h.at(t0.Add(10 * time.Second))
+	h.commit()
+	h.wantRequest(OpDispatch, "backup-1772366410")
+	h.answer(Result{Err: errors.New("connection reset")})
+	if at, ok := h.l.NextWake(); !ok || !at.Equal(t0.Add(10*time.Second+time.Millisecond)) {
+		t.Fatalf("NextWake = %v, %t; want the delayed lookup at %v", at, ok, t0.Add(10*time.Second+time.Millisecond))
+	}
+	h.lead.LeaseUntil = h.now
+	h.step()
+	if _, ok := h.l.NextWake(); ok {
+		t.Fatal("a leader without a lease has a wake time")
+	}
 }

@@ -3,9 +3,11 @@ package conformance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +29,9 @@ type backend interface {
 	// stopped (long) or finish at once.
 	register(t *testing.T, parent string)
 	call(t *testing.T, req launcher.Request) launcher.Result
+	// callAll makes reqs at once (the real agent: concurrently, through
+	// one client, as a dispatcher's workers do).
+	callAll(t *testing.T, reqs []launcher.Request) []launcher.Result
 	// finish waits until child has ended on its own.
 	finish(t *testing.T, parent, child string)
 	gc(t *testing.T)
@@ -142,6 +147,28 @@ var cases = []struct {
 			t.Fatal("the token dispatched the collected child again")
 		}
 	}},
+	{"concurrent dispatches are each told their token's one child", func(t *testing.T, b backend) {
+		// The dispatcher proves a new child by reading it back in a batch
+		// with other workers' (/v1/jobs/statuses): a just-made child must
+		// be listed, and a phantom (a loser of one token's race) must not
+		// be taken for a child.
+		b.register(t, "c-herd")
+		var reqs []launcher.Request
+		for i := range 16 {
+			id := fmt.Sprintf("h%02d-1772330400", i)
+			for range 2 {
+				reqs = append(reqs, request(launcher.OpDispatch, "c-herd", id, "", runLong))
+			}
+		}
+		results := b.callAll(t, reqs)
+		for i, r := range results {
+			child := mustChild(t, r)
+			found := b.call(t, request(launcher.OpLookup, "c-herd", reqs[i].Identity, "", nil))
+			if found.Err != nil || !found.Found || found.ChildID != child {
+				t.Fatalf("%s: told %s, look-up says %+v", reqs[i].Identity, child, found)
+			}
+		}
+	}},
 	{"a missing parent is refused", func(t *testing.T, b backend) {
 		r := b.call(t, request(launcher.OpDispatch, "c-missing", "a-1772330400", "", runLong))
 		if !errors.Is(r.Err, launcher.ErrRejected) {
@@ -224,6 +251,15 @@ func (f *fake) call(t *testing.T, req launcher.Request) launcher.Result {
 	return *got
 }
 
+func (f *fake) callAll(t *testing.T, reqs []launcher.Request) []launcher.Result {
+	t.Helper()
+	out := make([]launcher.Result, len(reqs))
+	for i, r := range reqs {
+		out[i] = f.call(t, r)
+	}
+	return out
+}
+
 func (f *fake) finish(_ *testing.T, _, _ string) { f.sched.RunUntil(f.sched.Now() + time.Second) }
 
 func (f *fake) gc(*testing.T) { f.n.ForceGC() }
@@ -285,6 +321,30 @@ func (r *real) call(t *testing.T, req launcher.Request) launcher.Result {
 		t.Cleanup(func() { r.admin.Jobs().Deregister(child, false, nil) })
 	}
 	return res
+}
+
+func (r *real) callAll(t *testing.T, reqs []launcher.Request) []launcher.Result {
+	t.Helper()
+	out := make([]launcher.Result, len(reqs))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() {
+			<-start
+			ctx, cancel := context.WithDeadline(context.Background(), req.Deadline)
+			defer cancel()
+			out[i] = nomad.Call(ctx, r.client, req)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, res := range out {
+		if reqs[i].Op == launcher.OpDispatch && res.Err == nil {
+			child := res.ChildID
+			t.Cleanup(func() { r.admin.Jobs().Deregister(child, false, nil) })
+		}
+	}
+	return out
 }
 
 func (r *real) finish(t *testing.T, _, child string) {
