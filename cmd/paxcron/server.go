@@ -33,6 +33,10 @@ up from its peers before it votes: a replica whose disk was lost must not
 vote on what it forgot. Pass it only on the first start of a new cluster's
 replicas; a store that holds anything ignores it.
 
+test.clock_offset_file (-test-clock-offset-file) is for fault testing
+only (make chaos): it shifts the launcher's clock by the duration the file
+holds and makes it jump when the file changes. It is off unless set.
+
 Exit status: 0 after a clean shutdown, 1 if the replica failed, 2 bad
 usage or configuration.
 

@@ -53,6 +53,8 @@ type serverSettings struct {
 	backupKeep     int
 	logLevel       string
 	logFormat      string
+	// testClockFile is for fault testing only (server.Config.TestClockOffsetFile).
+	testClockFile string
 }
 
 // setting is one of them: its HCL path ("nomad.address": attribute
@@ -189,6 +191,7 @@ func (o *serverSettings) table() []setting {
 		integer("backup.keep", "backups kept (the newest)", &o.backupKeep),
 		str("log.level", "debug, info, warn or error", &o.logLevel),
 		str("log.format", "text or json", &o.logFormat),
+		str("test.clock_offset_file", "FOR FAULT TESTING ONLY (make chaos), never in production: a file holding a duration (30s, -1m) added to the launcher's clock, re-read every 250 ms so that a test can make this replica's clock jump", &o.testClockFile),
 	}
 }
 
@@ -347,6 +350,7 @@ func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.
 			EveryEntries: uint64(o.snapEntries), LogPerState: 1, TailEntries: uint64(o.snapTail),
 		},
 		Backup: backupTarget(o.backupURL, o.dataDir), BackupKeep: o.backupKeep, Version: version,
+		TestClockOffsetFile: o.testClockFile,
 	}
 	for _, m := range o.members {
 		cfg.Members = append(cfg.Members, paxos.ReplicaID(m))

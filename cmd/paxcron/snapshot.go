@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -254,6 +255,9 @@ func parseMembers(s string) ([]paxos.ReplicaID, error) {
 		n, err := strconv.ParseUint(strings.TrimSpace(part), 10, 64)
 		if err != nil || n == 0 {
 			return nil, fmt.Errorf("%q is not a replica ID", part)
+		}
+		if slices.Contains(out, paxos.ReplicaID(n)) {
+			return nil, fmt.Errorf("replica %d is named twice", n)
 		}
 		out = append(out, paxos.ReplicaID(n))
 	}

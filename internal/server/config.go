@@ -90,6 +90,14 @@ type Config struct {
 
 	// NewDispatcher, when set, replaces the Nomad dispatcher (tests).
 	NewDispatcher func(done func(launcher.Result)) launcher.Dispatcher
+
+	// TestClockOffsetFile is for fault testing only (cmd/paxcron-chaos):
+	// a file holding a duration ("30s", "-1m") added to the launcher's
+	// clock, re-read every TestClockPoll, so that a test can make this
+	// replica's clock jump while it runs. Empty (the default): the real
+	// clock. Never set it in production: a replica whose clock is off
+	// launches early or late.
+	TestClockOffsetFile string
 }
 
 // PeerAddrs are where another replica is reached.

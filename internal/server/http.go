@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -229,13 +230,27 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.Re
 				Message: fmt.Sprintf("forwarding to the leader, replica %d at %s: %v", leader, addr, err)})
 		},
 	}
-	if s.proxyTLS != nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.TLSClientConfig = s.proxyTLS
-		proxy.Transport = t
-	}
+	proxy.Transport = s.proxy
 	proxy.ServeHTTP(w, r)
 	return errHandled
+}
+
+// maxForwardIdleConns bounds the idle connections a replica keeps to the
+// leader's API for the requests it forwards. With net/http's default of 2
+// a follower opened and closed a connection for nearly every request it
+// forwarded under concurrent writes (measured against etcd, issue 6: at
+// 64 clients the leader spent 6% of its CPU closing connections), and
+// with TLS paid a handshake for each.
+const maxForwardIdleConns = 1024
+
+// newProxyTransport is the transport every forwarded request shares, so
+// that connections to the leader are kept and reused.
+func newProxyTransport(tlsConf *tls.Config) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = maxForwardIdleConns
+	t.MaxIdleConnsPerHost = maxForwardIdleConns
+	t.TLSClientConfig = tlsConf
+	return t
 }
 
 // errNotLeading: the replica stopped leading between the check and the
@@ -367,6 +382,11 @@ func (s *Server) handlePutJobs(w http.ResponseWriter, r *http.Request) (any, err
 	}
 	specs := make([]state.JobSpec, len(req.Jobs))
 	for i, j := range req.Jobs {
+		if j.Name == "." || j.Name == ".." {
+			// Valid for the state, but no URL can name it: /v1/jobs/..
+			// is cleaned to /v1/, so the job could not be read or deleted.
+			return nil, badRequest("job %q: a name of dots only cannot be used in the API's paths", j.Name)
+		}
 		spec, err := j.Spec.JobSpec()
 		if err != nil {
 			return nil, badRequest("job %q: %v", j.Name, err)
@@ -403,7 +423,11 @@ func decodePutJobs(r *http.Request) (api.PutJobs, error) {
 	case "", "application/json":
 		dec := json.NewDecoder(r.Body)
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
+		err := dec.Decode(&req)
+		if err == nil {
+			err = endOfBody(dec)
+		}
+		if err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
 				return req, err
@@ -505,11 +529,28 @@ func (s *Server) handleBackfill(w http.ResponseWriter, r *http.Request) (any, er
 	})
 }
 
+// endOfBody checks that nothing but white space follows the JSON value
+// dec read: a second value would be ignored without a word.
+func endOfBody(dec *json.Decoder) error {
+	var extra json.RawMessage
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return err
+	}
+	return errors.New("more than one JSON value")
+}
+
 // decodeOptional decodes a JSON body if there is one.
 func decodeOptional(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+	err := dec.Decode(v)
+	if err == nil {
+		err = endOfBody(dec)
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return err

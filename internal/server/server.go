@@ -50,6 +50,10 @@ type Server struct {
 	// nomadReady opens once Nomad passed the version and GC checks.
 	nomadReady atomic.Bool
 
+	// testClock shifts the launcher's clock (Config.TestClockOffsetFile);
+	// nil: the real clock.
+	testClock *testClock
+
 	peers    *peers
 	gossip   *gossip.Gossip // nil without bind.gossip
 	metrics  *metrics
@@ -59,6 +63,8 @@ type Server struct {
 	httpLn   net.Listener
 	apiTLS   *tls.Config
 	proxyTLS *tls.Config
+	// proxy carries the requests this replica forwards to the leader.
+	proxy *http.Transport
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -86,6 +92,13 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 			s.Close()
 		}
 	}()
+	if cfg.TestClockOffsetFile != "" {
+		c, err := startTestClock(cfg.TestClockOffsetFile)
+		if err != nil {
+			return nil, err
+		}
+		s.testClock = c
+	}
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
@@ -97,6 +110,7 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 	if err := s.loadTLS(); err != nil {
 		return nil, err
 	}
+	s.proxy = newProxyTransport(s.proxyTLS)
 	s.peers = newPeers(cfg)
 	s.metrics = newMetrics(s)
 	if err := s.openNomad(); err != nil {
@@ -238,6 +252,7 @@ func (s *Server) newNode(rebuilding bool) error {
 			}
 		},
 		Cron: &node.CronOptions{
+			Now:           s.launcherNow(),
 			Launcher:      lc,
 			NewDispatcher: s.newDispatcher,
 			Applied:       s.applied,
@@ -251,11 +266,20 @@ func (s *Server) newNode(rebuilding bool) error {
 	return nil
 }
 
+// launcherNow is the launcher's clock, which the dispatcher's deadlines
+// are on too: nil (time.Now) unless a test shifts it.
+func (s *Server) launcherNow() func() time.Time {
+	if s.testClock == nil {
+		return nil
+	}
+	return s.testClock.now
+}
+
 func (s *Server) newDispatcher(_ paxos.ReplicaID, done func(launcher.Result)) launcher.Dispatcher {
 	if s.cfg.NewDispatcher != nil {
 		return s.cfg.NewDispatcher(done)
 	}
-	d, err := nomad.NewDispatcher(nomad.DispatcherConfig{Caller: timedCaller{c: s.nomad, m: s.metrics}, Deliver: done})
+	d, err := nomad.NewDispatcher(nomad.DispatcherConfig{Caller: timedCaller{c: s.nomad, m: s.metrics}, Deliver: done, Now: s.launcherNow()})
 	if err != nil {
 		panic(err) // the config is fixed here; an error is a bug
 	}
@@ -324,6 +348,11 @@ func (s *Server) Start() {
 	}
 	if s.backups != nil {
 		s.wg.Go(s.backupLoop)
+	}
+	if s.testClock != nil {
+		s.log.Warn("FAULT TESTING: the launcher's clock is shifted by the offset in test.clock_offset_file; never run so in production",
+			"file", s.testClock.path, "offset", time.Duration(s.testClock.offset.Load()).String())
+		s.wg.Go(s.watchTestClock)
 	}
 	if err := s.startGossip(); err != nil {
 		s.log.Error("gossip did not start: peers are known only from the configuration, and crashes by the Paxos timeouts", "err", err)
@@ -502,6 +531,9 @@ func (s *Server) Close() error {
 			errs = append(errs, s.http.Close())
 		} else if s.httpLn != nil {
 			errs = append(errs, s.httpLn.Close())
+		}
+		if s.proxy != nil {
+			s.proxy.CloseIdleConnections()
 		}
 		if s.node != nil {
 			s.node.Stop()

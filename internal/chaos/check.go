@@ -1,0 +1,345 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// CheckedJob is one cron job of the workload as the checker sees it. Its
+// slots are every unix second divisible by EverySeconds, a divisor of 60
+// (the schedule "*/N * * * * *"): the checker enumerates them itself
+// rather than asking paxcron's schedule package.
+type CheckedJob struct {
+	Name         string
+	EverySeconds int64
+	// From is when the job existed: slots after it are checked.
+	From time.Time
+}
+
+// Child is one child job in Nomad's job list.
+type Child struct {
+	ID string
+	// Token is the dispatch's idempotency token: the launch identity
+	// paxcron gave it, "<job>-<unix seconds>".
+	Token string
+	// MetaIdentity is the child's paxcron_identity meta, which must equal
+	// Token.
+	MetaIdentity string
+	// Submitted is when Nomad registered the child (its SubmitTime).
+	Submitted time.Time
+}
+
+// Record is one launch outcome paxcron recorded (its history, or the
+// replicas' launch log lines): dispatched, skipped, failed or unknown.
+type Record struct {
+	Identity string
+	Outcome  string
+	ChildID  string
+	Reason   string
+	// Source says where it was read (a replica's log, the API).
+	Source string
+}
+
+// Window is a fault window: from the fault's start to its end plus the
+// recovery time the schedule states for it.
+type Window struct {
+	Fault    string
+	From, To time.Time
+}
+
+// CheckInput is everything the checker judges.
+type CheckInput struct {
+	Jobs []CheckedJob
+	// To ends the checked slots (inclusive); each job's start at its From.
+	To       time.Time
+	Children []Child
+	Records  []Record
+	Windows  []Window
+	// LateBound: a slot outside every fault window must have its child
+	// submitted within LateBound of its time, and no earlier than
+	// EarlyBound before it.
+	LateBound, EarlyBound time.Duration
+}
+
+// Report is the checker's verdict with its counts. Each violation list
+// holds one line per violation.
+type Report struct {
+	Slots, InWindows        int
+	Children, ChildrenSlots int
+	Dispatched              int
+	Skips                   map[string]int // by reason class
+	Failed, Unknown         int
+	MaxLateOutside          time.Duration
+
+	Doubled      []string // a token with two or more children
+	Missing      []string // no child and no recorded outcome
+	Late         []string // child later than LateBound outside the fault windows
+	Early        []string // child more than EarlyBound before its time outside them
+	Lost         []string // recorded dispatched, no child in Nomad
+	Contradicted []string // recorded skipped or failed, yet Nomad has a child
+	WrongChild   []string // recorded dispatched to another child than Nomad's
+	Conflicting  []string // two different outcomes recorded for one launch
+	Unexplained  []string // a skip without its reason; failed/unknown outside fault windows
+	Stray        []string // a child whose token is no slot of its job, or meta disagrees
+}
+
+// Violations is the number of violations of every kind.
+func (r *Report) Violations() int {
+	n := 0
+	for _, l := range r.lists() {
+		n += len(*l.list)
+	}
+	return n
+}
+
+type namedList struct {
+	name string
+	list *[]string
+}
+
+func (r *Report) lists() []namedList {
+	return []namedList{
+		{"doubled", &r.Doubled}, {"missing", &r.Missing}, {"late", &r.Late}, {"early", &r.Early},
+		{"lost", &r.Lost}, {"contradicted", &r.Contradicted}, {"wrong child", &r.WrongChild},
+		{"conflicting records", &r.Conflicting}, {"unexplained", &r.Unexplained}, {"stray children", &r.Stray},
+	}
+}
+
+// Check judges the input. It needs no clock and calls nothing.
+func Check(in CheckInput) *Report {
+	r := &Report{Skips: map[string]int{}}
+	byToken := map[string][]Child{}
+	for _, c := range in.Children {
+		byToken[c.Token] = append(byToken[c.Token], c)
+	}
+	r.Children = len(in.Children)
+	records := dedupeRecords(in.Records, r)
+	jobs := map[string]CheckedJob{}
+	for _, j := range in.Jobs {
+		if j.EverySeconds <= 0 || 60%j.EverySeconds != 0 {
+			panic(fmt.Sprintf("chaos: job %s every %d s: want a divisor of 60", j.Name, j.EverySeconds))
+		}
+		jobs[j.Name] = j
+	}
+	// Every token: at most one child, and a slot of its job.
+	for _, tok := range sortedKeys(byToken) {
+		cs := byToken[tok]
+		if len(cs) > 1 {
+			r.Doubled = append(r.Doubled, fmt.Sprintf("%s: %d children %s", tok, len(cs), childIDs(cs)))
+		}
+		for _, c := range cs {
+			if c.MetaIdentity != c.Token {
+				r.Stray = append(r.Stray, fmt.Sprintf("%s: token %q but meta paxcron_identity %q", c.ID, c.Token, c.MetaIdentity))
+			}
+		}
+		name, at, ok := SplitIdentity(tok)
+		j, known := jobs[name]
+		if !ok || !known || at.Unix()%j.EverySeconds != 0 {
+			r.Stray = append(r.Stray, fmt.Sprintf("%s: token %q is no slot of a workload job", childIDs(cs), tok))
+		}
+	}
+	for _, j := range in.Jobs {
+		first := (j.From.Unix()/j.EverySeconds + 1) * j.EverySeconds
+		for s := first; s <= in.To.Unix(); s += j.EverySeconds {
+			r.checkSlot(in, j, time.Unix(s, 0), byToken, records)
+		}
+	}
+	return r
+}
+
+func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken map[string][]Child, records map[string]Record) {
+	id := Identity(j.Name, at)
+	r.Slots++
+	window := inWindow(in.Windows, at, in.LateBound)
+	if window != "" {
+		r.InWindows++
+	}
+	cs := byToken[id]
+	rec, recorded := records[id]
+	if len(cs) > 0 {
+		r.ChildrenSlots++
+	}
+	switch rec.Outcome {
+	case "dispatched":
+		r.Dispatched++
+	case "skipped":
+		r.Skips[ReasonClass(rec.Reason)]++
+	case "failed":
+		r.Failed++
+	case "unknown":
+		r.Unknown++
+	}
+	when := at.UTC().Format(time.TimeOnly)
+	switch {
+	case len(cs) == 0 && !recorded:
+		r.Missing = append(r.Missing, fmt.Sprintf("%s (%s): no child in Nomad and no recorded outcome", id, when))
+	case len(cs) == 0 && rec.Outcome == "dispatched":
+		r.Lost = append(r.Lost, fmt.Sprintf("%s (%s): recorded dispatched to %s (%s), no child in Nomad", id, when, rec.ChildID, rec.Source))
+	case len(cs) == 0 && rec.Outcome == "skipped" && strings.TrimSpace(rec.Reason) == "":
+		r.Unexplained = append(r.Unexplained, fmt.Sprintf("%s (%s): skipped without a reason (%s)", id, when, rec.Source))
+	case len(cs) == 0 && (rec.Outcome == "failed" || rec.Outcome == "unknown") && window == "":
+		r.Unexplained = append(r.Unexplained, fmt.Sprintf("%s (%s): %s outside every fault window: %s", id, when, rec.Outcome, rec.Reason))
+	case len(cs) > 0 && (rec.Outcome == "skipped" || rec.Outcome == "failed"):
+		r.Contradicted = append(r.Contradicted, fmt.Sprintf("%s (%s): recorded %s (%s) yet Nomad has %s", id, when, rec.Outcome, rec.Reason, childIDs(cs)))
+	case len(cs) == 1 && rec.Outcome == "dispatched" && rec.ChildID != "" && rec.ChildID != cs[0].ID:
+		r.WrongChild = append(r.WrongChild, fmt.Sprintf("%s (%s): recorded child %s, Nomad's is %s", id, when, rec.ChildID, cs[0].ID))
+	}
+	if len(cs) == 0 {
+		return
+	}
+	late := cs[0].Submitted.Sub(at)
+	for _, c := range cs[1:] {
+		late = min(late, c.Submitted.Sub(at))
+	}
+	if window != "" {
+		return
+	}
+	r.MaxLateOutside = max(r.MaxLateOutside, late)
+	switch {
+	case late > in.LateBound:
+		r.Late = append(r.Late, fmt.Sprintf("%s (%s): child submitted %v after its time, outside every fault window", id, when, late.Round(time.Millisecond)))
+	case late < -in.EarlyBound:
+		r.Early = append(r.Early, fmt.Sprintf("%s (%s): child submitted %v before its time, outside every fault window", id, when, (-late).Round(time.Millisecond)))
+	}
+}
+
+// inWindow names the fault window covering a slot at t: its launch
+// is judged late only outside them. A slot due up to lateBound before a
+// fault began was still being launched when it struck.
+func inWindow(ws []Window, t time.Time, lateBound time.Duration) string {
+	for _, w := range ws {
+		if !t.Before(w.From.Add(-lateBound)) && !t.After(w.To) {
+			return w.Fault
+		}
+	}
+	return ""
+}
+
+// dedupeRecords keeps one record per identity; two sources that disagree
+// on a launch's outcome are a violation (replicas applied different
+// histories).
+func dedupeRecords(recs []Record, r *Report) map[string]Record {
+	out := map[string]Record{}
+	conflicted := map[string]bool{}
+	for _, rec := range recs {
+		old, ok := out[rec.Identity]
+		if !ok {
+			out[rec.Identity] = rec
+			continue
+		}
+		if (old.Outcome != rec.Outcome || old.ChildID != rec.ChildID) && !conflicted[rec.Identity] {
+			conflicted[rec.Identity] = true
+			r.Conflicting = append(r.Conflicting, fmt.Sprintf("%s: %s %s (%s) vs %s %s (%s)",
+				rec.Identity, old.Outcome, old.ChildID, old.Source, rec.Outcome, rec.ChildID, rec.Source))
+		}
+	}
+	return out
+}
+
+// Identity is paxcron's launch identity for a scheduled slot, written
+// here from its documented form (README: "<cron name>-<scheduled unix
+// seconds>") rather than imported, so that the checker does not take
+// paxcron's word for it.
+func Identity(job string, at time.Time) string {
+	return job + "-" + strconv.FormatInt(at.Unix(), 10)
+}
+
+// SplitIdentity parses an identity back into its job and time.
+func SplitIdentity(id string) (string, time.Time, bool) {
+	i := strings.LastIndexByte(id, '-')
+	if i <= 0 {
+		return "", time.Time{}, false
+	}
+	s, err := strconv.ParseInt(id[i+1:], 10, 64)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return id[:i], time.Unix(s, 0), true
+}
+
+var (
+	digits  = regexp.MustCompile(`[0-9]+`)
+	childRe = regexp.MustCompile(`\S+/dispatch-\S+`)
+)
+
+// ReasonClass groups skip reasons for the counts: the child IDs and the
+// numbers in a reason differ from launch to launch.
+func ReasonClass(reason string) string {
+	s := childRe.ReplaceAllString(reason, "<child>")
+	s = digits.ReplaceAllString(s, "#")
+	if len(s) > 70 {
+		s = s[:70] + "..."
+	}
+	return s
+}
+
+func childIDs(cs []Child) string {
+	ids := make([]string, len(cs))
+	for i, c := range cs {
+		ids[i] = c.ID
+	}
+	return strings.Join(ids, ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// MaxListed is how many lines of each violation kind Print shows.
+const MaxListed = 20
+
+// Print writes the counts, every violation (up to MaxListed of a kind),
+// and the one-line verdict.
+func (r *Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "slots checked: %d (%d in fault windows); children in Nomad: %d (%d of them for checked slots)\n",
+		r.Slots, r.InWindows, r.Children, r.ChildrenSlots)
+	fmt.Fprintf(w, "recorded: %d dispatched, %d skipped, %d failed, %d unknown\n", r.Dispatched, sum(r.Skips), r.Failed, r.Unknown)
+	for _, reason := range sortedKeys(r.Skips) {
+		fmt.Fprintf(w, "  skipped %5d  %s\n", r.Skips[reason], reason)
+	}
+	fmt.Fprintf(w, "latest child outside fault windows: %v after its slot\n", r.MaxLateOutside.Round(time.Millisecond))
+	var counts []string
+	for _, l := range r.lists() {
+		counts = append(counts, fmt.Sprintf("%s %d", l.name, len(*l.list)))
+	}
+	fmt.Fprintf(w, "violations: %s\n", strings.Join(counts, ", "))
+	for _, l := range r.lists() {
+		for i, line := range *l.list {
+			if i == MaxListed {
+				fmt.Fprintf(w, "  %s: %d more\n", l.name, len(*l.list)-MaxListed)
+				break
+			}
+			fmt.Fprintf(w, "  %s: %s\n", l.name, line)
+		}
+	}
+	fmt.Fprintln(w, r.Verdict())
+}
+
+// Verdict is the one-line verdict.
+func (r *Report) Verdict() string {
+	if n := r.Violations(); n > 0 {
+		return fmt.Sprintf("VERDICT: FAIL, %d violations in %d slots", n, r.Slots)
+	}
+	if r.Slots == 0 {
+		return "VERDICT: FAIL, no slot was checked"
+	}
+	return fmt.Sprintf("VERDICT: PASS, %d slots, none doubled, none missing, none late outside the fault windows", r.Slots)
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

@@ -1,0 +1,62 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+)
+
+// The replicas' JSON launch lines become records; other lines, and
+// "launch started" (no outcome yet), are passed over.
+func TestLaunchRecords(t *testing.T) {
+	out := strings.Join([]string{
+		`{"time":"2026-11-25T04:18:48Z","level":"INFO","msg":"launch started","replica":2,"job":"a","identity":"a-1795580328","slot":11}`,
+		`{"time":"2026-11-25T04:18:48Z","level":"INFO","msg":"launch dispatched","replica":2,"job":"a","identity":"a-1795580328","outcome":"dispatched","child":"p/dispatch-a-1795580328-1-ab","reason":"","slot":12}`,
+		`paxcron server: replica 2 serving its API on [::]:4750`,
+		`{"time":"2026-11-25T04:18:50Z","level":"DEBUG","msg":"launch skipped","replica":2,"job":"b","identity":"b-1795580330","outcome":"skipped","child":"","reason":"job paused","slot":13}`,
+		`{"msg":"launch dispatched", broken`,
+	}, "\n")
+	got := launchRecords([]byte(out), "replica 2")
+	want := []Record{
+		{Identity: "a-1795580328", Outcome: "dispatched", ChildID: "p/dispatch-a-1795580328-1-ab", Source: "replica 2"},
+		{Identity: "b-1795580330", Outcome: "skipped", Reason: "job paused", Source: "replica 2"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("record %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// The workload has the jobs asked for, with every policy, periods that
+// divide a minute, and names that are valid identities' prefixes.
+func TestWorkload(t *testing.T) {
+	jobs := Workload(50)
+	if len(jobs) != 50 {
+		t.Fatalf("%d jobs", len(jobs))
+	}
+	policies := map[string]int{}
+	names := map[string]bool{}
+	for _, j := range jobs {
+		if 60%j.EverySeconds != 0 || j.EverySeconds < 5 {
+			t.Errorf("%s every %d s", j.Name, j.EverySeconds)
+		}
+		if names[j.Name] {
+			t.Errorf("%s twice", j.Name)
+		}
+		names[j.Name] = true
+		p := j.Spec.Concurrency
+		if p == "" {
+			p = "allow"
+		}
+		policies[p]++
+		if (p == "allow") != (j.Spec.NomadJob == QuickParent) {
+			t.Errorf("%s (%s) dispatches %s", j.Name, p, j.Spec.NomadJob)
+		}
+	}
+	if policies["allow"] != 30 || policies["forbid"] != 10 || policies["replace"] != 10 {
+		t.Fatalf("policies %v", policies)
+	}
+}

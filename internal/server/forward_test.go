@@ -1,0 +1,50 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"paxcron/internal/api"
+)
+
+// TestForwardReusesConnections: a follower forwarding concurrent writes
+// to the leader keeps its connections to the leader open between rounds,
+// rather than dialling again for nearly every request (net/http's default
+// keeps two idle connections per host).
+func TestForwardReusesConnections(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	follower := leader%3 + 1
+	f := c.servers[follower-1]
+	var dials atomic.Int64
+	dial := f.proxy.DialContext
+	f.proxy.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dial(ctx, network, addr)
+	}
+	fc := c.client(follower, writeToken)
+	const inFlight, rounds = 16, 4
+	for round := range rounds {
+		var wg sync.WaitGroup
+		for i := range inFlight {
+			wg.Go(func() {
+				name := fmt.Sprintf("fwd-%d-%d", round, i)
+				put := api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}}}}
+				if _, err := fc.PutJobs(context.Background(), put); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	// The first round may dial once per request in flight; later rounds
+	// find those connections idle. Without reuse it is about
+	// inFlight*rounds.
+	if n := dials.Load(); n > inFlight+rounds {
+		t.Errorf("the follower dialled the leader %d times for %d rounds of %d forwarded writes; want at most %d", n, rounds, inFlight, inFlight+rounds)
+	}
+}

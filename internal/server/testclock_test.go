@@ -1,0 +1,93 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReadTestClockOffset(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		content string // "-": no file
+		want    time.Duration
+		bad     bool
+	}{
+		{"-", 0, false},
+		{"", 0, false},
+		{"30s\n", 30 * time.Second, false},
+		{" -1m ", -time.Minute, false},
+		{"thirty", 0, true},
+		{"30", 0, true},
+		{"25h", 0, true},
+		{"-25h", 0, true},
+	} {
+		path := filepath.Join(dir, "offset")
+		os.Remove(path)
+		if tc.content != "-" {
+			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := readTestClockOffset(path)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("offset file %q: got %v, %v; want %v, error %v", tc.content, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
+// A replica whose offset file does not hold a duration does not start.
+func TestTestClockBadFileRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "offset")
+	if err := os.WriteFile(path, []byte("soon"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, 1, t.TempDir(), &fakeNomad{children: map[string]string{}})
+	cfg.TestClockOffsetFile = path
+	if _, err := New(cfg, true); !errors.Is(err, ErrConfig) {
+		t.Fatalf("New with a bad offset file: %v, want ErrConfig", err)
+	}
+}
+
+// Writing an offset into the file while the replicas run makes their
+// launcher's clock jump: a job due every second then launches slots that
+// lie that far ahead of the real clock.
+func TestTestClockJumpsAtRuntime(t *testing.T) {
+	dir := t.TempDir()
+	offsetFile := filepath.Join(dir, "offset")
+	c := startClusterWith(t, func(cfg *Config) { cfg.TestClockOffsetFile = offsetFile })
+	leader := c.leader()
+	if _, err := c.client(leader, writeToken).PutJobs(context.Background(), everySecond("jump")); err != nil {
+		t.Fatal(err)
+	}
+	// ahead is the latest scheduled time launched, less the real time.
+	ahead := func() time.Duration {
+		c.nomad.mu.Lock()
+		defer c.nomad.mu.Unlock()
+		var latest int64
+		for id := range c.nomad.children {
+			if n, err := strconv.ParseInt(strings.TrimPrefix(id, "jump-"), 10, 64); err == nil && n > latest {
+				latest = n
+			}
+		}
+		return time.Until(time.Unix(latest, 0))
+	}
+	c.waitChildren(2)
+	if a := ahead(); a > 2*time.Second {
+		t.Fatalf("without an offset a slot %v ahead of the clock was launched", a)
+	}
+	if err := os.WriteFile(offsetFile, []byte("30s"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a slot 25 s ahead of the real clock launched", func() bool { return ahead() > 25*time.Second })
+	for _, s := range c.servers {
+		if got := time.Duration(s.testClock.offset.Load()); got != 30*time.Second {
+			t.Errorf("replica %d: offset %v, want 30s", s.cfg.ID, got)
+		}
+	}
+}
