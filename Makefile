@@ -17,14 +17,22 @@ SIM_FLAGS ?=
 DEMO_FLAGS ?=
 # Extra flags for `go test` in `make test` (e.g. TEST_FLAGS='-count=1 -v').
 TEST_FLAGS ?=
-# Benchmark selection and duration for `make bench`.
+# Benchmark selection and duration for `make gobench`.
 BENCH ?= .
 BENCHTIME ?= 1s
 BENCH_PKGS ?= ./...
+# The side-by-side suites `make bench` runs, in order (tools/bench/run -h).
+BENCH_SUITES ?= all
+# How long `make chaos` runs its fault schedule, and its extra flags
+# (e.g. CHAOS_FLAGS='-seed 7'; go run ./cmd/paxcron-chaos -h lists them).
+DURATION ?= 5m
+CHAOS_FLAGS ?=
 # How long each fuzz target runs in `make fuzz`.
 FUZZTIME ?= 10s
 # Packages searched for fuzz targets by `make fuzz`.
 FUZZ_PKGS ?= ./...
+# Only the fuzz targets whose name matches this grep -E pattern.
+FUZZ_MATCH ?= .
 
 TOOLS_BIN := $(CURDIR)/tools/bin
 STATICCHECK := $(TOOLS_BIN)/staticcheck
@@ -44,13 +52,14 @@ GOFILES = $(shell find . -path './.*' -prune -o -name '*.go' -type f -print)
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build lint fmt test sim demo bench fuzz tools nomad clean
+.PHONY: help build lint fmt test sim demo bench gobench chaos fuzz tools nomad clean
 
 help: ## List the targets and the variables they take.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo
 	@echo "Variables: TEST_SEEDS=$(TEST_SEEDS) SEEDS=$(SEEDS) SIM_FLAGS=$(SIM_FLAGS) TEST_FLAGS=$(TEST_FLAGS) DEMO_FLAGS=$(DEMO_FLAGS)"
-	@echo "           BENCH=$(BENCH) BENCHTIME=$(BENCHTIME) BENCH_PKGS=$(BENCH_PKGS) FUZZTIME=$(FUZZTIME) FUZZ_PKGS=$(FUZZ_PKGS)"
+	@echo "           BENCH_SUITES=$(BENCH_SUITES) BENCH=$(BENCH) BENCHTIME=$(BENCHTIME) BENCH_PKGS=$(BENCH_PKGS)"
+	@echo "           DURATION=$(DURATION) CHAOS_FLAGS=$(CHAOS_FLAGS) FUZZTIME=$(FUZZTIME) FUZZ_PKGS=$(FUZZ_PKGS) FUZZ_MATCH=$(FUZZ_MATCH)"
 
 build: ## Compile every package, and the ./cmd/... binaries into bin/.
 	$(GO) build ./...
@@ -86,16 +95,19 @@ demo: build $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Nomad 
 sim: ## Run SEEDS simulation seeds (pass SIM_FLAGS, e.g. '-start 1000').
 	$(GO) run ./cmd/paxcron-sim -seeds $(SEEDS) $(SIM_FLAGS)
 
-bench: ## Benchmarks matching BENCH in BENCH_PKGS, BENCHTIME each.
+bench: export NOMAD_BIN := $(NOMAD_BIN)
+bench: build $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Side-by-side benchmarks (etcd, Nomad's periodic dispatcher, failover, scale): tables and PNG plots into docs/bench (BENCH_SUITES).
+	bash tools/bench/run $(BENCH_SUITES)
+
+gobench: ## Go benchmarks matching BENCH in BENCH_PKGS, BENCHTIME each.
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem $(BENCH_PKGS)
 
-fuzz: ## Every Fuzz* target in FUZZ_PKGS, FUZZTIME each.
-	@targets="$$($(GO) test -list '^Fuzz' $(FUZZ_PKGS) | awk '/^Fuzz/ {names = names " " $$1; next} /^ok/ {n = split(names, a, " "); for (i = 1; i <= n; i++) print $$2, a[i]; names = ""}')"; \
-	if [ -z "$$targets" ]; then echo "fuzz: no Fuzz targets found"; exit 0; fi; \
-	echo "$$targets" | while read -r pkg name; do \
-		echo "$(GO) test -run '^\$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $$pkg"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" </dev/null; \
-	done
+chaos: export NOMAD_BIN := $(NOMAD_BIN)
+chaos: $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Three replicas in containers + Nomad under a seeded fault schedule for DURATION, then an independent check of every slot (CHAOS_FLAGS).
+	$(GO) run ./cmd/paxcron-chaos -duration $(DURATION) $(CHAOS_FLAGS)
+
+fuzz: ## Every Fuzz* target in FUZZ_PKGS for FUZZTIME each; ends with the executions and failures in all.
+	FUZZTIME='$(FUZZTIME)' FUZZ_PKGS='$(FUZZ_PKGS)' FUZZ_MATCH='$(FUZZ_MATCH)' bash tools/fuzz/run
 
 tools: $(STATICCHECK) ## Install the pinned tools into tools/bin.
 

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// syntheticRuns: two repetitions at 1 and 8 clients. At 1 client paxcron
+// doubles etcd with a lower p99 (goal met); at 8 its throughput is 1.2x
+// (not met). One etcd run at 8 clients was redone.
+func syntheticRuns() []runRecord {
+	r := func(rep, clients int, sys string, wps, p50, p99 float64) runRecord {
+		return runRecord{Rep: rep, Clients: clients, System: sys, Attempt: 1, Kept: true,
+			Writes: int(wps * 10), WindowSec: 10, WritesPerSec: wps, P50Ms: p50, P99Ms: p99,
+			ServerCPUSec: wps * 10 * 200e-6, ClientCPUSec: wps * 10 * 50e-6, OthersCores: 0.01}
+	}
+	disturbed := r(1, 8, sysEtcd, 900, 5, 20)
+	disturbed.Kept, disturbed.Disturbed, disturbed.OthersCores = false, true, 0.9
+	return []runRecord{
+		r(1, 1, sysEtcd, 800, 1, 2.4), r(1, 1, sysPaxcronAPI, 1600, 0.5, 1.2),
+		r(2, 1, sysEtcd, 1000, 1, 2.0), r(2, 1, sysPaxcronAPI, 2200, 0.5, 1.0),
+		disturbed,
+		r(1, 8, sysEtcd, 2000, 4, 10), r(1, 8, sysPaxcronAPI, 2400, 3, 9),
+		r(2, 8, sysEtcd, 2200, 4, 12), r(2, 8, sysPaxcronAPI, 2640, 3, 10),
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	s := summarize(syntheticRuns(), []int{1, 8}, []string{sysEtcd, sysPaxcronAPI})
+	e1 := s.Cells[cellKey{sysEtcd, 1}]
+	if e1.Throughput != (stat{Med: 900, Lo: 800, Hi: 1000, N: 2}) {
+		t.Errorf("etcd at 1: throughput %+v", e1.Throughput)
+	}
+	if got := e1.ServerCPU.Med; got < 199.99 || got > 200.01 {
+		t.Errorf("etcd at 1: server CPU/write %v µs, want 200", got)
+	}
+	r1 := s.Ratios[cellKey{sysPaxcronAPI, 1}]
+	// Paired: 1600/800 = 2.0 and 2200/1000 = 2.2; p99 0.5 and 0.5.
+	if r1.Throughput.Med < 2.0999 || r1.Throughput.Med > 2.1001 || r1.Throughput.Lo != 2.0 || r1.P99.Med != 0.5 {
+		t.Errorf("ratios at 1: %+v", r1)
+	}
+	if !r1.met() {
+		t.Errorf("goal at 1 should be met: %+v", r1)
+	}
+	r8 := s.Ratios[cellKey{sysPaxcronAPI, 8}]
+	if r8.met() || r8.Throughput.Med < 1.1999 || r8.Throughput.Med > 1.2001 {
+		t.Errorf("goal at 8 should not be met at 1.2x: %+v", r8)
+	}
+	e8 := s.Cells[cellKey{sysEtcd, 8}]
+	if e8.Redone != 1 || e8.Throughput.N != 2 || e8.Throughput.Lo != 2000 {
+		t.Errorf("etcd at 8: the redone run must be counted apart, not in the figures: %+v", e8)
+	}
+	if _, ok := s.Ratios[cellKey{sysEtcd, 1}]; ok {
+		t.Error("etcd has a ratio to itself")
+	}
+}
+
+func TestRenderMarkdown(t *testing.T) {
+	cfg := etcdConfig{Reps: 2, Clients: []int{1, 8}, Systems: []string{sysEtcd, sysPaxcronAPI}, Warmup: time.Second, Window: 10 * time.Second,
+		APITarget: targetSpread, QuietCores: 0.1, QuietWait: time.Minute, MaxOthersCores: 0.2, Retries: 2}
+	m := reportMeta{Command: "paxcron-bench etcd -reps 2", Machine: "Test CPU, 2 CPUs", Commit: "abc1234", Config: cfg,
+		Started: time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC), Ended: time.Date(2026, 11, 25, 4, 10, 0, 0, time.UTC)}
+	md := renderMarkdown(m, summarize(syntheticRuns(), cfg.Clients, cfg.Systems))
+	for _, want := range []string{
+		"paxcron-bench etcd -reps 2",
+		"Commit abc1234",
+		"| clients | etcd | paxcron API | paxcron API / etcd |\n|---|---|---|---|\n",
+		"| 1 | 900 (800-1,000) | 1,900 (1,600-2,200) | **2.10** (2.00-2.20) |",
+		"| 8 | 2,100 (2,000-2,200) | 2,520 (2,400-2,640) | **1.20** (1.20-1.20) |",
+		"| 1 | met (2.10x, p99 0.50x) |",
+		"| 8 | **not met** (1.20x, p99 0.87x) |",
+		"| 8 | etcd | 0.01 (max 0.01) | 0.00 | 1 | 0 | 0 |",
+		"round robin over the three replicas",
+		"![writes/s against clients](etcd-throughput.png)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	// Every table row has as many cells as its header.
+	var header int
+	for line := range strings.SplitSeq(md, "\n") {
+		if !strings.HasPrefix(line, "|") {
+			header = 0
+			continue
+		}
+		n := strings.Count(line, "|")
+		if header == 0 {
+			header = n
+		} else if n != header {
+			t.Errorf("row %q has %d bars, its header %d", line, n, header)
+		}
+	}
+}
+
+func TestWriteReport(t *testing.T) {
+	dir := t.TempDir()
+	cfg := etcdConfig{Reps: 2, Clients: []int{1, 8}, Systems: []string{sysEtcd, sysPaxcronAPI}}
+	if err := writeReport(dir, reportMeta{Config: cfg}, syntheticRuns()); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"etcd.md", "etcd.json", "etcd-throughput.png", "etcd-p99.png"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, "etcd.json"))
+	if !strings.Contains(string(raw), `"disturbed": true`) {
+		t.Error("etcd.json lacks the redone, disturbed run")
+	}
+}
+
+func TestCommas(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -4500: "-4,500"} {
+		if got := commas(n); got != want {
+			t.Errorf("commas(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
