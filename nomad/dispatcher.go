@@ -53,7 +53,7 @@ type DispatcherConfig struct {
 	// not call into the launcher: it queues the Result for the launcher's
 	// thread, which passes it to Launcher.Done.
 	Deliver func(launcher.Result)
-	// Workers is how many calls are in flight at most. Default 16.
+	// Workers is how many calls are in flight at most. Default 64.
 	Workers int
 	// MaxPending bounds the requests submitted and not yet answered, in
 	// flight or waiting for a worker; one more is a broken contract, and
@@ -78,7 +78,7 @@ type DispatcherConfig struct {
 
 // Dispatcher defaults.
 const (
-	DefaultWorkers    = 16
+	DefaultWorkers    = 64
 	DefaultMaxPending = 4 * launcher.DefaultMaxInflight
 )
 

@@ -57,9 +57,9 @@ func BenchmarkLaunchVsNomadPeriodic(b *testing.B) {
 		for _, g := range cfg.groups() {
 			su, n := g.setup, g.n
 			for r := range cfg.repsFor(n) {
-				order := []string{sysNomad, sysPaxcron}
+				order := []string{sysNomad, sysPaxcron, sysBare}
 				if r%2 == 1 {
-					order = []string{sysPaxcron, sysNomad}
+					order = []string{sysPaxcron, sysNomad, sysBare}
 				}
 				if only := os.Getenv("PAXCRON_LAUNCH_ONLY"); only != "" {
 					// Profiling one system; no ratio.
@@ -104,6 +104,13 @@ func BenchmarkLaunchVsNomadPeriodic(b *testing.B) {
 const (
 	sysNomad   = "Nomad periodic"
 	sysPaxcron = "paxcron"
+	// sysBare is no system: the benchmark itself sends the N dispatches
+	// at the due time through the same HTTP API, with as many calls in
+	// flight as the dispatcher has workers, and no log, read-back or
+	// token. It is the agent's own ceiling for children made over HTTP,
+	// which paxcron cannot beat; Nomad's dispatcher makes its children
+	// inside the server.
+	sysBare = "bare HTTP dispatch"
 
 	setupUnplaceable = "unplaceable"
 	setupRunnable    = "runnable"
@@ -232,9 +239,12 @@ func measureGuarded(b *testing.B, cfg launchConfig, agent *nomadtest.Agent, a *a
 		for try := 0; ; try++ {
 			tag := fmt.Sprintf("%c%d-%d-%d", run.Setup[0], run.N, run.Rep, time.Now().UnixNano()%1e6)
 			var err error
-			if run.System == sysNomad {
+			switch run.System {
+			case sysNomad:
 				l, err = nomadPeriodic(a, run.Setup, tag, run.N, lead)
-			} else {
+			case sysBare:
+				l, err = bareDispatch(cfg, a, run.Setup, tag, run.N, lead)
+			default:
 				l, err = paxcronLaunch(b, cfg, agent, a, run.Setup, tag, run.N, lead)
 			}
 			if !errors.Is(err, errTooLate) || try == 2 {
@@ -350,6 +360,43 @@ func nomadPeriodic(a *api.Client, setup, tag string, n int, lead time.Duration) 
 	}
 	if time.Now().After(due) {
 		return lateness{}, errTooLate
+	}
+	bySlot, err := waitChildren(a, prefix, n, due, func(s *api.JobListStub) string { return s.ParentID })
+	if err != nil {
+		return lateness{}, err
+	}
+	return measure(due, bySlot, n), nil
+}
+
+// bareDispatch registers n parents and, at the due time, dispatches one
+// child of each over HTTP, cfg's worker count at a time (the
+// dispatcher's default unless set).
+func bareDispatch(cfg launchConfig, a *api.Client, setup, tag string, n int, lead time.Duration) (lateness, error) {
+	prefix := "bare-" + tag + "-"
+	defer purge(a, prefix)
+	err := parallel(n, 8, func(i int) error {
+		_, _, err := a.Jobs().Register(benchParentFor(setup, fmt.Sprintf("%s%05d", prefix, i)), nil)
+		return err
+	})
+	if err != nil {
+		return lateness{}, fmt.Errorf("registering the parents: %w", err)
+	}
+	due, _ := dueAfter(lead)
+	if time.Now().After(due) {
+		return lateness{}, errTooLate
+	}
+	workers := cfg.workers
+	if workers == 0 {
+		workers = nomad.DefaultWorkers
+	}
+	time.Sleep(time.Until(due))
+	err = parallel(n, workers, func(i int) error {
+		id := fmt.Sprintf("%s%05d", prefix, i)
+		_, _, err := a.Jobs().Dispatch(id, map[string]string{nomad.MetaIdentity: "bare"}, nil, "", nil)
+		return err
+	})
+	if err != nil {
+		return lateness{}, fmt.Errorf("dispatching: %w", err)
 	}
 	bySlot, err := waitChildren(a, prefix, n, due, func(s *api.JobListStub) string { return s.ParentID })
 	if err != nil {

@@ -203,26 +203,26 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
 }
 
+// systems are the report's rows, in order.
+var systems = []string{sysNomad, sysPaxcron, sysBare}
+
 // table is the side-by-side summary as Markdown lines.
 func (r *launchReport) table() []string {
 	lines := []string{
-		"| set-up | N | system | reps | p50 | p99 (range) | max | children/s | missing | doubled | paxcron/Nomad p99 (range) | p50 ratio | others' CPU (max) |",
+		"| set-up | N | system | reps | p50 | p99 (range) | max | children/s | missing | doubled | p99 / Nomad's (range) | p50 / Nomad's | others' CPU (max) |",
 		"|---|---|---|---|---|---|---|---|---|---|---|---|---|",
 	}
 	for _, g := range r.groups() {
-		nom, pax := r.of(g, sysNomad), r.of(g, sysPaxcron)
-		for _, sys := range []string{sysNomad, sysPaxcron} {
-			runs := nom
-			if sys == sysPaxcron {
-				runs = pax
-			}
+		nom := r.of(g, sysNomad)
+		for _, sys := range systems {
+			runs := r.of(g, sys)
 			s := summarize(runs)
 			if s.reps == 0 {
 				continue
 			}
 			ratio, r50 := "", ""
-			if sys == sysPaxcron {
-				ratios(&s, pax, nom)
+			if sys != sysNomad {
+				ratios(&s, runs, nom)
 				if s.haveRatio {
 					ratio = fmt.Sprintf("**%.2fx** (%.2f-%.2f)", s.p99Ratio, s.p99RatioLo, s.p99RatioHi)
 					r50 = fmt.Sprintf("%.2fx", s.p50Ratio)
@@ -304,9 +304,12 @@ func (r *launchReport) write(dir string) error {
 	b.WriteString("```\n\n")
 	b.WriteString("N jobs all due in the same second: N Nomad periodic batch jobs (Nomad's own dispatcher), and N paxcron cron jobs " +
 		"each dispatching its own parameterized parent (what `paxcron job takeover` makes of N periodic jobs). For every child: its creation in Nomad (`SubmitTime`, set by the Nomad server in both " +
-		"systems) less its scheduled time. Each repetition runs both systems on the same agent, one after the other, alternating which " +
-		"goes first; figures are medians over the repetitions (range in brackets), ratios are paxcron's over Nomad's within each " +
-		"repetition. Children/s is children over the last one's lateness. \"unplaceable\": the parents carry a constraint no node meets, " +
+		"systems) less its scheduled time. Each repetition runs Nomad's dispatcher and paxcron on the same agent, one after the other, alternating which " +
+		"goes first, then the bare dispatch below; figures are medians over the repetitions (range in brackets), ratios are a row's over Nomad's within each " +
+		"repetition. A third row, \"bare HTTP dispatch\", is no system: at the due time the benchmark itself sends the N dispatches " +
+		"over HTTP with as many in flight as paxcron's dispatcher has workers (no log, no read-back, no token): the agent's own " +
+		"ceiling for children made through its API, whereas Nomad's dispatcher makes its children inside the server. " +
+		"Children/s is children over the last one's lateness. \"unplaceable\": the parents carry a constraint no node meets, " +
 		"so children are created but no task runs; \"runnable\": each child runs `sleep 0` through raw_exec, so the agent places and " +
 		"starts children while it creates the rest. Before each run the harness waits until the whole machine uses at most " +
 		fmt.Sprintf("%.2f cores over %v (bounded by %v), records the CPU other processes used during the run, and redoes a run in which "+
@@ -347,7 +350,7 @@ func (r *launchReport) latenessChart() benchplot.Chart {
 		if g.n != n {
 			continue
 		}
-		for _, sys := range []string{sysNomad, sysPaxcron} {
+		for _, sys := range systems {
 			s := summarize(r.of(g, sys))
 			if s.reps == 0 || len(s.medianRun.L.Late) == 0 {
 				continue
@@ -368,7 +371,7 @@ func (r *launchReport) p99Chart() benchplot.Chart {
 	c := benchplot.Chart{Title: "Launch lateness p99 against N (median over repetitions)", XLabel: "N (jobs due in one second)",
 		YLabel: "p99 lateness (ms)", LogX: true, LogY: true}
 	for _, setup := range r.cfg.setups {
-		for _, sys := range []string{sysNomad, sysPaxcron} {
+		for _, sys := range systems {
 			var xs, ys []float64
 			for _, g := range r.groups() {
 				if g.setup != setup {
@@ -391,11 +394,8 @@ func (r *launchReport) p99Chart() benchplot.Chart {
 func (r *launchReport) metrics(b *testing.B) {
 	for _, g := range r.groups() {
 		nom, pax := r.of(g, sysNomad), r.of(g, sysPaxcron)
-		for _, sys := range []string{sysNomad, sysPaxcron} {
-			runs, who := nom, "nomad"
-			if sys == sysPaxcron {
-				runs, who = pax, "paxcron"
-			}
+		for sys, who := range map[string]string{sysNomad: "nomad", sysPaxcron: "paxcron", sysBare: "bare"} {
+			runs := r.of(g, sys)
 			if s := summarize(runs); s.reps > 0 {
 				key := fmt.Sprintf("%s%d-%s", g.setup[:1], g.n, who)
 				b.ReportMetric(float64(s.p99)/float64(time.Millisecond), key+"-p99-ms")
