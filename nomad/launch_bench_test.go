@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -243,7 +244,7 @@ func measureGuarded(b *testing.B, cfg launchConfig, agent *nomadtest.Agent, a *a
 			case sysNomad:
 				l, err = nomadPeriodic(a, run.Setup, tag, run.N, lead)
 			case sysBare:
-				l, err = bareDispatch(cfg, a, run.Setup, tag, run.N, lead)
+				l, err = bareDispatch(cfg, a, agent.Token, run.Setup, tag, run.N, lead)
 			default:
 				l, err = paxcronLaunch(b, cfg, agent, a, run.Setup, tag, run.N, lead)
 			}
@@ -371,7 +372,7 @@ func nomadPeriodic(a *api.Client, setup, tag string, n int, lead time.Duration) 
 // bareDispatch registers n parents and, at the due time, dispatches one
 // child of each over HTTP, cfg's worker count at a time (the
 // dispatcher's default unless set).
-func bareDispatch(cfg launchConfig, a *api.Client, setup, tag string, n int, lead time.Duration) (lateness, error) {
+func bareDispatch(cfg launchConfig, a *api.Client, token string, setup, tag string, n int, lead time.Duration) (lateness, error) {
 	prefix := "bare-" + tag + "-"
 	defer purge(a, prefix)
 	err := parallel(n, 8, func(i int) error {
@@ -389,10 +390,20 @@ func bareDispatch(cfg launchConfig, a *api.Client, setup, tag string, n int, lea
 	if workers == 0 {
 		workers = nomad.DefaultWorkers
 	}
+	// A connection kept per worker, as paxcron's client keeps them: with
+	// the API client's default of 3 idle ones, 64 workers open and close
+	// connections so fast that Nomad counts over 100 at once and answers
+	// 429s (limits.http_max_conns_per_client).
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: workers, MaxIdleConnsPerHost: workers, IdleConnTimeout: time.Minute}}
+	defer hc.CloseIdleConnections()
+	da, err := api.NewClient(&api.Config{Address: a.Address(), SecretID: token, HttpClient: hc})
+	if err != nil {
+		return lateness{}, err
+	}
 	time.Sleep(time.Until(due))
 	err = parallel(n, workers, func(i int) error {
 		id := fmt.Sprintf("%s%05d", prefix, i)
-		_, _, err := a.Jobs().Dispatch(id, map[string]string{nomad.MetaIdentity: "bare"}, nil, "", nil)
+		_, _, err := da.Jobs().Dispatch(id, map[string]string{nomad.MetaIdentity: "bare"}, nil, "", nil)
 		return err
 	})
 	if err != nil {
