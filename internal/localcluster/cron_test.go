@@ -455,6 +455,40 @@ func TestCronProposeVerdicts(t *testing.T) {
 	}
 }
 
+// ProposeCommandThen reads the state a command left, on the loop, before
+// any later command; a refused command does not run it.
+func TestCronProposeThenReadsTheStateLeft(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := newCronEnv(t)
+	c := start(t, e.options())
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.Replica(leader)
+	put := state.PutJob{Name: "j", Spec: state.JobSpec{Schedule: "0 0 1 1 *", NomadJob: "batch"}, At: time.Now()}
+	var created state.Job
+	if err := n.ProposeCommandThen(ctx, put, func(l *launcher.Launcher) { created, _ = l.Machine().Job("j") }); err != nil {
+		t.Fatal(err)
+	}
+	if created.Name != "j" || created.Version == 0 {
+		t.Fatalf("then saw %+v, want job j at a version", created)
+	}
+	put.IfVersion, put.Spec.Schedule = created.Version, "0 0 2 1 *"
+	var updated state.Job
+	if err := n.ProposeCommandThen(ctx, put, func(l *launcher.Launcher) { updated, _ = l.Machine().Job("j") }); err != nil {
+		t.Fatal(err)
+	}
+	if updated.Version <= created.Version || updated.Spec.Schedule != "0 0 2 1 *" {
+		t.Fatalf("then saw %+v after an update of %+v", updated, created)
+	}
+	ran := false
+	if err := n.ProposeCommandThen(ctx, put, func(*launcher.Launcher) { ran = true }); !errors.Is(err, state.ErrConflict) || ran {
+		t.Fatalf("a stale version: got %v and then ran %v, want state.ErrConflict and no run", err, ran)
+	}
+}
+
 func TestCronOptionsAndHashMode(t *testing.T) {
 	good := func() Options {
 		o := testOptions("")

@@ -329,6 +329,22 @@ func (n *Node) ProposeCommand(ctx context.Context, c state.Command) error {
 	return n.Propose(ctx, enc)
 }
 
+// ProposeCommandThen is ProposeCommand, and then, when the state accepted
+// the command, runs then on the replica's loop right after the command
+// applied, before any later command: then sees the state as the command
+// left it (a job's new version) and must be quick, must not keep l, and
+// must not call into the node.
+func (n *Node) ProposeCommandThen(ctx context.Context, c state.Command, then func(l *launcher.Launcher)) error {
+	if n.cron == nil {
+		return ErrNotCron
+	}
+	enc, err := state.Encode(c)
+	if err != nil {
+		return err
+	}
+	return n.propose(ctx, enc, then)
+}
+
 // Snapshot encodes the replica's whole state now, at its applied index,
 // without saving it (replica.CurrentSnapshot): what an operator backs up
 // or saves to a file.

@@ -33,6 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"paxcron/cron/launcher"
 	"paxcron/cron/replica"
 	"paxcron/internal/hashsm"
 	"paxcron/paxos"
@@ -469,6 +470,10 @@ type proposal struct {
 	id   uint64
 	data []byte     // id, then the command
 	done chan error // buffered: receives exactly one result
+	// then, in cron mode, runs on the loop right after the command
+	// applied without error, before done is answered: it reads the state
+	// the command left without another visit to the loop.
+	then func(*launcher.Launcher)
 }
 
 // ID returns the replica's ID.
@@ -489,11 +494,15 @@ func (n *Node) Status() Status {
 // command's slot to another value (safe to retry), or ctx's error if ctx
 // ends first (the command may still be applied later).
 func (n *Node) Propose(ctx context.Context, cmd []byte) error {
+	return n.propose(ctx, cmd, nil)
+}
+
+func (n *Node) propose(ctx context.Context, cmd []byte, then func(*launcher.Launcher)) error {
 	id := n.nextID()
 	data := make([]byte, idBytes+len(cmd))
 	binary.BigEndian.PutUint64(data, id)
 	copy(data[idBytes:], cmd)
-	p := &proposal{at: time.Now(), ctx: ctx, id: id, data: data, done: make(chan error, 1)}
+	p := &proposal{at: time.Now(), ctx: ctx, id: id, data: data, done: make(chan error, 1), then: then}
 	select {
 	case n.proposals <- p:
 	case <-ctx.Done():
@@ -703,7 +712,11 @@ func (n *Node) applied(e paxos.Entry) {
 		p.done <- ErrDropped
 	case n.cron != nil:
 		n.committed(p)
-		p.done <- n.cron.verdictOf(e.Slot)
+		verdict := n.cron.verdictOf(e.Slot)
+		if verdict == nil && p.then != nil {
+			p.then(n.cron.l)
+		}
+		p.done <- verdict
 	default:
 		n.committed(p)
 		p.done <- nil

@@ -97,6 +97,10 @@ func (s *Server) serve(mutating bool, h handler) http.HandlerFunc {
 			writeError(w, err)
 			return
 		}
+		if r.URL.Query().Has("pretty") {
+			writeIndented(w, http.StatusOK, out)
+			return
+		}
 		writeJSON(w, http.StatusOK, out)
 	}
 }
@@ -151,7 +155,16 @@ func tokenIn(token string, tokens []string) bool {
 	return found == 1
 }
 
+// writeJSON answers with v as compact JSON: every answer is parsed by a
+// program (the CLI, a script, jq) and indenting costs CPU on each one;
+// ?pretty asks for indented JSON (writeIndented), as in Nomad's API.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeIndented(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
@@ -469,12 +482,9 @@ func (s *Server) putJob(ctx context.Context, j api.PutJob, spec state.JobSpec) (
 		return api.PutResult{Name: j.Name, Version: cur.Version, Unchanged: true, Resolved: resolved(j.Name, cur.Spec)}, nil
 	}
 	cmd := state.PutJob{Name: j.Name, Spec: spec, IfVersion: ifVersion, At: time.Now()}
-	if err := s.node.ProposeCommand(ctx, cmd); err != nil {
-		return api.PutResult{}, verdictError(j.Name, err)
-	}
 	var after state.Job
-	if err := s.node.Cron(ctx, func(l *launcher.Launcher) { after, _ = l.Machine().Job(j.Name) }); err != nil {
-		return api.PutResult{}, err
+	if err := s.node.ProposeCommandThen(ctx, cmd, func(l *launcher.Launcher) { after, _ = l.Machine().Job(j.Name) }); err != nil {
+		return api.PutResult{}, verdictError(j.Name, err)
 	}
 	return api.PutResult{Name: j.Name, Version: after.Version, Created: !exists, Resolved: resolved(j.Name, after.Spec)}, nil
 }

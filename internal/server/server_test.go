@@ -313,6 +313,23 @@ func TestOperationsAndErrors(t *testing.T) {
 	}
 }
 
+// Answers are compact JSON; ?pretty indents them.
+func TestPrettyAnswers(t *testing.T) {
+	c := startCluster(t)
+	base := "http://" + c.servers[c.leader()-1].HTTPAddr()
+	compact := httpDo(t, http.MethodGet, base+"/v1/status", readToken, "", nil)
+	pretty := httpDo(t, http.MethodGet, base+"/v1/status?pretty", readToken, "", nil)
+	if compact.code != 200 || pretty.code != 200 {
+		t.Fatalf("status: %d and %d", compact.code, pretty.code)
+	}
+	if strings.Count(strings.TrimSpace(compact.body), "\n") != 0 || !strings.HasPrefix(compact.body, "{\"") {
+		t.Errorf("default answer is not compact JSON: %q", compact.body)
+	}
+	if !strings.HasPrefix(pretty.body, "{\n  \"") {
+		t.Errorf("?pretty answer is not indented: %q", pretty.body)
+	}
+}
+
 func TestHostileBodies(t *testing.T) {
 	c := startCluster(t)
 	leader := c.leader()
