@@ -54,6 +54,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		cfg.Timeout = 30 * time.Second
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// One Client shared by goroutines keeps a connection for each of up to
+	// maxIdleConnsPerHost concurrent calls instead of net/http's 2, which
+	// made every call past the second dial and close its own.
+	transport.MaxIdleConnsPerHost = maxIdleConnsPerHost
 	if cfg.CACert != "" {
 		pem, err := os.ReadFile(cfg.CACert)
 		if err != nil {
@@ -67,6 +71,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	return &Client{base: u, token: cfg.Token, http: &http.Client{Timeout: cfg.Timeout, Transport: transport}}, nil
 }
+
+// maxIdleConnsPerHost bounds the idle connections a Client keeps to its
+// server.
+const maxIdleConnsPerHost = 64
 
 // ReadOptions qualify a read.
 type ReadOptions struct {
