@@ -29,16 +29,31 @@ type ClientConfig struct {
 	CACert string
 	// Timeout bounds each request (default 30 s).
 	Timeout time.Duration
+	// NoLeaderWait is how long a call answered 503 (no leader: an
+	// election is under way) is retried before the 503 is returned; the
+	// server answers 503 before it acts, so a retry cannot act twice.
+	// Zero means DefaultNoLeaderWait; negative, no retry.
+	NoLeaderWait time.Duration
 }
+
+// DefaultNoLeaderWait covers an election after a leader's crash (about a
+// second with gossip, two without) several times over.
+const DefaultNoLeaderWait = 10 * time.Second
+
+// noLeaderRetryEvery is the pause between two tries while no replica
+// leads: shorter than the server's Retry-After (1 s, the granularity of
+// the header), since a new leader usually takes over within a second.
+const noLeaderRetryEvery = 200 * time.Millisecond
 
 // DefaultAddress is where the CLI looks without -address or PAXCRON_ADDR.
 const DefaultAddress = "http://127.0.0.1:4750"
 
 // Client calls one replica's API. Safe for concurrent use.
 type Client struct {
-	base  *url.URL
-	token string
-	http  *http.Client
+	base         *url.URL
+	token        string
+	http         *http.Client
+	noLeaderWait time.Duration
 }
 
 // NewClient checks cfg and returns a Client.
@@ -52,6 +67,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.NoLeaderWait == 0 {
+		cfg.NoLeaderWait = DefaultNoLeaderWait
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	// One Client shared by goroutines keeps a connection for each of up to
@@ -69,7 +87,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		}
 		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	return &Client{base: u, token: cfg.Token, http: &http.Client{Timeout: cfg.Timeout, Transport: transport}}, nil
+	return &Client{base: u, token: cfg.Token, http: &http.Client{Timeout: cfg.Timeout, Transport: transport},
+		noLeaderWait: max(cfg.NoLeaderWait, 0)}, nil
 }
 
 // maxIdleConnsPerHost bounds the idle connections a Client keeps to its
@@ -187,8 +206,26 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 }
 
 // send makes the request and returns a 2xx response; any other status is
-// an *Error.
+// an *Error. A 503 (no leader) is retried for up to the client's
+// NoLeaderWait, or until ctx ends.
 func (c *Client) send(ctx context.Context, method, path string, q url.Values, in any) (*http.Response, error) {
+	deadline := time.Now().Add(c.noLeaderWait)
+	for {
+		resp, err := c.sendOnce(ctx, method, path, q, in)
+		if StatusOf(err) != http.StatusServiceUnavailable || time.Now().Add(noLeaderRetryEvery).After(deadline) {
+			return resp, err
+		}
+		t := time.NewTimer(noLeaderRetryEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Client) sendOnce(ctx context.Context, method, path string, q url.Values, in any) (*http.Response, error) {
 	u := *c.base
 	u.Path = strings.TrimSuffix(u.Path, "/") + path
 	u.RawPath = ""
