@@ -26,7 +26,8 @@ import (
 // BenchmarkLaunchVsNomadPeriodic: N launches due in the same second, once
 // as N Nomad periodic jobs (Nomad's own dispatcher) and once as N paxcron
 // cron jobs on a 3-replica cluster (Pebble, the real launcher and
-// dispatcher) each dispatching its own parameterized parent, on the same dev agent,
+// dispatcher) each dispatching its own parameterized parent, on the same dev agent
+// (a fresh one for each set-up and N),
 // the two systems alternating (which goes first alternates per
 // repetition). For every child: its creation in Nomad (SubmitTime, set by
 // the Nomad server for both systems) less its scheduled time, and how many
@@ -44,19 +45,17 @@ import (
 // N >= 10,000; PAXCRON_LAUNCH_SETUPS [unplaceable,runnable];
 // PAXCRON_LAUNCH_RUNNABLE_MAX_N [1000] (the largest N run with runnable
 // children); PAXCRON_BENCH_WORKERS [the dispatcher's default];
-// PAXCRON_LAUNCH_OUT [none] a folder for launch.md and the plots.
+// PAXCRON_LAUNCH_OUT [none] a folder for launch.md and the plots;
+// PAXCRON_LAUNCH_TELEMETRY [off] on keeps the agents' metrics (see
+// benchAgentTelemetry).
 func BenchmarkLaunchVsNomadPeriodic(b *testing.B) {
 	cfg := launchConfigFromEnv(b)
-	agent := nomadtest.Shared(b)
-	a, err := api.NewClient(&api.Config{Address: agent.Addr, SecretID: agent.Token})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Close()
-	rep := newLaunchReport(cfg, agent)
+	rep := newLaunchReport(cfg)
 	for range b.N {
 		for _, g := range cfg.groups() {
 			su, n := g.setup, g.n
+			agent, a := benchAgent(b, cfg)
+			rep.agentVersion = agent.Version
 			for r := range cfg.repsFor(n) {
 				order := []string{sysNomad, sysPaxcron, sysBare}
 				if r%2 == 1 {
@@ -83,6 +82,10 @@ func BenchmarkLaunchVsNomadPeriodic(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			a.Close()
+			if err := agent.Stop(); err != nil {
+				b.Logf("stopping the group's agent: %v", err)
+			}
 		}
 	}
 	for _, line := range rep.table() {
@@ -99,6 +102,42 @@ func BenchmarkLaunchVsNomadPeriodic(b *testing.B) {
 			b.Errorf("%s N=%d rep %d %s: %d of %d slots missing, %d doubled", r.Setup, r.N, r.Rep, r.System, r.L.Missing, r.N, r.L.Doubled)
 		}
 	}
+}
+
+// benchAgentTelemetry is the agents' telemetry block unless
+// PAXCRON_LAUNCH_TELEMETRY=on: no metric is collected. A dev agent
+// publishes Prometheus metrics, and several carry the job's ID as a label
+// (the eval broker's timings among them), so each new job adds summaries
+// that are never freed: measured at N = 3,000, 61% of the agent's heap
+// was quantile streams, the agent grew past 6 GiB in one repetition, and
+// at N = 10,000 it had reached 22 GiB of the machine's 24. The same agent
+// serves every system of a group, so the setting weighs on all alike.
+const benchAgentTelemetry = `telemetry {
+  filter_default = false
+}
+`
+
+// benchAgent starts a fresh dev agent for one group of runs (one set-up
+// and N), so that no group inherits another's jobs, and a client for it.
+func benchAgent(b *testing.B, cfg launchConfig) (*nomadtest.Agent, *api.Client) {
+	b.Helper()
+	opts := nomadtest.Options{Dir: b.TempDir()}
+	if !cfg.telemetry {
+		opts.Config = benchAgentTelemetry
+	}
+	agent, err := nomadtest.Launch(opts)
+	if errors.Is(err, nomadtest.ErrNoBinary) {
+		b.Skip(err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := api.NewClient(&api.Config{Address: agent.Addr, SecretID: agent.Token})
+	if err != nil {
+		_ = agent.Stop()
+		b.Fatal(err)
+	}
+	return agent, a
 }
 
 // The systems and set-ups compared.
@@ -125,6 +164,8 @@ type launchConfig struct {
 	workers         int
 	out             string
 	command         string
+	// telemetry keeps the agents' default metrics (PAXCRON_LAUNCH_TELEMETRY=on).
+	telemetry bool
 }
 
 func launchConfigFromEnv(b *testing.B) launchConfig {
@@ -133,6 +174,13 @@ func launchConfigFromEnv(b *testing.B) launchConfig {
 		repsLarge: envInt(b, "PAXCRON_LAUNCH_REPS_LARGE", 3), runnableMaxN: envInt(b, "PAXCRON_LAUNCH_RUNNABLE_MAX_N", 1000),
 		workers: envInt(b, "PAXCRON_BENCH_WORKERS", 0), out: os.Getenv("PAXCRON_LAUNCH_OUT"),
 	}
+	switch t := os.Getenv("PAXCRON_LAUNCH_TELEMETRY"); t {
+	case "", "off":
+	case "on":
+		cfg.telemetry = true
+	default:
+		b.Fatalf("PAXCRON_LAUNCH_TELEMETRY=%q: want on or off", t)
+	}
 	for s := range strings.SplitSeq(envOr("PAXCRON_LAUNCH_SETUPS", setupUnplaceable+","+setupRunnable), ",") {
 		if s != setupUnplaceable && s != setupRunnable {
 			b.Fatalf("PAXCRON_LAUNCH_SETUPS: unknown set-up %q (want %s or %s)", s, setupUnplaceable, setupRunnable)
@@ -140,7 +188,7 @@ func launchConfigFromEnv(b *testing.B) launchConfig {
 		cfg.setups = append(cfg.setups, s)
 	}
 	cfg.command = "go test -run '^$' -bench LaunchVsNomadPeriodic -benchtime 1x -timeout 120m ./nomad"
-	for _, k := range []string{"PAXCRON_LAUNCH_N", "PAXCRON_LAUNCH_REPS", "PAXCRON_LAUNCH_REPS_LARGE", "PAXCRON_LAUNCH_SETUPS", "PAXCRON_LAUNCH_RUNNABLE_MAX_N", "PAXCRON_BENCH_WORKERS"} {
+	for _, k := range []string{"PAXCRON_LAUNCH_N", "PAXCRON_LAUNCH_REPS", "PAXCRON_LAUNCH_REPS_LARGE", "PAXCRON_LAUNCH_SETUPS", "PAXCRON_LAUNCH_RUNNABLE_MAX_N", "PAXCRON_BENCH_WORKERS", "PAXCRON_LAUNCH_TELEMETRY"} {
 		if v := os.Getenv(k); v != "" {
 			cfg.command = k + "=" + v + " " + cfg.command
 		}

@@ -13,7 +13,6 @@ import (
 
 	"paxcron/internal/benchplot"
 	"paxcron/nomad"
-	"paxcron/nomad/nomadtest"
 )
 
 // launchReport gathers the launch benchmark's runs and writes them as a
@@ -22,19 +21,30 @@ type launchReport struct {
 	cfg    launchConfig
 	header []string
 	runs   []launchRun
+	// agentVersion is the Nomad version the groups ran on.
+	agentVersion string
 }
 
-func newLaunchReport(cfg launchConfig, agent *nomadtest.Agent) *launchReport {
-	workers := cfg.workers
-	if workers == 0 {
-		workers = nomad.DefaultWorkers
-	}
+func newLaunchReport(cfg launchConfig) *launchReport {
 	return &launchReport{cfg: cfg, header: []string{
 		"machine: " + machineLine(),
 		"commit: " + commitLine(),
 		"started: " + time.Now().UTC().Format("2006-01-02 15:04 UTC") + ", load " + loadLine(),
-		fmt.Sprintf("Nomad %s dev agent on loopback; paxcron: 3 replicas in process (Pebble), %d dispatcher workers", agent.Version, workers),
 	}}
+}
+
+// agentLine describes the agents and paxcron's side.
+func (r *launchReport) agentLine() string {
+	workers := r.cfg.workers
+	if workers == 0 {
+		workers = nomad.DefaultWorkers
+	}
+	metrics := "metrics off (telemetry { filter_default = false })"
+	if r.cfg.telemetry {
+		metrics = "default metrics"
+	}
+	return fmt.Sprintf("Nomad %s dev agent on loopback, a fresh one per set-up and N, %s; paxcron: 3 replicas in process (Pebble), %d dispatcher workers",
+		r.agentVersion, metrics, workers)
 }
 
 func machineLine() string {
@@ -298,7 +308,7 @@ func (r *launchReport) write(dir string) error {
 	b.WriteString("# The launch path against Nomad's own periodic dispatcher\n\n")
 	b.WriteString("Written by `BenchmarkLaunchVsNomadPeriodic` (`nomad/launch_bench_test.go`); `make bench` runs it (`tools/bench/run launch`).\n\n```\n")
 	b.WriteString(r.cfg.command + "\n")
-	for _, h := range r.header {
+	for _, h := range append(slices.Clone(r.header), r.agentLine()) {
 		b.WriteString("# " + h + "\n")
 	}
 	b.WriteString("```\n\n")
