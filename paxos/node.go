@@ -149,6 +149,7 @@ type Stats struct {
 	SnapshotsSent   uint64 // snapshot transfers started
 	SnapshotChunks  uint64 // MsgSnapshot chunks sent, resent ones included
 	StepDowns       uint64 // leaderships given up by StepDown
+	QuorumLost      uint64 // leaderships given up for want of a quorum's replies
 }
 
 // NewNode restores a node from cfg.Storage.

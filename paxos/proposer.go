@@ -251,6 +251,7 @@ func (n *Node) tickLeader() {
 	// Check quorum: a leader that has not heard a quorum for an election
 	// timeout steps down, so a partitioned leader stops believing in itself.
 	if n.now-l.lastQuorumAt >= uint64(n.timing.ElectionTicks) {
+		n.stats.QuorumLost++
 		n.becomeFollower(None)
 	}
 }

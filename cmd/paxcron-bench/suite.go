@@ -41,9 +41,12 @@ type runRecord struct {
 	Kept      bool      `json:"kept"`
 	StartedAt time.Time `json:"started_at"`
 
-	Writes       int     `json:"writes"`
-	Errors       int     `json:"errors"`
-	FirstError   string  `json:"first_error,omitempty"`
+	Writes     int    `json:"writes"`
+	Errors     int    `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+	// LogsKept is where the servers' logs of a run with errors were
+	// copied (its data folder is removed).
+	LogsKept     string  `json:"logs_kept,omitempty"`
 	WindowSec    float64 `json:"window_s"`
 	WritesPerSec float64 `json:"writes_per_s"`
 	P50Ms        float64 `json:"p50_ms"`
@@ -137,6 +140,8 @@ func disturbedNote(r runRecord) string {
 		return " DISTURBED (kept: retries used up)"
 	case r.Disturbed:
 		return " DISTURBED: redoing"
+	case r.Errors > 0 && r.LogsKept != "":
+		return fmt.Sprintf(" (%d errors: %s; the servers' logs are in %s)", r.Errors, r.FirstError, r.LogsKept)
 	case r.Errors > 0:
 		return fmt.Sprintf(" (%d errors: %s)", r.Errors, r.FirstError)
 	}
@@ -177,6 +182,13 @@ func (s *suite) runOnce(ctx context.Context, base string, rep, clients int, name
 		s.log("stopping %s: %v", name, err)
 	}
 	fillRecord(&rec, res, pids == nil)
+	if rec.Errors > 0 {
+		if kept, err := keepLogs(dir); err != nil {
+			s.log("keeping the logs of %s: %v", name, err)
+		} else {
+			rec.LogsKept = kept
+		}
+	}
 	rec.Disturbed = !q.Quiet || rec.OthersCores > s.cfg.MaxOthersCores
 	return rec, nil
 }
@@ -237,4 +249,28 @@ func dataBase(dir string) (string, error) {
 		return "", err
 	}
 	return filepath.Abs(base)
+}
+
+// keepLogs copies the *.log files of a run's data folder into a new
+// folder under the system's temporary directory, which outlives the run,
+// and returns it ("" when the run wrote no log).
+func keepLogs(dir string) (string, error) {
+	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil || len(logs) == 0 {
+		return "", err
+	}
+	kept, err := os.MkdirTemp("", "paxcron-bench-logs-"+filepath.Base(dir))
+	if err != nil {
+		return "", err
+	}
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(kept, filepath.Base(l)), b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return kept, nil
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -83,5 +85,29 @@ func TestSuiteCountsErrors(t *testing.T) {
 	r := s.runs[0]
 	if r.Writes != 0 || r.Errors == 0 || r.FirstError != "refused" {
 		t.Errorf("run: %+v", r)
+	}
+}
+
+func TestKeepLogsCopiesTheServersLogs(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "paxcron-1.log"), []byte("stopped leading\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data.bin"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := keepLogs(dir)
+	if err != nil || kept == "" {
+		t.Fatalf("keepLogs: %q, %v", kept, err)
+	}
+	defer os.RemoveAll(kept)
+	if b, err := os.ReadFile(filepath.Join(kept, "paxcron-1.log")); err != nil || string(b) != "stopped leading\n" {
+		t.Errorf("kept log: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(kept, "data.bin")); err == nil {
+		t.Error("a data file was kept too")
+	}
+	if kept, err := keepLogs(t.TempDir()); kept != "" || err != nil {
+		t.Errorf("no logs: %q, %v; want nothing", kept, err)
 	}
 }

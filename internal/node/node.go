@@ -171,6 +171,9 @@ type Status struct {
 	// Rebuilding: the replica lost its disk and learns from its peers
 	// without voting yet (paxos.HardState.Rebuilding).
 	Rebuilding bool
+	// QuorumLost counts the leaderships this replica gave up because no
+	// quorum answered it for an election timeout (paxos.Stats).
+	QuorumLost uint64
 	// Now is when the status was published.
 	Now time.Time
 	// Err is the failure that stopped the replica, if any.
@@ -767,6 +770,7 @@ func (n *Node) publish() {
 		SnapshotIndex: n.snapIndex,
 		Launching:     n.cron != nil && n.cron.l.Leading(),
 		Rebuilding:    ns.Rebuilding,
+		QuorumLost:    core.Stats().QuorumLost,
 	}
 	if until, ok := core.LeaseValidUntil(); ok && until > core.Now() {
 		s.Lease = time.Duration(until-core.Now()) * n.cfg.TickInterval

@@ -55,6 +55,7 @@ type Server struct {
 	testClock *testClock
 
 	peers    *peers
+	roles    roleLog
 	gossip   *gossip.Gossip // nil without bind.gossip
 	metrics  *metrics
 	recent   recentLaunches
@@ -248,7 +249,9 @@ func (s *Server) newNode(rebuilding bool) error {
 		OnCommit: func(took time.Duration) { s.metrics.commitSeconds.Observe(took.Seconds()) },
 		OnChange: func() {
 			if s.node != nil {
-				s.metrics.status(s.node.Status())
+				st := s.node.Status()
+				s.metrics.status(st)
+				s.roles.note(s.log, st)
 			}
 		},
 		Cron: &node.CronOptions{
