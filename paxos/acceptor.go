@@ -94,7 +94,7 @@ func (n *Node) onAccept(m Message) {
 	}
 	n.followChosen()
 	if m.Type == MsgHeartbeat {
-		n.send(Message{Type: MsgHeartbeatReply, To: m.From, Ballot: m.Ballot, Round: m.Round, Through: n.follow.through, Chosen: n.hs.Chosen})
+		n.replyHeartbeat(m)
 		return
 	}
 	var last uint64
@@ -102,6 +102,24 @@ func (n *Node) onAccept(m Message) {
 		last = m.Entries[len(m.Entries)-1].Slot
 	}
 	n.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Through: n.follow.through, Chosen: n.hs.Chosen, Last: last})
+}
+
+// replyHeartbeat acknowledges a heartbeat round. The reply renews the
+// leader's lease and reports how far this replica accepted, so it must
+// claim only what is durable: the promise of the leader's ballot and the
+// accepted entries. When the promise is already on disk, it goes out at
+// once with the durable position, instead of waiting behind the writes
+// in flight: on a slow disk those can take longer than an election
+// timeout, and a leader whose followers answer that late gives up
+// (measured: 512 writers on three server processes sharing one disk).
+// Otherwise (the first heartbeat of a new ballot) it waits for the write.
+func (n *Node) replyHeartbeat(m Message) {
+	d := n.durable
+	if d.promised == m.Ballot && d.followBallot == m.Ballot {
+		n.sendEarly(Message{Type: MsgHeartbeatReply, To: m.From, Ballot: m.Ballot, Round: m.Round, Through: d.followThrough, Chosen: n.hs.Chosen})
+		return
+	}
+	n.send(Message{Type: MsgHeartbeatReply, To: m.From, Ballot: m.Ballot, Round: m.Round, Through: n.follow.through, Chosen: n.hs.Chosen})
 }
 
 // followChosen counts chosen slots as accepted under the followed ballot:

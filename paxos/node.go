@@ -65,7 +65,12 @@ type Node struct {
 
 	hs      HardState
 	hsDirty bool      // Promised or Rebuilding changed: must be written
-	savedHS HardState // what Storage holds
+	savedHS HardState // what was last handed out to be written
+	// durable is what the writes confirmed so far (Persisted) made
+	// durable of the acceptor's promise and of the followed leader's
+	// entries: a heartbeat reply that claims no more than this need not
+	// wait for the writes still in flight.
+	durable durableState
 	log     *memLog
 	applied uint64
 	snap    *Snapshot // received, to hand out in the next Ready
@@ -135,6 +140,19 @@ type readyRecord struct {
 	applied  uint64 // the applied index once this Ready is processed
 	ballot   Ballot // the ballot led when it was handed out (zero if none)
 	lastSlot uint64 // the last entry slot it carried (0 if none)
+	// durable is what is durable once this Ready (and every one before
+	// it) is written.
+	durable durableState
+}
+
+// durableState is an acceptor's state known to be on disk.
+type durableState struct {
+	promised Ballot
+	// followBallot and followThrough are the follower's position
+	// (follower.ballot, follower.through): every slot from its start to
+	// followThrough accepted under followBallot, or chosen.
+	followBallot  Ballot
+	followThrough uint64
 }
 
 // Stats counts protocol events, for tests, metrics and the simulator.
@@ -183,6 +201,7 @@ func NewNode(cfg Config) (*Node, error) {
 		leaseSpan:  uint64(leaderLeaseTicks(cfg.Timing)),
 		hs:         hs,
 		savedHS:    hs,
+		durable:    durableState{promised: hs.Promised},
 		log:        l,
 		applied:    cfg.Applied,
 		maxRound:   hs.Promised.Round,
@@ -476,6 +495,9 @@ func (n *Node) Ready() Ready {
 	rd.EarlyMessages, n.early = n.early, nil
 	n.hsDirty, n.snap = false, nil
 	rec.applied = n.applied
+	// Every entry accepted so far is in this Ready or an earlier one, and
+	// savedHS is the hard state written by now.
+	rec.durable = durableState{promised: n.savedHS.Promised, followBallot: n.follow.ballot, followThrough: n.follow.through}
 	n.readies = append(n.readies, rec)
 	return rd
 }
@@ -499,6 +521,7 @@ func (n *Node) Persisted() {
 	}
 	rec := n.readies[0]
 	n.readies = n.readies[1:]
+	n.durable = rec.durable
 	n.log.stabilize()
 	n.log.prune(rec.applied)
 	if n.role == Leader && rec.ballot == n.lead.ballot && rec.lastSlot > 0 {
@@ -533,6 +556,13 @@ func (n *Node) halt(err error) {
 	if n.halted == nil {
 		n.halted = fmt.Errorf("%w: %w", ErrHalted, err)
 	}
+}
+
+// sendEarly queues m to go out before the next Ready's write: m must
+// acknowledge nothing that is not durable already.
+func (n *Node) sendEarly(m Message) {
+	m.From = n.id
+	n.early = append(n.early, m)
 }
 
 func (n *Node) send(m Message) {

@@ -752,3 +752,61 @@ func TestStepDownHandsOver(t *testing.T) {
 		t.Errorf("StepDowns = %d, want 1", got)
 	}
 }
+
+// A heartbeat reply does not wait behind the writes in flight when the
+// promise of the leader's ballot is already durable: it goes out early,
+// claiming only the durable position. The first heartbeat of a new
+// ballot waits for the promise's write.
+func TestHeartbeatReplyEarlyOnlyWithWhatIsDurable(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a")
+	c.deliver(1<<20, nil)
+	c.settle()
+	f := c.replicas[2].node
+	b := c.replicas[1].node.lead.ballot
+	start, through := f.follow.start, f.follow.through
+	heartbeat := func(from ReplicaID, b Ballot, round uint64) Ready {
+		t.Helper()
+		if err := f.Step(Message{Type: MsgHeartbeat, From: from, To: 2, Ballot: b, Start: start, Commit: f.hs.Chosen, Round: round}); err != nil {
+			t.Fatal(err)
+		}
+		return f.Ready()
+	}
+	reply := func(ms []Message, round uint64) *Message {
+		for i := range ms {
+			if ms[i].Type == MsgHeartbeatReply && ms[i].Round == round {
+				return &ms[i]
+			}
+		}
+		return nil
+	}
+	// An accept whose write is still in flight.
+	err := f.Step(Message{Type: MsgAccept, From: 1, To: 2, Ballot: b, Start: start, Commit: f.hs.Chosen,
+		Entries: []Entry{{Slot: through + 1, Ballot: b, Kind: EntryCommand, Data: []byte("x")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd := f.Ready(); len(rd.Entries) != 1 {
+		t.Fatalf("the accept's Ready writes %d entries, want 1", len(rd.Entries))
+	}
+	rd := heartbeat(1, b, 101)
+	if m := reply(rd.EarlyMessages, 101); m == nil || m.Through != through {
+		t.Fatalf("with a write in flight: early reply %+v, want one through the durable %d", m, through)
+	}
+	f.Persisted()
+	f.Persisted()
+	rd = heartbeat(1, b, 102)
+	if m := reply(rd.EarlyMessages, 102); m == nil || m.Through != through+1 {
+		t.Fatalf("once written: early reply %+v, want one through %d", m, through+1)
+	}
+	f.Persisted()
+	// A new leader's first heartbeat: its ballot is promised by this
+	// very Ready, so the reply waits for the write.
+	b3 := Ballot{Round: b.Round + 1, Replica: 3}
+	rd = heartbeat(3, b3, 1)
+	if reply(rd.EarlyMessages, 1) != nil || reply(rd.Messages, 1) == nil || !rd.HardStateChanged {
+		t.Fatalf("new ballot: early %v, late %v, hard state written %t; want the reply after the promise's write",
+			rd.EarlyMessages, rd.Messages, rd.HardStateChanged)
+	}
+}

@@ -390,8 +390,16 @@ func (n *Node) call(ctx context.Context, fn func()) error {
 }
 
 // maxWritesInFlight bounds the writes handed to the writer goroutine and
-// not yet done; past it the loop stops taking Readys until one completes.
-const maxWritesInFlight = 64
+// not yet done; past it the loop stops taking Readys until one completes,
+// and with them it stops sending anything: heartbeats, their replies and
+// accepts. The core bounds what the writes hold (a leader's uncommitted
+// slots, MaxUncommittedSlots), so the bound is only a backstop. It was
+// 64: with 512 writers on three processes sharing a slow disk, a loop
+// turn takes about a millisecond, so 64 turns fill it during one sync of
+// 100-500 ms, and a leader whose heartbeats and followers' replies waited
+// so for several syncs gave up its leadership for want of a quorum (2 runs
+// in 25 of the etcd comparison).
+const maxWritesInFlight = 4096
 
 // writerFor returns the replica.Writer for the cluster's options: nil for
 // synchronous writes, else a queue to a writer goroutine that run starts.

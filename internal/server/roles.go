@@ -3,6 +3,7 @@ package server
 import (
 	"log/slog"
 	"sync"
+	"time"
 
 	"paxcron/internal/node"
 	"paxcron/paxos"
@@ -22,7 +23,8 @@ type roleLog struct {
 
 // note logs what changed since the last status noted. It is called from
 // the replica's loop, so it only writes a line.
-func (r *roleLog) note(log *slog.Logger, st node.Status) {
+// diag, when set, adds counters to the warning of a lost quorum.
+func (r *roleLog) note(log *slog.Logger, st node.Status, diag func() []any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if st.Role == r.role && st.Leader == r.leader && st.QuorumLost == r.quorumLost {
@@ -35,8 +37,11 @@ func (r *roleLog) note(log *slog.Logger, st node.Status) {
 	case st.Role == paxos.Leader && !wasLeader:
 		log.Info("leading", "ballot", st.Ballot.String())
 	case wasLeader && st.Role != paxos.Leader && lost:
-		log.Warn("stopped leading: no quorum answered for an election timeout",
-			"longest_loop_turn", st.LongestTurn.String(), "leader_now", uint64(st.Leader))
+		args := []any{"longest_loop_turn", st.LongestTurn.String(), "leader_now", uint64(st.Leader)}
+		if diag != nil {
+			args = append(args, diag()...)
+		}
+		log.Warn("stopped leading: no quorum answered for an election timeout", args...)
 	case wasLeader && st.Role != paxos.Leader:
 		log.Info("stopped leading", "leader_now", uint64(st.Leader))
 	case st.Role != paxos.Leader && st.Leader != paxos.None:
@@ -44,4 +49,31 @@ func (r *roleLog) note(log *slog.Logger, st node.Status) {
 	case st.Role != paxos.Leader:
 		log.Info("no leader known", "role", roleName(st.Role))
 	}
+}
+
+// slowSaveLog warns when a synced write of the store took more than half
+// the election timeout: a replica whose disk is that slow answers its
+// leader late (its replies wait for the write), and a leader's followers
+// that answer late make it give up. At most one line in slowSaveEvery.
+type slowSaveLog struct {
+	mu     sync.Mutex
+	last   time.Time
+	missed int // slow writes since the last line
+}
+
+const slowSaveEvery = 10 * time.Second
+
+func (l *slowSaveLog) note(log *slog.Logger, entries int, took, electionTimeout time.Duration) {
+	if took <= electionTimeout/2 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now := time.Now(); now.Sub(l.last) >= slowSaveEvery {
+		log.Warn("a synced write to the store was slow: replies to the leader wait for it",
+			"took", took.String(), "entries", entries, "election_timeout", electionTimeout.String(), "slow_since_last_line", l.missed)
+		l.last, l.missed = now, 0
+		return
+	}
+	l.missed++
 }

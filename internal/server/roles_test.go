@@ -28,7 +28,7 @@ func TestRoleLogLinesOnChange(t *testing.T) {
 	}
 	for i, s := range steps {
 		buf.Reset()
-		r.note(log, s.st)
+		r.note(log, s.st, func() []any { return []any{"inbox_dropped", 0} })
 		got := buf.String()
 		if s.want == "" && got != "" || s.want != "" && !strings.Contains(got, s.want) {
 			t.Errorf("step %d (%+v): logged %q, want a line with %q", i, s.st, got, s.want)

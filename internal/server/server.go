@@ -54,16 +54,17 @@ type Server struct {
 	// nil: the real clock.
 	testClock *testClock
 
-	peers    *peers
-	roles    roleLog
-	gossip   *gossip.Gossip // nil without bind.gossip
-	metrics  *metrics
-	recent   recentLaunches
-	backups  *backups // nil without a backup target
-	http     *http.Server
-	httpLn   net.Listener
-	apiTLS   *tls.Config
-	proxyTLS *tls.Config
+	peers     *peers
+	roles     roleLog
+	slowSaves slowSaveLog
+	gossip    *gossip.Gossip // nil without bind.gossip
+	metrics   *metrics
+	recent    recentLaunches
+	backups   *backups // nil without a backup target
+	http      *http.Server
+	httpLn    net.Listener
+	apiTLS    *tls.Config
+	proxyTLS  *tls.Config
 	// proxy carries the requests this replica forwards to the leader.
 	proxy *http.Transport
 
@@ -245,13 +246,14 @@ func (s *Server) newNode(rebuilding bool) error {
 		OnSaveTimed: func(entries int, took time.Duration) {
 			s.metrics.saveSeconds.Observe(took.Seconds())
 			s.metrics.saveEntries.Observe(float64(entries))
+			s.slowSaves.note(s.log, entries, took, time.Duration(s.cfg.Timing.ElectionTicks)*s.cfg.TickInterval)
 		},
 		OnCommit: func(took time.Duration) { s.metrics.commitSeconds.Observe(took.Seconds()) },
 		OnChange: func() {
 			if s.node != nil {
 				st := s.node.Status()
 				s.metrics.status(st)
-				s.roles.note(s.log, st)
+				s.roles.note(s.log, st, s.dropCounts)
 			}
 		},
 		Cron: &node.CronOptions{
@@ -267,6 +269,13 @@ func (s *Server) newNode(rebuilding bool) error {
 	}
 	s.node = n
 	return nil
+}
+
+// dropCounts are the messages this replica dropped: its inbox full
+// (node), or its transport's queue to a peer full or the peer cut off.
+func (s *Server) dropCounts() []any {
+	ts := s.tr.Stats()
+	return []any{"inbox_dropped", s.node.Dropped(), "send_dropped", ts.Dropped, "send_lost", ts.Lost}
 }
 
 // launcherNow is the launcher's clock, which the dispatcher's deadlines
