@@ -96,7 +96,7 @@ sim: ## Run SEEDS simulation seeds (pass SIM_FLAGS, e.g. '-start 1000').
 	$(GO) run ./cmd/paxcron-sim -seeds $(SEEDS) $(SIM_FLAGS)
 
 bench: export NOMAD_BIN := $(NOMAD_BIN)
-bench: build $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Side-by-side benchmarks (etcd, Nomad's periodic dispatcher, failover, scale): tables and PNG plots into docs/bench (BENCH_SUITES).
+bench: build $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Benchmarks with their comparators (commit throughput against raw Pebble; etcd, Nomad's periodic dispatcher, failover, scale): tables and PNG plots into docs/bench (BENCH_SUITES).
 	bash tools/bench/run $(BENCH_SUITES)
 
 gobench: ## Go benchmarks matching BENCH in BENCH_PKGS, BENCHTIME each.

@@ -24,6 +24,9 @@ Suites:
          replicas (job writes through the HTTP API, and commands through
          the replicated log directly), same disk, same run, alternating;
          writes/s, p50/p99 and CPU per write at each concurrency
+  commit-table FILE...
+         issue 2's commit throughput against raw Pebble: medians and
+         ratios over repetitions of the Go benchmarks (tools/bench/run commit)
 
 paxcron-bench SUITE -h lists the suite's flags.
 `
@@ -40,6 +43,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "etcd":
 		return runEtcdSuite(args[1:], stdout, stderr)
+	case "commit-table":
+		return runCommitTable(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
