@@ -76,11 +76,50 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("storage: pebblestore: open %s: %w", dir, err)
 	}
 	s := &Store{db: db, codec: storage.NewCodec()}
+	if err := s.moveLegacySnapshot(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	if err := s.loadIndexes(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// moveLegacySnapshot moves a snapshot kept under legacySnapshotTag (a
+// store written before the snapshot moved in front of the entries) to
+// snapshotTag, in one synced batch, so that a crash leaves it in one
+// place or the other. The record is moved as it is: its checksum covers
+// the value, not the key.
+func (s *Store) moveLegacySnapshot() error {
+	index, ok, err := s.lastNumber(legacySnapshotTag)
+	if err != nil || !ok {
+		return err
+	}
+	if _, found, err := s.lastNumber(snapshotTag); err != nil {
+		return err
+	} else if found {
+		return fmt.Errorf("%w: snapshots under both the old and the new key", storage.ErrCorrupt)
+	}
+	rec, closer, err := s.db.Get(legacySnapshotKey(index))
+	if err != nil {
+		return fmt.Errorf("storage: pebblestore: read the snapshot at index %d to move it: %w", index, err)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	err = b.Set(snapshotKey(index), rec, nil)
+	_ = closer.Close()
+	if err == nil {
+		err = b.DeleteRange([]byte{legacySnapshotTag}, tagUpperBound(legacySnapshotTag), nil)
+	}
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: pebblestore: move the snapshot at index %d to its new key: %w", index, err)
+	}
+	return nil
 }
 
 // loadIndexes reads the snapshot index and last slot from the keys alone.
