@@ -489,6 +489,65 @@ func TestCronProposeThenReadsTheStateLeft(t *testing.T) {
 	}
 }
 
+// ProposeCommandFrom builds the command from the state it reads on the
+// loop and proposes it in the same visit: a nil command proposes nothing,
+// build's error comes back unproposed, a command built from the version
+// read is applied and then sees its result, and one built from a stale
+// version is refused with the state's verdict.
+func TestCronProposeFromReadsAndProposesInOneVisit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := newCronEnv(t)
+	c := start(t, e.options())
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.Replica(leader)
+	spec := state.JobSpec{Schedule: "0 0 1 1 *", NomadJob: "batch"}
+	// put builds a write of spec over the version it reads, or nothing
+	// when the job already has spec.
+	put := func(l *launcher.Launcher) (state.Command, error) {
+		cur, ok := l.Machine().Job("j")
+		if ok && cur.Spec.Schedule == spec.Schedule {
+			return nil, nil
+		}
+		return state.PutJob{Name: "j", Spec: spec, IfVersion: cur.Version, At: time.Now()}, nil
+	}
+	var after state.Job
+	read := func(l *launcher.Launcher) { after, _ = l.Machine().Job("j") }
+
+	proposed, err := n.ProposeCommandFrom(ctx, put, read)
+	if !proposed || err != nil || after.Name != "j" || after.Version == 0 {
+		t.Fatalf("a new job: proposed %v, err %v, then saw %+v", proposed, err, after)
+	}
+	created := after
+	if proposed, err := n.ProposeCommandFrom(ctx, put, read); proposed || err != nil {
+		t.Fatalf("the same spec again: proposed %v, err %v; want nothing proposed", proposed, err)
+	}
+	spec.Schedule = "0 0 2 1 *"
+	if proposed, err := n.ProposeCommandFrom(ctx, put, read); !proposed || err != nil || after.Version <= created.Version || after.Spec.Schedule != spec.Schedule {
+		t.Fatalf("an update: proposed %v, err %v, then saw %+v after %+v", proposed, err, after, created)
+	}
+	errBuild := errors.New("build refused")
+	if proposed, err := n.ProposeCommandFrom(ctx, func(*launcher.Launcher) (state.Command, error) { return nil, errBuild }, read); proposed || !errors.Is(err, errBuild) {
+		t.Fatalf("build's error: proposed %v, err %v", proposed, err)
+	}
+	stale := func(*launcher.Launcher) (state.Command, error) {
+		return state.PutJob{Name: "j", Spec: spec, IfVersion: created.Version, At: time.Now()}, nil
+	}
+	ran := false
+	if proposed, err := n.ProposeCommandFrom(ctx, stale, func(*launcher.Launcher) { ran = true }); !proposed || !errors.Is(err, state.ErrConflict) || ran {
+		t.Fatalf("a stale version: proposed %v, err %v, then ran %v; want state.ErrConflict and no run", proposed, err, ran)
+	}
+	invalid := func(*launcher.Launcher) (state.Command, error) {
+		return state.PutJob{Name: "j", Spec: state.JobSpec{Schedule: "not a schedule", NomadJob: "batch"}, At: time.Now()}, nil
+	}
+	if proposed, err := n.ProposeCommandFrom(ctx, invalid, read); proposed || !errors.Is(err, state.ErrInvalid) {
+		t.Fatalf("an invalid command: proposed %v, err %v; want state.ErrInvalid unproposed", proposed, err)
+	}
+}
+
 func TestCronOptionsAndHashMode(t *testing.T) {
 	good := func() Options {
 		o := testOptions("")
@@ -520,5 +579,9 @@ func TestCronOptionsAndHashMode(t *testing.T) {
 	}
 	if err := c.Replica(1).Cron(context.Background(), func(*launcher.Launcher) {}); !errors.Is(err, ErrNotCron) {
 		t.Errorf("Cron in hash mode: got %v, want ErrNotCron", err)
+	}
+	build := func(*launcher.Launcher) (state.Command, error) { return state.Pause{Name: "j"}, nil }
+	if proposed, err := c.Replica(1).ProposeCommandFrom(context.Background(), build, nil); proposed || !errors.Is(err, ErrNotCron) {
+		t.Errorf("ProposeCommandFrom in hash mode: got %v, %v, want ErrNotCron", proposed, err)
 	}
 }

@@ -329,6 +329,51 @@ func (n *Node) ProposeCommand(ctx context.Context, c state.Command) error {
 	return n.Propose(ctx, enc)
 }
 
+// ProposeCommandFrom runs build on the loop, as Cron runs its fn, and
+// proposes the command build returns in the same visit; then it waits as
+// ProposeCommandThen does, with then run as there. A write that depends
+// on what it reads (a job's version) so costs one visit to the loop
+// instead of two, and nothing is applied between the read and the
+// proposal. build returning a nil command proposes nothing.
+//
+// proposed says whether a command was proposed: when it is false, err is
+// build's error or why build did not run (ErrNotCron, the replica
+// stopped, ctx ended), and nothing was proposed; when it is true, err is
+// the proposal's outcome, as ProposeCommandThen returns it.
+func (n *Node) ProposeCommandFrom(ctx context.Context, build func(l *launcher.Launcher) (state.Command, error), then func(l *launcher.Launcher)) (proposed bool, err error) {
+	if n.cron == nil {
+		return false, ErrNotCron
+	}
+	var p *proposal
+	var buildErr error
+	if err := n.call(ctx, func() {
+		c, err := build(n.cron.l)
+		if err != nil || c == nil {
+			buildErr = err
+			return
+		}
+		enc, err := state.Encode(c)
+		if err != nil {
+			buildErr = err
+			return
+		}
+		p = n.newProposal(ctx, enc, then)
+		// Behind the proposals the core refused as busy, in order, as
+		// if it had come through the proposal queue.
+		if len(n.busy) > 0 {
+			n.busy = append(n.busy, p)
+		} else {
+			n.take(p)
+		}
+	}); err != nil {
+		return false, err
+	}
+	if p == nil {
+		return false, buildErr
+	}
+	return true, n.await(ctx, p)
+}
+
 // ProposeCommandThen is ProposeCommand, and then, when the state accepted
 // the command, runs then on the replica's loop right after the command
 // applied, before any later command: then sees the state as the command

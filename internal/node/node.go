@@ -509,11 +509,7 @@ func (n *Node) Propose(ctx context.Context, cmd []byte) error {
 }
 
 func (n *Node) propose(ctx context.Context, cmd []byte, then func(*launcher.Launcher)) error {
-	id := n.nextID()
-	data := make([]byte, idBytes+len(cmd))
-	binary.BigEndian.PutUint64(data, id)
-	copy(data[idBytes:], cmd)
-	p := &proposal{at: time.Now(), ctx: ctx, id: id, data: data, done: make(chan error, 1), then: then}
+	p := n.newProposal(ctx, cmd, then)
 	select {
 	case n.proposals <- p:
 	case <-ctx.Done():
@@ -521,6 +517,21 @@ func (n *Node) propose(ctx context.Context, cmd []byte, then func(*launcher.Laun
 	case <-n.stopped:
 		return n.stopErr()
 	}
+	return n.await(ctx, p)
+}
+
+// newProposal frames cmd behind a fresh proposal ID. It is safe to call
+// from any goroutine (nextID is atomic).
+func (n *Node) newProposal(ctx context.Context, cmd []byte, then func(*launcher.Launcher)) *proposal {
+	id := n.nextID()
+	data := make([]byte, idBytes+len(cmd))
+	binary.BigEndian.PutUint64(data, id)
+	copy(data[idBytes:], cmd)
+	return &proposal{at: time.Now(), ctx: ctx, id: id, data: data, done: make(chan error, 1), then: then}
+}
+
+// await waits for the answer to p, which the loop has taken.
+func (n *Node) await(ctx context.Context, p *proposal) error {
 	select {
 	case err := <-p.done:
 		return err

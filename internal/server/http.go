@@ -483,22 +483,31 @@ func decodePutJobs(r *http.Request) (api.PutJobs, error) {
 
 // putJob writes one job on the leader: it reads the job's version (unless
 // the request fixed one), leaves an identical spec alone, and proposes.
+// The read and the proposal are one visit to the replica's loop
+// (node.ProposeCommandFrom), not two.
 func (s *Server) putJob(ctx context.Context, j api.PutJob, spec state.JobSpec) (api.PutResult, error) {
-	var cur state.Job
+	var cur, after state.Job
 	var exists bool
-	if err := s.node.Cron(ctx, func(l *launcher.Launcher) { cur, exists = l.Machine().Job(j.Name) }); err != nil {
+	at := time.Now()
+	proposed, err := s.node.ProposeCommandFrom(ctx, func(l *launcher.Launcher) (state.Command, error) {
+		cur, exists = l.Machine().Job(j.Name)
+		ifVersion := cur.Version
+		if j.IfVersion != nil {
+			ifVersion = *j.IfVersion
+		}
+		if exists && ifVersion == cur.Version && sameSpec(cur.Spec, spec) {
+			return nil, nil
+		}
+		return state.PutJob{Name: j.Name, Spec: spec, IfVersion: ifVersion, At: at}, nil
+	}, func(l *launcher.Launcher) { after, _ = l.Machine().Job(j.Name) })
+	switch {
+	case !proposed && errors.Is(err, state.ErrInvalid):
+		return api.PutResult{}, verdictError(j.Name, err)
+	case !proposed && err != nil:
 		return api.PutResult{}, err
-	}
-	ifVersion := cur.Version
-	if j.IfVersion != nil {
-		ifVersion = *j.IfVersion
-	}
-	if exists && ifVersion == cur.Version && sameSpec(cur.Spec, spec) {
+	case !proposed:
 		return api.PutResult{Name: j.Name, Version: cur.Version, Unchanged: true, Resolved: resolved(j.Name, cur.Spec)}, nil
-	}
-	cmd := state.PutJob{Name: j.Name, Spec: spec, IfVersion: ifVersion, At: time.Now()}
-	var after state.Job
-	if err := s.node.ProposeCommandThen(ctx, cmd, func(l *launcher.Launcher) { after, _ = l.Machine().Job(j.Name) }); err != nil {
+	case err != nil:
 		return api.PutResult{}, verdictError(j.Name, err)
 	}
 	return api.PutResult{Name: j.Name, Version: after.Version, Created: !exists, Resolved: resolved(j.Name, after.Spec)}, nil
