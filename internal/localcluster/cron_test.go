@@ -455,18 +455,24 @@ func TestCronProposeVerdicts(t *testing.T) {
 	}
 }
 
-// ProposeCommandThen reads the state a command left, on the loop, before
-// any later command; a refused command does not run it.
-func TestCronProposeThenReadsTheStateLeft(t *testing.T) {
+// cronLeader starts a cron-mode cluster and returns its leader, with a
+// context that ends with the test (a minute at most).
+func cronLeader(t *testing.T) (context.Context, *Replica) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	e := newCronEnv(t)
-	c := start(t, e.options())
+	t.Cleanup(cancel)
+	c := start(t, newCronEnv(t).options())
 	leader, err := c.WaitLeader(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := c.Replica(leader)
+	return ctx, c.Replica(leader)
+}
+
+// ProposeCommandThen reads the state a command left, on the loop, before
+// any later command; a refused command does not run it.
+func TestCronProposeThenReadsTheStateLeft(t *testing.T) {
+	ctx, n := cronLeader(t)
 	put := state.PutJob{Name: "j", Spec: state.JobSpec{Schedule: "0 0 1 1 *", NomadJob: "batch"}, At: time.Now()}
 	var created state.Job
 	if err := n.ProposeCommandThen(ctx, put, func(l *launcher.Launcher) { created, _ = l.Machine().Job("j") }); err != nil {
@@ -495,15 +501,7 @@ func TestCronProposeThenReadsTheStateLeft(t *testing.T) {
 // read is applied and then sees its result, and one built from a stale
 // version is refused with the state's verdict.
 func TestCronProposeFromReadsAndProposesInOneVisit(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	e := newCronEnv(t)
-	c := start(t, e.options())
-	leader, err := c.WaitLeader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := c.Replica(leader)
+	ctx, n := cronLeader(t)
 	spec := state.JobSpec{Schedule: "0 0 1 1 *", NomadJob: "batch"}
 	// put builds a write of spec over the version it reads, or nothing
 	// when the job already has spec.
