@@ -358,13 +358,7 @@ func (n *Node) ProposeCommandFrom(ctx context.Context, build func(l *launcher.La
 			return
 		}
 		p = n.newProposal(ctx, enc, then)
-		// Behind the proposals the core refused as busy, in order, as
-		// if it had come through the proposal queue.
-		if len(n.busy) > 0 {
-			n.busy = append(n.busy, p)
-		} else {
-			n.take(p)
-		}
+		n.take(p)
 	}); err != nil {
 		return false, err
 	}

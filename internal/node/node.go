@@ -684,9 +684,9 @@ func (n *Node) tick(elapsed time.Duration) {
 }
 
 // take hands a new proposal to the core, or queues it while the core is
-// busy.
+// busy, behind the proposals it refused before, in order.
 func (n *Node) take(p *proposal) {
-	if n.offer(p) {
+	if len(n.busy) > 0 || n.offer(p) {
 		n.busy = append(n.busy, p)
 	}
 }

@@ -56,3 +56,16 @@ func HeldSlots(s *Store) ([]uint64, error) {
 	}
 	return slots, it.Close()
 }
+
+// quietLogger drops Pebble's chatter and keeps its errors; the tests of
+// both test packages use it.
+type quietLogger struct{}
+
+// QuietLogger is quietLogger for the external test package.
+type QuietLogger = quietLogger
+
+func (quietLogger) Infof(string, ...any) {}
+
+func (quietLogger) Errorf(format string, args ...any) { pebble.DefaultLogger.Errorf(format, args...) }
+
+func (quietLogger) Fatalf(format string, args ...any) { pebble.DefaultLogger.Fatalf(format, args...) }

@@ -26,7 +26,7 @@ func incompressible(n int) []byte {
 	return b
 }
 
-func saveEntries(t *testing.T, s *Store, lo, hi uint64) {
+func saveEntries(t testing.TB, s *Store, lo, hi uint64) {
 	t.Helper()
 	var es []paxos.Entry
 	for slot := lo; slot <= hi; slot++ {
@@ -34,6 +34,41 @@ func saveEntries(t *testing.T, s *Store, lo, hi uint64) {
 	}
 	if err := s.Save(storage.Update{Entries: es}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// storeBesideBigSnapshot returns a store on a memory file system holding
+// entries 1-1100, then a snapshot of bigSnapshotBytes at index 1000 that
+// keeps a tail of 50 entries, flushed together into an sstable, then
+// entries 1101-1200 in the memtable; and the snapshot.
+func storeBesideBigSnapshot(tb testing.TB) (*Store, paxos.Snapshot) {
+	tb.Helper()
+	s, err := Open("store", Options{FS: vfs.NewMem(), Logger: quietLogger{}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	saveEntries(tb, s, 1, 1100)
+	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: 1000}, Data: incompressible(bigSnapshotBytes)}
+	if err := s.Save(storage.Update{Snapshot: &snap, TailSlots: 50}); err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.db.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	saveEntries(tb, s, 1101, 1200)
+	return s, snap
+}
+
+// BenchmarkEntriesBesideSnapshot reads the 51 newest entries of
+// storeBesideBigSnapshot's store, as a leader reads what it sends in its
+// accepts. One op is one read.
+func BenchmarkEntriesBesideSnapshot(b *testing.B) {
+	s, _ := storeBesideBigSnapshot(b)
+	for b.Loop() {
+		if _, err := s.Entries(1150, 1201, 1<<30); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -45,20 +80,7 @@ func saveEntries(t *testing.T, s *Store, lo, hi uint64) {
 // each read of the newer entries missed the block cache once (the
 // snapshot's block) and took milliseconds.
 func TestEntryReadsSkipTheSnapshot(t *testing.T) {
-	s, err := Open("store", Options{FS: vfs.NewMem(), Logger: silentLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	saveEntries(t, s, 1, 1100)
-	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: 1000}, Data: incompressible(bigSnapshotBytes)}
-	if err := s.Save(storage.Update{Snapshot: &snap, TailSlots: 50}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	saveEntries(t, s, 1101, 1200)
+	s, snap := storeBesideBigSnapshot(t)
 
 	const reads = 20
 	misses := func(read func() error) int64 {
@@ -106,7 +128,7 @@ func TestEntryReadsSkipTheSnapshot(t *testing.T) {
 // hard state as they were, and holds nothing under "s" afterwards.
 func TestOpenMovesALegacySnapshot(t *testing.T) {
 	fs := vfs.NewMem()
-	s, err := Open("store", Options{FS: fs, Logger: silentLogger{}})
+	s, err := Open("store", Options{FS: fs, Logger: quietLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +155,7 @@ func TestOpenMovesALegacySnapshot(t *testing.T) {
 	}
 
 	for open := range 2 { // the move, then a plain open
-		s, err = Open("store", Options{FS: fs, Logger: silentLogger{}})
+		s, err = Open("store", Options{FS: fs, Logger: quietLogger{}})
 		if err != nil {
 			t.Fatalf("open %d: %v", open, err)
 		}
@@ -162,7 +184,7 @@ func TestOpenMovesALegacySnapshot(t *testing.T) {
 // reported as corruption rather than one of them picked.
 func TestOpenRefusesTwoSnapshots(t *testing.T) {
 	fs := vfs.NewMem()
-	s, err := Open("store", Options{FS: fs, Logger: silentLogger{}})
+	s, err := Open("store", Options{FS: fs, Logger: quietLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,16 +198,7 @@ func TestOpenRefusesTwoSnapshots(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open("store", Options{FS: fs, Logger: silentLogger{}}); err == nil || !errors.Is(err, storage.ErrCorrupt) {
+	if _, err := Open("store", Options{FS: fs, Logger: quietLogger{}}); err == nil || !errors.Is(err, storage.ErrCorrupt) {
 		t.Fatalf("open: %v, want ErrCorrupt", err)
 	}
 }
-
-// silentLogger drops Pebble's informational messages.
-type silentLogger struct{}
-
-func (silentLogger) Infof(string, ...any) {}
-
-func (silentLogger) Errorf(format string, args ...any) { pebble.DefaultLogger.Errorf(format, args...) }
-
-func (silentLogger) Fatalf(format string, args ...any) { pebble.DefaultLogger.Fatalf(format, args...) }

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"paxcron/paxos"
@@ -16,14 +15,8 @@ import (
 
 const dir = "db"
 
-// quietLogger drops Pebble's chatter and keeps its errors.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any) {}
-
-func (quietLogger) Errorf(format string, args ...any) { pebble.DefaultLogger.Errorf(format, args...) }
-
-func (quietLogger) Fatalf(format string, args ...any) { pebble.DefaultLogger.Fatalf(format, args...) }
+// quietLogger is the package's own test logger (export_test.go).
+type quietLogger = pebblestore.QuietLogger
 
 // memDisk is a store on Pebble's crashable memory file system.
 type memDisk struct {
