@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
 	"paxcron/cron/launcher"
 	"paxcron/cron/state"
 )
@@ -159,4 +161,42 @@ func jobVersions(t *testing.T, s *Server) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// FuzzDecodeBundle feeds any bytes to the leader's decoder of a
+// follower's bundle: it refuses with an error, never a panic, and every
+// call of a bundle it takes passes the checks a call must (so a valid
+// bundle re-encodes and decodes to the same calls).
+func FuzzDecodeBundle(f *testing.F) {
+	for _, bd := range []bundle{
+		{Calls: []bundleCall{{Method: "POST", Path: "/v1/jobs", Auth: "Bearer t", ContentType: "application/json", Body: []byte(`{"jobs":[]}`)}}},
+		{Calls: []bundleCall{{Method: "GET", Path: "/v1/jobs/a?stale=true"}, {Method: "DELETE", Path: "/v1/jobs/a?if_version=3"}}},
+		{Calls: []bundleCall{{Method: "POST", Path: bundlePath}}},
+	} {
+		var b []byte
+		if err := codec.NewEncoderBytes(&b, bundleHandle).Encode(bd); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0x91, 0x90})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		bd, err := decodeBundle(b)
+		if err != nil {
+			return
+		}
+		for i := range bd.Calls {
+			if err := bd.Calls[i].validate(); err != nil {
+				t.Fatalf("call %d of a decoded bundle: %v", i, err)
+			}
+		}
+		var again []byte
+		if err := codec.NewEncoderBytes(&again, bundleHandle).Encode(bd); err != nil {
+			t.Fatalf("a decoded bundle does not encode: %v", err)
+		}
+		bd2, err := decodeBundle(again)
+		if err != nil || len(bd2.Calls) != len(bd.Calls) {
+			t.Fatalf("a re-encoded bundle decodes to %d calls, %v; want %d", len(bd2.Calls), err, len(bd.Calls))
+		}
+	})
 }

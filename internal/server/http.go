@@ -51,6 +51,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/jobs/{name}/backfill", s.write(s.handleBackfill))
 	mux.HandleFunc("GET /v1/operator/snapshot", s.write(s.handleSnapshot))
 	mux.HandleFunc("POST /v1/operator/backup", s.write(s.handleBackupNow))
+	mux.HandleFunc("POST "+bundlePath, s.handleBundle)
 	mux.Handle("GET /metrics", s.authorized(false, s.metrics.handler()))
 	mux.HandleFunc("GET /{$}", s.handleStatusPage)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -219,11 +220,30 @@ func (s *Server) onLeader(w http.ResponseWriter, r *http.Request, fn func(ctx co
 	return out, err
 }
 
-// forward proxies r to leader's API, or answers 503.
+// forward passes r to the leader's API, in a bundle of forwarded calls
+// (bundle.go) or, for a large body, proxied alone; or answers 503.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.ReplicaID) error {
 	addr := s.peers.apiAddr(leader)
 	if leader == paxos.None || leader == s.cfg.ID || addr == "" || r.Header.Get(forwardedHeader) != "" {
 		return s.errNoLeader(leader)
+	}
+	if body, err := r.GetBody(); err == nil && r.ContentLength <= maxBundledBody {
+		b, _ := io.ReadAll(body)
+		call := bundleCall{Method: r.Method, Path: r.URL.RequestURI(), Auth: r.Header.Get("Authorization"),
+			ContentType: r.Header.Get("Content-Type"), Body: b}
+		if q, ok := s.bundles.enqueue(call); ok {
+			select {
+			case a := <-q.done:
+				if a.Status != 0 {
+					a.write(w)
+					return errHandled
+				}
+			case <-r.Context().Done():
+				return r.Context().Err() // the client is gone
+			}
+		}
+		// The queue is full, or the leader takes no bundles: proxied
+		// alone.
 	}
 	scheme := "http"
 	if s.proxyTLS != nil {

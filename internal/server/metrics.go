@@ -43,6 +43,7 @@ type metrics struct {
 	snapshotTime       prometheus.Gauge
 	backupTime         prometheus.Gauge
 	backupErrors       prometheus.Counter
+	bundleCalls        prometheus.Histogram
 
 	mu         sync.Mutex
 	lastLeader paxos.ReplicaID
@@ -89,9 +90,11 @@ func newMetrics(s *Server) *metrics {
 	m.backupTime = prometheus.NewGauge(prometheus.GaugeOpts{Name: "paxcron_backup_timestamp_seconds",
 		Help: "When the newest backup was uploaded (Unix seconds; age = time() - this)."})
 	m.backupErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "paxcron_backup_errors_total", Help: "Failed backup uploads."})
+	m.bundleCalls = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "paxcron_forward_bundle_calls",
+		Help: "API calls per bundle this replica forwarded to the leader.", Buckets: prometheus.ExponentialBuckets(1, 2, 8)})
 	for _, c := range []prometheus.Collector{m.commitSeconds, m.saveSeconds, m.saveEntries, m.leaderChanges, m.isLeader,
 		m.launching, m.leaseSeconds, m.chosen, m.appliedIdx, m.launches, m.startLateness, m.dispatchLate, m.nomadSeconds,
-		m.nomadErrors, m.snapshotIndex, m.snapshotTime, m.backupTime, m.backupErrors} {
+		m.nomadErrors, m.snapshotIndex, m.snapshotTime, m.backupTime, m.backupErrors, m.bundleCalls} {
 		f(c)
 	}
 	for _, o := range []state.OutcomeKind{state.OutcomeDispatched, state.OutcomeFailed, state.OutcomeSkipped, state.OutcomeUnknown} {

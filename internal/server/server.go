@@ -65,8 +65,15 @@ type Server struct {
 	httpLn    net.Listener
 	apiTLS    *tls.Config
 	proxyTLS  *tls.Config
-	// proxy carries the requests this replica forwards to the leader.
-	proxy *http.Transport
+	// proxy carries the requests this replica forwards to the leader:
+	// bundles of them (proxyClient, bundles) and large ones alone.
+	proxy       *http.Transport
+	proxyClient *http.Client
+	bundles     *bundler
+	bundleKey   []byte
+	// api is the API's handler (routes), which also serves the calls of a
+	// follower's bundle.
+	api http.Handler
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -113,6 +120,9 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 		return nil, err
 	}
 	s.proxy = newProxyTransport(s.proxyTLS)
+	s.proxyClient = &http.Client{Transport: s.proxy}
+	s.bundles = newBundler(s)
+	s.bundleKey = bundleKey(cfg.ClusterKey)
 	s.peers = newPeers(cfg)
 	s.metrics = newMetrics(s)
 	if err := s.openNomad(); err != nil {
@@ -334,8 +344,9 @@ func (s *Server) listenHTTP() error {
 		ln = tls.NewListener(ln, s.apiTLS)
 	}
 	s.httpLn = ln
+	s.api = s.routes()
 	s.http = &http.Server{
-		Handler:           s.routes(),
+		Handler:           s.api,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		WriteTimeout:      5 * time.Minute,
@@ -350,6 +361,7 @@ func (s *Server) listenHTTP() error {
 // checks.
 func (s *Server) Start() {
 	s.node.Start()
+	s.wg.Go(func() { s.bundles.run(s.ctx) })
 	s.wg.Go(func() {
 		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("the HTTP server stopped", "err", err)

@@ -1,0 +1,264 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	dto "github.com/prometheus/client_model/go"
+
+	"paxcron/internal/api"
+)
+
+// bundleStats reads a replica's histogram of calls per bundle: bundles
+// sent and the calls in them.
+func bundleStats(t *testing.T, s *Server) (bundles, calls uint64) {
+	t.Helper()
+	var m dto.Metric
+	if err := s.metrics.bundleCalls.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount(), uint64(m.GetHistogram().GetSampleSum())
+}
+
+func putOne(name string) api.PutJobs {
+	return api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}}}}
+}
+
+// TestForwardedCallsTravelInBundles: the calls that queue on a follower
+// while its bundles are all in flight leave together, as one bundle, and
+// each caller gets its own answer.
+func TestForwardedCallsTravelInBundles(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	follower := leader%3 + 1
+	f := c.servers[follower-1]
+	// Every bundle slot taken: the calls below queue.
+	for range maxBundlesInFlight {
+		f.bundles.inFlight <- struct{}{}
+	}
+	fc := c.client(follower, writeToken)
+	const calls = 20
+	var wg sync.WaitGroup
+	results := make([]api.PutJobsResult, calls)
+	for i := range calls {
+		wg.Go(func() {
+			res, err := fc.PutJobs(context.Background(), putOne(fmt.Sprintf("bundled-%d", i)))
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = res
+		})
+	}
+	// The bundler holds the first call while it waits for a slot.
+	eventually(t, "the calls queued", func() bool { return len(f.bundles.queue) == calls-1 })
+	for range maxBundlesInFlight {
+		<-f.bundles.inFlight
+	}
+	wg.Wait()
+	if bundles, n := bundleStats(t, f); bundles != 1 || n != calls {
+		t.Fatalf("the follower sent %d bundles of %d calls; want 1 of %d", bundles, n, calls)
+	}
+	for i, res := range results {
+		if len(res.Jobs) != 1 || res.Jobs[0].Name != fmt.Sprintf("bundled-%d", i) || !res.Jobs[0].Created {
+			t.Errorf("call %d was answered %+v", i, res)
+		}
+	}
+	lc := c.client(leader, readToken)
+	for i := range calls {
+		if _, err := lc.Job(context.Background(), fmt.Sprintf("bundled-%d", i), 0, api.ReadOptions{}); err != nil {
+			t.Errorf("job bundled-%d: %v", i, err)
+		}
+	}
+	// A follower's read of the leader's state is bundled too, and an
+	// error comes back as the leader's handlers made it.
+	fr := c.client(follower, readToken)
+	if _, err := fr.Job(context.Background(), "bundled-0", 0, api.ReadOptions{}); err != nil {
+		t.Error(err)
+	}
+	_, err := fr.Job(context.Background(), "no-such-job", 0, api.ReadOptions{})
+	var apiErr *api.Error
+	if !asAPIError(err, &apiErr) || apiErr.Status != http.StatusNotFound {
+		t.Errorf("a forwarded read of a missing job: %v, want a 404", err)
+	}
+	if bundles, n := bundleStats(t, f); bundles != 3 || n != calls+2 {
+		t.Errorf("after two reads the follower sent %d bundles of %d calls; want 3 of %d", bundles, n, calls+2)
+	}
+}
+
+func asAPIError(err error, target **api.Error) bool { return errors.As(err, target) }
+
+// postBundle posts calls to s's bundle endpoint with the MAC of key
+// (none when key is nil) and returns the status and the answers by call.
+func postBundle(t *testing.T, s *Server, key []byte, body []byte) (int, map[int]bundleAnswer, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr()+bundlePath, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", bundleContentType)
+	if key != nil {
+		req.Header.Set(bundleMACHeader, bundleMAC(key, body))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, nil, string(b)
+	}
+	answers := map[int]bundleAnswer{}
+	dec := codec.NewDecoder(resp.Body, bundleHandle)
+	for {
+		var a bundleAnswer
+		if err := dec.Decode(&a); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := answers[a.Index]; dup {
+			t.Fatalf("two answers for call %d", a.Index)
+		}
+		answers[a.Index] = a
+	}
+	return resp.StatusCode, answers, ""
+}
+
+func encodeBundle(t *testing.T, calls ...bundleCall) []byte {
+	t.Helper()
+	var b []byte
+	if err := codec.NewEncoderBytes(&b, bundleHandle).Encode(bundle{Calls: calls}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestBundlesAreForMembersAndEachCallIsChecked: the leader takes a bundle
+// only with the cluster's MAC, refuses a malformed one whole, and checks
+// each call in it as if it had been sent directly: its own token, its own
+// answer.
+func TestBundlesAreForMembersAndEachCallIsChecked(t *testing.T) {
+	c := startCluster(t)
+	l := c.servers[c.leader()-1]
+	key := bundleKey(l.cfg.ClusterKey)
+	putBody, _ := json.Marshal(putOne("via-bundle"))
+	good := encodeBundle(t,
+		bundleCall{Method: "POST", Path: "/v1/jobs", Auth: "Bearer " + writeToken, ContentType: "application/json", Body: putBody},
+		bundleCall{Method: "POST", Path: "/v1/jobs", Auth: "Bearer " + readToken, ContentType: "application/json", Body: putBody},
+		bundleCall{Method: "DELETE", Path: "/v1/jobs/via-bundle"},
+		bundleCall{Method: "GET", Path: "/v1/status?pretty", Auth: "Bearer " + readToken},
+	)
+	for _, tc := range []struct {
+		name string
+		key  []byte
+	}{{"no MAC", nil}, {"another cluster's MAC", bundleKey([]byte("another-cluster-key-0123456789"))}} {
+		if status, _, msg := postBundle(t, l, tc.key, good); status != http.StatusForbidden {
+			t.Errorf("%s: %d %s, want 403", tc.name, status, msg)
+		}
+	}
+	if _, err := c.client(l.cfg.ID, readToken).Job(context.Background(), "via-bundle", 0, api.ReadOptions{}); err == nil {
+		t.Fatal("a refused bundle's call ran")
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"not msgpack", []byte("{\"calls\":[]}")},
+		{"no calls", encodeBundle(t)},
+		{"a bundle in a bundle", encodeBundle(t, bundleCall{Method: "POST", Path: bundlePath})},
+		{"not the API", encodeBundle(t, bundleCall{Method: "GET", Path: "/metrics"})},
+		{"a method not forwarded", encodeBundle(t, bundleCall{Method: "PUT", Path: "/v1/jobs"})},
+		{"a large body", encodeBundle(t, bundleCall{Method: "POST", Path: "/v1/jobs", Body: make([]byte, maxBundledBody+1)})},
+		{"trailing bytes", append(encodeBundle(t, bundleCall{Method: "GET", Path: "/v1/status"}), 0xc0)},
+	} {
+		if status, _, msg := postBundle(t, l, key, tc.body); status != http.StatusBadRequest || !strings.Contains(msg, "error") {
+			t.Errorf("%s: %d %s, want a 400 with an error", tc.name, status, msg)
+		}
+	}
+	if status, _, _ := postBundle(t, l, key, make([]byte, maxBundleBytes+1)); status != http.StatusRequestEntityTooLarge {
+		t.Errorf("an oversized bundle: %d, want 413", status)
+	}
+
+	status, answers, msg := postBundle(t, l, key, good)
+	if status != http.StatusOK || len(answers) != 4 {
+		t.Fatalf("the bundle: %d %s, %d answers; want 200 and 4", status, msg, len(answers))
+	}
+	for i, want := range []struct {
+		status int
+		has    string
+	}{
+		{http.StatusOK, `"created":true`},
+		{http.StatusForbidden, "error"},
+		{http.StatusUnauthorized, "error"},
+		{http.StatusOK, "\n  \"leader\""}, // ?pretty kept
+	} {
+		a := answers[i]
+		if a.Status != want.status || !strings.Contains(string(a.Body), want.has) {
+			t.Errorf("call %d: %d %s; want %d with %q", i, a.Status, a.Body, want.status, want.has)
+		}
+		if ct := http.Header(a.Header).Get("Content-Type"); ct != "application/json" {
+			t.Errorf("call %d: Content-Type %q", i, ct)
+		}
+	}
+	if _, err := c.client(l.cfg.ID, readToken).Job(context.Background(), "via-bundle", 0, api.ReadOptions{}); err != nil {
+		t.Errorf("the bundled write's job: %v", err)
+	}
+}
+
+// TestForwardingToALeaderWithoutBundles: a follower whose leader answers
+// a bundle with 404 (an older version, during a rolling upgrade) proxies
+// each call alone; one whose leader's API cannot be reached answers 502.
+func TestForwardingToALeaderWithoutBundles(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	follower := leader%3 + 1
+	l, f := c.servers[leader-1], c.servers[follower-1]
+	target, _ := url.Parse("http://" + l.HTTPAddr())
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var refused sync.Map
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == bundlePath {
+			refused.Store(r.Header.Get(forwardedHeader), true)
+			http.NotFound(w, r)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer old.Close()
+	setAPI := func(addr string) {
+		if err := f.SetPeer(leader, PeerAddrs{Paxos: l.PaxosAddr(), HTTP: addr}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAPI(strings.TrimPrefix(old.URL, "http://"))
+	fc := c.client(follower, writeToken)
+	res, err := fc.PutJobs(context.Background(), putOne("upgrade"))
+	if err != nil || len(res.Jobs) != 1 || !res.Jobs[0].Created {
+		t.Fatalf("a write through a follower of an older leader: %+v, %v", res, err)
+	}
+	if _, ok := refused.Load(fmt.Sprint(uint64(follower))); !ok {
+		t.Fatal("the follower did not offer the leader a bundle first")
+	}
+
+	old.Close()
+	setAPI(old.Listener.Addr().String())
+	_, err = fc.PutJobs(context.Background(), putOne("unreachable"))
+	var apiErr *api.Error
+	if !asAPIError(err, &apiErr) || apiErr.Status != http.StatusBadGateway || apiErr.Leader != uint64(leader) ||
+		!strings.Contains(apiErr.Message, "forwarding to the leader") {
+		t.Fatalf("a write through a follower that cannot reach the leader: %v, want a 502 naming replica %d", err, leader)
+	}
+}
