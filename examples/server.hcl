@@ -41,6 +41,7 @@ api {
   write_tokens    = ["replace-with-a-long-random-token"]
   read_tokens     = []
   anonymous_reads = false # true lets a browser open the status page
+  enable_pprof    = false # true serves Go's profiles at /debug/pprof/ to a write token
 }
 
 nomad {

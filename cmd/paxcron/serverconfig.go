@@ -43,6 +43,7 @@ type serverSettings struct {
 	writeTokens    []string
 	readTokens     []string
 	anonReads      bool
+	pprof          bool
 	insecure       bool
 	nomad          nomad.Config
 	nomadSkipCheck bool
@@ -172,6 +173,7 @@ func (o *serverSettings) table() []setting {
 		secret(strs("api.write_tokens", "bearer tokens that may change anything (16 characters or more)", &o.writeTokens)),
 		secret(strs("api.read_tokens", "bearer tokens that may only read", &o.readTokens)),
 		boolean("api.anonymous_reads", "let reads and the status page through without a token", &o.anonReads),
+		boolean("api.enable_pprof", "serve Go's runtime profiles (CPU, heap, goroutines, trace) under /debug/pprof/ to a write token", &o.pprof),
 		boolean("api.insecure", "allow a server without any write token (a local demo only)", &o.insecure),
 		str("nomad.address", "Nomad's HTTP API (default NOMAD_ADDR, else http://127.0.0.1:4646)", &o.nomad.Address),
 		str("nomad.region", "region of jobs that name none (default NOMAD_REGION)", &o.nomad.Region),
@@ -344,7 +346,7 @@ func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.
 		ID: paxos.ReplicaID(o.id), DataDir: o.dataDir, ClusterKey: key,
 		PaxosAddr: o.bindPaxos, PaxosAdvertise: o.advPaxos, HTTPAddr: o.bindHTTP, HTTPAdvertise: o.advHTTP,
 		GossipAddr: o.bindGossip, GossipAdvertise: o.advGossip, Join: o.join,
-		WriteTokens: o.writeTokens, ReadTokens: o.readTokens, AnonymousReads: o.anonReads, Insecure: o.insecure,
+		WriteTokens: o.writeTokens, ReadTokens: o.readTokens, AnonymousReads: o.anonReads, EnablePprof: o.pprof, Insecure: o.insecure,
 		Nomad: o.nomad, SkipNomadChecks: o.nomadSkipCheck,
 		Snapshots: replica.SnapshotPolicy{
 			EveryEntries: uint64(o.snapEntries), LogPerState: 1, TailEntries: uint64(o.snapTail),

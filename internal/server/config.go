@@ -54,6 +54,10 @@ type Config struct {
 	// AnonymousReads lets reads (the status page included) through
 	// without a token.
 	AnonymousReads bool
+	// EnablePprof serves Go's runtime profiles under /debug/pprof/ (CPU,
+	// heap, goroutines, execution trace), to a write token only: for
+	// finding where a replica spends its time in place.
+	EnablePprof bool
 	// Insecure allows a server with no write token at all: every caller
 	// may then change anything. For a local demo only.
 	Insecure bool

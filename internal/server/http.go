@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httputil"
+	"net/http/pprof"
 	"net/url"
 	"strconv"
 	"strings"
@@ -53,6 +54,11 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/operator/backup", s.write(s.handleBackupNow))
 	mux.HandleFunc("POST "+bundlePath, s.handleBundle)
 	mux.Handle("GET /metrics", s.authorized(false, s.metrics.handler()))
+	if s.cfg.EnablePprof {
+		mux.Handle("GET /debug/pprof/", s.authorized(true, http.HandlerFunc(pprof.Index)))
+		mux.Handle("GET /debug/pprof/profile", s.authorized(true, http.HandlerFunc(pprof.Profile)))
+		mux.Handle("GET /debug/pprof/trace", s.authorized(true, http.HandlerFunc(pprof.Trace)))
+	}
 	mux.HandleFunc("GET /{$}", s.handleStatusPage)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &api.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no such API: %s %s (see the API list in README.md)", r.Method, r.URL.Path)})

@@ -670,3 +670,31 @@ func TestEmptyDiskRejoinsFromPeers(t *testing.T) {
 		t.Fatalf("a write with the rebuilt replica as the only follower: %v", err)
 	}
 }
+
+// TestPprofNeedsTheSettingAndAWriteToken: Go's profiles are served only
+// with api.enable_pprof, and then only to a write token.
+func TestPprofNeedsTheSettingAndAWriteToken(t *testing.T) {
+	off := startCluster(t)
+	if r := httpDoOnce(t, "GET", "http://"+off.servers[0].HTTPAddr()+"/debug/pprof/heap", writeToken, "", nil); r.code != http.StatusNotFound {
+		t.Errorf("profiles without the setting: %d, want 404", r.code)
+	}
+	on := startClusterWith(t, func(cfg *Config) { cfg.EnablePprof = true })
+	base := "http://" + on.servers[0].HTTPAddr() + "/debug/pprof/"
+	for _, tc := range []struct {
+		path, token string
+		code        int
+	}{
+		{"heap", "", http.StatusUnauthorized},
+		{"profile?seconds=1", readToken, http.StatusForbidden},
+		{"profile?seconds=1", writeToken, http.StatusOK},
+		{"goroutine?debug=1", writeToken, http.StatusOK},
+	} {
+		r := httpDoOnce(t, "GET", base+tc.path, tc.token, "", nil)
+		if r.code != tc.code {
+			t.Errorf("GET /debug/pprof/%s with token %q: %d, want %d: %.200s", tc.path, tc.token, r.code, tc.code, r.body)
+		}
+		if r.code == http.StatusOK && tc.path == "goroutine?debug=1" && !strings.Contains(r.body, "goroutine profile:") {
+			t.Errorf("the goroutine profile: %.200s", r.body)
+		}
+	}
+}
