@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	dto "github.com/prometheus/client_model/go"
@@ -260,5 +261,43 @@ func TestForwardingToALeaderWithoutBundles(t *testing.T) {
 	if !asAPIError(err, &apiErr) || apiErr.Status != http.StatusBadGateway || apiErr.Leader != uint64(leader) ||
 		!strings.Contains(apiErr.Message, "forwarding to the leader") {
 		t.Fatalf("a write through a follower that cannot reach the leader: %v, want a 502 naming replica %d", err, leader)
+	}
+}
+
+// TestWorkerPoolKeepsIdleWorkers: a function run after another has
+// finished runs on the same, idle, worker; a worker idle for longer than
+// the pool's idle time is gone.
+func TestWorkerPoolKeepsIdleWorkers(t *testing.T) {
+	idleWorker := func(p *workerPool) bool {
+		ran := make(chan struct{})
+		select {
+		case p.work <- func() { close(ran) }:
+			<-ran
+			return true
+		default:
+			return false
+		}
+	}
+	p := newWorkerPool(time.Hour)
+	done := make(chan struct{})
+	p.run(func() { close(done) })
+	<-done
+	eventually(t, "the worker idle", func() bool { return idleWorker(p) })
+	for range 10 {
+		done := make(chan struct{})
+		p.run(func() { close(done) })
+		<-done
+		eventually(t, "the worker idle again", func() bool { return idleWorker(p) })
+	}
+	if n := p.started.Load(); n != 1 {
+		t.Errorf("%d workers started for one function at a time; want 1", n)
+	}
+	short := newWorkerPool(time.Millisecond)
+	done = make(chan struct{})
+	short.run(func() { close(done) })
+	<-done
+	time.Sleep(50 * time.Millisecond)
+	if idleWorker(short) {
+		t.Error("a worker outlived its idle time")
 	}
 }

@@ -71,6 +71,7 @@ type Server struct {
 	proxyClient *http.Client
 	bundles     *bundler
 	bundleKey   []byte
+	callWorkers *workerPool
 	// api is the API's handler (routes), which also serves the calls of a
 	// follower's bundle.
 	api http.Handler
@@ -123,6 +124,7 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 	s.proxyClient = &http.Client{Transport: s.proxy}
 	s.bundles = newBundler(s)
 	s.bundleKey = bundleKey(cfg.ClusterKey)
+	s.callWorkers = newWorkerPool(workerIdle)
 	s.peers = newPeers(cfg)
 	s.metrics = newMetrics(s)
 	if err := s.openNomad(); err != nil {
