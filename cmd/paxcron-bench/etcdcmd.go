@@ -153,7 +153,7 @@ func etcdSuite(ctx context.Context, cfg etcdConfig, args []string, logf func(str
 	meta := reportMeta{
 		Command: "paxcron-bench etcd " + strings.Join(args, " "),
 		Machine: machine(), Kernel: readTrim("/proc/sys/kernel/osrelease"), Disk: disk(base),
-		Commit: cmp.Or(cfg.Commit, commit()), GoVersion: runtime.Version(), EtcdVersion: "not run",
+		Commit: cmp.Or(cfg.Commit, commit(cfg.OutDir)), GoVersion: runtime.Version(), EtcdVersion: "not run",
 		Started: time.Now().UTC(), LoadBefore: loadavg(), Config: cfg,
 	}
 	if cfg.EtcdBin != "" {
@@ -214,13 +214,20 @@ func disk(dir string) string {
 	return fmt.Sprintf("%s (%s)", strings.Join(strings.Fields(string(out)), " "), dir)
 }
 
-func commit() string {
-	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+// commit is HEAD, marked modified when a tracked file outside the report
+// folder out differs from it (the suite's own earlier reports do not
+// count: tools/bench/run writes its log there before this runs).
+func commit(out string) string {
+	head, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
 		return "unknown"
 	}
-	c := strings.TrimSpace(string(out))
-	if exec.Command("git", "diff", "--quiet", "HEAD").Run() != nil {
+	c := strings.TrimSpace(string(head))
+	args := []string{"diff", "--quiet", "HEAD", "--", "."}
+	if rel := filepath.Clean(out); !filepath.IsAbs(rel) && !strings.HasPrefix(rel, "..") {
+		args = append(args, ":(exclude)"+rel)
+	}
+	if exec.Command("git", args...).Run() != nil {
 		c += " (modified)"
 	}
 	return c
