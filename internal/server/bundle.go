@@ -206,7 +206,9 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request) {
 			// the buffered channel.
 			return
 		}
-		if flusher != nil {
+		if flusher != nil && left > 0 {
+			// The last answers go out with the end of the response, in
+			// one write, when the handler returns.
 			flusher.Flush()
 		}
 	}
@@ -280,12 +282,18 @@ func (a *bundleAnswer) write(w http.ResponseWriter) {
 
 // queuedCall is a call waiting in a follower for its bundle's answer.
 type queuedCall struct {
-	call bundleCall
-	done chan bundleAnswer // buffered: receives exactly one answer
+	call  bundleCall
+	taken atomic.Bool       // set by the caller that put it in a bundle
+	done  chan bundleAnswer // buffered: receives exactly one answer
 }
 
 // bundler is the follower's side: it gathers the calls to forward into
 // bundles and sends them to whichever replica leads when a bundle leaves.
+// There is no goroutine of its own: a caller whose call is still queued
+// when one of the maxBundlesInFlight slots frees up takes the slot and
+// sends, on its own goroutine, every call queued then (its own among
+// them, unless another caller's bundle took it), and then waits for its
+// own answer like the rest.
 type bundler struct {
 	s        *Server
 	queue    chan *queuedCall
@@ -296,61 +304,54 @@ func newBundler(s *Server) *bundler {
 	return &bundler{s: s, queue: make(chan *queuedCall, maxQueuedCalls), inFlight: make(chan struct{}, maxBundlesInFlight)}
 }
 
-// enqueue queues c for the next bundle; false when the queue is full.
-func (b *bundler) enqueue(c bundleCall) (*queuedCall, bool) {
+// forward forwards c to the leader in a bundle and returns its answer;
+// false when the queue is full (the caller proxies c alone), or with an
+// answer of status 0 when the leader takes no bundles. It returns the
+// context's error if ctx (the caller's request) ends first.
+func (b *bundler) forward(ctx context.Context, c bundleCall) (bundleAnswer, bool, error) {
 	q := &queuedCall{call: c, done: make(chan bundleAnswer, 1)}
 	select {
 	case b.queue <- q:
-		return q, true
 	default:
-		return nil, false
+		return bundleAnswer{}, false, nil
+	}
+	for {
+		if q.taken.Load() {
+			select {
+			case a := <-q.done:
+				return a, true, nil
+			case <-ctx.Done():
+				return bundleAnswer{}, true, ctx.Err()
+			}
+		}
+		select {
+		case a := <-q.done:
+			return a, true, nil
+		case b.inFlight <- struct{}{}:
+			if batch := b.gather(); len(batch) > 0 {
+				b.send(b.s.ctx, batch)
+			}
+			<-b.inFlight
+		case <-ctx.Done():
+			return bundleAnswer{}, true, ctx.Err()
+		}
 	}
 }
 
-// run gathers and sends bundles until ctx ends, then answers what is
-// still queued with a 503.
-func (b *bundler) run(ctx context.Context) {
-	defer func() {
-		for {
-			select {
-			case q := <-b.queue:
-				q.done <- answerOf(0, b.s.errNoLeader(paxos.None))
-			default:
-				return
-			}
-		}
-	}()
-	for {
-		var first *queuedCall
+// gather takes the calls queued now, within a bundle's bounds.
+func (b *bundler) gather() []*queuedCall {
+	var batch []*queuedCall
+	for size := 0; len(batch) < maxBundleCalls && size < bundleGatherBytes; {
 		select {
-		case first = <-b.queue:
-		case <-ctx.Done():
-			return
+		case q := <-b.queue:
+			q.taken.Store(true)
+			batch = append(batch, q)
+			size += len(q.call.Body)
+		default:
+			return batch
 		}
-		// While every bundle is in flight, the calls arriving meanwhile
-		// wait here and make the next one.
-		select {
-		case b.inFlight <- struct{}{}:
-		case <-ctx.Done():
-			first.done <- answerOf(0, b.s.errNoLeader(paxos.None))
-			return
-		}
-		batch, size := []*queuedCall{first}, len(first.call.Body)
-	gather:
-		for len(batch) < maxBundleCalls && size < bundleGatherBytes {
-			select {
-			case q := <-b.queue:
-				batch = append(batch, q)
-				size += len(q.call.Body)
-			default:
-				break gather
-			}
-		}
-		b.s.wg.Go(func() {
-			defer func() { <-b.inFlight }()
-			b.send(ctx, batch)
-		})
 	}
+	return batch
 }
 
 // send sends one bundle to the leader and hands each call its answer; a
@@ -422,7 +423,11 @@ func (b *bundler) send(ctx context.Context, batch []*queuedCall) {
 		fail(gatewayErr(fmt.Errorf("the bundle was refused: %s: %s", resp.Status, strings.TrimSpace(string(msg)))))
 		return
 	}
-	dec := codec.NewDecoder(bufio.NewReaderSize(resp.Body, 16<<10), bundleHandle)
+	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	// The response is read to its end, or its connection could not be
+	// used again: a new connection for every bundle.
+	defer io.Copy(io.Discard, io.LimitReader(br, 4<<10))
+	dec := codec.NewDecoder(br, bundleHandle)
 	for left := len(batch); left > 0; left-- {
 		var a bundleAnswer
 		if err := dec.Decode(&a); err != nil {

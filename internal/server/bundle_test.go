@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,8 +64,7 @@ func TestForwardedCallsTravelInBundles(t *testing.T) {
 			results[i] = res
 		})
 	}
-	// The bundler holds the first call while it waits for a slot.
-	eventually(t, "the calls queued", func() bool { return len(f.bundles.queue) == calls-1 })
+	eventually(t, "the calls queued", func() bool { return len(f.bundles.queue) == calls })
 	for range maxBundlesInFlight {
 		<-f.bundles.inFlight
 	}
@@ -299,5 +300,31 @@ func TestWorkerPoolKeepsIdleWorkers(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if idleWorker(short) {
 		t.Error("a worker outlived its idle time")
+	}
+}
+
+// TestSequentialForwardsKeepOneConnection: forwarded calls one after the
+// other travel over the same connection to the leader: each bundle's
+// answer is read to its end, so its connection goes back to the pool.
+func TestSequentialForwardsKeepOneConnection(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	follower := leader%3 + 1
+	f := c.servers[follower-1]
+	var dials atomic.Int64
+	dial := f.proxy.DialContext
+	f.proxy.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dial(ctx, network, addr)
+	}
+	fc := c.client(follower, writeToken)
+	const calls = 10
+	for i := range calls {
+		if _, err := fc.PutJobs(context.Background(), putOne(fmt.Sprintf("seq-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := dials.Load(); n > 1 {
+		t.Errorf("the follower dialled the leader %d times for %d forwarded calls, one at a time; want 1", n, calls)
 	}
 }

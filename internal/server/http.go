@@ -237,16 +237,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.Re
 		b, _ := io.ReadAll(body)
 		call := bundleCall{Method: r.Method, Path: r.URL.RequestURI(), Auth: r.Header.Get("Authorization"),
 			ContentType: r.Header.Get("Content-Type"), Body: b}
-		if q, ok := s.bundles.enqueue(call); ok {
-			select {
-			case a := <-q.done:
-				if a.Status != 0 {
-					a.write(w)
-					return errHandled
-				}
-			case <-r.Context().Done():
-				return r.Context().Err() // the client is gone
-			}
+		a, queued, err := s.bundles.forward(r.Context(), call)
+		switch {
+		case err != nil:
+			return err // the client is gone
+		case queued && a.Status != 0:
+			a.write(w)
+			return errHandled
 		}
 		// The queue is full, or the leader takes no bundles: proxied
 		// alone.

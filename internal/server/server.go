@@ -363,7 +363,6 @@ func (s *Server) listenHTTP() error {
 // checks.
 func (s *Server) Start() {
 	s.node.Start()
-	s.wg.Go(func() { s.bundles.run(s.ctx) })
 	s.wg.Go(func() {
 		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("the HTTP server stopped", "err", err)
