@@ -7,14 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -310,13 +308,7 @@ func TestSequentialForwardsKeepOneConnection(t *testing.T) {
 	c := startCluster(t)
 	leader := c.leader()
 	follower := leader%3 + 1
-	f := c.servers[follower-1]
-	var dials atomic.Int64
-	dial := f.proxy.DialContext
-	f.proxy.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		dials.Add(1)
-		return dial(ctx, network, addr)
-	}
+	dials := countDials(c.servers[follower-1])
 	fc := c.client(follower, writeToken)
 	const calls = 10
 	for i := range calls {

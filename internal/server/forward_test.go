@@ -19,13 +19,7 @@ func TestForwardReusesConnections(t *testing.T) {
 	c := startCluster(t)
 	leader := c.leader()
 	follower := leader%3 + 1
-	f := c.servers[follower-1]
-	var dials atomic.Int64
-	dial := f.proxy.DialContext
-	f.proxy.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		dials.Add(1)
-		return dial(ctx, network, addr)
-	}
+	dials := countDials(c.servers[follower-1])
 	fc := c.client(follower, writeToken)
 	const inFlight, rounds = 16, 4
 	for round := range rounds {
@@ -47,4 +41,16 @@ func TestForwardReusesConnections(t *testing.T) {
 	if n := dials.Load(); n > inFlight+rounds {
 		t.Errorf("the follower dialled the leader %d times for %d rounds of %d forwarded writes; want at most %d", n, rounds, inFlight, inFlight+rounds)
 	}
+}
+
+// countDials counts the connections s opens to forward calls to the
+// leader (bundles, and calls proxied alone).
+func countDials(s *Server) *atomic.Int64 {
+	var dials atomic.Int64
+	dial := s.proxy.DialContext
+	s.proxy.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dial(ctx, network, addr)
+	}
+	return &dials
 }
