@@ -175,9 +175,15 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("%v", err))
 		return
 	}
+	// The calls may outlive this handler (the follower gone): they get
+	// what they need of the bundle's request now, not the request.
+	from := bundleOrigin{ctx: r.Context(), remoteAddr: r.RemoteAddr, by: r.Header.Get(forwardedHeader)}
+	if from.by == "" {
+		from.by = "bundle"
+	}
 	answers := make(chan bundleAnswer, len(bd.Calls))
 	for i, c := range bd.Calls {
-		s.callWorkers.run(func() { answers <- s.serveCall(r, i, c) })
+		s.callWorkers.run(func() { answers <- s.serveCall(from, i, c) })
 	}
 	w.Header().Set("Content-Type", bundleContentType)
 	w.WriteHeader(http.StatusOK)
@@ -215,19 +221,15 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveCall serves call i of a bundle through the API's handlers.
-func (s *Server) serveCall(r *http.Request, i int, c bundleCall) bundleAnswer {
-	req, err := http.NewRequestWithContext(r.Context(), c.Method, c.Path, bytes.NewReader(c.Body))
+func (s *Server) serveCall(from bundleOrigin, i int, c bundleCall) bundleAnswer {
+	req, err := http.NewRequestWithContext(from.ctx, c.Method, c.Path, bytes.NewReader(c.Body))
 	if err != nil {
 		return answerOf(i, &api.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("forwarded call: %v", err)})
 	}
-	req.RemoteAddr = r.RemoteAddr
+	req.RemoteAddr = from.remoteAddr
 	// Marked forwarded whoever sent the bundle: a replica that no longer
 	// leads answers the call with a 503 rather than forward it again.
-	by := r.Header.Get(forwardedHeader)
-	if by == "" {
-		by = "bundle"
-	}
-	req.Header.Set(forwardedHeader, by)
+	req.Header.Set(forwardedHeader, from.by)
 	if c.Auth != "" {
 		req.Header.Set("Authorization", c.Auth)
 	}
@@ -240,6 +242,13 @@ func (s *Server) serveCall(r *http.Request, i int, c bundleCall) bundleAnswer {
 		rec.status = http.StatusOK
 	}
 	return bundleAnswer{Index: i, Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
+}
+
+// bundleOrigin is what a bundled call takes of the bundle's request.
+type bundleOrigin struct {
+	ctx        context.Context
+	remoteAddr string
+	by         string // the forwarding replica, for the forwarded mark
 }
 
 // answerOf is err as the API would have answered it.
