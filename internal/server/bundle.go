@@ -465,6 +465,7 @@ type workerPool struct {
 	work    chan func() // unbuffered: a send succeeds only to an idle worker
 	idle    time.Duration
 	started atomic.Int64 // workers started, for tests
+	waiting atomic.Int64 // workers waiting for work, for tests
 }
 
 // workerIdle is how long a pooled goroutine waits for more work.
@@ -490,9 +491,12 @@ func (p *workerPool) worker(f func()) {
 	for {
 		f()
 		t.Reset(p.idle)
+		p.waiting.Add(1)
 		select {
 		case f = <-p.work:
+			p.waiting.Add(-1)
 		case <-t.C:
+			p.waiting.Add(-1)
 			return
 		}
 	}
