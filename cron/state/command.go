@@ -500,15 +500,18 @@ func (spec *JobSpec) parseSchedule(name string) (*schedule.Schedule, error) {
 }
 
 // parsedSchedules remembers, for the whole process, the schedules that
-// do not depend on the job's name, by zone and expression. A job write
-// is validated where it is received, when it is encoded, and again when
-// each replica decodes it, and each validation parsed the schedule anew
-// (3% of the CPU of API writes in BenchmarkAPI's profile, most of it on
-// the replicas' loops). A Schedule is immutable, so sharing one is safe;
-// only successes are kept, and at most maxParsedSchedules of them.
+// do not depend on the job's name (no ? or H), by zone and expression. A
+// job write is validated where it is received, when it is encoded, and
+// again when each replica decodes it, and each validation parsed the
+// schedule anew (3% of the CPU of API writes in BenchmarkAPI's profile,
+// most of it on the replicas' loops); and a million jobs with a few dozen
+// distinct expressions hold a few dozen schedules, shared, and restore
+// without parsing each. A Schedule is immutable, so sharing one is safe;
+// only successes are kept, and at most maxParsedSchedules of them (past
+// it, schedules are parsed per job).
 var parsedSchedules = &scheduleMemo{m: map[scheduleKey]*schedule.Schedule{}}
 
-const maxParsedSchedules = 4096
+const maxParsedSchedules = 1 << 16
 
 type scheduleKey struct{ zone, expr string }
 

@@ -170,8 +170,6 @@ type Machine struct {
 	tombOrder  []string
 	// term is the latest Takeover applied.
 	term Term
-	// schedules shares parsed schedules between jobs.
-	schedules scheduleCache
 	// names caches the job names in order for snapshots, which a million
 	// jobs would otherwise sort each time: added holds names created since
 	// (merged in at the next use), and names of deleted jobs are dropped
@@ -317,7 +315,7 @@ func (m *Machine) reject(r Rejection) {
 }
 
 func (m *Machine) putJob(c PutJob) error {
-	sched, err := m.schedules.parse(&c.Spec, c.Name) // validated already; parsed again for the schedule
+	sched, err := c.Spec.parseSchedule(c.Name) // validated already; the memo has it
 	if err != nil {
 		return err
 	}
@@ -757,42 +755,4 @@ func (j *job) backfillable(t time.Time, force bool) bool {
 
 func compareDue(a, b Due) int {
 	return cmp.Or(a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.Job, b.Job))
-}
-
-// scheduleCache shares the parsed schedules that do not depend on the job's
-// name (no ? or H) between the jobs that have them, by zone and
-// expression: a Schedule is immutable, and a million jobs with a few
-// dozen distinct expressions then hold a few dozen, and restore without
-// parsing each. Lookups only, never ranged over; bounded.
-type scheduleCache map[string]map[string]*schedule.Schedule // zone -> expression -> schedule
-
-// maxCachedSchedules bounds the cache; past it, schedules are parsed per
-// job, as without it.
-const maxCachedSchedules = 4096
-
-// parse returns spec's schedule for the job name, shared when it can be.
-// The caller has validated the rest of spec.
-func (c *scheduleCache) parse(spec *JobSpec, name string) (*schedule.Schedule, error) {
-	if s, ok := (*c)[spec.TimeZone][spec.Schedule]; ok {
-		return s, nil
-	}
-	s, err := spec.parseSchedule(name)
-	if err != nil || s.UsesName() {
-		return s, err
-	}
-	if *c == nil {
-		*c = scheduleCache{}
-	}
-	byExpr := (*c)[spec.TimeZone]
-	if byExpr == nil {
-		if len(*c) >= maxCachedSchedules {
-			return s, nil
-		}
-		byExpr = map[string]*schedule.Schedule{}
-		(*c)[spec.TimeZone] = byExpr
-	}
-	if len(byExpr) < maxCachedSchedules {
-		byExpr[spec.Schedule] = s
-	}
-	return s, nil
 }

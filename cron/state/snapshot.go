@@ -288,7 +288,7 @@ func (m *Machine) Restore(data []byte) error {
 		}
 		j := &slab[0]
 		slab = slab[1:]
-		err = jobFromWire(j, &w, h.LastSlot, h.LastVersion, &restored.schedules, &bufs)
+		err = jobFromWire(j, &w, h.LastSlot, h.LastVersion, &bufs)
 		if err != nil {
 			return snapshotErr("job %q: %v", w.Name, err)
 		}
@@ -430,7 +430,7 @@ func checkOrphan(l Launch, lastSlot, lastVersion uint64) error {
 const jobSlab = 1024
 
 // jobFromWire fills j, which must be zero, from w.
-func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, schedules *scheduleCache, bufs *arena) error {
+func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, bufs *arena) error {
 	if err := ValidName(w.Name); err != nil {
 		return err
 	}
@@ -453,7 +453,7 @@ func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, schedules *sc
 	if err := spec.validateFields(); err != nil {
 		return err
 	}
-	sched, err := schedules.parse(&spec, w.Name)
+	sched, err := spec.parseSchedule(w.Name) // shared when it can be (parsedSchedules)
 	if err != nil {
 		return err
 	}
