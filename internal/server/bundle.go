@@ -398,13 +398,9 @@ func (b *bundler) send(ctx context.Context, batch []*queuedCall) {
 		fail(fmt.Errorf("server: encoding a bundle: %w", err))
 		return
 	}
-	scheme := "http"
-	if s.proxyTLS != nil {
-		scheme = "https"
-	}
 	ctx, cancel := context.WithTimeout(ctx, bundleTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+"://"+addr+bundlePath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.peerScheme()+"://"+addr+bundlePath, bytes.NewReader(body))
 	if err != nil {
 		fail(gatewayErr(err))
 		return

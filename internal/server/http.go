@@ -248,11 +248,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.Re
 		// The queue is full, or the leader takes no bundles: proxied
 		// alone.
 	}
-	scheme := "http"
-	if s.proxyTLS != nil {
-		scheme = "https"
-	}
-	target := &url.URL{Scheme: scheme, Host: addr}
+	target := &url.URL{Scheme: s.peerScheme(), Host: addr}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -271,6 +267,15 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.Re
 	proxy.BufferPool = forwardBuffers
 	proxy.ServeHTTP(w, r)
 	return errHandled
+}
+
+// peerScheme is the scheme of other replicas' APIs: https with TLS
+// between replicas.
+func (s *Server) peerScheme() string {
+	if s.proxyTLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // forwardBuffers lends the proxy its copy buffers: without a pool it
