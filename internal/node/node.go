@@ -81,6 +81,11 @@ type Config struct {
 	// OnChange, when set, is called after the loop published a changed
 	// Status (from the loop goroutine: it must not block).
 	OnChange func()
+	// OnSlowTurn, when set, hears every turn of the loop that took at
+	// least SlowTurn (zero: DefaultSlowTurn), with where its time went
+	// (from the loop goroutine: it must not block).
+	OnSlowTurn func(Turn)
+	SlowTurn   time.Duration
 	// OnSnapshot, when set, is called once a local snapshot at index is
 	// durable in the store (from the loop goroutine: it must not block).
 	OnSnapshot func(index uint64)
@@ -149,11 +154,11 @@ type Status struct {
 	// (each was queued and offered again, not failed).
 	BusyRefusals uint64
 	// LongestTurn is the longest a turn of the loop took, from the input
-	// that woke it (that input's own handling not counted) to its end:
-	// its other inputs, Process with its writes and snapshots, and in cron
-	// mode the launcher's Step. While a turn runs the replica reads no
-	// message and no tick, so a turn as long as the election timeout can
-	// cost a leader its leadership.
+	// that woke it to its end: that input's handling, the other inputs
+	// taken with it, Process with its writes and snapshots, and in cron
+	// mode the launcher's Step (Turn). While a turn runs the replica reads
+	// no message and no tick, so a turn as long as the election timeout
+	// can cost a leader its leadership.
 	LongestTurn time.Duration
 	// Restores counts the snapshots restored into the state machine: the
 	// store's at start-up, and those a leader sent because this replica
@@ -240,6 +245,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.QueuedProposals == 0 {
 		cfg.QueuedProposals = DefaultQueuedProposals
 	}
+	if cfg.SlowTurn == 0 {
+		cfg.SlowTurn = DefaultSlowTurn
+	}
 	n := &Node{
 		cfg: cfg, id: cfg.ID,
 		inbox:     make(chan paxos.Message, cfg.InboxMessages),
@@ -288,6 +296,8 @@ func (c *Config) validate() error {
 		return bad("Store and Send are required")
 	case c.TickInterval <= 0:
 		return bad("TickInterval must be positive: %v", c.TickInterval)
+	case c.SlowTurn < 0:
+		return bad("SlowTurn must not be negative: %v", c.SlowTurn)
 	case c.InboxMessages < 0 || c.QueuedProposals < 0:
 		return bad("queue bounds must not be negative: %d, %d", c.InboxMessages, c.QueuedProposals)
 	case c.Cron != nil:
@@ -571,6 +581,7 @@ func (n *Node) run() {
 	defer ticker.Stop()
 	started := time.Now()
 	maxDrain := cap(n.inbox) + cap(n.proposals)
+	var clock turnClock
 	for {
 		select {
 		case <-n.quit:
@@ -578,23 +589,30 @@ func (n *Node) run() {
 			n.publishErr(ErrStopped)
 			return
 		case m := <-n.inbox:
+			clock.begin(InputMessage, n.rep.Applied())
 			n.step(m)
 		case p := <-n.proposalQueue():
+			clock.begin(InputProposal, n.rep.Applied())
 			n.take(p)
 		case now := <-ticker.C:
+			clock.begin(InputTick, n.rep.Applied())
 			n.tick(now.Sub(started))
 		case err := <-n.written:
+			clock.begin(InputWrite, n.rep.Applied())
 			if !n.writeDone(err) {
 				return
 			}
 		case <-n.resultsReady():
+			clock.begin(InputResults, n.rep.Applied())
 			n.deliverResults()
 		case call := <-n.calls:
+			clock.begin(InputCall, n.rep.Applied())
 			call()
 		case <-n.wake.c:
 			// The launcher's next due time: the Step below acts on it.
+			clock.begin(InputWake, n.rep.Applied())
 		}
-		turn := time.Now()
+		clock.t.First = clock.lap()
 	drain:
 		// Bounded, so that a flood of inputs cannot postpone the Save
 		// (and with it every reply) indefinitely.
@@ -615,19 +633,31 @@ func (n *Node) run() {
 			default:
 				break drain
 			}
+			clock.t.Drained++
 		}
 		n.retryBusy()
+		clock.t.Drain = clock.lap()
 		if !n.process() {
 			return
 		}
+		clock.t.Process = clock.lap()
 		if n.cron != nil && !n.stepLauncher() {
 			return
 		}
 		if n.cron != nil {
 			n.armWake()
 		}
-		n.longestTurn = max(n.longestTurn, time.Since(turn))
+		clock.t.Launcher = clock.lap()
+		n.endTurn(clock.end(n.rep.Applied()))
 		n.publish()
+	}
+}
+
+// endTurn keeps the longest turn for Status and reports a slow one.
+func (n *Node) endTurn(t Turn) {
+	n.longestTurn = max(n.longestTurn, t.Took)
+	if t.Took >= n.cfg.SlowTurn && n.cfg.OnSlowTurn != nil {
+		n.cfg.OnSlowTurn(t)
 	}
 }
 

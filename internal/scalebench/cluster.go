@@ -36,6 +36,7 @@ type cluster struct {
 
 	counts launchCounts
 	snaps  snapshotLog
+	slow   slowTurns
 }
 
 func (c *cluster) storeDir(id paxos.ReplicaID) string {
@@ -72,6 +73,7 @@ func (c *cluster) open(id paxos.ReplicaID) (openTimes, error) {
 	cfg := c.base
 	cfg.ID, cfg.Store = id, st
 	cfg.OnSnapshot = func(index uint64) { c.snaps.taken(id, index) }
+	cfg.SlowTurn, cfg.OnSlowTurn = slowTurn, func(t node.Turn) { c.slow.note(id, t) }
 	began = time.Now()
 	n, err := node.New(cfg)
 	if err != nil {

@@ -1,10 +1,13 @@
 package scalebench
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
+	"paxcron/internal/node"
 	"paxcron/paxos"
 )
 
@@ -77,11 +80,52 @@ func (m *monitor) add(what string) {
 	m.events = append(m.events, Event{At: time.Since(m.began), What: what})
 }
 
+// slowTurns are the replicas' loop turns of at least slowTurn
+// (node.Config.OnSlowTurn), kept for the events.
+type slowTurns struct {
+	mu    sync.Mutex
+	turns []replicaTurn
+}
+
+type replicaTurn struct {
+	id paxos.ReplicaID
+	t  node.Turn
+}
+
+// slowTurn is the shortest turn listed among the events: two ticks.
+const slowTurn = 100 * time.Millisecond
+
+// maxSlowTurns bounds the turns kept (a run going badly has many).
+const maxSlowTurns = 200
+
+func (s *slowTurns) note(id paxos.ReplicaID, t node.Turn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.turns) < maxSlowTurns {
+		s.turns = append(s.turns, replicaTurn{id, t})
+	}
+}
+
+// events returns the turns as events, timed from began.
+func (s *slowTurns) events(began time.Time) []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Event
+	for _, rt := range s.turns {
+		out = append(out, Event{At: rt.t.At.Sub(began), What: fmt.Sprintf("replica %d: a slow loop turn, %v", rt.id, rt.t)})
+	}
+	return out
+}
+
 // stop ends the polling and returns the events.
+// stop ends the polling and returns the events, the cluster's slow loop
+// turns among them, in time order.
 func (m *monitor) stop() []Event {
 	close(m.quit)
 	<-m.done
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.events
+	events := append(m.events, m.c.slow.events(m.began)...)
+	slices.SortStableFunc(events, func(a, b Event) int { return cmp.Compare(a.At, b.At) })
+	return events
 }

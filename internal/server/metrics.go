@@ -44,6 +44,7 @@ type metrics struct {
 	backupTime         prometheus.Gauge
 	backupErrors       prometheus.Counter
 	bundleCalls        prometheus.Histogram
+	slowTurns          *prometheus.CounterVec
 
 	mu         sync.Mutex
 	lastLeader paxos.ReplicaID
@@ -92,9 +93,11 @@ func newMetrics(s *Server) *metrics {
 	m.backupErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "paxcron_backup_errors_total", Help: "Failed backup uploads."})
 	m.bundleCalls = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "paxcron_forward_bundle_calls",
 		Help: "API calls per bundle this replica forwarded to the leader.", Buckets: prometheus.ExponentialBuckets(1, 2, 8)})
+	m.slowTurns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paxcron_slow_loop_turns_total",
+		Help: "Turns of the replica's loop that took a quarter of the election timeout or more (it reads no message meanwhile), by the input that woke it."}, []string{"woken_by"})
 	for _, c := range []prometheus.Collector{m.commitSeconds, m.saveSeconds, m.saveEntries, m.leaderChanges, m.isLeader,
 		m.launching, m.leaseSeconds, m.chosen, m.appliedIdx, m.launches, m.startLateness, m.dispatchLate, m.nomadSeconds,
-		m.nomadErrors, m.snapshotIndex, m.snapshotTime, m.backupTime, m.backupErrors, m.bundleCalls} {
+		m.nomadErrors, m.snapshotIndex, m.snapshotTime, m.backupTime, m.backupErrors, m.bundleCalls, m.slowTurns} {
 		f(c)
 	}
 	for _, o := range []state.OutcomeKind{state.OutcomeDispatched, state.OutcomeFailed, state.OutcomeSkipped, state.OutcomeUnknown} {

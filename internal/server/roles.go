@@ -77,3 +77,28 @@ func (l *slowSaveLog) note(log *slog.Logger, entries int, took, electionTimeout 
 	}
 	l.missed++
 }
+
+// slowTurnLog logs a slow turn of the replica's loop, at most one line per
+// slowSaveEvery with a count of those in between: while a turn runs the
+// replica reads no message and no tick, and a leader whose turns approach
+// the election timeout loses its lease.
+type slowTurnLog struct {
+	mu     sync.Mutex
+	last   time.Time
+	missed int
+}
+
+func (l *slowTurnLog) note(log *slog.Logger, t node.Turn, electionTimeout time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now := time.Now(); now.Sub(l.last) >= slowSaveEvery {
+		log.Warn("a turn of the replica's loop was slow: it read no message meanwhile",
+			"took", t.Took.String(), "woken_by", t.Woke.String(), "first_input", t.First.String(),
+			"more_inputs", t.Drained, "more_inputs_took", t.Drain.String(), "process", t.Process.String(),
+			"launcher", t.Launcher.String(), "entries_applied", t.Applied,
+			"election_timeout", electionTimeout.String(), "slow_since_last_line", l.missed)
+		l.last, l.missed = now, 0
+		return
+	}
+	l.missed++
+}

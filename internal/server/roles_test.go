@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"paxcron/internal/node"
 	"paxcron/paxos"
@@ -33,5 +34,33 @@ func TestRoleLogLinesOnChange(t *testing.T) {
 		if s.want == "" && got != "" || s.want != "" && !strings.Contains(got, s.want) {
 			t.Errorf("step %d (%+v): logged %q, want a line with %q", i, s.st, got, s.want)
 		}
+	}
+}
+
+// TestSlowTurnLogLines: a slow turn of the loop warns with where it went,
+// at most one line per slowSaveEvery, the next line counting those left
+// out.
+func TestSlowTurnLogLines(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	var l slowTurnLog
+	turn := node.Turn{Took: 700 * time.Millisecond, Woke: node.InputWrite, First: 650 * time.Millisecond, Process: 50 * time.Millisecond, Applied: 1024}
+	l.note(log, turn, time.Second)
+	first := buf.String()
+	for _, want := range []string{"level=WARN", "took=700ms", "woken_by=write", "first_input=650ms", "process=50ms", "entries_applied=1024", "election_timeout=1s", "slow_since_last_line=0"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("line %q lacks %q", first, want)
+		}
+	}
+	buf.Reset()
+	l.note(log, turn, time.Second)
+	l.note(log, turn, time.Second)
+	if buf.Len() != 0 {
+		t.Fatalf("a second line within %v: %q", slowSaveEvery, buf.String())
+	}
+	l.last = l.last.Add(-slowSaveEvery)
+	l.note(log, turn, time.Second)
+	if got := buf.String(); !strings.Contains(got, "slow_since_last_line=2") {
+		t.Fatalf("line %q does not count the 2 turns left out", got)
 	}
 }

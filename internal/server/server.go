@@ -57,6 +57,7 @@ type Server struct {
 	peers     *peers
 	roles     roleLog
 	slowSaves slowSaveLog
+	slowTurns slowTurnLog
 	gossip    *gossip.Gossip // nil without bind.gossip
 	metrics   *metrics
 	recent    recentLaunches
@@ -261,6 +262,11 @@ func (s *Server) newNode(rebuilding bool) error {
 			s.slowSaves.note(s.log, entries, took, time.Duration(s.cfg.Timing.ElectionTicks)*s.cfg.TickInterval)
 		},
 		OnCommit: func(took time.Duration) { s.metrics.commitSeconds.Observe(took.Seconds()) },
+		SlowTurn: time.Duration(s.cfg.Timing.ElectionTicks) * s.cfg.TickInterval / 4,
+		OnSlowTurn: func(t node.Turn) {
+			s.metrics.slowTurns.WithLabelValues(t.Woke.String()).Inc()
+			s.slowTurns.note(s.log, t, time.Duration(s.cfg.Timing.ElectionTicks)*s.cfg.TickInterval)
+		},
 		OnChange: func() {
 			if s.node != nil {
 				st := s.node.Status()

@@ -1,0 +1,64 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"paxcron/cron/replica"
+)
+
+// TestSlowTurnsReported: a turn of the loop as long as SlowTurn is
+// reported with where its time went, the input that woke the loop
+// included; a shorter one is not. LongestTurn counts that input too.
+func TestSlowTurnsReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var turns []Turn
+		nodes := trio(t, func(c *Config) {
+			c.SlowTurn = 200 * time.Millisecond
+			c.OnSlowTurn = func(tn Turn) {
+				mu.Lock()
+				turns = append(turns, tn)
+				mu.Unlock()
+			}
+		})
+		reported := func() []Turn {
+			synctest.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]Turn(nil), turns...)
+		}
+		ctx := context.Background()
+		n := nodes[0]
+		if err := n.Call(ctx, func(*replica.Replica) { time.Sleep(150 * time.Millisecond) }); err != nil {
+			t.Fatal(err)
+		}
+		if got := reported(); len(got) != 0 {
+			t.Fatalf("a 150 ms turn reported as slow (SlowTurn 200 ms): %v", got)
+		}
+		if err := n.Call(ctx, func(*replica.Replica) { time.Sleep(300 * time.Millisecond) }); err != nil {
+			t.Fatal(err)
+		}
+		got := reported()
+		if len(got) != 1 {
+			t.Fatalf("%d slow turns reported, want the one: %v", len(got), got)
+		}
+		tn := got[0]
+		if tn.Woke != InputCall || tn.First < 300*time.Millisecond || tn.Took != tn.First+tn.Drain+tn.Process+tn.Launcher {
+			t.Fatalf("turn %+v: want woken by a call that took 300 ms, its phases adding up to the whole", tn)
+		}
+		if tn.String() == "" || InputCall.String() != "call" {
+			t.Fatalf("turn %q, input %q", tn.String(), InputCall.String())
+		}
+		for range 100 {
+			if n.Status().LongestTurn >= 300*time.Millisecond {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // published at the end of the turn
+		}
+		t.Fatalf("LongestTurn %v after a 300 ms turn", n.Status().LongestTurn)
+	})
+}
