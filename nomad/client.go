@@ -27,6 +27,8 @@ type Client struct {
 	cfg    Config
 	api    *api.Client
 	prover *prover
+	// slots holds a token per HTTP call in flight (MaxCalls at most).
+	slots chan struct{}
 
 	dispatches      atomic.Uint64
 	attempts        atomic.Uint64
@@ -84,7 +86,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	c := &Client{cfg: cfg, api: a}
+	c := &Client{cfg: cfg, api: a, slots: make(chan struct{}, MaxCalls)}
 	c.prover = newProver(c.readChildren)
 	return c, nil
 }
@@ -177,12 +179,32 @@ func (c *Client) Dispatch(ctx context.Context, l Launch) (string, error) {
 	return child, err
 }
 
-// idleConnsPerHost is how many idle connections to Nomad the Client keeps.
-// The Go API client's default (cleanhttp's: GOMAXPROCS+1, 3 on two
-// cores) makes a Dispatcher's workers open and close a connection per
-// call in a herd; this keeps one per worker, well below Nomad's 100
-// connections per client address (limits.http_max_conns_per_client).
-const idleConnsPerHost = 64
+// MaxCalls bounds the HTTP calls to Nomad a Client has in flight at once,
+// the batched read-backs of new children aside (one per namespace at a
+// time, prove.go): well below Nomad's 100 connections per client address
+// (limits.http_max_conns_per_client). A slot is held for the HTTP call
+// alone, not while its caller waits for a read-back or a retry, so that
+// in a herd the next dispatch leaves as soon as a reply comes in.
+const MaxCalls = 64
+
+// idleConnsPerHost is how many idle connections to Nomad the Client keeps:
+// one per call in flight. The Go API client's default (cleanhttp's:
+// GOMAXPROCS+1, 3 on two cores) opens and closes a connection per call in
+// a herd.
+const idleConnsPerHost = MaxCalls + 2
+
+// acquire waits for a call slot; an error means the call was not sent.
+func (c *Client) acquire(ctx context.Context, op, subject string) error {
+	select {
+	case c.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return &CallError{Op: op, Subject: subject, Err: context.Cause(ctx),
+			Message: fmt.Sprintf("not sent: %d calls to Nomad were in flight until the deadline", MaxCalls)}
+	}
+}
+
+func (c *Client) release() { <-c.slots }
 
 // pooledHTTPClient is cleanhttp's pooled client (what the API client uses
 // by default) keeping idleConnsPerHost idle connections, HTTP/1 only as
@@ -213,10 +235,14 @@ func pooledHTTPClient() *http.Client {
 // EvalID is the token's stored child; any other child the reply names is
 // read back, in a batch with other workers' (prove.go).
 func (c *Client) dispatchOnce(ctx context.Context, l Launch, meta map[string]string, subject string) (string, error) {
+	if err := c.acquire(ctx, "dispatch", subject); err != nil {
+		return "", err
+	}
 	c.attempts.Add(1)
 	resp, _, err := c.api.Jobs().DispatchOpts(&api.DispatchOptions{
 		JobID: l.Target.NomadJob, Meta: meta, Payload: l.Payload, IdPrefixTemplate: l.Identity,
 	}, c.write(ctx, l.Target, l.Identity))
+	c.release()
 	if err != nil {
 		e := callError("dispatch", subject, err)
 		if e.Permanent && strings.Contains(e.Message, "unpermitted metadata keys") && strings.Contains(e.Message, MetaPrefix) {
@@ -306,10 +332,14 @@ func (c *Client) lookupOnce(ctx context.Context, t state.Target, identity string
 	if err := validIdentity(identity); err != nil {
 		return "", false, &CallError{Op: "lookup", Subject: subject, Message: err.Error(), Permanent: true, Err: err}
 	}
+	if err := c.acquire(ctx, "lookup", subject); err != nil {
+		return "", false, err
+	}
 	q := c.query(ctx, t)
 	q.Prefix = ChildPrefix(t.NomadJob, identity)
 	q.Filter = tokenFilter(identity)
 	jobs, _, err := c.api.Jobs().List(q)
+	c.release()
 	if err != nil {
 		return "", false, callError("lookup", subject, err)
 	}
@@ -354,6 +384,10 @@ func (c *Client) Running(ctx context.Context, t state.Target, child string) (boo
 }
 
 func (c *Client) runningOnce(ctx context.Context, t state.Target, child string) (bool, error) {
+	if err := c.acquire(ctx, "running", child); err != nil {
+		return false, err
+	}
+	defer c.release()
 	job, _, err := c.api.Jobs().Info(child, c.query(ctx, t))
 	switch {
 	case err != nil && notFound(err):
@@ -389,6 +423,10 @@ func (c *Client) Stop(ctx context.Context, t state.Target, child string) error {
 }
 
 func (c *Client) stopOnce(ctx context.Context, t state.Target, child string) error {
+	if err := c.acquire(ctx, "stop", child); err != nil {
+		return err
+	}
+	defer c.release()
 	job, _, err := c.api.Jobs().Info(child, c.query(ctx, t))
 	switch {
 	case err != nil && notFound(err):

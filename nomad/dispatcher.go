@@ -53,11 +53,14 @@ type DispatcherConfig struct {
 	// not call into the launcher: it queues the Result for the launcher's
 	// thread, which passes it to Launcher.Done.
 	Deliver func(launcher.Result)
-	// Workers is how many calls are in flight at most. Default 64.
+	// Workers is how many calls are in flight at most, each from its
+	// submission to its Result (a *Client sends at most 64 HTTP calls at
+	// once; the rest wait for a slot or for their read-back). Default 256,
+	// the launcher's default MaxInflight.
 	Workers int
 	// MaxPending bounds the requests submitted and not yet answered, in
 	// flight or waiting for a worker; one more is a broken contract, and
-	// Submit panics. The launcher has at most its MaxInflight (64 by
+	// Submit panics. The launcher has at most its MaxInflight (256 by
 	// default) calls outstanding in a term, and a term it lost leaves its
 	// calls to end by their deadline, the end of that term's lease; the
 	// default, four times the launcher's default MaxInflight, leaves room
@@ -78,7 +81,7 @@ type DispatcherConfig struct {
 
 // Dispatcher defaults.
 const (
-	DefaultWorkers    = 64
+	DefaultWorkers    = launcher.DefaultMaxInflight
 	DefaultMaxPending = 4 * launcher.DefaultMaxInflight
 )
 

@@ -146,7 +146,8 @@ const (
 	sysPaxcron = "paxcron"
 	// sysBare is no system: the benchmark itself sends the N dispatches
 	// at the due time through the same HTTP API, with as many calls in
-	// flight as the dispatcher has workers, and no log, read-back or
+	// flight as paxcron's Client sends at once (nomad.MaxCalls; the
+	// dispatcher's workers if PAXCRON_BENCH_WORKERS is set), and no log, read-back or
 	// token. It is the agent's own ceiling for children made over HTTP,
 	// which paxcron cannot beat; Nomad's dispatcher makes its children
 	// inside the server.
@@ -434,9 +435,10 @@ func bareDispatch(cfg launchConfig, a *api.Client, token string, setup, tag stri
 	if time.Now().After(due) {
 		return lateness{}, errTooLate
 	}
+	// As many dispatches in flight as paxcron's Client sends at once.
 	workers := cfg.workers
 	if workers == 0 {
-		workers = nomad.DefaultWorkers
+		workers = nomad.MaxCalls
 	}
 	// A connection kept per worker, as paxcron's client keeps them: with
 	// the API client's default of 3 idle ones, 64 workers open and close

@@ -43,8 +43,8 @@ func (r *launchReport) agentLine() string {
 	if r.cfg.telemetry {
 		metrics = "default metrics"
 	}
-	return fmt.Sprintf("Nomad %s dev agent on loopback, a fresh one per set-up and N, %s; paxcron: 3 replicas in process (Pebble), %d dispatcher workers",
-		r.agentVersion, metrics, workers)
+	return fmt.Sprintf("Nomad %s dev agent on loopback, a fresh one per set-up and N, %s; paxcron: 3 replicas in process (Pebble), %d dispatcher workers, at most %d HTTP calls at once",
+		r.agentVersion, metrics, workers, nomad.MaxCalls)
 }
 
 func machineLine() string {

@@ -31,7 +31,10 @@ type Config struct {
 	// ClockSkew bounds how far two replicas' clocks may disagree; the
 	// horizon rule keeps that margin. Default 30 s.
 	ClockSkew time.Duration
-	// MaxInflight bounds the calls in flight to Nomad. Default 64.
+	// MaxInflight bounds the calls the launcher has handed to its
+	// Dispatcher and not had answered. Default 256: more than a Dispatcher
+	// over nomad.Client sends at once (64), so that a call waiting for its
+	// read-back does not keep the next one from being sent.
 	MaxInflight int
 	// MaxStartsPerStep bounds the launches proposed per Step: a herd is
 	// taken in batches. Default 1024.
@@ -60,7 +63,7 @@ type Config struct {
 // Defaults.
 const (
 	DefaultClockSkew        = 30 * time.Second
-	DefaultMaxInflight      = 64
+	DefaultMaxInflight      = 256
 	DefaultMaxStartsPerStep = 1024
 	DefaultRetryAfter       = time.Second
 	DefaultProposalTimeout  = 10 * time.Second

@@ -46,7 +46,7 @@ import (
 //   - cpu-cores: the process's CPU time during the herd per second of it;
 //   - create-jobs/s: how fast the jobs were created beforehand.
 //
-// The launchers use their default limits (MaxInflight 64,
+// The launchers use their default limits (MaxInflight 256,
 // MaxStartsPerStep 1024, MaxCallLatency 10 s) and the cluster
 // DefaultOptions (50 ms tick, synchronous writes), with two snapshot
 // policies (herdSnapshotEvery). PAXCRON_HERD_CPUPROFILE names a file to

@@ -1,0 +1,117 @@
+package nomad
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestCallsInFlightBounded: however many dispatches run at once, at most
+// MaxCalls HTTP calls reach Nomad together, and each of them still ends
+// with its own child.
+func TestCallsInFlightBounded(t *testing.T) {
+	var mu sync.Mutex
+	var inFlight, peak int
+	release := make(chan struct{})
+	n := newBatchNomad(t)
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		if isDispatch(r) {
+			mu.Lock()
+			inFlight++
+			peak = max(peak, inFlight)
+			full := inFlight == MaxCalls
+			mu.Unlock()
+			if full {
+				close(release)
+			}
+			<-release
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+		}
+		n.serve(w, r)
+	})
+	c.cfg.CallTimeout = 10 * time.Second
+	const launches = MaxCalls + 20
+	var wg sync.WaitGroup
+	for i := range launches {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if _, err := c.Dispatch(ctx, launchOf(i)); err != nil {
+				t.Errorf("launch %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if peak != MaxCalls {
+		t.Fatalf("%d dispatches reached Nomad at once; want MaxCalls = %d", peak, MaxCalls)
+	}
+	if len(n.made) != launches {
+		t.Fatalf("%d children made for %d launches", len(n.made), launches)
+	}
+}
+
+// TestReadBackHoldsNoCallSlot: a dispatch waiting for the read-back of its
+// child holds no call slot, so with MaxCalls of them waiting, the next
+// dispatch is still sent (in a herd, the next child is made while the
+// earlier ones are read back).
+func TestReadBackHoldsNoCallSlot(t *testing.T) {
+	var mu sync.Mutex
+	dispatched := 0
+	allSent := make(chan struct{})
+	n := newBatchNomad(t)
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case isDispatch(r):
+			mu.Lock()
+			dispatched++
+			if dispatched == MaxCalls+1 {
+				close(allSent)
+			}
+			mu.Unlock()
+		case isStatuses(r):
+			// No read-back is answered before every dispatch was sent.
+			select {
+			case <-allSent:
+			case <-time.After(5 * time.Second):
+				t.Errorf("a read-back waited 5 s: only %d of %d dispatches were sent meanwhile", dispatched, MaxCalls+1)
+			}
+		}
+		n.serve(w, r)
+	})
+	c.cfg.CallTimeout = 10 * time.Second
+	var wg sync.WaitGroup
+	for i := range MaxCalls + 1 {
+		wg.Go(func() {
+			if _, err := c.Dispatch(context.Background(), launchOf(i)); err != nil {
+				t.Errorf("launch %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestNoCallSlotBeforeTheDeadline: a call that finds every slot taken
+// until its deadline is not sent, and says so.
+func TestNoCallSlotBeforeTheDeadline(t *testing.T) {
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("unexpected %s %s: every slot was taken", r.Method, r.URL)
+	})
+	for range MaxCalls {
+		c.slots <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := c.Dispatch(ctx, launchOf(1))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("not sent: %d calls to Nomad were in flight", MaxCalls)) {
+		t.Fatalf("Dispatch = %v; want the call not sent for want of a slot", err)
+	}
+	if Permanent(err) {
+		t.Fatalf("%v is permanent; a call not sent may be tried again", err)
+	}
+}
