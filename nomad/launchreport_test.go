@@ -317,7 +317,7 @@ func (r *launchReport) write(dir string) error {
 		"systems) less its scheduled time. Each repetition runs Nomad's dispatcher and paxcron on the same agent, one after the other, alternating which " +
 		"goes first, then the bare dispatch below; figures are medians over the repetitions (range in brackets), ratios are a row's over Nomad's within each " +
 		"repetition. A third row, \"bare HTTP dispatch\", is no system: at the due time the benchmark itself sends the N dispatches " +
-		"over HTTP with as many in flight as paxcron's dispatcher has workers (no log, no read-back, no token): the agent's own " +
+		"over HTTP with as many in flight as paxcron's Nomad client sends at once (no log, no read-back, no token): the agent's own " +
 		"ceiling for children made through its API, whereas Nomad's dispatcher makes its children inside the server. " +
 		"Children/s is children over the last one's lateness. \"unplaceable\": the parents carry a constraint no node meets, " +
 		"so children are created but no task runs; \"runnable\": each child runs `sleep 0` through raw_exec, so the agent places and " +
