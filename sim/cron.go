@@ -89,12 +89,15 @@ func (c *cluster) newLauncher(n *node) (*launcher.Launcher, error) {
 	}
 	n.machine = state.New()
 	return launcher.New(launcher.Config{
-		Machine:         n.machine,
-		Propose:         c.proposer(n),
-		Dispatcher:      &simDispatcher{c: c, n: n, incarnation: n.incarnation},
-		MemoryHorizon:   horizon,
-		ClockSkew:       c.opts.ClockSkew,
-		MaxInflight:     16,
+		Machine:       n.machine,
+		Propose:       c.proposer(n),
+		Dispatcher:    &simDispatcher{c: c, n: n, incarnation: n.incarnation},
+		MemoryHorizon: horizon,
+		ClockSkew:     c.opts.ClockSkew,
+		MaxInflight:   16,
+		// A heap of the 8 jobs built over several steps after every
+		// takeover, with the log's changes applied meanwhile.
+		BuildStep:       1,
 		RetryAfter:      100 * time.Millisecond,
 		ProposalTimeout: 2 * time.Second,
 		// simnomad's slowest call (flaky) lands within 300 ms.
@@ -132,6 +135,7 @@ func (c *cluster) stepLauncher(n *node) {
 	}
 	was := n.launcher.Leading()
 	n.launcher.Step(now, lead)
+	c.fail(n.launcher.CheckSchedule())
 	if !was && n.launcher.Leading() {
 		c.promotions++
 		c.trace.Record(fmt.Sprintf("launcher %d takes over", n.id))
@@ -157,6 +161,13 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 		return
 	}
 	switch cmd := cmd.(type) {
+	case state.Takeover:
+		// A client's writes right behind a takeover, so that some land
+		// while the new leader builds its heap a step at a time
+		// (BuildStep): it must take them in.
+		for _, d := range []time.Duration{time.Millisecond, 4 * time.Millisecond, 15 * time.Millisecond} {
+			c.sched.After(d, c.proposeOnce)
+		}
 	case state.LaunchStarted:
 		j, ok := n.machine.Job(cmd.Job)
 		if !ok {

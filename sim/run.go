@@ -130,6 +130,14 @@ func (c *cluster) propose() {
 		return
 	}
 	defer c.sched.After(c.expDuration(c.opts.ProposalEvery), c.propose)
+	c.proposeOnce()
+}
+
+// proposeOnce sends one client command, unless the client has stopped.
+func (c *cluster) proposeOnce() {
+	if c.sched.Now() > c.opts.Duration-settleTime {
+		return
+	}
 	n := c.leader()
 	if n == nil {
 		return

@@ -39,6 +39,12 @@ type Config struct {
 	// MaxStartsPerStep bounds the launches proposed per Step: a herd is
 	// taken in batches. Default 1024.
 	MaxStartsPerStep int
+	// BuildStep bounds the work per Step of building the schedule heap on
+	// taking over: jobs read from the state, then sift-downs. A million
+	// jobs built in one Step held the replica's loop half a second of a
+	// one-second lease (issue 6); in steps the loop keeps answering its
+	// peers, and no launch starts until the heap is built. Default 65,536.
+	BuildStep int
 	// RetryAfter is the wait before a failed call is retried; it doubles
 	// per attempt up to 32 times its value. Default 1 s.
 	RetryAfter time.Duration
@@ -65,6 +71,7 @@ const (
 	DefaultClockSkew        = 30 * time.Second
 	DefaultMaxInflight      = 256
 	DefaultMaxStartsPerStep = 1024
+	DefaultBuildStep        = 1 << 16
 	DefaultRetryAfter       = time.Second
 	DefaultProposalTimeout  = 10 * time.Second
 	DefaultMaxCallLatency   = 10 * time.Second
@@ -79,7 +86,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: Machine, Propose and Dispatcher are required", ErrConfig)
 	case c.MemoryHorizon <= 0:
 		return fmt.Errorf("%w: MemoryHorizon must be positive (Nomad's job GC threshold)", ErrConfig)
-	case c.ClockSkew < 0 || c.MaxInflight < 0 || c.MaxStartsPerStep < 0 || c.RetryAfter < 0 || c.ProposalTimeout < 0 || c.MaxCallLatency < 0:
+	case c.ClockSkew < 0 || c.MaxInflight < 0 || c.MaxStartsPerStep < 0 || c.BuildStep < 0 || c.RetryAfter < 0 || c.ProposalTimeout < 0 || c.MaxCallLatency < 0:
 		return fmt.Errorf("%w: negative limit", ErrConfig)
 	}
 	if c.ClockSkew == 0 {
@@ -93,6 +100,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxStartsPerStep == 0 {
 		c.MaxStartsPerStep = DefaultMaxStartsPerStep
+	}
+	if c.BuildStep == 0 {
+		c.BuildStep = DefaultBuildStep
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = DefaultRetryAfter
@@ -225,6 +235,9 @@ type Launcher struct {
 	// mem outlives demotion: see memory.
 	mem  *memory
 	heap scheduler.Heap
+	// build, while set, is the heap being built: heap is not used until
+	// it is done.
+	build *heapBuild
 	// starting holds, by job, the LaunchStarted proposed and not applied.
 	starting map[string]start
 	// fresh holds the identities this leader started in its term: their
@@ -325,12 +338,15 @@ func (l *Launcher) Step(now time.Time, lead Leadership) {
 		}
 		return
 	}
+	if l.build != nil {
+		l.stepBuild()
+	}
 	l.sweep()
 	l.proposeFinishing()
 	if !l.leaseHeld() {
 		return
 	}
-	if !l.draining {
+	if !l.draining && l.build == nil {
 		l.startDue()
 	}
 	l.pump()
@@ -360,6 +376,9 @@ func (l *Launcher) NextWake() (at time.Time, ok bool) {
 	if !l.leading || !l.takenOver || !l.leaseHeld() {
 		return time.Time{}, false
 	}
+	if l.build != nil {
+		return l.now, true // the next step of the heap's build
+	}
 	if e, has := l.heap.Peek(); has && !l.draining && len(l.starting) < l.cfg.MaxStartsPerStep {
 		at, ok = e.NextAt, true
 	}
@@ -381,6 +400,76 @@ func (l *Launcher) promote() {
 	l.calls = map[uint64]*task{}
 	l.swept = l.now
 	l.proposeTakeover()
+}
+
+// CheckSchedule verifies that a leader's heap holds every job the state
+// schedules, at the state's time, but for the jobs whose start is in
+// flight (out of the heap until it is applied), and nothing else: a job
+// missing from it would never launch. O(jobs); the simulator calls it
+// after every step of a leader whose heap is built.
+func (l *Launcher) CheckSchedule() error {
+	if !l.leading || !l.takenOver || l.build != nil {
+		return nil
+	}
+	held := 0
+	for _, name := range l.m.JobNames() {
+		want, _ := l.m.NextAt(name)
+		got, in := l.heap.NextAt(name)
+		if in {
+			held++
+		}
+		_, starting := l.starting[name]
+		switch {
+		case starting && in:
+			return fmt.Errorf("launcher: job %q is in the heap (at %v) while its start is in flight", name, got)
+		case starting:
+		case want.IsZero() && in:
+			return fmt.Errorf("launcher: job %q has no next launch but is in the heap at %v", name, got)
+		case !want.IsZero() && (!in || !got.Equal(want)):
+			return fmt.Errorf("launcher: job %q is due at %v but the heap has it at %v (held: %v)", name, want, got, in)
+		}
+	}
+	if held != l.heap.Len() {
+		return fmt.Errorf("launcher: the heap holds %d jobs, %d of them the state's", l.heap.Len(), held)
+	}
+	return nil
+}
+
+// heapBuild is the schedule heap built a BuildStep at a time: the jobs
+// are read from the state's names as they were when the build began,
+// and every job changed meanwhile is put right once it is done.
+type heapBuild struct {
+	names []string // state.Machine.JobNames at the start; names[next:] are still to read
+	next  int
+	b     *scheduler.Builder
+	dirty map[string]bool // jobs changed since the build began
+}
+
+// stepBuild does a BuildStep of the heap's build, and when the build is
+// done installs the heap and resyncs the jobs that changed meanwhile.
+func (l *Launcher) stepBuild() {
+	bd := l.build
+	work := l.cfg.BuildStep
+	for ; work > 0 && bd.next < len(bd.names); work-- {
+		name := bd.names[bd.next]
+		bd.next++
+		if at, ok := l.m.NextAt(name); ok {
+			bd.b.Add(scheduler.Entry{Name: name, NextAt: at})
+		}
+	}
+	if work == 0 || !bd.b.Step(work) {
+		return
+	}
+	l.heap, l.build = bd.b.Heap(), nil
+	dirty := make([]string, 0, len(bd.dirty))
+	//detlint:maprange collected, then sorted
+	for name := range bd.dirty {
+		dirty = append(dirty, name)
+	}
+	slices.Sort(dirty)
+	for _, name := range dirty {
+		l.resync(name)
+	}
 }
 
 // stateTerm is the launcher's term as the state's commands carry it.
@@ -436,7 +525,10 @@ func (m *memory) mayHaveLanded(id string, at time.Time) {
 // state, so the open launches are what they seem.
 func (l *Launcher) takeOver() {
 	l.takenOver = true
-	l.heap.Build(l.m.Schedule())
+	names := l.m.JobNames()
+	l.heap = scheduler.Heap{}
+	l.build = &heapBuild{names: names, b: scheduler.NewBuilder(len(names)), dirty: map[string]bool{}}
+	l.stepBuild()
 	prev := l.mem
 	continuing := prev != nil && prev.term == l.termBefore
 	l.mem = newMemory(l.stateTerm())
@@ -508,7 +600,7 @@ func (l *Launcher) demote() {
 	}
 	l.leading = false
 	l.stats.Demotions++
-	l.heap = scheduler.Heap{}
+	l.heap, l.build = scheduler.Heap{}, nil
 	l.starting, l.fresh, l.tasks, l.calls = nil, nil, nil, nil
 	l.queue, l.delayed, l.finishing = nil, nil, nil
 }
@@ -564,7 +656,7 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 	case state.DeleteJob:
 		if err == nil {
 			delete(l.starting, c.Name)
-			l.heap.Remove(c.Name)
+			l.unschedule(c.Name)
 		}
 	case state.LaunchStarted:
 		s, ok := l.starting[c.Job]
@@ -605,19 +697,32 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 	}
 }
 
+// unschedule takes a deleted job out of the heap.
+func (l *Launcher) unschedule(name string) {
+	if l.build != nil {
+		l.build.dirty[name] = true
+		return
+	}
+	l.heap.Remove(name)
+}
+
 // resync puts the job back in the heap at its state's next launch, unless
 // a start of it is in flight (the heap learns the next one when it is
 // applied).
 func (l *Launcher) resync(name string) {
+	if l.build != nil {
+		l.build.dirty[name] = true
+		return
+	}
 	if _, busy := l.starting[name]; busy {
 		return
 	}
-	info, ok := l.m.Info(name)
+	at, ok := l.m.NextAt(name)
 	if !ok {
 		l.heap.Remove(name)
 		return
 	}
-	l.heap.Set(name, info.NextAt)
+	l.heap.Set(name, at)
 }
 
 // startDue proposes LaunchStarted for the jobs that came due, a batch at

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"paxcron/cron/scheduler"
 	"paxcron/cron/state"
 	"paxcron/paxos"
 )
@@ -749,5 +750,94 @@ func TestNextWake(t *testing.T) {
 	h.step()
 	if _, ok := h.l.NextWake(); ok {
 		t.Fatal("a leader without a lease has a wake time")
+	}
+}
+
+// TestHeapBuiltInSteps: on taking over, the heap is built BuildStep jobs
+// at a time; no launch starts before it is built, NextWake asks for the
+// next step, and the jobs created, changed or deleted during the build
+// are scheduled as the state has them once it is done.
+func TestHeapBuiltInSteps(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.BuildStep = 3 })
+	for i := range 10 {
+		h.apply(putJob(fmt.Sprintf("j%02d", i), job("0 0 * * *")))
+	}
+	eleven := time.Date(2026, 3, 1, 23, 0, 0, 0, time.UTC)
+	h.lease(1, 10*time.Second)
+	h.at(eleven)
+	// The harness steps twice: the Takeover is applied in the first.
+	if h.l.build == nil || h.l.build.next != 6 {
+		t.Fatalf("after the takeover: build %+v; want 6 of 10 jobs read", h.l.build)
+	}
+	if at, ok := h.l.NextWake(); !ok || !at.Equal(eleven) {
+		t.Fatalf("NextWake during the build = %v, %v; want now", at, ok)
+	}
+	// Changes while the heap is built: a job already read moves earlier,
+	// one not read yet is deleted, and a new one sorts before every name
+	// the build walks.
+	// (j00 and j01 were read; j07 was not).
+	j00, _ := h.l.Machine().Info("j00")
+	moved := state.PutJob{Name: "j00", Spec: job("30 23 * * *"), At: t0, IfVersion: j00.Version}
+	h.apply(moved, state.DeleteJob{Name: "j01"}, state.DeleteJob{Name: "j07"}, putJob("a-new", job("15 23 * * *")))
+	if at, _ := h.l.Machine().NextAt("j00"); !at.Equal(time.Date(2026, 3, 1, 23, 30, 0, 0, time.UTC)) {
+		t.Fatalf("j00's next launch %v after the change", at)
+	}
+	// Then 3 more names, the last one and 2 of the 4 sift-downs of the
+	// 9 jobs read (j07 is gone), the other 2: three more steps.
+	more := 0
+	for ; h.l.build != nil && more < 10; more++ {
+		if len(h.proposed) > 0 {
+			t.Fatalf("proposed %s before the heap was built", describe(h.proposed))
+		}
+		h.l.Step(h.now, h.lead)
+	}
+	if more != 3 {
+		t.Fatalf("built after %d more steps, want 3", more)
+	}
+	if n := h.l.heap.Len(); n != 9 {
+		t.Fatalf("heap of %d jobs, want 9 (8 of the 10, and a-new)", n)
+	}
+	if err := h.l.CheckSchedule(); err != nil {
+		t.Fatal(err)
+	}
+	h.at(time.Date(2026, 3, 1, 23, 15, 0, 0, time.UTC))
+	h.wantProposed("started a-new-*")
+	h.commit()
+	h.at(time.Date(2026, 3, 1, 23, 30, 0, 0, time.UTC))
+	h.wantProposed("started j00-*")
+	h.commit()
+	h.at(time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC))
+	h.wantProposed("started j02-*", "started j03-*", "started j04-*", "started j05-*",
+		"started j06-*", "started j08-*", "started j09-*")
+}
+
+// TestCheckScheduleFindsADriftedHeap: CheckSchedule, the simulator's
+// check, reports a job missing from the heap, one at another time, and
+// one the state no longer has.
+func TestCheckScheduleFindsADriftedHeap(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		drift func(hp *scheduler.Heap)
+		want  string
+	}{
+		{"missing", func(hp *scheduler.Heap) { hp.Remove("j1") }, `job "j1" is due at`},
+		{"moved", func(hp *scheduler.Heap) { hp.Set("j1", t0.Add(time.Hour)) }, `job "j1" is due at`},
+		{"extra", func(hp *scheduler.Heap) { hp.Set("gone", t0.Add(time.Hour)) }, "the heap holds 4 jobs, 3 of them the state's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			for i := range 3 {
+				h.apply(putJob(fmt.Sprintf("j%d", i), job("0 0 * * *")))
+			}
+			h.lease(1, 10*time.Second)
+			h.at(t0)
+			if err := h.l.CheckSchedule(); err != nil {
+				t.Fatalf("a fresh heap: %v", err)
+			}
+			tc.drift(&h.l.heap)
+			if err := h.l.CheckSchedule(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("CheckSchedule = %v, want %q", err, tc.want)
+			}
+		})
 	}
 }

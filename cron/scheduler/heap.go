@@ -3,7 +3,6 @@ package scheduler
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
 )
 
@@ -53,28 +52,13 @@ func (h *Heap) Build(entries []Entry) {
 	if len(entries) > MaxJobs {
 		panic(fmt.Sprintf("scheduler: Build of %d entries exceeds MaxJobs", len(entries)))
 	}
-	items := make([]item, 0, len(entries))
+	b := NewBuilder(len(entries))
 	for _, e := range entries {
-		if e.NextAt.IsZero() {
-			continue
-		}
-		items = append(items, item{at: seconds(e.Name, e.NextAt), name: e.Name, id: int32(len(items))})
+		b.Add(e)
 	}
-	ids := make(map[string]int32, len(items))
-	for _, it := range items {
-		ids[it.name] = it.id
+	for !b.Step(len(entries) + 1) {
 	}
-	if len(ids) != len(items) {
-		panic(fmt.Sprintf("scheduler: Build: duplicate job name %q", firstDuplicate(items)))
-	}
-	for i := len(items)/2 - 1; i >= 0; i-- {
-		siftDown(items, i)
-	}
-	pos := make([]int32, len(items))
-	for i, it := range items {
-		pos[it.id] = int32(i)
-	}
-	h.items, h.ids, h.pos, h.free = items, ids, pos, nil
+	*h = b.Heap()
 }
 
 // Set inserts the job or moves it to nextAt, in O(log n). A zero nextAt
@@ -109,6 +93,15 @@ func (h *Heap) Remove(name string) bool {
 	}
 	h.removeAt(int(h.pos[id]))
 	return true
+}
+
+// NextAt returns the job's time in the heap, and whether it is there.
+func (h *Heap) NextAt(name string) (time.Time, bool) {
+	id, ok := h.ids[name]
+	if !ok {
+		return time.Time{}, false
+	}
+	return h.items[h.pos[id]].entry().NextAt, true
 }
 
 // Peek returns the job due first, if any.
@@ -254,20 +247,4 @@ func smallerChild(items []item, i int) int {
 		c = r
 	}
 	return c
-}
-
-// firstDuplicate returns the smallest name that occurs twice (slow path of
-// a failed Build: sorts a copy).
-func firstDuplicate(items []item) string {
-	names := make([]string, len(items))
-	for i, it := range items {
-		names[i] = it.name
-	}
-	slices.Sort(names)
-	for i := 1; i < len(names); i++ {
-		if names[i] == names[i-1] {
-			return names[i]
-		}
-	}
-	return ""
 }

@@ -212,7 +212,11 @@ func TestAgainstOracle(t *testing.T) {
 					o = append(o, Entry{n, randTime()})
 				}
 			}
-			h.Build(slices.Clone(o))
+			if r.IntN(2) == 0 {
+				h.Build(slices.Clone(o))
+			} else {
+				h = buildInSteps(t, o, 1+r.IntN(4))
+			}
 			slices.SortFunc(o, compareEntry)
 		}
 		for step := range 300 {
@@ -250,5 +254,71 @@ func TestAgainstOracle(t *testing.T) {
 		if got := drain(&h); !reflect.DeepEqual(got, []Entry(o)) && len(got)+len(o) > 0 {
 			t.Fatalf("seed %d: drained %v, want %v", seed, got, o)
 		}
+	}
+}
+
+// buildInSteps builds entries with a Builder, work sift-downs per Step,
+// checking that no Step does more than it may.
+func buildInSteps(t *testing.T, entries []Entry, work int) Heap {
+	t.Helper()
+	b := NewBuilder(len(entries))
+	for _, e := range entries {
+		b.Add(e)
+	}
+	want := (b.Len()/2 + work - 1) / work // the steps heapify needs
+	steps := 1
+	for ; !b.Step(work); steps++ {
+		if steps > want {
+			t.Fatalf("%d entries, %d sift-downs a step: not built after %d steps", b.Len(), work, steps)
+		}
+	}
+	if steps > max(want, 1) {
+		t.Fatalf("%d entries, %d sift-downs a step: built in %d steps, want %d", b.Len(), work, steps, max(want, 1))
+	}
+	return b.Heap()
+}
+
+// TestBuilder: a heap built in steps is the heap Build makes, and the
+// Builder refuses what would break it.
+func TestBuilder(t *testing.T) {
+	var entries []Entry
+	for i := range 1000 {
+		entries = append(entries, Entry{fmt.Sprintf("j%04d", i), at((i * 7919) % 97)})
+	}
+	entries = append(entries, Entry{"zero", time.Time{}}) // no next launch: left out
+	for _, work := range []int{1, 3, 64, 1000} {
+		h := buildInSteps(t, entries, work)
+		check(t, &h)
+		var ref Heap
+		ref.Build(entries)
+		if got, want := drain(&h), drain(&ref); !reflect.DeepEqual(got, want) || len(got) != 1000 {
+			t.Fatalf("work %d: built in steps, drained %d entries different from Build's %d", work, len(got), len(want))
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		f    func(b *Builder)
+		want string
+	}{
+		{"duplicate", func(b *Builder) { b.Add(Entry{"a", at(1)}); b.Add(Entry{"a", at(2)}) }, `duplicate job name "a"`},
+		{"add after step", func(b *Builder) { b.Add(Entry{"a", at(1)}); b.Step(1); b.Add(Entry{"b", at(1)}) }, "Add after Step"},
+		{"heap before built", func(b *Builder) {
+			for i := range 10 {
+				b.Add(Entry{fmt.Sprint(i), at(i)})
+			}
+			b.Step(1)
+			b.Heap()
+		}, "before the heap is built"},
+		{"no work", func(b *Builder) { b.Step(0) }, "work 0"},
+		{"fraction", func(b *Builder) { b.Add(Entry{"a", at(1).Add(time.Millisecond)}) }, "not a whole second"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if s, _ := recover().(string); !strings.Contains(s, tc.want) {
+					t.Fatalf("panic %q, want one containing %q", s, tc.want)
+				}
+			}()
+			tc.f(NewBuilder(0))
+		})
 	}
 }

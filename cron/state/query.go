@@ -110,6 +110,22 @@ func (m *Machine) Schedule() []scheduler.Entry {
 	return out
 }
 
+// JobNames returns every job's name, in order. The slice is shared and
+// must not be modified; it stays as it is while the state changes (a
+// later change makes a new one), so a caller may walk it over several
+// steps, as the launcher does to build its heap.
+func (m *Machine) JobNames() []string { return m.sortedNames() }
+
+// NextAt returns job name's next scheduled launch (zero: none), and
+// whether the job exists: Info's NextAt without the rest.
+func (m *Machine) NextAt(name string) (time.Time, bool) {
+	j, ok := m.jobs[name]
+	if !ok {
+		return time.Time{}, false
+	}
+	return j.NextAt, true
+}
+
 // DueBefore returns the jobs whose next launch is at or before t, sorted
 // by (scheduled time, name). It scans every job and sorts the due ones:
 // O(J + D log D) for J jobs of which D are due. The leader's scheduler
