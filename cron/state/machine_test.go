@@ -529,7 +529,11 @@ func TestNamesStayInOrder(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(3, 4))
 	live := map[string]bool{}
+	var held, heldCopy []string // JobNames as a round left it
 	for round := range 30 {
+		if !slices.Equal(held, heldCopy) {
+			t.Fatalf("round %d: a JobNames slice changed under its holder: %v, was %v", round, held, heldCopy)
+		}
 		for range 20 {
 			name := fmt.Sprintf("n%02d", r.IntN(40))
 			if live[name] {
@@ -544,6 +548,8 @@ func TestNamesStayInOrder(t *testing.T) {
 		if got := m.sortedNames(); !slices.Equal(got, want) {
 			t.Fatalf("round %d: names %v, want %v", round, got, want)
 		}
+		held = m.JobNames()
+		heldCopy = slices.Clone(held)
 	}
 }
 
