@@ -8,6 +8,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -37,6 +38,7 @@ func genCommands(t testing.TB, seed uint64, n int) []entry {
 		data := genOne(r, m, now)
 		m.Apply(slot, data)
 		out = append(out, entry{slot, data})
+		checkOpenIndex(t, m, fmt.Sprintf("seed %d slot %d", seed, slot))
 	}
 	return out
 }
@@ -200,6 +202,7 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 			if again := snapshot(t, restored); !bytes.Equal(again, prefix) {
 				t.Fatalf("seed %d prefix %d: Snapshot(Restore(s)) != s", seed, k)
 			}
+			checkOpenIndex(t, restored, fmt.Sprintf("seed %d, restored at %d", seed, k))
 			applyAll(restored, log[k:])
 			if got := snapshot(t, restored); !bytes.Equal(got, want) {
 				t.Fatalf("seed %d: snapshot at %d + tail differs from the full log", seed, k)
@@ -373,5 +376,20 @@ func TestFreezeSnapshotConcurrently(t *testing.T) {
 		if got := <-done; !bytes.Equal(got, want) {
 			t.Fatalf("seed %d: the snapshot encoded while the machine applied differs from the one frozen", seed)
 		}
+	}
+}
+
+// checkOpenIndex asserts that OpenLaunches, which walks the jobs with an
+// open launch (Machine.withOpen), finds what a walk of every job finds.
+func checkOpenIndex(t testing.TB, m *Machine, where string) {
+	t.Helper()
+	scan := slices.Clone(m.orphans)
+	//detlint:maprange sorted below
+	for _, j := range m.jobs {
+		scan = append(scan, j.Open...)
+	}
+	slices.SortFunc(scan, compareLaunch)
+	if got := m.OpenLaunches(); !reflect.DeepEqual(got, nilIfEmpty(scan)) {
+		t.Fatalf("%s: OpenLaunches has %d launches, the jobs and orphans %d", where, len(got), len(scan))
 	}
 }

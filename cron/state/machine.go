@@ -177,6 +177,10 @@ type Machine struct {
 	names   []string
 	added   []string
 	deleted map[string]struct{}
+	// withOpen holds the names of the jobs with an open launch, so that
+	// OpenLaunches (a new leader's takeover) does not walk every job: a
+	// million of them took 150 ms.
+	withOpen map[string]struct{}
 	// snapshotSize is the size of the last snapshot taken or restored,
 	// which sizes the next one's buffer: growing a buffer of hundreds of
 	// MiB by doubling copies it several times over. A snapshot encoded off
@@ -190,7 +194,7 @@ type Machine struct {
 
 // New returns an empty Machine.
 func New() *Machine {
-	return &Machine{jobs: make(map[string]*job), tombstones: make(map[string]tombstone), encodedSize: new(atomic.Int64)}
+	return &Machine{jobs: make(map[string]*job), tombstones: make(map[string]tombstone), withOpen: map[string]struct{}{}, encodedSize: new(atomic.Int64)}
 }
 
 // writable returns j ready to be changed: j itself, or, if a frozen
@@ -406,6 +410,7 @@ func (m *Machine) deleteJob(c DeleteJob) error {
 		m.bury(c.Name, tombstone{started: j.LastStartedAt, triggered: j.LastTriggeredAt})
 	}
 	delete(m.jobs, c.Name)
+	delete(m.withOpen, c.Name) // its open launches are orphans now
 	if m.deleted == nil {
 		m.deleted = map[string]struct{}{}
 	}
@@ -497,6 +502,7 @@ func (m *Machine) launchStarted(slot uint64, c LaunchStarted) error {
 	// and records that spec's version: an edit applied between the
 	// proposal (c.SpecVersion) and now is the one it runs.
 	j.open(Launch{Job: c.Job, ScheduledAt: at, Identity: c.Identity, SpecVersion: j.Version, StartedAt: c.At.UTC(), StartedSlot: slot, Target: j.Spec.Target()})
+	m.withOpen[c.Job] = struct{}{}
 	j.LastStartedAt = at
 	j.recompute()
 	j.Counters.Started++
@@ -538,6 +544,9 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 	}
 	l := j.Open[i]
 	j.Open = nilIfEmpty(slices.Delete(j.Open, i, i+1))
+	if j.Open == nil {
+		delete(m.withOpen, c.Job)
+	}
 	l.FinishedSlot = slot
 	l.Outcome = c.Outcome
 	l.Target, l.Content, l.payload, l.meta, l.AtLeastOnce = Target{}, 0, nil, nil, false
@@ -698,6 +707,7 @@ func (m *Machine) trigger(slot uint64, c Trigger) error {
 	}
 	j.open(Launch{Job: c.Name, ScheduledAt: at, Identity: LaunchIdentity(c.Name, at, LaunchManual), SpecVersion: j.Version,
 		StartedAt: at, StartedSlot: slot, Target: j.Spec.Target(), Kind: LaunchManual, Force: c.Force})
+	m.withOpen[c.Name] = struct{}{}
 	j.LastTriggeredAt = at
 	j.Counters.Started++
 	m.stats.Launches.Started++
@@ -740,6 +750,7 @@ func (m *Machine) backfill(slot uint64, c Backfill) error {
 	for _, t := range slots {
 		j.open(Launch{Job: c.Name, ScheduledAt: t, Identity: LaunchIdentity(c.Name, t, LaunchBackfill), SpecVersion: j.Version,
 			StartedAt: at, StartedSlot: slot, Target: j.Spec.Target(), Kind: LaunchBackfill, Force: c.Force})
+		m.withOpen[c.Name] = struct{}{}
 		j.Counters.Started++
 		m.stats.Launches.Started++
 	}

@@ -74,8 +74,8 @@ func (m *Machine) JobCount() int { return len(m.jobs) }
 func (m *Machine) OpenLaunches() []Launch {
 	out := slices.Clone(m.orphans)
 	//detlint:maprange the result is sorted below
-	for _, j := range m.jobs {
-		out = append(out, j.Open...)
+	for name := range m.withOpen {
+		out = append(out, m.jobs[name].Open...)
 	}
 	slices.SortFunc(out, compareLaunch)
 	return nilIfEmpty(out)

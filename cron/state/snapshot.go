@@ -293,6 +293,9 @@ func (m *Machine) Restore(data []byte) error {
 			return snapshotErr("job %q: %v", w.Name, err)
 		}
 		restored.jobs[j.Name] = j
+		if len(j.Open) > 0 {
+			restored.withOpen[j.Name] = struct{}{}
+		}
 		restored.names = append(restored.names, j.Name) // in order, checked above
 	}
 	var t wireTrailer
@@ -311,7 +314,7 @@ func machineFromHeader(h *wireHeader) (*Machine, error) {
 	if h.Jobs > MaxJobs {
 		return nil, snapshotErr("%d jobs, more than %d", h.Jobs, MaxJobs)
 	}
-	m := &Machine{jobs: make(map[string]*job, h.Jobs), tombstones: map[string]tombstone{}, encodedSize: new(atomic.Int64),
+	m := &Machine{jobs: make(map[string]*job, h.Jobs), tombstones: map[string]tombstone{}, withOpen: map[string]struct{}{}, encodedSize: new(atomic.Int64),
 		lastSlot: h.LastSlot, lastVersion: h.LastVersion, stats: h.Stats, term: h.Term}
 	if len(h.Rejections) > MaxRejections {
 		return nil, snapshotErr("%d rejections, more than %d", len(h.Rejections), MaxRejections)
