@@ -74,6 +74,7 @@ func (c *cluster) open(id paxos.ReplicaID) (openTimes, error) {
 	cfg.ID, cfg.Store = id, st
 	cfg.OnSnapshot = func(index uint64) { c.snaps.taken(id, index) }
 	cfg.SlowTurn, cfg.OnSlowTurn = slowTurn, func(t node.Turn) { c.slow.note(id, t) }
+	cfg.OnSaveTimed = func(entries int, took time.Duration) { c.slow.saved(id, entries, took) }
 	began = time.Now()
 	n, err := node.New(cfg)
 	if err != nil {

@@ -80,39 +80,53 @@ func (m *monitor) add(what string) {
 	m.events = append(m.events, Event{At: time.Since(m.began), What: what})
 }
 
-// slowTurns are the replicas' loop turns of at least slowTurn
-// (node.Config.OnSlowTurn), kept for the events.
+// slowTurns are the replicas' loop turns (node.Config.OnSlowTurn) and
+// synced writes (OnSaveTimed) of at least slowTurn, kept for the events:
+// while a replica's loop or its writer is held up, its replies wait.
 type slowTurns struct {
-	mu    sync.Mutex
-	turns []replicaTurn
+	mu     sync.Mutex
+	events []slowEvent
 }
 
-type replicaTurn struct {
-	id paxos.ReplicaID
-	t  node.Turn
+type slowEvent struct {
+	at   time.Time
+	what string
 }
 
-// slowTurn is the shortest turn listed among the events: two ticks.
+// slowTurn is the shortest turn or write listed among the events: two
+// ticks.
 const slowTurn = 100 * time.Millisecond
 
-// maxSlowTurns bounds the turns kept (a run going badly has many).
+// maxSlowTurns bounds the turns and writes kept (a run going badly has
+// many).
 const maxSlowTurns = 200
 
-func (s *slowTurns) note(id paxos.ReplicaID, t node.Turn) {
+func (s *slowTurns) add(at time.Time, what string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.turns) < maxSlowTurns {
-		s.turns = append(s.turns, replicaTurn{id, t})
+	if len(s.events) < maxSlowTurns {
+		s.events = append(s.events, slowEvent{at, what})
 	}
 }
 
-// events returns the turns as events, timed from began.
-func (s *slowTurns) events(began time.Time) []Event {
+func (s *slowTurns) note(id paxos.ReplicaID, t node.Turn) {
+	s.add(t.At, fmt.Sprintf("replica %d: a slow loop turn, %v", id, t))
+}
+
+// saved notes a synced write that took took, ending now.
+func (s *slowTurns) saved(id paxos.ReplicaID, entries int, took time.Duration) {
+	if took >= slowTurn {
+		s.add(time.Now().Add(-took), fmt.Sprintf("replica %d: a slow synced write, %v (%d entries)", id, took.Round(time.Microsecond), entries))
+	}
+}
+
+// timed returns the turns and writes as events, timed from began.
+func (s *slowTurns) timed(began time.Time) []Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Event
-	for _, rt := range s.turns {
-		out = append(out, Event{At: rt.t.At.Sub(began), What: fmt.Sprintf("replica %d: a slow loop turn, %v", rt.id, rt.t)})
+	for _, e := range s.events {
+		out = append(out, Event{At: e.at.Sub(began), What: e.what})
 	}
 	return out
 }
@@ -125,7 +139,7 @@ func (m *monitor) stop() []Event {
 	<-m.done
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	events := append(m.events, m.c.slow.events(m.began)...)
+	events := append(m.events, m.c.slow.timed(m.began)...)
 	slices.SortStableFunc(events, func(a, b Event) int { return cmp.Compare(a.At, b.At) })
 	return events
 }

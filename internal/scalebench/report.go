@@ -75,7 +75,7 @@ func Markdown(res *Result, meta ReportMeta) string {
 	p("Building the state took %v, encoding it %v (%.1f MiB), writing it into the three stores %v.\n\n",
 		res.Build.State.Round(time.Millisecond), res.Build.Encode.Round(time.Millisecond), float64(res.Build.SnapshotBytes)/mib, res.Build.Seed.Round(time.Millisecond))
 
-	p("Leadership, from the replicas' start (polled every %v), and the loop turns of %v or more (at most %d):\n\n", monitorEvery, slowTurn, maxSlowTurns)
+	p("Leadership, from the replicas' start (polled every %v), and the loop turns and synced writes of %v or more (at most %d):\n\n", monitorEvery, slowTurn, maxSlowTurns)
 	for _, e := range res.Events {
 		p("- %.2f s: %s\n", e.At.Seconds(), e.What)
 	}
