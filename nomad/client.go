@@ -180,11 +180,12 @@ func (c *Client) Dispatch(ctx context.Context, l Launch) (string, error) {
 }
 
 // MaxCalls bounds the HTTP calls to Nomad a Client has in flight at once,
-// the batched read-backs of new children aside (one per namespace at a
-// time, prove.go): well below Nomad's 100 connections per client address
-// (limits.http_max_conns_per_client). A slot is held for the HTTP call
-// alone, not while its caller waits for a read-back or a retry, so that
-// in a herd the next dispatch leaves as soon as a reply comes in.
+// the batched read-backs of new children (prove.go) included: well below
+// Nomad's 100 connections per client address
+// (limits.http_max_conns_per_client), however many namespaces the jobs
+// use. A slot is held for the HTTP exchange alone, not while its caller
+// waits for a read-back or a retry, so that in a herd the next dispatch
+// leaves as soon as a reply comes in.
 const MaxCalls = 64
 
 // idleConnsPerHost is how many idle connections to Nomad the Client keeps:

@@ -115,3 +115,53 @@ func TestNoCallSlotBeforeTheDeadline(t *testing.T) {
 		t.Fatalf("%v is permanent; a call not sent may be tried again", err)
 	}
 }
+
+// TestReadBacksTakeACallSlot: the read-backs of children in several
+// namespaces take call slots too, so that however many namespaces the
+// jobs use, no more than MaxCalls calls reach Nomad at once.
+func TestReadBacksTakeACallSlot(t *testing.T) {
+	var mu sync.Mutex
+	var inFlight, peak, reads int
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		inFlight++
+		peak = max(peak, inFlight)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond) // long enough for calls to overlap if they may
+		defer func() {
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+		}()
+		switch {
+		case isDispatch(r):
+			d := readDispatch(t, r)
+			parent := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/job/"), "/dispatch")
+			reply(w, 200, map[string]any{"DispatchedJobID": parent + "/dispatch-" + d.IdPrefixTemplate + "-1772330401-0000000" + d.Namespace[len(d.Namespace)-1:], "EvalID": "e"})
+		case isStatuses(r):
+			mu.Lock()
+			reads++
+			mu.Unlock()
+			reply(w, 200, statusesOf(r.URL.Query().Get("namespace"), readStatuses(t, r)...))
+		default:
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+		}
+	})
+	for range MaxCalls - 1 {
+		c.slots <- struct{}{} // all but one slot taken
+	}
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Go(func() {
+			l := launchOf(i)
+			l.Target.Namespace = fmt.Sprintf("ns%d", i)
+			if _, err := c.Dispatch(context.Background(), l); err != nil {
+				t.Errorf("launch %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if peak != 1 || reads != 5 {
+		t.Fatalf("%d calls reached Nomad at once with one slot free (want 1); %d read-backs for 5 namespaces", peak, reads)
+	}
+}
