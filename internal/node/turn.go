@@ -24,22 +24,12 @@ const (
 	InputWake                      // the launcher's timer
 )
 
+var inputNames = [...]string{InputMessage: "message", InputProposal: "proposal", InputTick: "tick",
+	InputWrite: "write", InputResults: "results", InputCall: "call", InputWake: "wake"}
+
 func (i Input) String() string {
-	switch i {
-	case InputMessage:
-		return "message"
-	case InputProposal:
-		return "proposal"
-	case InputTick:
-		return "tick"
-	case InputWrite:
-		return "write"
-	case InputResults:
-		return "results"
-	case InputCall:
-		return "call"
-	case InputWake:
-		return "wake"
+	if int(i) < len(inputNames) && inputNames[i] != "" {
+		return inputNames[i]
 	}
 	return fmt.Sprintf("input(%d)", uint8(i))
 }

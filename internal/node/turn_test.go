@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -50,8 +51,8 @@ func TestSlowTurnsReported(t *testing.T) {
 		if tn.Woke != InputCall || tn.First < 300*time.Millisecond || tn.Took != tn.First+tn.Drain+tn.Process+tn.Launcher {
 			t.Fatalf("turn %+v: want woken by a call that took 300 ms, its phases adding up to the whole", tn)
 		}
-		if tn.String() == "" || InputCall.String() != "call" {
-			t.Fatalf("turn %q, input %q", tn.String(), InputCall.String())
+		if !strings.Contains(tn.String(), "woken by call") || InputCall.String() != "call" || Input(99).String() != "input(99)" {
+			t.Fatalf("turn %q, inputs %q and %q", tn.String(), InputCall, Input(99))
 		}
 		for range 100 {
 			if n.Status().LongestTurn >= 300*time.Millisecond {

@@ -36,7 +36,7 @@ type cluster struct {
 
 	counts launchCounts
 	snaps  snapshotLog
-	slow   slowTurns
+	slow   slowLog
 }
 
 func (c *cluster) storeDir(id paxos.ReplicaID) string {

@@ -80,10 +80,10 @@ func (m *monitor) add(what string) {
 	m.events = append(m.events, Event{At: time.Since(m.began), What: what})
 }
 
-// slowTurns are the replicas' loop turns (node.Config.OnSlowTurn) and
+// slowLog holds the replicas' loop turns (node.Config.OnSlowTurn) and
 // synced writes (OnSaveTimed) of at least slowTurn, kept for the events:
 // while a replica's loop or its writer is held up, its replies wait.
-type slowTurns struct {
+type slowLog struct {
 	mu     sync.Mutex
 	events []slowEvent
 }
@@ -101,7 +101,7 @@ const slowTurn = 100 * time.Millisecond
 // many).
 const maxSlowTurns = 200
 
-func (s *slowTurns) add(at time.Time, what string) {
+func (s *slowLog) add(at time.Time, what string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.events) < maxSlowTurns {
@@ -109,19 +109,19 @@ func (s *slowTurns) add(at time.Time, what string) {
 	}
 }
 
-func (s *slowTurns) note(id paxos.ReplicaID, t node.Turn) {
+func (s *slowLog) note(id paxos.ReplicaID, t node.Turn) {
 	s.add(t.At, fmt.Sprintf("replica %d: a slow loop turn, %v", id, t))
 }
 
 // saved notes a synced write that took took, ending now.
-func (s *slowTurns) saved(id paxos.ReplicaID, entries int, took time.Duration) {
+func (s *slowLog) saved(id paxos.ReplicaID, entries int, took time.Duration) {
 	if took >= slowTurn {
 		s.add(time.Now().Add(-took), fmt.Sprintf("replica %d: a slow synced write, %v (%d entries)", id, took.Round(time.Microsecond), entries))
 	}
 }
 
 // timed returns the turns and writes as events, timed from began.
-func (s *slowTurns) timed(began time.Time) []Event {
+func (s *slowLog) timed(began time.Time) []Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Event

@@ -51,54 +51,53 @@ func (r *roleLog) note(log *slog.Logger, st node.Status, diag func() []any) {
 	}
 }
 
-// slowSaveLog warns when a synced write of the store took more than half
-// the election timeout: a replica whose disk is that slow answers its
-// leader late (its replies wait for the write), and a leader's followers
-// that answer late make it give up. At most one line in slowSaveEvery.
-type slowSaveLog struct {
+// throttledLog lets a warning through at most once in slowSaveEvery and
+// counts the ones held back, which the next line reports.
+type throttledLog struct {
 	mu     sync.Mutex
 	last   time.Time
-	missed int // slow writes since the last line
+	missed int // warnings held back since the last line
 }
 
 const slowSaveEvery = 10 * time.Second
+
+// warn logs msg with args and the count held back since the last line,
+// unless a line went out less than slowSaveEvery ago.
+func (l *throttledLog) warn(log *slog.Logger, msg string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now := time.Now(); now.Sub(l.last) >= slowSaveEvery {
+		log.Warn(msg, append(args, "slow_since_last_line", l.missed)...)
+		l.last, l.missed = now, 0
+		return
+	}
+	l.missed++
+}
+
+// slowSaveLog warns when a synced write of the store took more than half
+// the election timeout: a replica whose disk is that slow answers its
+// leader late (its replies wait for the write), and a leader's followers
+// that answer late make it give up.
+type slowSaveLog struct{ throttledLog }
 
 func (l *slowSaveLog) note(log *slog.Logger, entries int, took, electionTimeout time.Duration) {
 	if took <= electionTimeout/2 {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now := time.Now(); now.Sub(l.last) >= slowSaveEvery {
-		log.Warn("a synced write to the store was slow: replies to the leader wait for it",
-			"took", took.String(), "entries", entries, "election_timeout", electionTimeout.String(), "slow_since_last_line", l.missed)
-		l.last, l.missed = now, 0
-		return
-	}
-	l.missed++
+	l.warn(log, "a synced write to the store was slow: replies to the leader wait for it",
+		"took", took.String(), "entries", entries, "election_timeout", electionTimeout.String())
 }
 
 // slowTurnLog logs a slow turn of the replica's loop, at most one line per
 // slowSaveEvery with a count of those in between: while a turn runs the
 // replica reads no message and no tick, and a leader whose turns approach
 // the election timeout loses its lease.
-type slowTurnLog struct {
-	mu     sync.Mutex
-	last   time.Time
-	missed int
-}
+type slowTurnLog struct{ throttledLog }
 
 func (l *slowTurnLog) note(log *slog.Logger, t node.Turn, electionTimeout time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now := time.Now(); now.Sub(l.last) >= slowSaveEvery {
-		log.Warn("a turn of the replica's loop was slow: it read no message meanwhile",
-			"took", t.Took.String(), "woken_by", t.Woke.String(), "first_input", t.First.String(),
-			"more_inputs", t.Drained, "more_inputs_took", t.Drain.String(), "process", t.Process.String(),
-			"launcher", t.Launcher.String(), "entries_applied", t.Applied,
-			"election_timeout", electionTimeout.String(), "slow_since_last_line", l.missed)
-		l.last, l.missed = now, 0
-		return
-	}
-	l.missed++
+	l.warn(log, "a turn of the replica's loop was slow: it read no message meanwhile",
+		"took", t.Took.String(), "woken_by", t.Woke.String(), "first_input", t.First.String(),
+		"more_inputs", t.Drained, "more_inputs_took", t.Drain.String(), "process", t.Process.String(),
+		"launcher", t.Launcher.String(), "entries_applied", t.Applied,
+		"election_timeout", electionTimeout.String())
 }

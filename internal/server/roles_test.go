@@ -64,3 +64,21 @@ func TestSlowTurnLogLines(t *testing.T) {
 		t.Fatalf("line %q does not count the 2 turns left out", got)
 	}
 }
+
+// TestSlowSaveLogLines: a synced write slower than half the election
+// timeout warns, through the same throttle; a faster one does not.
+func TestSlowSaveLogLines(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	var l slowSaveLog
+	l.note(log, 3, 400*time.Millisecond, time.Second)
+	if buf.Len() != 0 {
+		t.Fatalf("a 400 ms write warned (election timeout 1 s): %q", buf.String())
+	}
+	l.note(log, 3, 600*time.Millisecond, time.Second)
+	for _, want := range []string{"level=WARN", "took=600ms", "entries=3", "slow_since_last_line=0"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("line %q lacks %q", buf.String(), want)
+		}
+	}
+}
