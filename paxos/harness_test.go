@@ -15,6 +15,9 @@ type testStorage struct {
 	snap    Snapshot
 	last    uint64
 	first   uint64 // FirstSlot: entries below it are compacted
+	// unavailable is how many more Snapshot calls answer
+	// ErrSnapshotTemporarilyUnavailable (a read still in the background).
+	unavailable int
 }
 
 func newTestStorage() *testStorage { return &testStorage{entries: map[uint64]Entry{}, first: 1} }
@@ -43,9 +46,15 @@ func (s *testStorage) Entries(lo, hi, maxBytes uint64) ([]Entry, error) {
 	return out, nil
 }
 
-func (s *testStorage) LastSlot() (uint64, error)   { return s.last, nil }
-func (s *testStorage) FirstSlot() (uint64, error)  { return s.first, nil }
-func (s *testStorage) Snapshot() (Snapshot, error) { return s.snap, nil }
+func (s *testStorage) LastSlot() (uint64, error)  { return s.last, nil }
+func (s *testStorage) FirstSlot() (uint64, error) { return s.first, nil }
+func (s *testStorage) Snapshot() (Snapshot, error) {
+	if s.unavailable > 0 {
+		s.unavailable--
+		return Snapshot{}, ErrSnapshotTemporarilyUnavailable
+	}
+	return s.snap, nil
+}
 
 func (s *testStorage) save(rd Ready) {
 	if rd.Snapshot != nil {

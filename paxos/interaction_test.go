@@ -124,6 +124,12 @@ func (e *interactionEnv) handle(t *testing.T, d *datadriven.TestData) string {
 	case "compact":
 		expectArgs(t, d, "node", "index", "keep")
 		e.compact(t, d, e.liveNode(t, d), uint64(intArg(t, d, "index", 0)), uint64(intArg(t, d, "keep", 0)))
+	case "snapshot-unavailable":
+		expectArgs(t, d, "node", "reads")
+		id := e.liveNode(t, d)
+		reads := intArg(t, d, "reads", 1)
+		e.c.replicas[id].storage.unavailable = reads
+		e.printf("%d's next %d snapshot read(s) find it still being read", id, reads)
 	case "write-log":
 		expectArgs(t, d, "node", "ballot", "entries")
 		e.writeLog(t, d, nodeArg(t, d, "node"), ballotArg(t, d, "ballot"), listArg(d, "entries"))

@@ -165,9 +165,12 @@ type Stats struct {
 	Retransmissions uint64
 	CatchUps        uint64 // catch-ups sent: MsgChosen, or a snapshot transfer asked for
 	SnapshotsSent   uint64 // snapshot transfers started
-	SnapshotChunks  uint64 // MsgSnapshot chunks sent, resent ones included
-	StepDowns       uint64 // leaderships given up by StepDown
-	QuorumLost      uint64 // leaderships given up for want of a quorum's replies
+	// SnapshotsDeferred counts transfers put off because Storage was
+	// still reading the snapshot (ErrSnapshotTemporarilyUnavailable).
+	SnapshotsDeferred uint64
+	SnapshotChunks    uint64 // MsgSnapshot chunks sent, resent ones included
+	StepDowns         uint64 // leaderships given up by StepDown
+	QuorumLost        uint64 // leaderships given up for want of a quorum's replies
 }
 
 // NewNode restores a node from cfg.Storage.

@@ -84,6 +84,12 @@ func (n *Node) sendSnapshot(to ReplicaID, peerChosen uint64, ballot Ballot) {
 		return
 	}
 	image, err := n.snapshotImage()
+	if errors.Is(err, ErrSnapshotTemporarilyUnavailable) {
+		// The next catch-up asks again; the peer misses nothing meanwhile
+		// but the time it waits.
+		n.stats.SnapshotsDeferred++
+		return
+	}
 	if err != nil {
 		n.halt(fmt.Errorf("reading the snapshot to send: %w", err))
 		return

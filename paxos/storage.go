@@ -7,6 +7,14 @@ import "errors"
 // snapshot and are no longer held as entries.
 var ErrCompacted = errors.New("paxos: slots compacted into a snapshot")
 
+// ErrSnapshotTemporarilyUnavailable is returned by Storage.Snapshot when
+// the snapshot is being read in the background and is not in memory yet.
+// The core then sends no snapshot this time and asks again at its next
+// catch-up of the peer (every two heartbeats): a snapshot of hundreds of
+// megabytes takes seconds to read, longer than a leader may go without
+// heartbeating.
+var ErrSnapshotTemporarilyUnavailable = errors.New("paxos: snapshot temporarily unavailable")
+
 // Storage is the read side of a replica's durable state. The caller writes
 // it (from Ready) and the core only reads it. Implementations must return
 // exactly what was last written; a read that finds corrupted bytes returns
@@ -31,7 +39,10 @@ type Storage interface {
 	// LastSlot returns the highest slot holding an entry, or the snapshot
 	// index when no entry is held above it.
 	LastSlot() (uint64, error)
-	// Snapshot returns the newest snapshot.
+	// Snapshot returns the newest snapshot, or
+	// ErrSnapshotTemporarilyUnavailable while it is being read elsewhere.
+	// The core calls it only to send the snapshot to a peer; it may get an
+	// older snapshot than the newest one saved, and asks again later.
 	Snapshot() (Snapshot, error)
 }
 

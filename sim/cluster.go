@@ -42,6 +42,9 @@ type node struct {
 	// to a dead incarnation and never happens.
 	incarnation  uint64
 	writesDoneAt time.Duration // when the last write handed out completes
+	// moreAt is set while a Process is scheduled for the work a bounded
+	// one left (Options.MaxApplyPerProcess).
+	moreAt bool
 }
 
 // cluster is one run: every source of nondeterminism is owned here and
@@ -162,6 +165,7 @@ func (c *cluster) start(n *node) {
 	}
 	var writer replica.Writer
 	n.incarnation++
+	n.moreAt = false // a Process scheduled for the last incarnation never runs
 	if c.opts.DiskLatencyMax > 0 {
 		writer = &simWriter{c: c, n: n, incarnation: n.incarnation}
 	}
@@ -177,6 +181,7 @@ func (c *cluster) start(n *node) {
 		Rand:  rand.New(rand.NewPCG(c.rng.Uint64(), uint64(n.id))),
 		Store: n.store, StateMachine: n.launcher, Send: c.sender(n), Snapshots: c.opts.Snapshots,
 		Observer: &observer{c: c, n: n}, Rebuilding: rebuilding,
+		ReadSnapshots: c.snapshotReads(n), MaxApplyPerProcess: c.opts.MaxApplyPerProcess,
 	})
 	if errors.Is(err, storage.ErrCorrupt) {
 		c.corruptionFound(n, err)
@@ -252,6 +257,45 @@ func (c *cluster) handle(n *node, err error) {
 		c.fail(fmt.Errorf("replica %d: %w", n.id, err))
 	}
 	c.stepLauncher(n)
+	c.processMore(n)
+}
+
+// processMore schedules a Process for the work a bounded one left, a
+// moment later: other inputs may come first, as in the server's loop.
+func (c *cluster) processMore(n *node) {
+	if !n.up || n.moreAt || !n.rep.HasWork() {
+		return
+	}
+	n.moreAt = true
+	c.faults["work left by a bounded Process"]++ // not a fault: proof the path ran
+	incarnation := n.incarnation
+	c.sched.At(c.sched.Now()+time.Duration(1+c.rng.Int64N(int64(time.Millisecond))), func() {
+		if n.incarnation != incarnation {
+			return // a crash took the work; the restart's moreAt is its own
+		}
+		n.moreAt = false
+		if n.up {
+			c.handle(n, n.rep.Process())
+		}
+	})
+}
+
+// snapshotReads is the replica's replica.Config.ReadSnapshots: with
+// Options.SnapshotReadLatencyMax the core's reads of a snapshot to send
+// are done as a later event, as the server does them on a goroutine.
+func (c *cluster) snapshotReads(n *node) func(read func()) {
+	if c.opts.SnapshotReadLatencyMax <= 0 {
+		return nil
+	}
+	return func(read func()) {
+		incarnation := n.incarnation
+		c.sched.At(c.sched.Now()+time.Duration(1+c.rng.Int64N(int64(c.opts.SnapshotReadLatencyMax))), func() {
+			if n.up && n.incarnation == incarnation {
+				c.faults["snapshot read in the background"]++ // not a fault: proof the path ran
+				read()
+			}
+		})
+	}
 }
 
 // corruptionFound takes a replica whose disk returned corrupt bytes out of

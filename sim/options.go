@@ -32,6 +32,15 @@ type Options struct {
 	// replica keeps working meanwhile, and a crash loses those in flight.
 	// Zero writes inline, as if the disk were instantaneous.
 	DiskLatencyMax time.Duration
+	// SnapshotReadLatencyMax, when positive, has a replica read the
+	// snapshot it sends to a peer in the background, as the server does:
+	// the read completes after a latency drawn from (0, max], and the core
+	// sends nothing until it asks again (replica.Config.ReadSnapshots).
+	SnapshotReadLatencyMax time.Duration
+	// MaxApplyPerProcess bounds the entries one Process applies
+	// (replica.Config.MaxApplyPerProcess); the rest is processed a moment
+	// later, other inputs possibly first. Zero applies all at once.
+	MaxApplyPerProcess uint64
 	// Epoch is the wall-clock time at the start of the run.
 	Epoch time.Time
 	// Nomad configures the simulated Nomad (its Epoch is set from Epoch).
@@ -72,27 +81,39 @@ func DefaultOptions(seed uint64) Options {
 	if seed%2 == 1 {
 		diskLatency = 3 * time.Millisecond
 	}
+	// Independently of that, half the seeds read snapshots to send in the
+	// background, and half bound the entries a Process applies.
+	var snapshotReads time.Duration
+	if seed/2%2 == 1 {
+		snapshotReads = 200 * time.Millisecond
+	}
+	var maxApply uint64
+	if seed/4%2 == 1 {
+		maxApply = 1 + seed/8%8
+	}
 	nomad := simnomad.DefaultConfig()
 	nomad.GCThreshold = 10 * time.Second
 	nomad.RunMin, nomad.RunMax = 200*time.Millisecond, 4*time.Second
 	return Options{
-		Epoch:          EpochFor(seed),
-		Nomad:          nomad,
-		MemoryHorizon:  10 * time.Second,
-		ClockSkew:      2 * time.Second,
-		LatenessBound:  4 * time.Second,
-		DiskLatencyMax: diskLatency,
-		Seed:           seed,
-		Replicas:       3,
-		Duration:       70 * time.Second,
-		HealAt:         50 * time.Second,
-		LivenessBound:  10 * time.Second,
-		TickInterval:   50 * time.Millisecond,
-		Timing:         paxos.DefaultTiming(),
-		Limits:         limits,
-		Snapshots:      replica.SnapshotPolicy{EveryEntries: 64, TailEntries: 16},
-		ProposalEvery:  150 * time.Millisecond,
-		FaultEvery:     700 * time.Millisecond,
+		Epoch:                  EpochFor(seed),
+		Nomad:                  nomad,
+		MemoryHorizon:          10 * time.Second,
+		ClockSkew:              2 * time.Second,
+		LatenessBound:          4 * time.Second,
+		DiskLatencyMax:         diskLatency,
+		SnapshotReadLatencyMax: snapshotReads,
+		MaxApplyPerProcess:     maxApply,
+		Seed:                   seed,
+		Replicas:               3,
+		Duration:               70 * time.Second,
+		HealAt:                 50 * time.Second,
+		LivenessBound:          10 * time.Second,
+		TickInterval:           50 * time.Millisecond,
+		Timing:                 paxos.DefaultTiming(),
+		Limits:                 limits,
+		Snapshots:              replica.SnapshotPolicy{EveryEntries: 64, TailEntries: 16},
+		ProposalEvery:          150 * time.Millisecond,
+		FaultEvery:             700 * time.Millisecond,
 	}
 }
 

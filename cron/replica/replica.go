@@ -107,6 +107,20 @@ type Config struct {
 	// replica keeps stepping while a write is in flight, and the caller
 	// calls WriteDone once it is durable. Nil writes to Store inline.
 	Writer Writer
+	// ReadSnapshots, when set, runs the core's reads of the snapshot it
+	// sends to a peer off the replica's thread (on a goroutine; in the
+	// simulator, as a later event): read must be called once, on any
+	// thread, unless the replica is being discarded. Nil reads them
+	// inline, on the replica's thread.
+	ReadSnapshots func(read func())
+	// MaxApplyPerProcess, when positive, bounds the entries one Process
+	// applies: it stops after the Ready that reaches the bound, and
+	// HasWork reports what is left, for the caller to process in its next
+	// turn. A restarted replica may have tens of thousands of chosen
+	// entries to apply (1.2-1.4 s of one turn at a million jobs), and a
+	// turn that long holds up its heartbeats and replies. Zero applies
+	// everything at once.
+	MaxApplyPerProcess uint64
 }
 
 // Freezer is a StateMachine that can capture its state in a moment and
@@ -160,6 +174,7 @@ type Replica struct {
 	applied             uint64
 	writer              Writer
 	inflight            []write // handed to writer, oldest first
+	maxApply            uint64  // Config.MaxApplyPerProcess
 }
 
 // write is one write in flight: a Ready's, or a local snapshot's.
@@ -187,8 +202,12 @@ func New(cfg Config) (*Replica, error) {
 			return nil, fmt.Errorf("replica: restoring snapshot at %d: %w", snap.Meta.Index, err)
 		}
 	}
+	var coreStore paxos.Storage = cfg.Store
+	if cfg.ReadSnapshots != nil {
+		coreStore = &snapshotReads{Store: cfg.Store, start: cfg.ReadSnapshots}
+	}
 	node, err := paxos.NewNode(paxos.Config{
-		ID: cfg.ID, Membership: cfg.Membership, Storage: cfg.Store, Rand: cfg.Rand,
+		ID: cfg.ID, Membership: cfg.Membership, Storage: coreStore, Rand: cfg.Rand,
 		Applied: snap.Meta.Index, Timing: cfg.Timing, Limits: cfg.Limits, Rebuilding: cfg.Rebuilding,
 	})
 	if err != nil {
@@ -197,7 +216,7 @@ func New(cfg Config) (*Replica, error) {
 	r := &Replica{
 		node: node, store: cfg.Store, sm: cfg.StateMachine, send: cfg.Send, obs: cfg.Observer,
 		policy: cfg.Snapshots, snapAt: snap.Meta.Index, applied: snap.Meta.Index, snapBytes: len(snap.Data),
-		writer: cfg.Writer,
+		writer: cfg.Writer, maxApply: cfg.MaxApplyPerProcess,
 	}
 	if snap.Meta.Index > 0 {
 		r.obs.Restored(snap.Meta.Index)
@@ -246,14 +265,24 @@ func (r *Replica) Propose(cmd []byte) (uint64, error) { return r.node.Propose(cm
 // advance. A storage error halts the replica: it must be restarted from
 // its store (or rebuilt from peers), never go on from state it cannot
 // trust.
+//
+// With Config.MaxApplyPerProcess it may stop with work left (HasWork).
 func (r *Replica) Process() error {
+	from := r.applied
 	for r.node.HasReady() {
+		if r.maxApply > 0 && r.applied-from >= r.maxApply {
+			break
+		}
 		if err := r.processReady(); err != nil {
 			return err
 		}
 	}
 	return r.node.Err()
 }
+
+// HasWork reports whether Process has anything to do: work a bounded
+// Process left, or what inputs since the last one brought.
+func (r *Replica) HasWork() bool { return r.node.HasReady() }
 
 func (r *Replica) processReady() error {
 	return r.handleReady(r.node.Ready(), false)

@@ -308,3 +308,99 @@ func TestCurrentSnapshotSavesNothing(t *testing.T) {
 		t.Fatalf("CurrentSnapshot saved a snapshot at %d", stored.Meta.Index)
 	}
 }
+
+// A bounded Process applies at most about MaxApplyPerProcess entries and
+// leaves the rest for the next, which HasWork announces: a restarted
+// replica with a long log to apply takes many short turns, in order.
+func TestProcessBoundsItsApplies(t *testing.T) {
+	store := memstore.New()
+	r, _ := newSolo(t, store, SnapshotPolicy{})
+	var want []string
+	for i := range 100 {
+		want = append(want, string(rune('a'+i%26))+strings.Repeat("x", i/26))
+	}
+	propose(t, r, want...)
+	store.Crash()
+
+	limits := paxos.DefaultLimits()
+	limits.MaxBatchEntries = 4
+	sm := &listMachine{}
+	r2, err := New(Config{
+		ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1}},
+		Timing: paxos.DefaultTiming(), Limits: limits, Rand: rand.New(rand.NewPCG(1, 1)),
+		Store: store, StateMachine: sm, Send: func(paxos.Message) { t.Fatal("a lone replica sent a message") },
+		Observer: NopObserver{}, MaxApplyPerProcess: 10,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chosen := r2.Node().Status().Chosen
+	calls := 0
+	for r2.HasWork() {
+		before := r2.Applied()
+		if err := r2.Process(); err != nil {
+			t.Fatal(err)
+		}
+		calls++
+		// The bound is checked between Readys of at most 4 entries.
+		if got := r2.Applied() - before; got == 0 || got > 10+4-1 {
+			t.Fatalf("Process %d applied %d entries, want 1 to 13", calls, got)
+		}
+	}
+	// Slot 1 is the leader's no-op; the store knows all but the last
+	// few slots chosen (the rest a new ballot will choose again).
+	if chosen < 90 || r2.Applied() != chosen || calls < int(chosen)/13 {
+		t.Fatalf("applied %d of %d chosen in %d calls; want all, at most 13 a call", r2.Applied(), chosen, calls)
+	}
+	if got := strings.Join(sm.cmds, ","); got != strings.Join(want[:chosen-1], ",") {
+		t.Fatalf("applied %q", got)
+	}
+}
+
+// fakeSnapshots is a store whose Snapshot answers what it is told.
+type fakeSnapshots struct {
+	storage.Store
+	snap  paxos.Snapshot
+	err   error
+	reads int
+}
+
+func (f *fakeSnapshots) Snapshot() (paxos.Snapshot, error) {
+	f.reads++
+	return f.snap, f.err
+}
+
+// Reads of the snapshot for the core start in the background: the first
+// ask finds it unavailable, the read is started once however often the
+// core asks meanwhile, the snapshot read is handed over once, and a later
+// ask reads again; a failed read is handed over as the error.
+func TestSnapshotReadsInTheBackground(t *testing.T) {
+	store := &fakeSnapshots{Store: memstore.New(), snap: paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: 7}, Data: []byte("state")}}
+	var started []func()
+	s := &snapshotReads{Store: store, start: func(read func()) { started = append(started, read) }}
+	ask := func(wantIndex uint64, wantErr error) {
+		t.Helper()
+		snap, err := s.Snapshot()
+		if !errors.Is(err, wantErr) || (wantErr == nil) != (err == nil) || snap.Meta.Index != wantIndex {
+			t.Fatalf("Snapshot = index %d, %v; want index %d, %v", snap.Meta.Index, err, wantIndex, wantErr)
+		}
+	}
+	ask(0, paxos.ErrSnapshotTemporarilyUnavailable)
+	ask(0, paxos.ErrSnapshotTemporarilyUnavailable)
+	if len(started) != 1 || store.reads != 0 {
+		t.Fatalf("%d reads started, %d done; want 1 started, none done yet", len(started), store.reads)
+	}
+	started[0]()
+	ask(7, nil)
+	ask(0, paxos.ErrSnapshotTemporarilyUnavailable) // handed over once: a new read
+	if len(started) != 2 {
+		t.Fatalf("%d reads started, want 2", len(started))
+	}
+	store.err = errors.New("disk on fire")
+	started[1]()
+	snap, err := s.Snapshot()
+	if err == nil || err.Error() != "disk on fire" || snap.Meta.Index != 0 {
+		t.Fatalf("after a failed read: %d, %v; want the read's error", snap.Meta.Index, err)
+	}
+	ask(0, paxos.ErrSnapshotTemporarilyUnavailable)
+}

@@ -86,6 +86,10 @@ type Config struct {
 	// (from the loop goroutine: it must not block).
 	OnSlowTurn func(Turn)
 	SlowTurn   time.Duration
+	// MaxApplyPerTurn bounds the entries one turn's Process applies (zero:
+	// DefaultMaxApplyPerTurn); the loop takes the rest in the next turns,
+	// reading messages and ticks between them.
+	MaxApplyPerTurn uint64
 	// OnSnapshot, when set, is called once a local snapshot at index is
 	// durable in the store (from the loop goroutine: it must not block).
 	OnSnapshot func(index uint64)
@@ -248,6 +252,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.SlowTurn == 0 {
 		cfg.SlowTurn = DefaultSlowTurn
 	}
+	if cfg.MaxApplyPerTurn == 0 {
+		cfg.MaxApplyPerTurn = DefaultMaxApplyPerTurn
+	}
 	n := &Node{
 		cfg: cfg, id: cfg.ID,
 		inbox:     make(chan paxos.Message, cfg.InboxMessages),
@@ -276,6 +283,11 @@ func New(cfg Config) (*Node, error) {
 		Snapshots: cfg.Snapshots, Observer: observer{n: n},
 		Writer:     n.writerFor(!cfg.InlineWrites),
 		Rebuilding: cfg.Rebuilding,
+		// A snapshot to send is read on a goroutine of its own (a large
+		// one takes seconds); the store is safe for concurrent use and
+		// its reads do not hold up its writes.
+		ReadSnapshots:      func(read func()) { go read() },
+		MaxApplyPerProcess: cfg.MaxApplyPerTurn,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: replica %d: %w", cfg.ID, err)
@@ -584,6 +596,10 @@ func (n *Node) run() {
 	var clock turnClock
 	for {
 		select {
+		case <-n.workLeft():
+			// A bounded Process left entries to apply: this turn's
+			// Process goes on with them.
+			clock.begin(InputWorkLeft, n.rep.Applied())
 		case <-n.quit:
 			n.failAll(ErrStopped)
 			n.publishErr(ErrStopped)
@@ -613,10 +629,18 @@ func (n *Node) run() {
 			clock.begin(InputWake, n.rep.Applied())
 		}
 		clock.t.First = clock.lap()
+		// A turn applies about MaxApplyPerTurn entries at most: each
+		// completed write's Process may apply that many, so once the turn
+		// has, it takes no more inputs and leaves Process to the next
+		// turn, which workLeft starts at once.
+		budgetLeft := func() bool { return n.rep.Applied()-clock.applied < n.cfg.MaxApplyPerTurn }
 	drain:
 		// Bounded, so that a flood of inputs cannot postpone the Save
 		// (and with it every reply) indefinitely.
 		for range maxDrain {
+			if !budgetLeft() {
+				break
+			}
 			select {
 			case m := <-n.inbox:
 				n.step(m)
@@ -637,7 +661,7 @@ func (n *Node) run() {
 		}
 		n.retryBusy()
 		clock.t.Drain = clock.lap()
-		if !n.process() {
+		if budgetLeft() && !n.process() {
 			return
 		}
 		clock.t.Process = clock.lap()
@@ -660,6 +684,22 @@ func (n *Node) endTurn(t Turn) {
 		n.cfg.OnSlowTurn(t)
 	}
 }
+
+// workLeft is a closed channel, ready at once, while the replica has work
+// that a bounded Process left and can go on with it; nil, which blocks,
+// otherwise.
+func (n *Node) workLeft() <-chan struct{} {
+	if n.rep.InFlight() < maxWritesInFlight && n.rep.HasWork() {
+		return closedChan
+	}
+	return nil
+}
+
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // process runs the core's pending Readys, unless too many asynchronous
 // writes are in flight; false means the replica failed.

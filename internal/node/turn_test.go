@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"paxcron/cron/replica"
+	"paxcron/paxos"
+	"paxcron/storage/memstore"
 )
 
 // TestSlowTurnsReported: a turn of the loop as long as SlowTurn is
@@ -62,4 +64,69 @@ func TestSlowTurnsReported(t *testing.T) {
 		}
 		t.Fatalf("LongestTurn %v after a 300 ms turn", n.Status().LongestTurn)
 	})
+}
+
+// TestRestartAppliesItsLogInBoundedTurns: a replica restarted with a long
+// log to apply takes it in turns of at most MaxApplyPerTurn entries (give
+// or take one Ready's batch), not in one long turn, and still applies it
+// all.
+func TestRestartAppliesItsLogInBoundedTurns(t *testing.T) {
+	store := memstore.New()
+	limits := paxos.DefaultLimits()
+	limits.MaxBatchEntries = 8
+	cfg := Config{
+		ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1}}, Store: store,
+		Send: func(paxos.Message) {}, TickInterval: 10 * time.Millisecond, Timing: paxos.DefaultTiming(), Limits: limits,
+	}
+	first, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Start()
+	leaderOf(t, []*Node{first})
+	ctx := context.Background()
+	const commands = 1000
+	for i := range commands {
+		if err := first.Propose(ctx, []byte{byte(i), byte(i >> 8)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := first.Status()
+	first.Stop()
+
+	var mu sync.Mutex
+	var turns []Turn
+	cfg.MaxApplyPerTurn = 50
+	cfg.SlowTurn = time.Nanosecond // every turn is heard
+	cfg.OnSlowTurn = func(tn Turn) {
+		mu.Lock()
+		turns = append(turns, tn)
+		mu.Unlock()
+	}
+	again, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Start()
+	defer again.Stop()
+	for again.Status().Applied < want.Applied {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s := again.Status(); s.Commands != commands || s.Hash != want.Hash {
+		t.Fatalf("restarted: %d commands, hash %x; want %d, %x", s.Commands, s.Hash, commands, want.Hash)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var most uint64
+	workLeft := 0
+	for _, tn := range turns {
+		most = max(most, tn.Applied)
+		if tn.Woke == InputWorkLeft {
+			workLeft++
+		}
+	}
+	// Completed writes wake some of the turns, the work left the others.
+	if most > 50+8 || len(turns) < commands/(50+8) || workLeft == 0 {
+		t.Fatalf("at most %d entries applied in a turn (want at most 58), %d turns woken by work left of %d", most, workLeft, len(turns))
+	}
 }

@@ -69,3 +69,7 @@ func (quietLogger) Infof(string, ...any) {}
 func (quietLogger) Errorf(format string, args ...any) { pebble.DefaultLogger.Errorf(format, args...) }
 
 func (quietLogger) Fatalf(format string, args ...any) { pebble.DefaultLogger.Fatalf(format, args...) }
+
+// SetSnapshotReadHook has Snapshot call hook once it has pinned its view
+// of the database and released the store's lock.
+func SetSnapshotReadHook(s *Store, hook func()) { s.testHookSnapshotRead = hook }

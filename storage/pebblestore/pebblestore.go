@@ -50,6 +50,12 @@ type Store struct {
 	snapIndex   uint64
 	firstSlot   uint64 // paxos.Storage.FirstSlot
 	lastSlot    uint64
+	// reads counts the snapshot reads running outside the lock, each on
+	// its own view of the database; Close waits for them.
+	reads sync.WaitGroup
+	// testHookSnapshotRead, if set, runs in Snapshot once the view is
+	// pinned and the lock released.
+	testHookSnapshotRead func()
 	// Write-side scratch, used under the write lock.
 	codec *storage.Codec
 	value []byte
@@ -190,6 +196,11 @@ func (s *Store) Close() error {
 		return storage.ErrClosed
 	}
 	s.err = storage.ErrClosed
+	// A snapshot read holds a view of the database without the lock; no
+	// new one starts now that err is set.
+	s.mu.Unlock()
+	s.reads.Wait()
+	s.mu.Lock()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("storage: pebblestore: close: %w", err)
 	}
@@ -222,30 +233,48 @@ func (s *Store) InitialState() (paxos.HardState, paxos.SnapshotMeta, error) {
 	return hs, snap.Meta, err
 }
 
-// Snapshot implements paxos.Storage.
+// Snapshot implements paxos.Storage. It holds the store's lock only to
+// pin a view of the database: reading and decoding a snapshot of a large
+// state takes seconds (a million jobs: 174 MiB), and the replica reads it
+// in the background while its writes go on.
 func (s *Store) Snapshot() (paxos.Snapshot, error) {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.err != nil {
-		return paxos.Snapshot{}, s.err
+	if s.err != nil || !s.hasSnapshot {
+		err := s.err
+		s.mu.RUnlock()
+		return paxos.Snapshot{}, err
+	}
+	index := s.snapIndex
+	view := s.db.NewSnapshot()
+	s.reads.Add(1)
+	s.mu.RUnlock()
+	defer s.reads.Done()
+	defer view.Close()
+	if s.testHookSnapshotRead != nil {
+		s.testHookSnapshotRead()
 	}
 	c := readCodecs.Get().(*storage.Codec)
 	defer readCodecs.Put(c)
-	return s.readSnapshot(c)
+	return readSnapshotAt(view, c, index)
 }
 
+// readSnapshot reads the newest snapshot under the store's lock.
 func (s *Store) readSnapshot(c *storage.Codec) (paxos.Snapshot, error) {
 	if !s.hasSnapshot {
 		return paxos.Snapshot{}, nil
 	}
-	rec, closer, err := s.db.Get(snapshotKey(s.snapIndex))
+	return readSnapshotAt(s.db, c, s.snapIndex)
+}
+
+func readSnapshotAt(r pebble.Reader, c *storage.Codec, index uint64) (paxos.Snapshot, error) {
+	rec, closer, err := r.Get(snapshotKey(index))
 	if err != nil {
 		// The key was there at Open or written since: losing it is
 		// corruption, not absence.
-		return paxos.Snapshot{}, fmt.Errorf("storage: pebblestore: read snapshot at index %d: %w", s.snapIndex, err)
+		return paxos.Snapshot{}, fmt.Errorf("storage: pebblestore: read snapshot at index %d: %w", index, err)
 	}
 	defer closer.Close()
-	return c.DecodeSnapshot(s.snapIndex, rec)
+	return c.DecodeSnapshot(index, rec)
 }
 
 // FirstSlot implements paxos.Storage.

@@ -1,9 +1,11 @@
 package pebblestore_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -194,4 +196,75 @@ func checkEntriesUpTo(s *pebblestore.Store, last uint64) error {
 		}
 	}
 	return nil
+}
+
+// TestSnapshotReadDoesNotHoldUpWrites reads a snapshot while saves go on:
+// a read of a large snapshot takes seconds, and the replica's writes must
+// not wait for it. The read returns the snapshot it started on, whole,
+// even though a newer one replaced it meanwhile; Close waits for it.
+func TestSnapshotReadDoesNotHoldUpWrites(t *testing.T) {
+	s := openMemDisk(t, pebblestore.Options{MemTableBytes: 64 << 10}).store
+	members := paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}
+	snapAt := func(index uint64) storage.Update {
+		data := []byte(fmt.Sprintf("state at %d", index))
+		return storage.Update{Snapshot: &paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: index, Membership: members}, Data: data}}
+	}
+	if err := s.Save(snapAt(10)); err != nil {
+		t.Fatal(err)
+	}
+	pinned, release := make(chan struct{}), make(chan struct{})
+	pebblestore.SetSnapshotReadHook(s, func() {
+		close(pinned)
+		<-release
+	})
+	type result struct {
+		snap paxos.Snapshot
+		err  error
+	}
+	read := make(chan result, 1)
+	go func() {
+		snap, err := s.Snapshot()
+		read <- result{snap, err}
+	}()
+	<-pinned
+	// With the read under way: entries, a newer snapshot that deletes the
+	// old one's key, and reads of other kinds all go through.
+	saved := make(chan error, 1)
+	go func() {
+		es := []paxos.Entry{{Slot: 11, Kind: paxos.EntryCommand, Data: []byte("x")}}
+		err := s.Save(storage.Update{Entries: es})
+		if err == nil {
+			err = s.Save(snapAt(11))
+		}
+		saved <- err
+	}()
+	select {
+	case err := <-saved:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Save waited for the snapshot read")
+	}
+	if last, err := s.LastSlot(); err != nil || last != 11 {
+		t.Fatalf("LastSlot = %d, %v; want 11", last, err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a snapshot read held a view of the database", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	r := <-read
+	if r.err != nil || r.snap.Meta.Index != 10 || string(r.snap.Data) != "state at 10" {
+		t.Fatalf("Snapshot = %d %q, %v; want the snapshot at 10 it started on", r.snap.Meta.Index, r.snap.Data, r.err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := s.Snapshot(); !errors.Is(err, storage.ErrClosed) {
+		t.Fatalf("Snapshot after Close: %v, want storage.ErrClosed", err)
+	}
 }
