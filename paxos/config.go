@@ -56,6 +56,19 @@ type Limits struct {
 	// peer: it holds a transfer's bytes in memory until the last chunk
 	// arrives, and refuses (ErrSnapshotTooLarge) a transfer announcing more.
 	MaxSnapshotBytes uint64
+	// MaxApplyEntries bounds the chosen entries one Ready hands over to
+	// apply (Ready.Committed); zero means MaxBatchEntries. A caller that
+	// bounds the applies of a turn of its loop (replica.Config.
+	// MaxApplyPerProcess) can only stop between Readys.
+	MaxApplyEntries int
+}
+
+// applyEntries is MaxApplyEntries with its default.
+func (l Limits) applyEntries() int {
+	if l.MaxApplyEntries > 0 {
+		return l.MaxApplyEntries
+	}
+	return l.MaxBatchEntries
 }
 
 // DefaultLimits returns limits that keep a message under about 4 MiB, and
@@ -136,6 +149,8 @@ func (c *Config) validate() error {
 		return bad("MaxUncommittedSlots must be positive and MaxPromiseLagSlots at least twice it: %+v", l)
 	case l.MaxSnapshotChunkBytes == 0 || l.MaxSnapshotChunkBytes > MaxMessageBytes/2:
 		return bad("MaxSnapshotChunkBytes must be in [1, %d] (MaxMessageBytes/2): %d", MaxMessageBytes/2, l.MaxSnapshotChunkBytes)
+	case l.MaxApplyEntries < 0:
+		return bad("MaxApplyEntries must not be negative: %d", l.MaxApplyEntries)
 	case l.MaxSnapshotBytes == 0:
 		return bad("MaxSnapshotBytes must be positive")
 	}

@@ -542,7 +542,7 @@ func (n *Node) committedEntries() []Entry {
 	if n.applied >= n.hs.Chosen {
 		return nil
 	}
-	es, err := n.log.entries(n.applied+1, n.hs.Chosen+1, n.limits.MaxBatchEntries, n.limits.MaxBatchBytes)
+	es, err := n.log.entries(n.applied+1, n.hs.Chosen+1, n.limits.applyEntries(), n.limits.MaxBatchBytes)
 	if err != nil {
 		n.halt(fmt.Errorf("reading chosen entries from %d: %w", n.applied+1, err))
 		return nil

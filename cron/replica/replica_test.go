@@ -323,7 +323,7 @@ func TestProcessBoundsItsApplies(t *testing.T) {
 	store.Crash()
 
 	limits := paxos.DefaultLimits()
-	limits.MaxBatchEntries = 4
+	limits.MaxApplyEntries = 4 // a Ready's Committed; the bound is checked between Readys
 	sm := &listMachine{}
 	r2, err := New(Config{
 		ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1}},

@@ -255,6 +255,12 @@ func New(cfg Config) (*Node, error) {
 	if cfg.MaxApplyPerTurn == 0 {
 		cfg.MaxApplyPerTurn = DefaultMaxApplyPerTurn
 	}
+	// The replica stops between Readys: smaller Readys keep a turn near
+	// its bound.
+	applyBatch := max(1, min(int(cfg.MaxApplyPerTurn/4), cfg.Limits.MaxBatchEntries))
+	if cfg.Limits.MaxApplyEntries == 0 || cfg.Limits.MaxApplyEntries > applyBatch {
+		cfg.Limits.MaxApplyEntries = applyBatch
+	}
 	n := &Node{
 		cfg: cfg, id: cfg.ID,
 		inbox:     make(chan paxos.Message, cfg.InboxMessages),

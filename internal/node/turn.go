@@ -12,9 +12,12 @@ import (
 const DefaultSlowTurn = 250 * time.Millisecond
 
 // DefaultMaxApplyPerTurn is Config.MaxApplyPerTurn's default. At a million
-// jobs an entry takes about 17 µs to apply (a restarted follower applied
-// 71-75k in 1.2-1.4 s), so a turn applies for about 35 ms at most.
-const DefaultMaxApplyPerTurn = 2048
+// jobs a follower restarted from its disk applied 71-75k entries in 1.2-1.4
+// s (17 µs each), but 4,096 took 656 ms right after its snapshot was
+// restored (160 µs each, while the collector marked the new state): 512
+// keep a turn under about 80 ms even then. Each Ready then carries at most
+// a quarter of it (paxos.Limits.MaxApplyEntries).
+const DefaultMaxApplyPerTurn = 512
 
 // Input names what woke the loop for a turn.
 type Input uint8

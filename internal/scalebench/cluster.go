@@ -63,6 +63,16 @@ type openTimes struct {
 // open opens replica id's store and builds its node from it (restoring
 // its snapshot), without starting it.
 func (c *cluster) open(id paxos.ReplicaID) (openTimes, error) {
+	return c.openAs(id, false)
+}
+
+// openRebuilding opens replica id on an empty store as a rebuilding
+// learner (node.Config.Rebuilding), as after the loss of its disk.
+func (c *cluster) openRebuilding(id paxos.ReplicaID) (openTimes, error) {
+	return c.openAs(id, true)
+}
+
+func (c *cluster) openAs(id paxos.ReplicaID, rebuilding bool) (openTimes, error) {
 	var t openTimes
 	began := time.Now()
 	st, err := pebblestore.Open(c.storeDir(id), pebblestore.Options{FS: vfs.Default, Logger: quietLogger{}})
@@ -71,7 +81,7 @@ func (c *cluster) open(id paxos.ReplicaID) (openTimes, error) {
 	}
 	t.Store = time.Since(began)
 	cfg := c.base
-	cfg.ID, cfg.Store = id, st
+	cfg.ID, cfg.Store, cfg.Rebuilding = id, st, rebuilding
 	cfg.OnSnapshot = func(index uint64) { c.snaps.taken(id, index) }
 	cfg.SlowTurn, cfg.OnSlowTurn = slowTurn, func(t node.Turn) { c.slow.note(id, t) }
 	cfg.OnSaveTimed = func(entries int, took time.Duration) { c.slow.saved(id, entries, took) }

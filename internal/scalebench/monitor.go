@@ -91,6 +91,7 @@ type slowLog struct {
 type slowEvent struct {
 	at   time.Time
 	what string
+	turn bool // a loop turn, not a write
 }
 
 // slowTurn is the shortest turn or write listed among the events: two
@@ -101,22 +102,42 @@ const slowTurn = 100 * time.Millisecond
 // many).
 const maxSlowTurns = 200
 
-func (s *slowLog) add(at time.Time, what string) {
+func (s *slowLog) add(e slowEvent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.events) < maxSlowTurns {
-		s.events = append(s.events, slowEvent{at, what})
+		s.events = append(s.events, e)
 	}
 }
 
+// count is how many events the log holds.
+func (s *slowLog) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.events)
+}
+
+// since lists the slow loop turns among the events after the first n.
+func (s *slowLog) since(n int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, e := range s.events[min(n, len(s.events)):] {
+		if e.turn {
+			out = append(out, e.what)
+		}
+	}
+	return out
+}
+
 func (s *slowLog) note(id paxos.ReplicaID, t node.Turn) {
-	s.add(t.At, fmt.Sprintf("replica %d: a slow loop turn, %v", id, t))
+	s.add(slowEvent{at: t.At, what: fmt.Sprintf("replica %d: a slow loop turn, %v", id, t), turn: true})
 }
 
 // saved notes a synced write that took took, ending now.
 func (s *slowLog) saved(id paxos.ReplicaID, entries int, took time.Duration) {
 	if took >= slowTurn {
-		s.add(time.Now().Add(-took), fmt.Sprintf("replica %d: a slow synced write, %v (%d entries)", id, took.Round(time.Microsecond), entries))
+		s.add(slowEvent{at: time.Now().Add(-took), what: fmt.Sprintf("replica %d: a slow synced write, %v (%d entries)", id, took.Round(time.Microsecond), entries)})
 	}
 }
 

@@ -53,6 +53,9 @@ func Markdown(res *Result, meta ReportMeta) string {
 	r := res.Restart
 	p("| **restart of a follower** | **%v** until caught up | replica %d stopped and opened again from its disk (snapshot at %s and %s log entries after it): store open %v, `node.New` (snapshot restored) %v, then until it applied what the leader had chosen; %s jobs |\n",
 		r.CaughtUp.Round(time.Millisecond), r.ID, thousands(r.SnapshotIndex), thousands(r.LogEntries), r.Open.Store.Round(time.Millisecond), r.Open.Node.Round(time.Millisecond), thousands(r.Jobs))
+	rb := res.Rebuild
+	p("| **rebuild of a follower** | **%v** until caught up; %d leader changes | replica %d stopped, its store deleted, started empty as a rebuilding learner: the leader read its snapshot (off its loop) and streamed it in chunks; %s jobs. Loop turns of %v or more meanwhile: %s |\n",
+		rb.CaughtUp.Round(time.Millisecond), rb.LeaderChanges, rb.ID, thousands(rb.Jobs), slowTurn, orNone(rb.SlowTurns))
 	var opens []string
 	for _, o := range res.Start.Open {
 		opens = append(opens, (o.Store + o.Node).Round(time.Millisecond).String())
@@ -152,4 +155,12 @@ func thousands[T ~int | ~int64 | ~uint64](n T) string {
 		return "-" + string(out)
 	}
 	return string(out)
+}
+
+// orNone joins a list for a table cell, or says there was none.
+func orNone(items []string) string {
+	if len(items) == 0 {
+		return "none"
+	}
+	return strings.Join(items, "; ")
 }

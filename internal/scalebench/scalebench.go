@@ -119,6 +119,9 @@ type Result struct {
 	Snap   Snapshot
 	// Restart is a follower stopped and started again from its disk.
 	Restart Restart
+	// Rebuild is a follower that lost its disk and rejoined from its
+	// peers: the leader streamed it the whole snapshot.
+	Rebuild Rebuild
 }
 
 // Window is one sampling window of the steady state.
@@ -217,6 +220,22 @@ type Restart struct {
 	// the leader had chosen when it looked.
 	CaughtUp time.Duration
 	Jobs     int // its state's jobs once caught up, a check
+}
+
+// Rebuild is a follower whose disk was lost, started empty as a
+// rebuilding learner and caught up from the leader's snapshot.
+type Rebuild struct {
+	ID paxos.ReplicaID
+	// CaughtUp is from its start until it applied everything the leader
+	// had chosen when it looked and voted again.
+	CaughtUp time.Duration
+	// LeaderChanges counts the launchers that took over meanwhile; the
+	// leader must keep its lease while it reads and streams its snapshot.
+	LeaderChanges int
+	// SlowTurns lists the loop turns of slowTurn or more, any replica's,
+	// during the rebuild.
+	SlowTurns []string
+	Jobs      int // its state's jobs once caught up, a check
 }
 
 // Names: the minutely jobs first, then the yearly ones.
@@ -342,6 +361,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	logf("snapshot on the leader: %d bytes, freeze %v, durable after %v", res.Snap.Bytes, res.Snap.Freeze, res.Snap.ToDurable)
+	if err := rebuildFollower(ctx, c, res); err != nil {
+		return nil, err
+	}
+	logf("follower %d rebuilt from its peers: %+v", res.Rebuild.ID, res.Rebuild)
 	if err := c.failed(); err != nil {
 		return nil, err
 	}
@@ -743,4 +766,65 @@ func restartFollower(ctx context.Context, c *cluster, res *Result) error {
 		pprof.StopCPUProfile() // a second stop does nothing
 	}
 	return c.node(f).Cron(ctx, func(l *launcher.Launcher) { r.Jobs = l.Machine().JobCount() })
+}
+
+// rebuildFollower stops a follower, deletes its store, and starts it empty
+// as a rebuilding learner (an operator replacing a lost disk): the leader
+// has compacted its log past anything the learner holds, so it reads its
+// snapshot and streams it.
+func rebuildFollower(ctx context.Context, c *cluster, res *Result) error {
+	leader, err := waitLaunching(ctx, c)
+	if err != nil {
+		return err
+	}
+	f := leader%replicas + 1
+	r := &res.Rebuild
+	r.ID = f
+	if err := c.stop(f); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(c.storeDir(f)); err != nil {
+		return fmt.Errorf("scalebench: deleting replica %d's store: %w", f, err)
+	}
+	slowBefore := c.slow.count()
+	began := time.Now()
+	if _, err := c.openRebuilding(f); err != nil {
+		return err
+	}
+	c.start(f)
+	stop := make(chan struct{})
+	changes := make(chan int, 1)
+	go func() { changes <- countLeaderChanges(c, leader, stop) }()
+	err = poll(ctx, func() (bool, error) {
+		chosen := c.status(leader).Chosen
+		st := c.status(f)
+		return chosen > 0 && !st.Rebuilding && st.Applied >= chosen, c.failed()
+	})
+	close(stop)
+	r.LeaderChanges = <-changes
+	if err != nil {
+		return err
+	}
+	r.CaughtUp = time.Since(began)
+	r.SlowTurns = c.slow.since(slowBefore)
+	return c.node(f).Cron(ctx, func(l *launcher.Launcher) { r.Jobs = l.Machine().JobCount() })
+}
+
+// countLeaderChanges counts, until stop closes, the times another replica
+// than was's launched (polled every 5 ms).
+func countLeaderChanges(c *cluster, was paxos.ReplicaID, stop <-chan struct{}) int {
+	changes := 0
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return changes
+		case <-t.C:
+			if id, ok := c.launching(); ok && id != was {
+				changes++
+				was = id
+			}
+		}
+	}
 }

@@ -222,6 +222,9 @@ func TestQuickRun(t *testing.T) {
 	if r := res.Restart; r.ID == res.Leader || r.SnapshotIndex != uint64(cfg.Jobs) || r.LogEntries == 0 {
 		t.Errorf("restart %+v: want a follower of %d, from the seeded snapshot at %d and the log after it", r, res.Leader, cfg.Jobs)
 	}
+	if r := res.Rebuild; r.ID == res.Leader || r.Jobs != cfg.Jobs || r.CaughtUp <= 0 {
+		t.Errorf("rebuild %+v: want a follower of %d caught up from the leader's snapshot, with %d jobs", r, res.Leader, cfg.Jobs)
+	}
 	if res.Memory.FollowerHeap <= 0 || res.Memory.Heap <= res.Memory.BaselineHeap {
 		t.Errorf("memory %+v: want a follower's heap, and the process's above its baseline", res.Memory)
 	}
@@ -253,7 +256,7 @@ func TestQuickRun(t *testing.T) {
 		t.Error(err)
 	}
 	md := Markdown(res, ReportMeta{Command: "go test", Machine: "m", Commit: "c", GoVersion: "go", Date: time.Now()})
-	for _, want := range []string{"20,000 jobs", "| **leader CPU** |", "| **restart of a follower** |"} {
+	for _, want := range []string{"20,000 jobs", "| **leader CPU** |", "| **restart of a follower** |", "| **rebuild of a follower** |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q", want)
 		}
