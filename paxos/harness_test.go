@@ -18,6 +18,8 @@ type testStorage struct {
 	// unavailable is how many more Snapshot calls answer
 	// ErrSnapshotTemporarilyUnavailable (a read still in the background).
 	unavailable int
+	// widest is the widest range (hi - lo) Entries was asked for.
+	widest uint64
 }
 
 func newTestStorage() *testStorage { return &testStorage{entries: map[uint64]Entry{}, first: 1} }
@@ -30,6 +32,7 @@ func (s *testStorage) Entries(lo, hi, maxBytes uint64) ([]Entry, error) {
 	if lo < s.first {
 		return nil, ErrCompacted
 	}
+	s.widest = max(s.widest, hi-lo)
 	var out []Entry
 	var size uint64
 	for slot := lo; slot < hi && slot <= s.last; slot++ {

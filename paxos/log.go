@@ -179,6 +179,17 @@ func (l *memLog) entries(lo, hi uint64, maxEntries int, maxBytes uint64) ([]Entr
 
 // entriesMerged reads [lo, hi) from Storage and overlays what memory holds.
 func (l *memLog) entriesMerged(lo, hi uint64, maxEntries int, maxBytes uint64) ([]Entry, error) {
+	// Storage bounds a read by bytes only: read no more slots than
+	// maxEntries can use. (A restarted replica applying its log in Readys
+	// of 128 entries read 4 MiB of it from Pebble for each and kept 128: a
+	// catch-up of 80,000 entries took 18 s instead of 1.) Should the window
+	// hold only empty slots, the whole range is read.
+	if span := uint64(maxEntries); hi-lo > span {
+		out, err := l.entriesMerged(lo, lo+span, maxEntries, maxBytes)
+		if err != nil || len(out) > 0 {
+			return out, err
+		}
+	}
 	stored, err := l.storage.Entries(lo, hi, maxBytes)
 	if errors.Is(err, ErrCompacted) {
 		// Storage was compacted further than the overlay knows (a caller

@@ -702,6 +702,7 @@ func TestConfigValidatesSnapshotLimits(t *testing.T) {
 		"no chunk":          func(l *Limits) { l.MaxSnapshotChunkBytes = 0 },
 		"chunk over a half": func(l *Limits) { l.MaxSnapshotChunkBytes = MaxMessageBytes/2 + 1 },
 		"no snapshot":       func(l *Limits) { l.MaxSnapshotBytes = 0 },
+		"negative apply":    func(l *Limits) { l.MaxApplyEntries = -1 },
 	} {
 		limits := DefaultLimits()
 		change(&limits)
@@ -808,5 +809,46 @@ func TestHeartbeatReplyEarlyOnlyWithWhatIsDurable(t *testing.T) {
 	if reply(rd.EarlyMessages, 1) != nil || reply(rd.Messages, 1) == nil || !rd.HardStateChanged {
 		t.Fatalf("new ballot: early %v, late %v, hard state written %t; want the reply after the promise's write",
 			rd.EarlyMessages, rd.Messages, rd.HardStateChanged)
+	}
+}
+
+// A replica restarted with a long chosen log applies it in Readys of at
+// most MaxApplyEntries, and reads no more of it from Storage per Ready
+// than it hands over: a read bounded only by bytes once read 4 MiB of the
+// log for each 128 entries applied.
+func TestRestartReadsTheLogItApplies(t *testing.T) {
+	st := newTestStorage()
+	const chosen = 1000
+	for slot := uint64(1); slot <= chosen; slot++ {
+		st.entries[slot] = Entry{Slot: slot, Kind: EntryCommand, Ballot: Ballot{Round: 1, Replica: 1}, Data: []byte{byte(slot)}}
+	}
+	st.last = chosen
+	st.hs = HardState{Promised: Ballot{Round: 1, Replica: 1}, Chosen: chosen}
+	limits := DefaultLimits()
+	limits.MaxApplyEntries = 16
+	n, err := NewNode(Config{ID: 1, Membership: Membership{Voters: []ReplicaID{1, 2, 3}}, Storage: st,
+		Rand: rand.New(rand.NewPCG(1, 1)), Timing: DefaultTiming(), Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := uint64(1)
+	for n.HasReady() {
+		rd := n.Ready()
+		if len(rd.Committed) > 16 {
+			t.Fatalf("a Ready of %d entries to apply, want at most 16", len(rd.Committed))
+		}
+		for _, e := range rd.Committed {
+			if e.Slot != next {
+				t.Fatalf("applied slot %d, want %d", e.Slot, next)
+			}
+			next++
+		}
+		n.Advance()
+	}
+	if next != chosen+1 {
+		t.Fatalf("applied through %d, want %d", next-1, chosen)
+	}
+	if st.widest > 16 {
+		t.Fatalf("Storage was asked for %d slots at once, want at most 16", st.widest)
 	}
 }
