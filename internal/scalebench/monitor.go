@@ -3,6 +3,7 @@ package scalebench
 import (
 	"cmp"
 	"fmt"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"time"
@@ -36,6 +37,16 @@ type monitor struct {
 // timeout (1-2 s), cheap beside the replicas.
 const monitorEvery = 5 * time.Millisecond
 
+// stallAfter is how late a poll must come to be listed as a stall.
+const stallAfter = 100 * time.Millisecond
+
+// gcCycles is the garbage collector's cycles ended so far.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
 func startMonitor(c *cluster) *monitor {
 	m := &monitor{c: c, began: time.Now(), quit: make(chan struct{}), done: make(chan struct{})}
 	go m.run()
@@ -47,12 +58,23 @@ func (m *monitor) run() {
 	t := time.NewTicker(monitorEvery)
 	defer t.Stop()
 	var lastLeader, lastLaunching string
+	lastPoll, lastGC := time.Now(), gcCycles()
 	for {
 		select {
 		case <-m.quit:
 			return
 		case <-t.C:
 		}
+		// A poll this late means the whole process stood still (every
+		// replica's loop with it), or the monitor got no CPU for as long:
+		// all three replicas share it, so such a stall looks to each like
+		// silence from the others, and to each one's clock like the ticks
+		// it missed, fed at once.
+		now, gc := time.Now(), gcCycles()
+		if late := now.Sub(lastPoll) - monitorEvery; late >= stallAfter {
+			m.add(fmt.Sprintf("the monitor's %v poll came %v late (%d GC cycles ended meanwhile)", monitorEvery, late.Round(time.Millisecond), gc-lastGC))
+		}
+		lastPoll, lastGC = now, gc
 		leader, launching := "no leader", "no launcher"
 		for id := range paxos.ReplicaID(replicas) {
 			s := m.c.status(id + 1)
