@@ -726,11 +726,10 @@ func dirBytes(dir string) (int64, error) {
 // restartFollower measures one follower's memory by stopping it, then
 // starts it again from its disk and waits until it has caught up.
 func restartFollower(ctx context.Context, c *cluster, res *Result) error {
-	leader, err := waitLaunching(ctx, c)
+	leader, f, err := aFollower(ctx, c)
 	if err != nil {
 		return err
 	}
-	f := leader%replicas + 1
 	r := &res.Restart
 	r.ID = f
 	st := c.status(f)
@@ -768,16 +767,21 @@ func restartFollower(ctx context.Context, c *cluster, res *Result) error {
 	return c.node(f).Cron(ctx, func(l *launcher.Launcher) { r.Jobs = l.Machine().JobCount() })
 }
 
+// aFollower waits for a launching leader and names the replica after it.
+func aFollower(ctx context.Context, c *cluster) (leader, follower paxos.ReplicaID, err error) {
+	leader, err = waitLaunching(ctx, c)
+	return leader, leader%replicas + 1, err
+}
+
 // rebuildFollower stops a follower, deletes its store, and starts it empty
 // as a rebuilding learner (an operator replacing a lost disk): the leader
 // has compacted its log past anything the learner holds, so it reads its
 // snapshot and streams it.
 func rebuildFollower(ctx context.Context, c *cluster, res *Result) error {
-	leader, err := waitLaunching(ctx, c)
+	leader, f, err := aFollower(ctx, c)
 	if err != nil {
 		return err
 	}
-	f := leader%replicas + 1
 	r := &res.Rebuild
 	r.ID = f
 	if err := c.stop(f); err != nil {
