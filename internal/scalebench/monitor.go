@@ -3,6 +3,7 @@ package scalebench
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"runtime/metrics"
 	"slices"
 	"sync"
@@ -40,11 +41,46 @@ const monitorEvery = 5 * time.Millisecond
 // stallAfter is how late a poll must come to be listed as a stall.
 const stallAfter = 100 * time.Millisecond
 
-// gcCycles is the garbage collector's cycles ended so far.
-func gcCycles() uint64 {
-	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+// gcReading is what the runtime says of its collector at one moment.
+type gcReading struct {
+	cycles uint64
+	// stopping and total count the collector's stop-the-world pauses by
+	// bucket: the time from deciding to stop the world until every
+	// goroutine stopped (a goroutine that cannot be preempted holds it
+	// up), and the whole pause, that time included.
+	stopping, total *metrics.Float64Histogram
+}
+
+func readGCNow() gcReading {
+	s := []metrics.Sample{
+		{Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/sched/pauses/stopping/gc:seconds"},
+		{Name: "/sched/pauses/total/gc:seconds"},
+	}
 	metrics.Read(s)
-	return s[0].Value.Uint64()
+	return gcReading{cycles: s[0].Value.Uint64(), stopping: s[1].Value.Float64Histogram(), total: s[2].Value.Float64Histogram()}
+}
+
+// longestSince is the upper bound of the highest bucket that gained a
+// count between before and after (zero if none did).
+func longestSince(before, after *metrics.Float64Histogram) time.Duration {
+	for i := len(after.Counts) - 1; i >= 0; i-- {
+		if after.Counts[i] > before.Counts[i] {
+			upper := after.Buckets[i+1]
+			if math.IsInf(upper, 1) {
+				upper = after.Buckets[i]
+			}
+			return time.Duration(upper * float64(time.Second))
+		}
+	}
+	return 0
+}
+
+// describe says what the collector did between r and later.
+func (r gcReading) describe(later gcReading) string {
+	return fmt.Sprintf("%d GC cycles ended meanwhile; longest stop-the-world up to %v, of which stopping up to %v",
+		later.cycles-r.cycles, longestSince(r.total, later.total).Round(time.Millisecond),
+		longestSince(r.stopping, later.stopping).Round(time.Millisecond))
 }
 
 func startMonitor(c *cluster) *monitor {
@@ -58,7 +94,7 @@ func (m *monitor) run() {
 	t := time.NewTicker(monitorEvery)
 	defer t.Stop()
 	var lastLeader, lastLaunching string
-	lastPoll, lastGC := time.Now(), gcCycles()
+	lastPoll, lastGC := time.Now(), readGCNow()
 	for {
 		select {
 		case <-m.quit:
@@ -70,9 +106,9 @@ func (m *monitor) run() {
 		// all three replicas share it, so such a stall looks to each like
 		// silence from the others, and to each one's clock like the ticks
 		// it missed, fed at once.
-		now, gc := time.Now(), gcCycles()
+		now, gc := time.Now(), readGCNow()
 		if late := now.Sub(lastPoll) - monitorEvery; late >= stallAfter {
-			m.add(fmt.Sprintf("the monitor's %v poll came %v late (%d GC cycles ended meanwhile)", monitorEvery, late.Round(time.Millisecond), gc-lastGC))
+			m.add(fmt.Sprintf("the monitor's %v poll came %v late (%s)", monitorEvery, late.Round(time.Millisecond), lastGC.describe(gc)))
 		}
 		lastPoll, lastGC = now, gc
 		leader, launching := "no leader", "no launcher"

@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
+	"math"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -260,5 +262,31 @@ func TestQuickRun(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q", want)
 		}
+	}
+}
+
+// longestSince names the highest bucket of a pause histogram that gained a
+// count, by its upper bound (its lower one for the last, unbounded one).
+func TestLongestSince(t *testing.T) {
+	h := func(counts ...uint64) *metrics.Float64Histogram {
+		return &metrics.Float64Histogram{Counts: counts, Buckets: []float64{0, 0.001, 0.1, 0.5, math.Inf(1)}}
+	}
+	for _, c := range []struct {
+		before, after *metrics.Float64Histogram
+		want          time.Duration
+	}{
+		{h(1, 2, 0, 0), h(1, 2, 0, 0), 0},
+		{h(1, 2, 0, 0), h(5, 3, 0, 0), 100 * time.Millisecond},
+		{h(1, 2, 0, 0), h(1, 2, 1, 0), 500 * time.Millisecond},
+		{h(1, 2, 0, 1), h(1, 2, 1, 2), 500 * time.Millisecond},
+	} {
+		if got := longestSince(c.before, c.after); got != c.want {
+			t.Errorf("longestSince(%v, %v) = %v, want %v", c.before.Counts, c.after.Counts, got, c.want)
+		}
+	}
+	r := gcReading{cycles: 3, stopping: h(0, 0, 0, 0), total: h(0, 0, 0, 0)}
+	later := gcReading{cycles: 4, stopping: h(0, 1, 0, 0), total: h(0, 0, 0, 1)}
+	if got, want := r.describe(later), "1 GC cycles ended meanwhile; longest stop-the-world up to 500ms, of which stopping up to 100ms"; got != want {
+		t.Errorf("describe = %q, want %q", got, want)
 	}
 }
