@@ -229,8 +229,9 @@ type Rebuild struct {
 	// CaughtUp is from its start until it applied everything the leader
 	// had chosen when it looked and voted again.
 	CaughtUp time.Duration
-	// LeaderChanges counts the launchers that took over meanwhile; the
-	// leader must keep its lease while it reads and streams its snapshot.
+	// LeaderChanges counts the times the launching replica lost that role
+	// meanwhile (to another, or to none for a while); the leader should
+	// keep its lease while it reads and streams its snapshot.
 	LeaderChanges int
 	// SlowTurns lists the loop turns of slowTurn or more, any replica's,
 	// during the rebuild.
@@ -814,8 +815,9 @@ func rebuildFollower(ctx context.Context, c *cluster, res *Result) error {
 	return c.node(f).Cron(ctx, func(l *launcher.Launcher) { r.Jobs = l.Machine().JobCount() })
 }
 
-// countLeaderChanges counts, until stop closes, the times another replica
-// than was's launched (polled every 5 ms).
+// countLeaderChanges counts, until stop closes, the times the launching
+// replica lost that role, to another or to none, even if it took it back
+// later (polled every 5 ms).
 func countLeaderChanges(c *cluster, was paxos.ReplicaID, stop <-chan struct{}) int {
 	changes := 0
 	t := time.NewTicker(5 * time.Millisecond)
@@ -825,10 +827,14 @@ func countLeaderChanges(c *cluster, was paxos.ReplicaID, stop <-chan struct{}) i
 		case <-stop:
 			return changes
 		case <-t.C:
-			if id, ok := c.launching(); ok && id != was {
-				changes++
-				was = id
+			id, ok := c.launching()
+			if !ok {
+				id = paxos.None
 			}
+			if was != paxos.None && id != was {
+				changes++
+			}
+			was = id
 		}
 	}
 }
