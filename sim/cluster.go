@@ -42,9 +42,9 @@ type node struct {
 	// to a dead incarnation and never happens.
 	incarnation  uint64
 	writesDoneAt time.Duration // when the last write handed out completes
-	// moreAt is set while a Process is scheduled for the work a bounded
+	// moreScheduled is set while a Process is scheduled for the work a bounded
 	// one left (Options.MaxApplyPerProcess).
-	moreAt bool
+	moreScheduled bool
 }
 
 // cluster is one run: every source of nondeterminism is owned here and
@@ -165,7 +165,7 @@ func (c *cluster) start(n *node) {
 	}
 	var writer replica.Writer
 	n.incarnation++
-	n.moreAt = false // a Process scheduled for the last incarnation never runs
+	n.moreScheduled = false // a Process scheduled for the last incarnation never runs
 	if c.opts.DiskLatencyMax > 0 {
 		writer = &simWriter{c: c, n: n, incarnation: n.incarnation}
 	}
@@ -263,17 +263,17 @@ func (c *cluster) handle(n *node, err error) {
 // processMore schedules a Process for the work a bounded one left, a
 // moment later: other inputs may come first, as in the server's loop.
 func (c *cluster) processMore(n *node) {
-	if !n.up || n.moreAt || !n.rep.HasWork() {
+	if !n.up || n.moreScheduled || !n.rep.HasWork() {
 		return
 	}
-	n.moreAt = true
+	n.moreScheduled = true
 	c.faults["work left by a bounded Process"]++ // not a fault: proof the path ran
 	incarnation := n.incarnation
 	c.sched.At(c.sched.Now()+time.Duration(1+c.rng.Int64N(int64(time.Millisecond))), func() {
 		if n.incarnation != incarnation {
-			return // a crash took the work; the restart's moreAt is its own
+			return // a crash took the work; the restart's moreScheduled is its own
 		}
-		n.moreAt = false
+		n.moreScheduled = false
 		if n.up {
 			c.handle(n, n.rep.Process())
 		}

@@ -86,9 +86,11 @@ type Config struct {
 	// (from the loop goroutine: it must not block).
 	OnSlowTurn func(Turn)
 	SlowTurn   time.Duration
-	// MaxApplyPerTurn bounds the entries one turn's Process applies (zero:
-	// DefaultMaxApplyPerTurn); the loop takes the rest in the next turns,
-	// reading messages and ticks between them.
+	// MaxApplyPerTurn bounds the entries a turn of the loop applies (zero:
+	// DefaultMaxApplyPerTurn): once a turn has applied that many it takes
+	// no more inputs, so the last one it took may bring it to about twice
+	// that. The loop takes the rest in the next turns, reading messages
+	// and ticks between them.
 	MaxApplyPerTurn uint64
 	// OnSnapshot, when set, is called once a local snapshot at index is
 	// durable in the store (from the loop goroutine: it must not block).
@@ -635,10 +637,10 @@ func (n *Node) run() {
 			clock.begin(InputWake, n.rep.Applied())
 		}
 		clock.t.First = clock.lap()
-		// A turn applies about MaxApplyPerTurn entries at most: each
-		// completed write's Process may apply that many, so once the turn
-		// has, it takes no more inputs and leaves Process to the next
-		// turn, which workLeft starts at once.
+		// Each completed write's Process may apply MaxApplyPerTurn
+		// entries (and a Ready more): once the turn has applied that many
+		// it takes no more inputs and leaves Process to the next turn,
+		// which workLeft starts at once.
 		budgetLeft := func() bool { return n.rep.Applied()-clock.applied < n.cfg.MaxApplyPerTurn }
 	drain:
 		// Bounded, so that a flood of inputs cannot postpone the Save

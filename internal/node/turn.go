@@ -12,11 +12,12 @@ import (
 const DefaultSlowTurn = 250 * time.Millisecond
 
 // DefaultMaxApplyPerTurn is Config.MaxApplyPerTurn's default. At a million
-// jobs a follower restarted from its disk applied 71-75k entries in 1.2-1.4
-// s (17 µs each), but 4,096 took 656 ms right after its snapshot was
-// restored (160 µs each, while the collector marked the new state): 512
-// keep a turn under about 80 ms even then. Each Ready then carries at most
-// a quarter of it (paxos.Limits.MaxApplyEntries).
+// jobs a follower restarted from its disk applied 71-75k entries in one
+// turn of 1.2-1.4 s, and one Ready of 4,096 entries right after its
+// snapshot was restored took 656 ms; with 512 (Readys of a quarter of it,
+// paxos.Limits.MaxApplyEntries) no turn of a restarted follower reached
+// 100 ms in three runs (BENCHMARKS.md, "A lagging peer's snapshot and a
+// restart's log").
 const DefaultMaxApplyPerTurn = 512
 
 // Input names what woke the loop for a turn.

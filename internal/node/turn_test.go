@@ -72,8 +72,7 @@ func TestSlowTurnsReported(t *testing.T) {
 // not in one long turn, and still applies it all.
 func TestRestartAppliesItsLogInBoundedTurns(t *testing.T) {
 	store := memstore.New()
-	limits := paxos.DefaultLimits()
-	limits.MaxBatchEntries = 8
+	limits := paxos.DefaultLimits() // Readys of 4,096 entries, lowered by the node
 	cfg := Config{
 		ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1}}, Store: store,
 		Send: func(paxos.Message) {}, TickInterval: 10 * time.Millisecond, Timing: paxos.DefaultTiming(), Limits: limits,
