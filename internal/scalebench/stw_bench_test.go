@@ -53,4 +53,3 @@ func BenchmarkStopTheWorldBehindABigCopy(b *testing.B) {
 	b.ReportMetric(float64(longestSince(before.total, after.total))/float64(time.Millisecond), "longest-stw-ms")
 	b.ReportMetric(float64(longestSince(before.stopping, after.stopping))/float64(time.Millisecond), "of-which-stopping-ms")
 }
-
