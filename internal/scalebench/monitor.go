@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime/metrics"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"time"
@@ -32,6 +35,63 @@ type monitor struct {
 
 	mu     sync.Mutex
 	events []Event
+
+	// recorder and its folder, when stalls are traced (recordStalls).
+	recorder  *trace.FlightRecorder
+	traceDir  string
+	traces    int
+	tracesLog func(string, ...any)
+}
+
+// stallTraceAfter is the shortest stop-the-world a stall trace is written
+// for; maxStallTraces bounds how many are (each is up to
+// flightRecorderBytes).
+const (
+	stallTraceAfter     = 200 * time.Millisecond
+	maxStallTraces      = 4
+	flightRecorderBytes = 256 << 20
+)
+
+// recordStalls starts the flight recorder; call before the monitor's
+// first stall can come, that is just after startMonitor.
+func (m *monitor) recordStalls(dir string, logf func(string, ...any)) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("scalebench: %w", err)
+	}
+	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 3 * time.Second, MaxBytes: flightRecorderBytes})
+	if err := fr.Start(); err != nil {
+		return fmt.Errorf("scalebench: starting the flight recorder: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recorder, m.traceDir, m.tracesLog = fr, dir, logf
+	return nil
+}
+
+// traceStall writes the flight recorder's window, if a stall trace is
+// due: the stop-the-world ended just before, so it is in the window.
+func (m *monitor) traceStall(stw time.Duration) {
+	m.mu.Lock()
+	fr, n := m.recorder, m.traces
+	if fr == nil || stw < stallTraceAfter || n >= maxStallTraces {
+		m.mu.Unlock()
+		return
+	}
+	m.traces++
+	m.mu.Unlock()
+	path := filepath.Join(m.traceDir, fmt.Sprintf("stall-%02d.trace", n+1))
+	f, err := os.Create(path)
+	if err == nil {
+		_, err = fr.WriteTo(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		m.tracesLog("scalebench: writing a stall trace: %v", err)
+		return
+	}
+	m.add(fmt.Sprintf("its execution trace written to %s", path))
 }
 
 // monitorEvery is how often the monitor polls: well below the election
@@ -109,6 +169,9 @@ func (m *monitor) run() {
 		now, gc := time.Now(), readGCNow()
 		if late := now.Sub(lastPoll) - monitorEvery; late >= stallAfter {
 			m.add(fmt.Sprintf("the monitor's %v poll came %v late (%s)", monitorEvery, late.Round(time.Millisecond), lastGC.describe(gc)))
+			m.traceStall(longestSince(lastGC.total, gc.total))
+			// Writing the trace held this goroutine: not a stall.
+			now, gc = time.Now(), readGCNow()
 		}
 		lastPoll, lastGC = now, gc
 		leader, launching := "no leader", "no launcher"
@@ -210,13 +273,16 @@ func (s *slowLog) timed(began time.Time) []Event {
 	return out
 }
 
-// stop ends the polling and returns the events.
 // stop ends the polling and returns the events, the cluster's slow loop
 // turns among them, in time order.
 func (m *monitor) stop() []Event {
 	close(m.quit)
 	<-m.done
 	m.mu.Lock()
+	if m.recorder != nil {
+		m.recorder.Stop()
+		m.recorder = nil
+	}
 	defer m.mu.Unlock()
 	events := append(m.events, m.c.slow.timed(m.began)...)
 	slices.SortStableFunc(events, func(a, b Event) int { return cmp.Compare(a.At, b.At) })

@@ -31,6 +31,9 @@ import (
 //	                        each steady-state window's profile goes beside it
 //	                        (<file>.window-NN)
 //	PAXCRON_SCALE_RESTART_CPUPROFILE file to profile the follower's restart into
+//	PAXCRON_SCALE_STALL_TRACES folder for execution traces of the seconds
+//	                        before each stop-the-world of 200 ms or more
+//	                        (Config.StallTraceDir)
 //
 // A quick run: PAXCRON_SCALE_JOBS=20000 PAXCRON_SCALE_WARMUP=3s PAXCRON_SCALE_STEADY=10s.
 func BenchmarkScaleCluster(b *testing.B) {
@@ -63,6 +66,7 @@ func BenchmarkScaleCluster(b *testing.B) {
 		defer f.Close()
 		cfg.RestartProfile = f
 	}
+	cfg.StallTraceDir = os.Getenv("PAXCRON_SCALE_STALL_TRACES")
 	loadBefore := loadAverage()
 	var res *Result
 	for range b.N {

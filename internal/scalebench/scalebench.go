@@ -62,6 +62,13 @@ type Config struct {
 	// profile (gzipped profile.proto) once parsed: where the leader's time
 	// goes (go tool pprof -tagfocus replica=<id> merges them).
 	WindowProfile func(window int, profile []byte)
+	// StallTraceDir, when set, keeps an execution trace of the last few
+	// seconds in memory (a flight recorder) and writes it to
+	// stall-NN.trace there whenever the monitor sees the process stopped
+	// for a collection for stallTraceAfter or more (at most
+	// maxStallTraces): which goroutine the runtime waited for shows in
+	// `go tool trace`.
+	StallTraceDir string
 }
 
 // DefaultConfig is issue 6's scale: 1,000,000 jobs, 10,000 launches a
@@ -332,6 +339,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	mon := startMonitor(c)
+	if cfg.StallTraceDir != "" {
+		if err := mon.recordStalls(cfg.StallTraceDir, logf); err != nil {
+			mon.stop()
+			return nil, err
+		}
+	}
 	stopMonitor := sync.OnceFunc(func() { res.Events = mon.stop() })
 	defer stopMonitor()
 	leader, err := startCluster(ctx, c, res)
