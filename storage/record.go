@@ -13,9 +13,11 @@ import (
 // Record layout, the same for every kind of record and for both stores:
 //
 //	byte 0         format version (recordVersion)
-//	byte 1         record kind (kindHardState, kindEntry or kindSnapshot)
+//	byte 1         record kind (kindHardState, kindEntry, kindSnapshot,
+//	               kindSnapshotHeader or kindSnapshotChunk)
 //	bytes 2..n-4   the value, msgpack-encoded as an array of its fields
-//	               (wireHardState, wireEntry, wireSnapshot)
+//	               (wireHardState, wireEntry, wireSnapshot,
+//	               wireSnapshotHeader, wireSnapshotChunk)
 //	last 4 bytes   CRC-32C (Castagnoli) of bytes [0, n-4), little-endian
 //
 // The checksum covers the version and kind so that a flipped header byte is
@@ -29,6 +31,14 @@ const (
 	kindHardState byte = 1
 	kindEntry     byte = 2
 	kindSnapshot  byte = 3
+	// A store may keep a large snapshot as a header and its image in
+	// chunks, each its own record, so that no step of writing or reading
+	// it copies or checksums the whole image at once: such a step cannot
+	// be preempted, and while it runs the Go runtime cannot stop the
+	// world for a collection (a 174 MiB image held a collection of the
+	// scale benchmark's process for 885 ms; see pebblestore).
+	kindSnapshotHeader byte = 4
+	kindSnapshotChunk  byte = 5
 
 	headerBytes   = 2
 	checksumBytes = 4
@@ -68,6 +78,33 @@ type wireSnapshot struct {
 	Data   []byte
 }
 
+// wireSnapshotHeader describes a snapshot kept in chunks: its image is
+// Size bytes in Chunks chunk records, numbered from 0.
+type wireSnapshotHeader struct {
+	Index  uint64
+	Voters []uint64
+	Size   uint64
+	Chunks uint64
+}
+
+type wireSnapshotChunk struct {
+	Index  uint64
+	Number uint64
+	Data   []byte
+}
+
+// SnapshotHeader is a decoded snapshot header: the snapshot's metadata and
+// where its image is.
+type SnapshotHeader struct {
+	Meta   paxos.SnapshotMeta
+	Size   uint64 // bytes of the image
+	Chunks uint64 // chunk records holding it, numbered 0..Chunks-1
+}
+
+// MaxSnapshotChunkBytes bounds a chunk's data on read; writers use smaller
+// chunks (pebblestore: 1 MiB).
+const MaxSnapshotChunkBytes = 16 << 20
+
 // Codec encodes and decodes records. It keeps its msgpack encoder, decoder
 // and scratch buffer between calls so that the hot path does not allocate
 // them per record. A Codec is not safe for concurrent use.
@@ -75,6 +112,7 @@ type Codec struct {
 	enc     *codec.Encoder
 	dec     *codec.Decoder
 	payload []byte
+	chunk   []byte // scratch for a decoded chunk's data
 }
 
 // maxKeptScratchBytes bounds the scratch buffer a Codec keeps after
@@ -115,14 +153,90 @@ func (c *Codec) AppendEntry(dst []byte, e paxos.Entry) []byte {
 
 // AppendSnapshot appends the record of s to dst.
 func (c *Codec) AppendSnapshot(dst []byte, s paxos.Snapshot) []byte {
-	w := wireSnapshot{Index: s.Meta.Index, Data: s.Data}
-	if len(s.Meta.Membership.Voters) > 0 {
-		w.Voters = make([]uint64, len(s.Meta.Membership.Voters))
-		for i, v := range s.Meta.Membership.Voters {
-			w.Voters[i] = uint64(v)
-		}
-	}
+	w := wireSnapshot{Index: s.Meta.Index, Data: s.Data, Voters: votersOut(s.Meta.Membership.Voters)}
 	return c.appendRecord(dst, kindSnapshot, &w)
+}
+
+// AppendSnapshotHeader appends the header record of a snapshot with meta
+// whose image of size bytes is kept in chunks chunk records.
+func (c *Codec) AppendSnapshotHeader(dst []byte, h SnapshotHeader) []byte {
+	w := wireSnapshotHeader{Index: h.Meta.Index, Size: h.Size, Chunks: h.Chunks, Voters: votersOut(h.Meta.Membership.Voters)}
+	return c.appendRecord(dst, kindSnapshotHeader, &w)
+}
+
+// AppendSnapshotChunk appends the record of chunk number of the image of
+// the snapshot at index.
+func (c *Codec) AppendSnapshotChunk(dst []byte, index, number uint64, data []byte) []byte {
+	return c.appendRecord(dst, kindSnapshotChunk, &wireSnapshotChunk{Index: index, Number: number, Data: data})
+}
+
+// IsSnapshotHeader tells a snapshot header record from a whole snapshot
+// record (kindSnapshot), both kept under a snapshot's key. It looks at the
+// kind byte only; decoding verifies the rest.
+func IsSnapshotHeader(rec []byte) bool {
+	return len(rec) >= RecordOverheadBytes && rec[1] == kindSnapshotHeader
+}
+
+// DecodeSnapshotHeader decodes and verifies the snapshot header record
+// stored for index.
+func (c *Codec) DecodeSnapshotHeader(index uint64, rec []byte) (SnapshotHeader, error) {
+	var w wireSnapshotHeader
+	if err := c.decode(rec, kindSnapshotHeader, index, &w); err != nil {
+		return SnapshotHeader{}, err
+	}
+	switch {
+	case w.Index != index:
+		return SnapshotHeader{}, corrupt(kindSnapshotHeader, index, "holds index %d", w.Index)
+	case w.Chunks > w.Size:
+		return SnapshotHeader{}, corrupt(kindSnapshotHeader, index, "%d chunks for %d bytes", w.Chunks, w.Size)
+	case w.Size > w.Chunks*MaxSnapshotChunkBytes:
+		return SnapshotHeader{}, corrupt(kindSnapshotHeader, index, "%d bytes in %d chunks of at most %d", w.Size, w.Chunks, MaxSnapshotChunkBytes)
+	}
+	return SnapshotHeader{Meta: paxos.SnapshotMeta{Index: w.Index, Membership: paxos.Membership{Voters: votersIn(w.Voters)}}, Size: w.Size, Chunks: w.Chunks}, nil
+}
+
+// AppendSnapshotChunkData decodes and verifies the record of chunk number
+// of the image of the snapshot at index and appends its data to dst. A
+// chunk is never empty, nor larger than MaxSnapshotChunkBytes.
+func (c *Codec) AppendSnapshotChunkData(dst []byte, index, number uint64, rec []byte) ([]byte, error) {
+	w := wireSnapshotChunk{Data: c.chunk[:0]}
+	err := c.decode(rec, kindSnapshotChunk, index, &w)
+	if cap(w.Data) <= MaxSnapshotChunkBytes {
+		c.chunk = w.Data[:0]
+	}
+	switch {
+	case err != nil:
+		return dst, err
+	case w.Index != index:
+		return dst, corrupt(kindSnapshotChunk, index, "chunk %d holds index %d", number, w.Index)
+	case w.Number != number:
+		return dst, corrupt(kindSnapshotChunk, index, "chunk %d holds chunk %d", number, w.Number)
+	case len(w.Data) == 0 || len(w.Data) > MaxSnapshotChunkBytes:
+		return dst, corrupt(kindSnapshotChunk, index, "chunk %d holds %d bytes; want 1-%d", number, len(w.Data), MaxSnapshotChunkBytes)
+	}
+	return append(dst, w.Data...), nil
+}
+
+func votersOut(voters []paxos.ReplicaID) []uint64 {
+	if len(voters) == 0 {
+		return nil
+	}
+	out := make([]uint64, len(voters))
+	for i, v := range voters {
+		out[i] = uint64(v)
+	}
+	return out
+}
+
+func votersIn(voters []uint64) []paxos.ReplicaID {
+	if len(voters) == 0 {
+		return nil
+	}
+	out := make([]paxos.ReplicaID, len(voters))
+	for i, v := range voters {
+		out[i] = paxos.ReplicaID(v)
+	}
+	return out
 }
 
 func (c *Codec) appendRecord(dst []byte, kind byte, v any) []byte {
@@ -192,14 +306,7 @@ func (c *Codec) DecodeSnapshot(index uint64, rec []byte) (paxos.Snapshot, error)
 	if w.Index != index {
 		return paxos.Snapshot{}, corrupt(kindSnapshot, index, "holds index %d", w.Index)
 	}
-	s := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: w.Index}, Data: nilIfEmpty(w.Data)}
-	if len(w.Voters) > 0 {
-		s.Meta.Membership.Voters = make([]paxos.ReplicaID, len(w.Voters))
-		for i, v := range w.Voters {
-			s.Meta.Membership.Voters[i] = paxos.ReplicaID(v)
-		}
-	}
-	return s, nil
+	return paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: w.Index, Membership: paxos.Membership{Voters: votersIn(w.Voters)}}, Data: nilIfEmpty(w.Data)}, nil
 }
 
 // decode checks the frame of rec (checksum, version, kind) and decodes its
@@ -242,6 +349,10 @@ func recordName(kind byte, id uint64) string {
 		return fmt.Sprintf("entry at slot %d", id)
 	case kindSnapshot:
 		return fmt.Sprintf("snapshot at index %d", id)
+	case kindSnapshotHeader:
+		return fmt.Sprintf("snapshot header at index %d", id)
+	case kindSnapshotChunk:
+		return fmt.Sprintf("snapshot chunk at index %d", id)
 	}
 	return fmt.Sprintf("record of kind %d", kind)
 }

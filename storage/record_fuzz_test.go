@@ -26,7 +26,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			rec = reseal(rec)
 		}
 		c := storage.NewCodec()
-		switch kind % 3 {
+		switch kind % 5 {
 		case 0:
 			checkRoundTrip(t, rec, c.DecodeHardState,
 				func(hs paxos.HardState) []byte { return c.AppendHardState(nil, hs) })
@@ -36,6 +36,13 @@ func FuzzDecodeRecord(f *testing.F) {
 		case 2:
 			checkRoundTrip(t, rec, func(rec []byte) (paxos.Snapshot, error) { return c.DecodeSnapshot(id, rec) },
 				func(s paxos.Snapshot) []byte { return c.AppendSnapshot(nil, s) })
+		case 3:
+			checkRoundTrip(t, rec, func(rec []byte) (storage.SnapshotHeader, error) { return c.DecodeSnapshotHeader(id, rec) },
+				func(h storage.SnapshotHeader) []byte { return c.AppendSnapshotHeader(nil, h) })
+		case 4:
+			n := chunkNumber(id)
+			checkRoundTrip(t, rec, func(rec []byte) ([]byte, error) { return c.AppendSnapshotChunkData(nil, id, n, rec) },
+				func(data []byte) []byte { return c.AppendSnapshotChunk(nil, id, n, data) })
 		}
 	})
 }

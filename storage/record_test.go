@@ -34,7 +34,7 @@ var (
 // record is one encoded record and a decoder for it.
 type record struct {
 	name   string
-	kind   byte   // 0 hard state, 1 entry, 2 snapshot (as FuzzDecodeRecord counts)
+	kind   byte   // 0 hard state, 1 entry, 2 snapshot, 3 snapshot header, 4 chunk (as FuzzDecodeRecord counts)
 	id     uint64 // slot or index
 	rec    []byte
 	decode func(c *storage.Codec, rec []byte) (any, error)
@@ -56,8 +56,37 @@ func allRecords() []record {
 		out = append(out, record{"snapshot", 2, s.Meta.Index, c.AppendSnapshot(nil, s),
 			func(c *storage.Codec, rec []byte) (any, error) { return c.DecodeSnapshot(s.Meta.Index, rec) }, s})
 	}
+	for _, h := range snapshotHeaders {
+		out = append(out, record{"snapshot header", 3, h.Meta.Index, c.AppendSnapshotHeader(nil, h),
+			func(c *storage.Codec, rec []byte) (any, error) { return c.DecodeSnapshotHeader(h.Meta.Index, rec) }, h})
+	}
+	for _, ch := range snapshotChunks {
+		out = append(out, record{"snapshot chunk", 4, ch.index, c.AppendSnapshotChunk(nil, ch.index, chunkNumber(ch.index), ch.data),
+			func(c *storage.Codec, rec []byte) (any, error) {
+				return c.AppendSnapshotChunkData(nil, ch.index, chunkNumber(ch.index), rec)
+			}, ch.data})
+	}
 	return out
 }
+
+var (
+	snapshotHeaders = []storage.SnapshotHeader{
+		{Meta: paxos.SnapshotMeta{Index: 9, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}}, Size: 5, Chunks: 1},
+		{Meta: paxos.SnapshotMeta{Index: 1 << 40}, Size: 174 << 20, Chunks: 174},
+		{Meta: paxos.SnapshotMeta{Index: 3}},
+	}
+	snapshotChunks = []struct {
+		index uint64
+		data  []byte
+	}{
+		{9, []byte("image")},
+		{1<<40 + 2, bytes.Repeat([]byte{0}, 1<<17)},
+	}
+)
+
+// chunkNumber is the chunk number the record tests and the fuzz target
+// give the chunk of the snapshot at index.
+func chunkNumber(index uint64) uint64 { return index % 4 }
 
 func TestRecordRoundTrip(t *testing.T) {
 	c := storage.NewCodec()
@@ -146,6 +175,20 @@ func TestRecordValidation(t *testing.T) {
 		{"empty", nil, decodeEntry(42), "entry at slot 42", "shorter"},
 		{"truncated value", reseal(append(bytes.Clone(entry[:10]), 0, 0, 0, 0)), decodeEntry(42), "entry at slot 42", "msgpack"},
 		{"unknown entry kind", c.AppendEntry(nil, paxos.Entry{Slot: 5, Kind: 9}), decodeEntry(5), "entry at slot 5", "kind 9"},
+		{"header under another index", c.AppendSnapshotHeader(nil, snapshotHeaders[0]),
+			func(rec []byte) error { _, err := c.DecodeSnapshotHeader(8, rec); return err }, "snapshot header at index 8", "holds index 9"},
+		{"header of more chunks than bytes", c.AppendSnapshotHeader(nil, storage.SnapshotHeader{Meta: paxos.SnapshotMeta{Index: 4}, Size: 2, Chunks: 3}),
+			func(rec []byte) error { _, err := c.DecodeSnapshotHeader(4, rec); return err }, "snapshot header at index 4", "3 chunks for 2 bytes"},
+		{"header of chunks too large", c.AppendSnapshotHeader(nil, storage.SnapshotHeader{Meta: paxos.SnapshotMeta{Index: 4}, Size: 64 << 20, Chunks: 2}),
+			func(rec []byte) error { _, err := c.DecodeSnapshotHeader(4, rec); return err }, "snapshot header at index 4", "in 2 chunks of at most"},
+		{"chunk under another number", c.AppendSnapshotChunk(nil, 4, 1, []byte("x")),
+			func(rec []byte) error { _, err := c.AppendSnapshotChunkData(nil, 4, 2, rec); return err }, "snapshot chunk at index 4", "chunk 2 holds chunk 1"},
+		{"chunk under another index", c.AppendSnapshotChunk(nil, 4, 1, []byte("x")),
+			func(rec []byte) error { _, err := c.AppendSnapshotChunkData(nil, 5, 1, rec); return err }, "snapshot chunk at index 5", "holds index 4"},
+		{"empty chunk", c.AppendSnapshotChunk(nil, 4, 1, nil),
+			func(rec []byte) error { _, err := c.AppendSnapshotChunkData(nil, 4, 1, rec); return err }, "snapshot chunk at index 4", "holds 0 bytes"},
+		{"whole snapshot read as a header", snap,
+			func(rec []byte) error { _, err := c.DecodeSnapshotHeader(9, rec); return err }, "snapshot header at index 9", "kind 3"},
 	}
 	for _, tt := range tests {
 		err := tt.decode(tt.rec)

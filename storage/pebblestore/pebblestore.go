@@ -12,6 +12,7 @@ package pebblestore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -229,8 +230,11 @@ func (s *Store) InitialState() (paxos.HardState, paxos.SnapshotMeta, error) {
 			return paxos.HardState{}, paxos.SnapshotMeta{}, err
 		}
 	}
-	snap, err := s.readSnapshot(c)
-	return hs, snap.Meta, err
+	if !s.hasSnapshot {
+		return hs, paxos.SnapshotMeta{}, nil
+	}
+	meta, err := readSnapshotMeta(s.db, c, s.snapIndex)
+	return hs, meta, err
 }
 
 // Snapshot implements paxos.Storage. It holds the store's lock only to
@@ -258,23 +262,99 @@ func (s *Store) Snapshot() (paxos.Snapshot, error) {
 	return readSnapshotAt(view, c, index)
 }
 
-// readSnapshot reads the newest snapshot under the store's lock.
-func (s *Store) readSnapshot(c *storage.Codec) (paxos.Snapshot, error) {
-	if !s.hasSnapshot {
-		return paxos.Snapshot{}, nil
+func readSnapshotAt(r pebble.Reader, c *storage.Codec, index uint64) (paxos.Snapshot, error) {
+	rec, closer, err := getSnapshot(r, index)
+	if err != nil {
+		return paxos.Snapshot{}, err
 	}
-	return readSnapshotAt(s.db, c, s.snapIndex)
+	if !storage.IsSnapshotHeader(rec) {
+		// A whole snapshot, in a store written before chunks.
+		defer closer.Close()
+		return c.DecodeSnapshot(index, rec)
+	}
+	h, err := c.DecodeSnapshotHeader(index, rec)
+	_ = closer.Close()
+	if err != nil {
+		return paxos.Snapshot{}, err
+	}
+	data, err := readChunks(r, c, h)
+	if err != nil {
+		return paxos.Snapshot{}, err
+	}
+	return paxos.Snapshot{Meta: h.Meta, Data: data}, nil
 }
 
-func readSnapshotAt(r pebble.Reader, c *storage.Codec, index uint64) (paxos.Snapshot, error) {
+// readChunks reads and joins the image h describes. The image is
+// allocated whole once (the runtime clears a large allocation in
+// preemptible steps); each chunk is copied into it on its own.
+func readChunks(r pebble.Reader, c *storage.Codec, h storage.SnapshotHeader) ([]byte, error) {
+	index := h.Meta.Index
+	if h.Size == 0 {
+		return nil, nil
+	}
+	it, err := r.NewIter(&pebble.IterOptions{
+		LowerBound: appendChunkKey(nil, index, 0),
+		UpperBound: chunksUpperBound(index),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: pebblestore: %w", err)
+	}
+	data := make([]byte, 0, h.Size)
+	var n uint64
+	for valid := it.First(); valid && err == nil; valid = it.Next() {
+		var at, number uint64
+		at, number, err = parseChunkKey(it.Key())
+		switch {
+		case err != nil:
+		case at != index || number != n:
+			err = fmt.Errorf("%w: snapshot at index %d: chunk %d of index %d where chunk %d was due", storage.ErrCorrupt, index, number, at, n)
+		case n >= h.Chunks:
+			err = fmt.Errorf("%w: snapshot at index %d: more than the %d chunks of its header", storage.ErrCorrupt, index, h.Chunks)
+		default:
+			var v []byte
+			if v, err = it.ValueAndErr(); err != nil {
+				break
+			}
+			data, err = c.AppendSnapshotChunkData(data, index, n, v)
+			n++
+			if err == nil && uint64(len(data)) > h.Size {
+				err = fmt.Errorf("%w: snapshot at index %d: its chunks hold more than the %d bytes of its header", storage.ErrCorrupt, index, h.Size)
+			}
+		}
+	}
+	if err = closeIter(it, err); err != nil {
+		return nil, err
+	}
+	if n != h.Chunks || uint64(len(data)) != h.Size {
+		return nil, fmt.Errorf("%w: snapshot at index %d: %d chunks of %d bytes, its header says %d of %d", storage.ErrCorrupt, index, n, len(data), h.Chunks, h.Size)
+	}
+	return data, nil
+}
+
+// readSnapshotMeta reads the metadata of the snapshot at index: its
+// header alone, unless it is a whole snapshot.
+func readSnapshotMeta(r pebble.Reader, c *storage.Codec, index uint64) (paxos.SnapshotMeta, error) {
+	rec, closer, err := getSnapshot(r, index)
+	if err != nil {
+		return paxos.SnapshotMeta{}, err
+	}
+	defer closer.Close()
+	if !storage.IsSnapshotHeader(rec) {
+		snap, err := c.DecodeSnapshot(index, rec)
+		return snap.Meta, err
+	}
+	h, err := c.DecodeSnapshotHeader(index, rec)
+	return h.Meta, err
+}
+
+func getSnapshot(r pebble.Reader, index uint64) ([]byte, io.Closer, error) {
 	rec, closer, err := r.Get(snapshotKey(index))
 	if err != nil {
 		// The key was there at Open or written since: losing it is
 		// corruption, not absence.
-		return paxos.Snapshot{}, fmt.Errorf("storage: pebblestore: read snapshot at index %d: %w", index, err)
+		return nil, nil, fmt.Errorf("storage: pebblestore: read snapshot at index %d: %w", index, err)
 	}
-	defer closer.Close()
-	return c.DecodeSnapshot(index, rec)
+	return rec, closer, nil
 }
 
 // FirstSlot implements paxos.Storage.

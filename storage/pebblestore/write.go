@@ -22,7 +22,7 @@ func (s *Store) Save(u storage.Update) error {
 	if u.IsEmpty() {
 		return nil
 	}
-	b := s.db.NewBatch()
+	b := s.newBatch(u)
 	defer b.Close()
 	lastSlot, err := s.fillBatch(b, u)
 	if err != nil {
@@ -69,8 +69,33 @@ func (s *Store) fillBatch(b *pebble.Batch, u storage.Update) (uint64, error) {
 	return lastSlot, nil
 }
 
+// snapshotChunkBytes is the size of a snapshot image's chunks (the last
+// may be shorter): small enough that copying or checksumming one takes
+// well under a millisecond (keys.go says why it matters).
+const snapshotChunkBytes = 1 << 20
+
+// newBatch returns a batch for u. One that holds a snapshot is sized for
+// it up front: a batch grows by doubling its buffer, and each doubling
+// copies everything so far in one step.
+func (s *Store) newBatch(u storage.Update) *pebble.Batch {
+	if u.Snapshot == nil {
+		return s.db.NewBatch()
+	}
+	size := len(u.Snapshot.Data) + (len(u.Snapshot.Data)/snapshotChunkBytes+1)*batchRecordOverhead
+	for _, e := range u.Entries {
+		size += len(e.Data) + batchRecordOverhead
+	}
+	return s.db.NewBatchWithSize(size + 4096)
+}
+
+// batchRecordOverhead is a generous bound on what a batch and our record
+// framing add to a value: the key, its and the value's lengths, the
+// record's header, checksum and msgpack framing.
+const batchRecordOverhead = 128
+
 // putSnapshot replaces the stored snapshot with snap and deletes the
 // entries at or below deleteThrough (its index, less the tail it keeps).
+// The snapshot is a header under its key and its image in chunks.
 func (s *Store) putSnapshot(b *pebble.Batch, snap paxos.Snapshot, deleteThrough uint64) error {
 	index := snap.Meta.Index
 	if err := b.DeleteRange(entryKey(0), entryKeyAfter(deleteThrough), nil); err != nil {
@@ -81,11 +106,30 @@ func (s *Store) putSnapshot(b *pebble.Batch, snap paxos.Snapshot, deleteThrough 
 			return err
 		}
 	}
-	s.value = s.codec.AppendSnapshot(s.value[:0], snap)
-	err := b.Set(snapshotKey(index), s.value, nil)
-	// A snapshot can be large: do not keep its bytes as scratch.
-	s.value = nil
-	return err
+	// Every chunk at or below index goes, this index's own included
+	// (written again): the Sets below come later in the batch, so they
+	// stand.
+	if err := b.DeleteRange([]byte{snapshotChunkTag}, chunksUpperBound(index), nil); err != nil {
+		return err
+	}
+	size := uint64(len(snap.Data))
+	chunks := (size + snapshotChunkBytes - 1) / snapshotChunkBytes
+	s.value = s.codec.AppendSnapshotHeader(s.value[:0], storage.SnapshotHeader{Meta: snap.Meta, Size: size, Chunks: chunks})
+	if err := b.Set(snapshotKey(index), s.value, nil); err != nil {
+		return err
+	}
+	for n := range chunks {
+		data := snap.Data[n*snapshotChunkBytes : min((n+1)*snapshotChunkBytes, size)]
+		s.key = appendChunkKey(s.key[:0], index, n)
+		s.value = s.codec.AppendSnapshotChunk(s.value[:0], index, n, data)
+		if err := b.Set(s.key, s.value, nil); err != nil {
+			return err
+		}
+	}
+	if cap(s.value) > 2*snapshotChunkBytes {
+		s.value = nil
+	}
+	return nil
 }
 
 func (s *Store) putEntry(b *pebble.Batch, e paxos.Entry) error {
