@@ -23,6 +23,18 @@ import (
 type crashPlan struct {
 	updates []storage.Update
 	states  []storetest.State
+	// chunkBytes, if set, is the size of the store's snapshot chunks:
+	// small, so that crashes also fall inside the writes and flushes of
+	// snapshots of several chunks, and reopening must find all of a
+	// snapshot's chunks or none.
+	chunkBytes int
+}
+
+func crashOptions(plan crashPlan, o pebblestore.Options) pebblestore.Options {
+	if plan.chunkBytes > 0 {
+		o = pebblestore.WithSnapshotChunkBytes(o, plan.chunkBytes)
+	}
+	return o
 }
 
 func newCrashPlan(seed uint64, saves int) crashPlan {
@@ -67,6 +79,9 @@ func TestCrashAtEveryWrite(t *testing.T) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			plan := newCrashPlan(seed, 40)
+			if seed == 2 {
+				plan.chunkBytes = 16
+			}
 			var points, walSyncs, sstWrites int
 			for k := 1; ; k += stride {
 				cp, crashed := runUntilCrash(t, plan, k)
@@ -120,9 +135,9 @@ func runUntilCrash(t *testing.T, plan crashPlan, k int) (crashPoint, bool) {
 		cp, crashed = crashPoint{fs: fs, acked: int(lo), started: int(hi), op: op}, true
 		return nil
 	})
-	s, err := pebblestore.Open(dir, pebblestore.Options{
+	s, err := pebblestore.Open(dir, crashOptions(plan, pebblestore.Options{
 		FS: reuseWrappingFS{errorfs.Wrap(mem, inj), inj}, MemTableBytes: 32 << 10, Logger: quietLogger{},
-	})
+	}))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -169,7 +184,7 @@ func crashCloneCfg(k int) vfs.CrashCloneCfg {
 
 func checkCrashImage(t *testing.T, plan crashPlan, cp crashPoint, k int) {
 	t.Helper()
-	s, err := pebblestore.Open(dir, pebblestore.Options{FS: cp.fs, Logger: quietLogger{}})
+	s, err := pebblestore.Open(dir, crashOptions(plan, pebblestore.Options{FS: cp.fs, Logger: quietLogger{}}))
 	if err != nil {
 		t.Fatalf("crash at write %d: reopen: %v", k, err)
 	}

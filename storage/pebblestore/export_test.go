@@ -57,6 +57,13 @@ func HeldSlots(s *Store) ([]uint64, error) {
 	return slots, it.Close()
 }
 
+// WithSnapshotChunkBytes returns o with snapshots written in chunks of n
+// bytes: small snapshots in many chunks, cheaply.
+func WithSnapshotChunkBytes(o Options, n int) Options {
+	o.snapshotChunkBytes = n
+	return o
+}
+
 // quietLogger drops Pebble's chatter and keeps its errors; the tests of
 // both test packages use it.
 type quietLogger struct{}

@@ -33,6 +33,10 @@ type Options struct {
 	// Logger receives Pebble's messages; nil leaves Pebble's default (the
 	// standard log package).
 	Logger pebble.Logger
+
+	// snapshotChunkBytes overrides snapshotChunkBytes (tests:
+	// WithSnapshotChunkBytes).
+	snapshotChunkBytes int
 }
 
 // Store is a storage.Store on Pebble. It is safe for concurrent use.
@@ -57,6 +61,8 @@ type Store struct {
 	// testHookSnapshotRead, if set, runs in Snapshot once the view is
 	// pinned and the lock released.
 	testHookSnapshotRead func()
+	// chunkBytes is the size of the snapshot chunks this store writes.
+	chunkBytes int
 	// Write-side scratch, used under the write lock.
 	codec *storage.Codec
 	value []byte
@@ -82,7 +88,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: pebblestore: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, codec: storage.NewCodec()}
+	s := &Store{db: db, codec: storage.NewCodec(), chunkBytes: snapshotChunkBytes}
+	if opts.snapshotChunkBytes > 0 {
+		s.chunkBytes = opts.snapshotChunkBytes
+	}
 	if err := s.moveLegacySnapshot(); err != nil {
 		_ = db.Close()
 		return nil, err

@@ -97,6 +97,15 @@ func TestConformanceSmallMemTable(t *testing.T) {
 	})
 }
 
+// TestConformanceSmallChunks runs the suite with snapshots in chunks of 16
+// bytes, so that its snapshots (up to 200 bytes) span many, through its
+// crashes, reopens and corruptions.
+func TestConformanceSmallChunks(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		return openMemDisk(t, pebblestore.WithSnapshotChunkBytes(pebblestore.Options{}, 16)).harness()
+	})
+}
+
 // TestRealDisk checks the store on the operating system's file system.
 func TestRealDisk(t *testing.T) {
 	path := t.TempDir()

@@ -71,7 +71,8 @@ func (s *Store) fillBatch(b *pebble.Batch, u storage.Update) (uint64, error) {
 
 // snapshotChunkBytes is the size of a snapshot image's chunks (the last
 // may be shorter): small enough that copying or checksumming one takes
-// well under a millisecond (keys.go says why it matters).
+// well under a millisecond (keys.go says why it matters). Tests may set
+// a store's own (Options.snapshotChunkBytes).
 const snapshotChunkBytes = 1 << 20
 
 // newBatch returns a batch for u. One that holds a snapshot is sized for
@@ -81,7 +82,7 @@ func (s *Store) newBatch(u storage.Update) *pebble.Batch {
 	if u.Snapshot == nil {
 		return s.db.NewBatch()
 	}
-	size := len(u.Snapshot.Data) + (len(u.Snapshot.Data)/snapshotChunkBytes+1)*batchRecordOverhead
+	size := len(u.Snapshot.Data) + (len(u.Snapshot.Data)/s.chunkBytes+1)*batchRecordOverhead
 	for _, e := range u.Entries {
 		size += len(e.Data) + batchRecordOverhead
 	}
@@ -113,20 +114,21 @@ func (s *Store) putSnapshot(b *pebble.Batch, snap paxos.Snapshot, deleteThrough 
 		return err
 	}
 	size := uint64(len(snap.Data))
-	chunks := (size + snapshotChunkBytes - 1) / snapshotChunkBytes
+	chunkBytes := uint64(s.chunkBytes)
+	chunks := (size + chunkBytes - 1) / chunkBytes
 	s.value = s.codec.AppendSnapshotHeader(s.value[:0], storage.SnapshotHeader{Meta: snap.Meta, Size: size, Chunks: chunks})
 	if err := b.Set(snapshotKey(index), s.value, nil); err != nil {
 		return err
 	}
 	for n := range chunks {
-		data := snap.Data[n*snapshotChunkBytes : min((n+1)*snapshotChunkBytes, size)]
+		data := snap.Data[n*chunkBytes : min((n+1)*chunkBytes, size)]
 		s.key = appendChunkKey(s.key[:0], index, n)
 		s.value = s.codec.AppendSnapshotChunk(s.value[:0], index, n, data)
 		if err := b.Set(s.key, s.value, nil); err != nil {
 			return err
 		}
 	}
-	if cap(s.value) > 2*snapshotChunkBytes {
+	if cap(s.value) > 2*s.chunkBytes {
 		s.value = nil
 	}
 	return nil
