@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 
@@ -189,7 +190,7 @@ func (c *Codec) DecodeSnapshotHeader(index uint64, rec []byte) (SnapshotHeader, 
 		return SnapshotHeader{}, corrupt(kindSnapshotHeader, index, "holds index %d", w.Index)
 	case w.Chunks > w.Size:
 		return SnapshotHeader{}, corrupt(kindSnapshotHeader, index, "%d chunks for %d bytes", w.Chunks, w.Size)
-	case w.Size > w.Chunks*MaxSnapshotChunkBytes:
+	case w.Chunks > math.MaxUint64/MaxSnapshotChunkBytes || w.Size > w.Chunks*MaxSnapshotChunkBytes:
 		return SnapshotHeader{}, corrupt(kindSnapshotHeader, index, "%d bytes in %d chunks of at most %d", w.Size, w.Chunks, MaxSnapshotChunkBytes)
 	}
 	return SnapshotHeader{Meta: paxos.SnapshotMeta{Index: w.Index, Membership: paxos.Membership{Voters: votersIn(w.Voters)}}, Size: w.Size, Chunks: w.Chunks}, nil

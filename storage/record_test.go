@@ -181,6 +181,8 @@ func TestRecordValidation(t *testing.T) {
 			func(rec []byte) error { _, err := c.DecodeSnapshotHeader(4, rec); return err }, "snapshot header at index 4", "3 chunks for 2 bytes"},
 		{"header of chunks too large", c.AppendSnapshotHeader(nil, storage.SnapshotHeader{Meta: paxos.SnapshotMeta{Index: 4}, Size: 64 << 20, Chunks: 2}),
 			func(rec []byte) error { _, err := c.DecodeSnapshotHeader(4, rec); return err }, "snapshot header at index 4", "in 2 chunks of at most"},
+		{"header of more chunks than can be counted", c.AppendSnapshotHeader(nil, storage.SnapshotHeader{Meta: paxos.SnapshotMeta{Index: 4}, Size: 1 << 62, Chunks: 1<<40 + 1<<39}),
+			func(rec []byte) error { _, err := c.DecodeSnapshotHeader(4, rec); return err }, "snapshot header at index 4", "in 1649267441664 chunks of at most"},
 		{"chunk under another number", c.AppendSnapshotChunk(nil, 4, 1, []byte("x")),
 			func(rec []byte) error { _, err := c.AppendSnapshotChunkData(nil, 4, 2, rec); return err }, "snapshot chunk at index 4", "chunk 2 holds chunk 1"},
 		{"chunk under another index", c.AppendSnapshotChunk(nil, 4, 1, []byte("x")),
