@@ -90,7 +90,16 @@ func TestRestartAppliesItsLogInBoundedTurns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Status is published at the end of a turn, which may come after
+	// Propose returned: a stale want would let the wait below end at an
+	// intermediate turn of the restarted node (CI saw 999 of 1,000).
 	want := first.Status()
+	for deadline := time.Now().Add(10 * time.Second); want.Commands < commands; want = first.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first node published %d commands of %d", want.Commands, commands)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	first.Stop()
 
 	var mu sync.Mutex
