@@ -36,11 +36,12 @@ type monitor struct {
 	mu     sync.Mutex
 	events []Event
 
-	// recorder and its folder, when stalls are traced (recordStalls).
-	recorder  *trace.FlightRecorder
-	traceDir  string
-	traces    int
-	tracesLog func(string, ...any)
+	// recorder and its folder, when stalls are traced; used by run's
+	// goroutine alone, and stopped once it has ended.
+	recorder *trace.FlightRecorder
+	traceDir string
+	traces   int
+	logf     func(string, ...any)
 }
 
 // stallTraceAfter is the shortest stop-the-world a stall trace is written
@@ -52,43 +53,23 @@ const (
 	flightRecorderBytes = 256 << 20
 )
 
-// recordStalls starts the flight recorder; call before the monitor's
-// first stall can come, that is just after startMonitor.
-func (m *monitor) recordStalls(dir string, logf func(string, ...any)) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("scalebench: %w", err)
-	}
-	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 3 * time.Second, MaxBytes: flightRecorderBytes})
-	if err := fr.Start(); err != nil {
-		return fmt.Errorf("scalebench: starting the flight recorder: %w", err)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.recorder, m.traceDir, m.tracesLog = fr, dir, logf
-	return nil
-}
-
 // traceStall writes the flight recorder's window, if a stall trace is
 // due: the stop-the-world ended just before, so it is in the window.
 func (m *monitor) traceStall(stw time.Duration) {
-	m.mu.Lock()
-	fr, n := m.recorder, m.traces
-	if fr == nil || stw < stallTraceAfter || n >= maxStallTraces {
-		m.mu.Unlock()
+	if m.recorder == nil || stw < stallTraceAfter || m.traces >= maxStallTraces {
 		return
 	}
 	m.traces++
-	m.mu.Unlock()
-	path := filepath.Join(m.traceDir, fmt.Sprintf("stall-%02d.trace", n+1))
+	path := filepath.Join(m.traceDir, fmt.Sprintf("stall-%02d.trace", m.traces))
 	f, err := os.Create(path)
 	if err == nil {
-		_, err = fr.WriteTo(f)
+		_, err = m.recorder.WriteTo(f)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 	}
 	if err != nil {
-		m.tracesLog("scalebench: writing a stall trace: %v", err)
+		m.logf("scalebench: writing a stall trace: %v", err)
 		return
 	}
 	m.add(fmt.Sprintf("its execution trace written to %s", path))
@@ -143,10 +124,21 @@ func (r gcReading) describe(later gcReading) string {
 		longestSince(r.stopping, later.stopping).Round(time.Millisecond))
 }
 
-func startMonitor(c *cluster) *monitor {
-	m := &monitor{c: c, began: time.Now(), quit: make(chan struct{}), done: make(chan struct{})}
+// startMonitor starts polling c; with traceDir set, it also keeps a flight
+// recorder and writes stall traces there (Config.StallTraceDir).
+func startMonitor(c *cluster, traceDir string, logf func(string, ...any)) (*monitor, error) {
+	m := &monitor{c: c, began: time.Now(), quit: make(chan struct{}), done: make(chan struct{}), traceDir: traceDir, logf: logf}
+	if traceDir != "" {
+		if err := os.MkdirAll(traceDir, 0o755); err != nil {
+			return nil, fmt.Errorf("scalebench: %w", err)
+		}
+		m.recorder = trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 3 * time.Second, MaxBytes: flightRecorderBytes})
+		if err := m.recorder.Start(); err != nil {
+			return nil, fmt.Errorf("scalebench: starting the flight recorder: %w", err)
+		}
+	}
 	go m.run()
-	return m
+	return m, nil
 }
 
 func (m *monitor) run() {
@@ -278,11 +270,11 @@ func (s *slowLog) timed(began time.Time) []Event {
 func (m *monitor) stop() []Event {
 	close(m.quit)
 	<-m.done
-	m.mu.Lock()
 	if m.recorder != nil {
 		m.recorder.Stop()
 		m.recorder = nil
 	}
+	m.mu.Lock()
 	defer m.mu.Unlock()
 	events := append(m.events, m.c.slow.timed(m.began)...)
 	slices.SortStableFunc(events, func(a, b Event) int { return cmp.Compare(a.At, b.At) })

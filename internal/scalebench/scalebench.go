@@ -333,20 +333,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer func() { _ = c.close() }()
+	mon, err := startMonitor(c, cfg.StallTraceDir, logf)
+	if err != nil {
+		return nil, err
+	}
+	stopMonitor := sync.OnceFunc(func() { res.Events = mon.stop() })
+	defer stopMonitor()
 	if cfg.StartProfile != nil {
 		if err := pprof.StartCPUProfile(cfg.StartProfile); err != nil {
 			return nil, fmt.Errorf("scalebench: %w", err)
 		}
 	}
-	mon := startMonitor(c)
-	if cfg.StallTraceDir != "" {
-		if err := mon.recordStalls(cfg.StallTraceDir, logf); err != nil {
-			mon.stop()
-			return nil, err
-		}
-	}
-	stopMonitor := sync.OnceFunc(func() { res.Events = mon.stop() })
-	defer stopMonitor()
 	leader, err := startCluster(ctx, c, res)
 	if err == nil {
 		logf("cluster started: opens %+v, a launcher leads (replica %d) %v later", res.Start.Open, leader, res.Start.ToLaunching.Round(time.Millisecond))

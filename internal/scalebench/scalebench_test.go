@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"os"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"testing"
 	"time"
@@ -288,5 +290,36 @@ func TestLongestSince(t *testing.T) {
 	later := gcReading{cycles: 4, stopping: h(0, 1, 0, 0), total: h(0, 0, 0, 1)}
 	if got, want := r.describe(later), "1 GC cycles ended meanwhile; longest stop-the-world up to 500ms, of which stopping up to 100ms"; got != want {
 		t.Errorf("describe = %q, want %q", got, want)
+	}
+}
+
+// TestStallTraces: a stop-the-world shorter than stallTraceAfter writes
+// nothing; longer ones each write the flight recorder's window, up to
+// maxStallTraces, and say where in the events.
+func TestStallTraces(t *testing.T) {
+	dir := t.TempDir()
+	m := &monitor{traceDir: dir, logf: t.Logf, recorder: trace.NewFlightRecorder(trace.FlightRecorderConfig{})}
+	if err := m.recorder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer m.recorder.Stop()
+	m.traceStall(stallTraceAfter - time.Millisecond)
+	if m.traces != 0 || len(m.events) != 0 {
+		t.Fatalf("a %v stop-the-world was traced", stallTraceAfter-time.Millisecond)
+	}
+	for range maxStallTraces + 1 {
+		m.traceStall(stallTraceAfter)
+	}
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != maxStallTraces || len(m.events) != maxStallTraces {
+		t.Fatalf("%d trace files and %d events, want %d of each", len(files), len(m.events), maxStallTraces)
+	}
+	for _, f := range files {
+		if info, err := f.Info(); err != nil || info.Size() == 0 {
+			t.Fatalf("trace %s: %v, %v", f.Name(), info, err)
+		}
 	}
 }
