@@ -12,7 +12,6 @@ package pebblestore
 import (
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -272,25 +271,37 @@ func (s *Store) Snapshot() (paxos.Snapshot, error) {
 }
 
 func readSnapshotAt(r pebble.Reader, c *storage.Codec, index uint64) (paxos.Snapshot, error) {
-	rec, closer, err := getSnapshot(r, index)
-	if err != nil {
+	h, whole, err := readSnapshotRecord(r, c, index)
+	switch {
+	case err != nil:
 		return paxos.Snapshot{}, err
-	}
-	if !storage.IsSnapshotHeader(rec) {
-		// A whole snapshot, in a store written before chunks.
-		defer closer.Close()
-		return c.DecodeSnapshot(index, rec)
-	}
-	h, err := c.DecodeSnapshotHeader(index, rec)
-	_ = closer.Close()
-	if err != nil {
-		return paxos.Snapshot{}, err
+	case whole != nil:
+		return *whole, nil
 	}
 	data, err := readChunks(r, c, h)
 	if err != nil {
 		return paxos.Snapshot{}, err
 	}
 	return paxos.Snapshot{Meta: h.Meta, Data: data}, nil
+}
+
+// readSnapshotRecord reads the record under the key of the snapshot at
+// index: a header (its chunks still to read), or, in a store written
+// before chunks, the whole snapshot.
+func readSnapshotRecord(r pebble.Reader, c *storage.Codec, index uint64) (storage.SnapshotHeader, *paxos.Snapshot, error) {
+	rec, closer, err := r.Get(snapshotKey(index))
+	if err != nil {
+		// The key was there at Open or written since: losing it is
+		// corruption, not absence.
+		return storage.SnapshotHeader{}, nil, fmt.Errorf("storage: pebblestore: read snapshot at index %d: %w", index, err)
+	}
+	defer closer.Close()
+	if !storage.IsSnapshotHeader(rec) {
+		snap, err := c.DecodeSnapshot(index, rec)
+		return storage.SnapshotHeader{}, &snap, err
+	}
+	h, err := c.DecodeSnapshotHeader(index, rec)
+	return h, nil, err
 }
 
 // readChunks reads and joins the image h describes. The image is
@@ -311,12 +322,13 @@ func readChunks(r pebble.Reader, c *storage.Codec, h storage.SnapshotHeader) ([]
 	data := make([]byte, 0, h.Size)
 	var n uint64
 	for valid := it.First(); valid && err == nil; valid = it.Next() {
-		var at, number uint64
-		at, number, err = parseChunkKey(it.Key())
+		// The bounds hold the keys to this index's chunks.
+		var number uint64
+		_, number, err = parseChunkKey(it.Key())
 		switch {
 		case err != nil:
-		case at != index || number != n:
-			err = fmt.Errorf("%w: snapshot at index %d: chunk %d of index %d where chunk %d was due", storage.ErrCorrupt, index, number, at, n)
+		case number != n:
+			err = fmt.Errorf("%w: snapshot at index %d: chunk %d where chunk %d was due", storage.ErrCorrupt, index, number, n)
 		case n >= h.Chunks:
 			err = fmt.Errorf("%w: snapshot at index %d: more than the %d chunks of its header", storage.ErrCorrupt, index, h.Chunks)
 		default:
@@ -343,27 +355,11 @@ func readChunks(r pebble.Reader, c *storage.Codec, h storage.SnapshotHeader) ([]
 // readSnapshotMeta reads the metadata of the snapshot at index: its
 // header alone, unless it is a whole snapshot.
 func readSnapshotMeta(r pebble.Reader, c *storage.Codec, index uint64) (paxos.SnapshotMeta, error) {
-	rec, closer, err := getSnapshot(r, index)
-	if err != nil {
-		return paxos.SnapshotMeta{}, err
+	h, whole, err := readSnapshotRecord(r, c, index)
+	if whole != nil {
+		return whole.Meta, err
 	}
-	defer closer.Close()
-	if !storage.IsSnapshotHeader(rec) {
-		snap, err := c.DecodeSnapshot(index, rec)
-		return snap.Meta, err
-	}
-	h, err := c.DecodeSnapshotHeader(index, rec)
 	return h.Meta, err
-}
-
-func getSnapshot(r pebble.Reader, index uint64) ([]byte, io.Closer, error) {
-	rec, closer, err := r.Get(snapshotKey(index))
-	if err != nil {
-		// The key was there at Open or written since: losing it is
-		// corruption, not absence.
-		return nil, nil, fmt.Errorf("storage: pebblestore: read snapshot at index %d: %w", index, err)
-	}
-	return rec, closer, nil
 }
 
 // FirstSlot implements paxos.Storage.
