@@ -80,6 +80,7 @@ func parseEtcdFlags(args []string, stderr io.Writer) (etcdConfig, error) {
 	fs.DurationVar(&cfg.Window, "duration", 10*time.Second, "measured time of each run")
 	fs.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "load before each run's measured time, not counted")
 	fs.StringVar(&cfg.APITarget, "api-target", targetSpread, "where paxcron-api's clients send writes: 'spread' (each client round robin over the replicas; followers forward to the leader, like etcd's client) or 'leader'")
+	fs.BoolVar(&cfg.APIStream, "api-stream", true, "paxcron-api's clients call over the API stream: one connection per replica shared by every client, as etcd's gRPC client keeps one per member (false: a request per write, a connection per client and replica)")
 	fs.StringVar(&cfg.OutDir, "out", "docs/bench", "folder for etcd.md, etcd.json and the PNG charts")
 	fs.StringVar(&cfg.DataDir, "data-dir", os.TempDir(), "folder on the disk under test for every system's data (a fresh subfolder per run, removed after it); a tmpfs is refused")
 	fs.StringVar(&cfg.EtcdBin, "etcd-bin", "", "the etcd server binary (default: etcd on PATH, installed by -etcd-install if missing)")

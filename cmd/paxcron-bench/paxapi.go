@@ -42,14 +42,18 @@ type paxcronAPI struct {
 	leader  int      // replica ID
 	http    *http.Client
 	spec    api.Spec
+	// stream: writes go over each replica's API stream, through these
+	// clients (by replica ID - 1), shared by every client goroutine.
+	stream  bool
+	streams []*api.Client
 }
 
-func newPaxcronAPI(bin, target string, clients int) (*paxcronAPI, error) {
+func newPaxcronAPI(bin, target string, stream bool, clients int) (*paxcronAPI, error) {
 	spec, err := paddedSpec()
 	if err != nil {
 		return nil, err
 	}
-	return &paxcronAPI{bin: bin, target: target, clients: clients, spec: spec}, nil
+	return &paxcronAPI{bin: bin, target: target, stream: stream, clients: clients, spec: spec}, nil
 }
 
 // jobName is client's seq-th job: fixed width, so that every command is
@@ -117,6 +121,16 @@ func (p *paxcronAPI) start(ctx context.Context, dir string) error {
 	p.http = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: 3 * p.clients, MaxIdleConnsPerHost: p.clients, IdleConnTimeout: time.Minute,
 	}}
+	if p.stream {
+		for _, addr := range p.addrs {
+			c, err := api.NewClient(api.ClientConfig{Address: addr, Token: apiToken, Timeout: 30 * time.Second, Stream: true, NoLeaderWait: -1})
+			if err != nil {
+				p.stop()
+				return err
+			}
+			p.streams = append(p.streams, c)
+		}
+	}
 	err = waitFor(ctx, "paxcron", 30*time.Second, p.procs, func(ctx context.Context) error {
 		leader, err := p.findLeader(ctx)
 		if err != nil {
@@ -179,6 +193,16 @@ func (p *paxcronAPI) get(ctx context.Context, id int, path string, out any) erro
 // put creates the job name through replica id's API, as a client of the
 // API would: a JSON api.PutJobs body, and the answer read whole.
 func (p *paxcronAPI) put(ctx context.Context, id int, name string) error {
+	if p.stream {
+		res, err := p.streams[id-1].PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: p.spec}}, SkipNomadCheck: true})
+		if err != nil {
+			return fmt.Errorf("POST /v1/jobs to replica %d: %w", id, err)
+		}
+		if len(res.Jobs) != 1 || !res.Jobs[0].Created {
+			return fmt.Errorf("POST /v1/jobs to replica %d: job %s not created: %+v", id, name, res)
+		}
+		return nil
+	}
 	body, err := json.Marshal(api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: p.spec}}, SkipNomadCheck: true})
 	if err != nil {
 		return err
@@ -228,6 +252,9 @@ func (p *paxcronAPI) stop() error {
 	if p.http != nil {
 		p.http.CloseIdleConnections()
 	}
-	p.procs = nil
+	for _, c := range p.streams {
+		c.Close()
+	}
+	p.procs, p.streams = nil, nil
 	return nil
 }

@@ -182,7 +182,11 @@ func renderSetup(b *strings.Builder, c etcdConfig) {
 	if c.APITarget == targetLeader {
 		target = "every client writes to the leader"
 	}
-	fmt.Fprintf(b, "- **paxcron API**: three `paxcron server` processes (static peers, backups off, snapshots at the defaults; no Nomad reachable, which only keeps them from launching). Each write is a `POST /v1/jobs` of one new job (`skip_nomad_check`), whose command is %d bytes as replicated; %s. One HTTP client keeps a connection per client goroutine and replica.\n", valueBytes, target)
+	conns := "One HTTP client keeps a connection per client goroutine and replica."
+	if c.APIStream {
+		conns = "Every call travels over the API stream: one connection per replica, shared by every client goroutine (`api.Client` with `Stream`), as etcd's client keeps one gRPC connection per member."
+	}
+	fmt.Fprintf(b, "- **paxcron API**: three `paxcron server` processes (static peers, backups off, snapshots at the defaults; no Nomad reachable, which only keeps them from launching). Each write is a `POST /v1/jobs` of one new job (`skip_nomad_check`), whose command is %d bytes as replicated; %s. %s\n", valueBytes, target, conns)
 	fmt.Fprintf(b, "- **paxcron log**: the replicated log alone: three replicas in the harness process (`internal/localcluster`, as `BenchmarkCommitThroughput`), in-process channels between them, each on its own Pebble store. Each write proposes a %d-byte command and returns once the leader applied it. Its CPU is the harness process's, replicas and clients together.\n\n", valueBytes)
 	fmt.Fprintf(b, "CPU per write is the CPU time (user and system, from `/proc/<pid>/stat`) used during the window divided by the writes acknowledged in it: the server processes', and the client's (this process) apart.\n\n")
 }

@@ -15,6 +15,7 @@ type etcdConfig struct {
 	Systems        []string
 	Warmup, Window time.Duration
 	APITarget      string
+	APIStream      bool
 	OutDir         string
 	DataDir        string
 	EtcdBin        string
@@ -223,7 +224,7 @@ func newSystemFunc(cfg etcdConfig) func(string, int) (system, error) {
 		case sysEtcd:
 			return newEtcd(cfg.EtcdBin), nil
 		case sysPaxcronAPI:
-			return newPaxcronAPI(cfg.PaxcronBin, cfg.APITarget, clients)
+			return newPaxcronAPI(cfg.PaxcronBin, cfg.APITarget, cfg.APIStream, clients)
 		case sysPaxcronLog:
 			return newPaxcronLog(), nil
 		}

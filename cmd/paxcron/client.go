@@ -288,16 +288,11 @@ func printDone(out io.Writer, f *apiFlags, d api.Done, err error, msg string) er
 }
 
 func listJobs(ctx context.Context, c *api.Client, f *apiFlags, prefix string, out io.Writer) error {
-	jobs, err := c.Jobs(ctx, api.ReadOptions{Stale: f.stale})
+	jobs, err := c.JobsWithPrefix(ctx, prefix, api.ReadOptions{Stale: f.stale})
 	if err != nil {
 		return err
 	}
-	var shown []api.JobSummary
-	for _, j := range jobs.Jobs {
-		if strings.HasPrefix(j.Name, prefix) {
-			shown = append(shown, j)
-		}
-	}
+	shown := jobs.Jobs
 	if f.json {
 		return printJSON(out, shown)
 	}

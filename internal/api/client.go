@@ -34,6 +34,11 @@ type ClientConfig struct {
 	// server answers 503 before it acts, so a retry cannot act twice.
 	// Zero means DefaultNoLeaderWait; negative, no retry.
 	NoLeaderWait time.Duration
+	// Stream carries the calls over one connection to the replica (the
+	// API stream, StreamPath) instead of a request each: for a program
+	// that makes many calls at once. A server without the stream is
+	// called over plain HTTP. Snapshot always uses a request of its own.
+	Stream bool
 }
 
 // DefaultNoLeaderWait covers an election after a leader's crash (about a
@@ -53,6 +58,7 @@ type Client struct {
 	base         *url.URL
 	token        string
 	http         *http.Client
+	stream       *streamClient // nil: a request per call
 	noLeaderWait time.Duration
 }
 
@@ -87,8 +93,20 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		}
 		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	return &Client{base: u, token: cfg.Token, http: &http.Client{Timeout: cfg.Timeout, Transport: transport},
-		noLeaderWait: max(cfg.NoLeaderWait, 0)}, nil
+	c := &Client{base: u, token: cfg.Token, http: &http.Client{Timeout: cfg.Timeout, Transport: transport},
+		noLeaderWait: max(cfg.NoLeaderWait, 0)}
+	if cfg.Stream {
+		c.stream = &streamClient{base: u, token: cfg.Token, tls: transport.TLSClientConfig, timeout: cfg.Timeout}
+	}
+	return c, nil
+}
+
+// Close closes the client's connections.
+func (c *Client) Close() {
+	if c.stream != nil {
+		c.stream.close()
+	}
+	c.http.CloseIdleConnections()
 }
 
 // maxIdleConnsPerHost bounds the idle connections a Client keeps to its
@@ -119,9 +137,44 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 
 // Jobs lists every job.
 func (c *Client) Jobs(ctx context.Context, o ReadOptions) (Jobs, error) {
-	var j Jobs
-	return j, c.do(ctx, http.MethodGet, "/v1/jobs", o.query(), nil, &j)
+	return c.JobsWithPrefix(ctx, "", o)
 }
+
+// JobsWithPrefix lists every job whose name starts with prefix. The
+// server answers a page at a time (listPage jobs); each page is a read of
+// its own, and Index is the last page's.
+func (c *Client) JobsWithPrefix(ctx context.Context, prefix string, o ReadOptions) (Jobs, error) {
+	q := o.query()
+	q.Set("limit", strconv.Itoa(listPage))
+	if prefix != "" {
+		q.Set("prefix", prefix)
+	}
+	var all Jobs
+	for {
+		var page Jobs
+		h, err := c.doHeader(ctx, http.MethodGet, "/v1/jobs", q, nil, &page)
+		if err != nil {
+			return Jobs{}, err
+		}
+		all.Jobs = append(all.Jobs, page.Jobs...)
+		all.Index = page.Index
+		next := h.Get(NextAfterHeader)
+		if next == "" {
+			return all, nil
+		}
+		if next <= q.Get("after") {
+			return Jobs{}, fmt.Errorf("api: GET /v1/jobs: the server's next page starts after %q, not past %q", next, q.Get("after"))
+		}
+		q.Set("after", next)
+	}
+}
+
+// NextAfterHeader, on a page of GET /v1/jobs, names its last job when
+// more follow: the next page is asked with after= that name.
+const NextAfterHeader = "X-Paxcron-Next-After"
+
+// listPage is the page size JobsWithPrefix asks for (the server's most).
+const listPage = 1000
 
 // Job reads one job with its next launch times (next of them, at most
 // MaxNextLaunches).
@@ -173,7 +226,7 @@ func (c *Client) Backfill(ctx context.Context, name string, b Backfill) (Done, e
 // Snapshot downloads the replica's newest snapshot (the log's state at
 // its index), as `operator snapshot save` writes it to a file.
 func (c *Client) Snapshot(ctx context.Context, w io.Writer) (index uint64, err error) {
-	resp, err := c.send(ctx, http.MethodGet, "/v1/operator/snapshot", nil, nil)
+	resp, err := c.sendVia(ctx, false, http.MethodGet, "/v1/operator/snapshot", nil, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -194,24 +247,45 @@ func (c *Client) BackupNow(ctx context.Context) (BackupInfo, error) {
 func jobPath(name string) string { return "/v1/jobs/" + url.PathEscape(name) }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	_, err := c.doHeader(ctx, method, path, q, in, out)
+	return err
+}
+
+// doHeader is do, and the answer's header.
+func (c *Client) doHeader(ctx context.Context, method, path string, q url.Values, in, out any) (http.Header, error) {
 	resp, err := c.send(ctx, method, path, q, in)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
-		return fmt.Errorf("api: %s %s: decoding the answer: %w", method, path, err)
+		return nil, fmt.Errorf("api: %s %s: decoding the answer: %w", method, path, err)
 	}
-	return nil
+	return resp.Header, nil
 }
 
 // send makes the request and returns a 2xx response; any other status is
 // an *Error. A 503 (no leader) is retried for up to the client's
 // NoLeaderWait, or until ctx ends.
 func (c *Client) send(ctx context.Context, method, path string, q url.Values, in any) (*http.Response, error) {
+	return c.sendVia(ctx, true, method, path, q, in)
+}
+
+// sendVia is send, over the stream when the client has one and
+// viaStream.
+func (c *Client) sendVia(ctx context.Context, viaStream bool, method, path string, q url.Values, in any) (*http.Response, error) {
 	deadline := time.Now().Add(c.noLeaderWait)
 	for {
-		resp, err := c.sendOnce(ctx, method, path, q, in)
+		var resp *http.Response
+		var err error
+		if viaStream && c.stream != nil && !c.stream.refused.Load() {
+			resp, err = c.sendStreamed(ctx, method, path, q, in)
+			if errors.Is(err, errNoStream) {
+				resp, err = c.sendOnce(ctx, method, path, q, in)
+			}
+		} else {
+			resp, err = c.sendOnce(ctx, method, path, q, in)
+		}
 		if StatusOf(err) != http.StatusServiceUnavailable || time.Now().Add(noLeaderRetryEvery).After(deadline) {
 			return resp, err
 		}
@@ -257,6 +331,41 @@ func (c *Client) sendOnce(ctx context.Context, method, path string, q url.Values
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
 	}
+	return nil, errorOf(resp)
+}
+
+// sendStreamed is sendOnce over the client's stream.
+func (c *Client) sendStreamed(ctx context.Context, method, path string, q url.Values, in any) (*http.Response, error) {
+	call := StreamCall{Method: method, Path: path}
+	if len(q) > 0 {
+		call.Path += "?" + q.Encode()
+	}
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("api: encoding the request: %w", err)
+		}
+		call.Body, call.ContentType = b, "application/json"
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.stream.timeout)
+	defer cancel()
+	a, err := c.stream.call(ctx, call)
+	if err != nil {
+		if errors.Is(err, errNoStream) || StatusOf(err) != 0 {
+			return nil, err
+		}
+		return nil, fmt.Errorf("api: %s %s: %w", method, path, err)
+	}
+	resp := &http.Response{StatusCode: a.Status, Header: a.Header, Body: io.NopCloser(bytes.NewReader(a.Body))}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	return nil, errorOf(resp)
+}
+
+// errorOf is the *Error of a response that is not a success; it closes
+// the response's body.
+func errorOf(resp *http.Response) error {
 	defer resp.Body.Close()
 	e := &Error{Status: resp.StatusCode}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -270,7 +379,7 @@ func (c *Client) sendOnce(ctx context.Context, method, path string, q url.Values
 			e.Message = "the server answered without a message"
 		}
 	}
-	return nil, e
+	return e
 }
 
 // StatusOf returns the HTTP status of an *Error in err's chain, or 0.

@@ -15,7 +15,7 @@ import (
 // BenchmarkAPI measures the HTTP API of three in-process servers on real
 // Pebble (synced) over loopback, with clients concurrent requests in
 // flight: job writes (one new job per request, to the leader, and to a
-// follower that forwards them),
+// follower that forwards them; each also over the API stream),
 // status reads, and linearizable and stale job reads. One op is one
 // request. Medians over runs:
 //
@@ -27,6 +27,7 @@ func BenchmarkAPI(b *testing.B) {
 	follower := leader%3 + 1
 	lc, fc := c.client(leader, writeToken), c.client(follower, writeToken)
 	fw := fc // writes sent to a follower, which forwards them to the leader
+	ls, fs := c.streamClient(leader, writeToken), c.streamClient(follower, writeToken)
 	if _, err := lc.PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: "read-me", Spec: api.Spec{Schedule: "@hourly", NomadJob: "p"}}}}); err != nil {
 		b.Fatal(err)
 	}
@@ -44,6 +45,16 @@ func BenchmarkAPI(b *testing.B) {
 			{"write-job-via-follower", func() error {
 				name := fmt.Sprintf("bench-%d", seq.Add(1))
 				_, err := fw.PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}}}})
+				return err
+			}},
+			{"write-job-stream", func() error {
+				name := fmt.Sprintf("bench-%d", seq.Add(1))
+				_, err := ls.PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}}}})
+				return err
+			}},
+			{"write-job-stream-via-follower", func() error {
+				name := fmt.Sprintf("bench-%d", seq.Add(1))
+				_, err := fs.PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}}}})
 				return err
 			}},
 			{"read-status", func() error { _, err := lc.Status(ctx); return err }},

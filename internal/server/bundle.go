@@ -222,26 +222,50 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request) {
 
 // serveCall serves call i of a bundle through the API's handlers.
 func (s *Server) serveCall(from bundleOrigin, i int, c bundleCall) bundleAnswer {
-	req, err := http.NewRequestWithContext(from.ctx, c.Method, c.Path, bytes.NewReader(c.Body))
+	a := s.serveAPICall(apiCall{ctx: from.ctx, remoteAddr: from.remoteAddr, forwardedBy: from.by,
+		method: c.Method, path: c.Path, auth: c.Auth, contentType: c.ContentType, body: c.Body})
+	a.Index = i
+	return a
+}
+
+// apiCall is an API call that did not come as a request of its own: one
+// of a bundle, or of a stream.
+type apiCall struct {
+	ctx         context.Context
+	remoteAddr  string
+	forwardedBy string // set: the forwarded mark (the call is not forwarded again)
+	method      string
+	path        string // path and query
+	auth        string
+	contentType string
+	body        []byte
+}
+
+// serveAPICall serves c through the API's handlers.
+func (s *Server) serveAPICall(c apiCall) bundleAnswer {
+	req, err := http.NewRequestWithContext(c.ctx, c.method, c.path, bytes.NewReader(c.body))
 	if err != nil {
-		return answerOf(i, &api.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("forwarded call: %v", err)})
+		return answerOf(0, badRequest("call: %v", err))
 	}
-	req.RemoteAddr = from.remoteAddr
-	// Marked forwarded whoever sent the bundle: a replica that no longer
-	// leads answers the call with a 503 rather than forward it again.
-	req.Header.Set(forwardedHeader, from.by)
-	if c.Auth != "" {
-		req.Header.Set("Authorization", c.Auth)
+	req.RemoteAddr = c.remoteAddr
+	if c.forwardedBy != "" {
+		// Marked forwarded whoever sent the bundle: a replica that no
+		// longer leads answers the call with a 503 rather than forward
+		// it again.
+		req.Header.Set(forwardedHeader, c.forwardedBy)
 	}
-	if c.ContentType != "" {
-		req.Header.Set("Content-Type", c.ContentType)
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
+	}
+	if c.contentType != "" {
+		req.Header.Set("Content-Type", c.contentType)
 	}
 	rec := &answerRecorder{header: http.Header{}}
 	s.api.ServeHTTP(rec, req)
 	if rec.status == 0 {
 		rec.status = http.StatusOK
 	}
-	return bundleAnswer{Index: i, Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
+	return bundleAnswer{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
 }
 
 // bundleOrigin is what a bundled call takes of the bundle's request.

@@ -53,6 +53,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/operator/snapshot", s.write(s.handleSnapshot))
 	mux.HandleFunc("POST /v1/operator/backup", s.write(s.handleBackupNow))
 	mux.HandleFunc("POST "+bundlePath, s.handleBundle)
+	mux.HandleFunc("GET "+api.StreamPath, s.handleStream)
 	mux.Handle("GET /metrics", s.authorized(false, s.metrics.handler()))
 	if s.cfg.EnablePprof {
 		mux.Handle("GET /debug/pprof/", s.authorized(true, http.HandlerFunc(pprof.Index)))
@@ -395,7 +396,7 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) (any, error)
 			out.Jobs = append(out.Jobs, summaryOf(j))
 		}
 		if more {
-			w.Header().Set("X-Paxcron-Next-After", page[len(page)-1].Name)
+			w.Header().Set(api.NextAfterHeader, page[len(page)-1].Name)
 		}
 		return out, nil
 	})

@@ -106,6 +106,12 @@ func newMetrics(s *Server) *metrics {
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_open_launches",
 		Help: "Launches started and not yet recorded finished."}, func() float64 { return float64(s.openLaunches()) }))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_jobs", Help: "Cron jobs."}, func() float64 { return float64(s.jobCount()) }))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_api_streams",
+		Help: "API streams open on this replica."}, func() float64 { return float64(s.streams.count()) }))
+	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "paxcron_api_streams_opened_total",
+		Help: "API streams opened on this replica."}, func() float64 { return float64(s.streams.opened.Load()) }))
+	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "paxcron_api_stream_calls_total",
+		Help: "API calls read from streams on this replica."}, func() float64 { return float64(s.streams.calls.Load()) }))
 	for _, c := range []struct {
 		name, help string
 		get        func(transport.Stats) uint64

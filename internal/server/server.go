@@ -73,6 +73,7 @@ type Server struct {
 	bundles     *bundler
 	bundleKey   []byte
 	callWorkers *workerPool
+	streams     streams
 	// api is the API's handler (routes), which also serves the calls of a
 	// follower's bundle.
 	api http.Handler
@@ -492,6 +493,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.http != nil {
 		errs = append(errs, s.http.Shutdown(ctx))
 	}
+	// The streams' calls under way are answered before the node stops.
+	errs = append(errs, s.streams.letGo(ctx))
 	if s.node != nil && s.node.Status().Role == paxos.Leader {
 		s.handOver(ctx)
 	}
@@ -558,6 +561,7 @@ func (s *Server) Close() error {
 		if s.gossip != nil {
 			_ = s.gossip.Close(0)
 		}
+		s.streams.closeAll()
 		if s.http != nil {
 			errs = append(errs, s.http.Close())
 		} else if s.httpLn != nil {

@@ -139,10 +139,26 @@ func (c *cluster) start(id paxos.ReplicaID, bootstrap bool) {
 
 func (c *cluster) client(id paxos.ReplicaID, token string) *api.Client {
 	c.t.Helper()
-	cl, err := api.NewClient(api.ClientConfig{Address: "http://" + c.servers[id-1].HTTPAddr(), Token: token, Timeout: 10 * time.Second})
+	return c.clientWith(id, api.ClientConfig{Token: token})
+}
+
+// streamClient is client over the API stream.
+func (c *cluster) streamClient(id paxos.ReplicaID, token string) *api.Client {
+	c.t.Helper()
+	return c.clientWith(id, api.ClientConfig{Token: token, Stream: true})
+}
+
+func (c *cluster) clientWith(id paxos.ReplicaID, cfg api.ClientConfig) *api.Client {
+	c.t.Helper()
+	cfg.Address = "http://" + c.servers[id-1].HTTPAddr()
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	cl, err := api.NewClient(cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	c.t.Cleanup(cl.Close)
 	return cl
 }
 

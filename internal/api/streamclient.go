@@ -1,0 +1,305 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// streamClient keeps a Client's stream to its replica: dialled on the
+// first call, and again after it fails or the server lets it go.
+type streamClient struct {
+	base    *url.URL
+	token   string
+	tls     *tls.Config
+	timeout time.Duration
+
+	mu      sync.Mutex
+	cur     *streamConn
+	refused atomic.Bool // the server has no stream: plain HTTP from then on
+}
+
+// errNoStream: the server answered the upgrade 404 (a server from before
+// the stream); the Client falls back to a request per call.
+var errNoStream = errors.New("api: the server has no API stream")
+
+// errStreamRetry: the call was not served (sent after the server's
+// LastID, or never written): it can be sent again.
+var errStreamRetry = errors.New("api: the stream was let go before the call was served")
+
+// maxStreamTries bounds the connections one call is sent on, each time
+// because the one before let it go unserved.
+const maxStreamTries = 3
+
+// call sends c and waits for its answer.
+func (sc *streamClient) call(ctx context.Context, c StreamCall) (StreamAnswer, error) {
+	for try := 1; ; try++ {
+		conn, err := sc.conn(ctx)
+		if err != nil {
+			return StreamAnswer{}, err
+		}
+		a, err := conn.call(ctx, c)
+		if !errors.Is(err, errStreamRetry) || try == maxStreamTries {
+			return a, err
+		}
+	}
+}
+
+// conn returns the stream, dialling it if there is none or it failed.
+func (sc *streamClient) conn(ctx context.Context) (*streamConn, error) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.cur != nil && sc.cur.usable() {
+		return sc.cur, nil
+	}
+	conn, err := dialStream(ctx, sc.base, sc.token, sc.tls, sc.timeout)
+	if err != nil {
+		if errors.Is(err, errNoStream) {
+			sc.refused.Store(true)
+		}
+		return nil, err
+	}
+	sc.cur = conn
+	return conn, nil
+}
+
+func (sc *streamClient) close() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.cur != nil {
+		sc.cur.fail(errors.New("api: the client was closed"))
+		sc.cur = nil
+	}
+}
+
+// dialStream connects to base's replica and upgrades the connection.
+func dialStream(ctx context.Context, base *url.URL, token string, tlsConf *tls.Config, timeout time.Duration) (*streamConn, error) {
+	host := base.Host
+	if base.Port() == "" {
+		host = net.JoinHostPort(base.Hostname(), map[string]string{"http": "80", "https": "443"}[base.Scheme])
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return nil, fmt.Errorf("api: opening a stream to %s: %w", base.Redacted(), err)
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(deadline)
+	}
+	if base.Scheme == "https" {
+		conf := &tls.Config{MinVersion: tls.VersionTLS12}
+		if tlsConf != nil {
+			conf = tlsConf.Clone()
+		}
+		conf.ServerName = base.Hostname()
+		tc := tls.Client(nc, conf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("api: opening a stream to %s: %w", base.Redacted(), err)
+		}
+		nc = tc
+	}
+	u := *base
+	u.Path = strings.TrimSuffix(u.Path, "/") + StreamPath
+	u.RawPath, u.RawQuery = "", ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", StreamProtocol)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	resp, err := func() (*http.Response, error) {
+		if err := req.Write(nc); err != nil {
+			return nil, err
+		}
+		return http.ReadResponse(br, req)
+	}()
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("api: opening a stream to %s: %w", base.Redacted(), err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer nc.Close()
+		if resp.StatusCode == http.StatusNotFound {
+			return nil, errNoStream
+		}
+		return nil, errorOf(resp)
+	}
+	if !strings.EqualFold(resp.Header.Get("Upgrade"), StreamProtocol) {
+		nc.Close()
+		return nil, fmt.Errorf("api: opening a stream to %s: the server upgraded to %q, not %q", base.Redacted(), resp.Header.Get("Upgrade"), StreamProtocol)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c := &streamConn{nc: nc, bw: bufio.NewWriterSize(nc, 64<<10), pending: map[uint64]chan streamResult{}, writeTimeout: timeout}
+	go c.read(br)
+	return c, nil
+}
+
+// streamConn is one upgraded connection and the calls in flight on it.
+type streamConn struct {
+	nc           net.Conn
+	writeTimeout time.Duration
+
+	// Writers take wmu in turn; the last one of a burst (writers back to
+	// 0) flushes what all of them wrote, in one write to the socket.
+	wmu     sync.Mutex
+	writers atomic.Int32
+	bw      *bufio.Writer
+	frame   []byte
+	nextID  uint64
+
+	mu      sync.Mutex
+	pending map[uint64]chan streamResult
+	err     error  // set once: no call is sent from then on
+	lastID  uint64 // when err is set by the server: the last call it serves
+}
+
+type streamResult struct {
+	a   StreamAnswer
+	err error
+}
+
+func (c *streamConn) usable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err == nil
+}
+
+// call sends sc and waits for its answer.
+func (c *streamConn) call(ctx context.Context, sc StreamCall) (StreamAnswer, error) {
+	done := make(chan streamResult, 1)
+	c.writers.Add(1)
+	c.wmu.Lock()
+	c.nextID++
+	sc.ID = c.nextID
+	c.mu.Lock()
+	err := c.err
+	if err == nil {
+		c.pending[sc.ID] = done
+	}
+	c.mu.Unlock()
+	if err == nil {
+		c.frame, err = AppendStreamCall(c.frame[:0], &sc)
+		if err != nil {
+			c.forget(sc.ID)
+		} else if _, werr := c.bw.Write(c.frame); werr != nil {
+			c.fail(werr)
+		}
+		if c.writers.Add(-1) == 0 {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+			if werr := c.bw.Flush(); werr != nil {
+				c.fail(werr)
+			}
+		}
+	} else {
+		c.writers.Add(-1)
+		// Never written: another connection can take it.
+		err = fmt.Errorf("%w: %v", errStreamRetry, err)
+	}
+	if len(c.frame) > 64<<10 {
+		c.frame = nil // not kept for every call after one large body
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		return StreamAnswer{}, err
+	}
+	select {
+	case r := <-done:
+		return r.a, r.err
+	case <-ctx.Done():
+		c.forget(sc.ID)
+		return StreamAnswer{}, ctx.Err()
+	}
+}
+
+func (c *streamConn) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// fail ends the connection: every call in flight gets err, as its
+// outcome is unknown (it may have been served).
+func (c *streamConn) fail(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	for id, done := range c.pending {
+		done <- streamResult{err: fmt.Errorf("api: the stream to the server failed before call %d was answered (it may or may not have been served): %w", id, err)}
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	c.nc.Close()
+}
+
+// read hands each answer to its call until the connection ends.
+func (c *streamConn) read(br *bufio.Reader) {
+	var buf []byte
+	for {
+		var err error
+		buf, err = ReadStreamFrame(br, buf, MaxStreamAnswerBytes)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		a, err := DecodeStreamAnswer(buf)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		if len(buf) > 1<<20 {
+			buf = nil
+		}
+		if a.ID == 0 {
+			c.letGo(a)
+			continue
+		}
+		c.mu.Lock()
+		done, ok := c.pending[a.ID]
+		delete(c.pending, a.ID)
+		c.mu.Unlock()
+		if ok {
+			done <- streamResult{a: a}
+		}
+	}
+}
+
+// letGo takes the server's word that it serves no call after a.LastID:
+// those are answered errStreamRetry (or the connection's error, when
+// the server closes it for one) and the connection takes no more.
+func (c *streamConn) letGo(a StreamAnswer) {
+	var err error = errStreamRetry
+	if a.Status != 0 {
+		err = errorOf(&http.Response{StatusCode: a.Status, Header: a.Header, Body: io.NopCloser(bytes.NewReader(a.Body))})
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err, c.lastID = err, a.LastID
+	}
+	for id, done := range c.pending {
+		if id > a.LastID {
+			done <- streamResult{err: err}
+			delete(c.pending, id)
+		}
+	}
+}
