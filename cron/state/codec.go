@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"paxcron/internal/mpack"
 )
 
 // Command layout (the same approach as storage/record.go):
@@ -199,23 +201,26 @@ func Encode(c Command) ([]byte, error) {
 	return out, nil
 }
 
+// codecs reuses encoders and decoders: every command is encoded once
+// and decoded on every replica.
+var codecs = mpack.New(msgpackHandle)
+
 // appendValue appends the msgpack encoding of v to dst.
 func appendValue(dst []byte, v any) ([]byte, error) {
-	var body []byte
-	enc := codec.NewEncoderBytes(&body, msgpackHandle)
-	if err := enc.Encode(v); err != nil {
+	out, err := codecs.Append(dst, v)
+	if err != nil {
 		return nil, fmt.Errorf("state: encoding %T: %w", v, err)
 	}
-	return append(dst, body...), nil
+	return out, nil
 }
 
 // decodeValue decodes all of b into v.
 func decodeValue(b []byte, v any) error {
-	dec := codec.NewDecoderBytes(b, msgpackHandle)
-	if err := dec.Decode(v); err != nil {
+	n, err := codecs.Decode(b, v)
+	if err != nil {
 		return fmt.Errorf("msgpack: %w", err)
 	}
-	if n := dec.NumBytesRead(); n != len(b) {
+	if n != len(b) {
 		return fmt.Errorf("%d trailing bytes", len(b)-n)
 	}
 	return nil

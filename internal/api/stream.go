@@ -9,6 +9,8 @@ import (
 	"math"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"paxcron/internal/mpack"
 )
 
 // The API stream carries many API calls at once over one connection: a
@@ -72,6 +74,8 @@ var streamHandle = func() *codec.MsgpackHandle {
 	return h
 }()
 
+var streamCodecs = mpack.New(streamHandle)
+
 // Validate refuses a call no handler serves over a stream.
 func (c *StreamCall) Validate() error {
 	switch c.Method {
@@ -108,15 +112,16 @@ func AppendStreamAnswer(b []byte, a *StreamAnswer) ([]byte, error) {
 // body. The body is not msgpack's: msgpack reads a long byte string in
 // steps of its handle's MaxInitLen, copying all it read at each step.
 func appendStreamFrame(b []byte, head any, body []byte) ([]byte, error) {
-	var enc []byte
-	if err := codec.NewEncoderBytes(&enc, streamHandle).Encode(head); err != nil {
-		return b, fmt.Errorf("api: encoding a stream frame: %w", err)
+	start := len(b)
+	b, err := streamCodecs.Append(binary.BigEndian.AppendUint32(b, 0), head)
+	if err != nil {
+		return b[:start], fmt.Errorf("api: encoding a stream frame: %w", err)
 	}
-	if n := uint64(len(enc)) + uint64(len(body)); n > math.MaxUint32 {
-		return b, fmt.Errorf("api: a stream frame of %d bytes", n)
+	n := uint64(len(b)-start-4) + uint64(len(body))
+	if n > math.MaxUint32 {
+		return b[:start], fmt.Errorf("api: a stream frame of %d bytes", n)
 	}
-	b = binary.BigEndian.AppendUint32(b, uint32(len(enc)+len(body)))
-	b = append(b, enc...)
+	binary.BigEndian.PutUint32(b[start:], uint32(n))
 	return append(b, body...), nil
 }
 
@@ -188,11 +193,11 @@ func DecodeStreamAnswer(frame []byte) (StreamAnswer, error) {
 // decodeHead decodes the msgpack at frame's start into v and returns a
 // copy of the rest, the body (nil if empty).
 func decodeHead(frame []byte, v any) ([]byte, error) {
-	dec := codec.NewDecoderBytes(frame, streamHandle)
-	if err := dec.Decode(v); err != nil {
+	n, err := streamCodecs.Decode(frame, v)
+	if err != nil {
 		return nil, err
 	}
-	rest := frame[dec.NumBytesRead():]
+	rest := frame[n:]
 	if len(rest) == 0 {
 		return nil, nil
 	}
