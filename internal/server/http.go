@@ -50,7 +50,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/jobs/{name}/resume", s.write(s.handleResume))
 	mux.HandleFunc("POST /v1/jobs/{name}/trigger", s.write(s.handleTrigger))
 	mux.HandleFunc("POST /v1/jobs/{name}/backfill", s.write(s.handleBackfill))
-	mux.HandleFunc("GET /v1/operator/snapshot", s.write(s.handleSnapshot))
+	mux.HandleFunc("GET "+snapshotPath, s.write(s.handleSnapshot))
 	mux.HandleFunc("POST /v1/operator/backup", s.write(s.handleBackupNow))
 	mux.HandleFunc("POST "+bundlePath, s.handleBundle)
 	mux.HandleFunc("GET "+api.StreamPath, s.handleStream)
@@ -124,6 +124,9 @@ func (s *Server) authorized(mutating bool, h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// snapshotPath downloads the newest snapshot.
+const snapshotPath = "/v1/operator/snapshot"
 
 // errHandled says the handler wrote the response itself (forwarded it).
 var errHandled = errors.New("server: response written")

@@ -68,6 +68,14 @@ func (ss *streams) add(st *apiStream) error {
 	return nil
 }
 
+// attach gives st its connection, unless the replica is shutting down.
+func (ss *streams) attach(st *apiStream, nc net.Conn) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	st.nc = nc
+	return !ss.closing
+}
+
 func (ss *streams) remove(st *apiStream) {
 	ss.mu.Lock()
 	delete(ss.open, st)
@@ -82,7 +90,9 @@ func (ss *streams) letGo(ctx context.Context) error {
 	ss.mu.Lock()
 	ss.closing = true
 	for st := range ss.open {
-		st.letGo()
+		if st.nc != nil {
+			st.letGo()
+		}
 	}
 	ss.mu.Unlock()
 	done := make(chan struct{})
@@ -100,7 +110,9 @@ func (ss *streams) closeAll() {
 	ss.mu.Lock()
 	ss.closing = true
 	for st := range ss.open {
-		st.nc.Close()
+		if st.nc != nil {
+			st.nc.Close()
+		}
 	}
 	ss.mu.Unlock()
 }
@@ -131,7 +143,10 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("server: taking over the connection for a stream: %w", err))
 		return
 	}
-	st.nc = nc
+	if !s.streams.attach(st, nc) {
+		nc.Close()
+		return
+	}
 	_ = nc.SetDeadline(time.Time{})
 	// net/http's writer is 4 KiB: answers flushed together take more.
 	st.bw = bufio.NewWriterSize(nc, 32<<10)
@@ -175,12 +190,10 @@ type apiStream struct {
 	lastID    uint64 // the reader's
 }
 
-// letGo stops the reader (it then says goodbye).
+// letGo stops the reader (it then says goodbye); under streams.mu.
 func (st *apiStream) letGo() {
 	st.goingAway.Store(true)
-	if st.nc != nil {
-		_ = st.nc.SetReadDeadline(time.Now())
-	}
+	_ = st.nc.SetReadDeadline(time.Now())
 }
 
 // serve reads calls until the client leaves, the stream is let go or a
@@ -234,8 +247,8 @@ func (st *apiStream) read(ctx context.Context, br *bufio.Reader) *api.StreamAnsw
 		if len(buf) > 1<<20 {
 			buf = nil
 		}
-		if p := call.Path; p == api.StreamPath || strings.HasPrefix(p, api.StreamPath+"?") || strings.HasPrefix(p, "/v1/internal/") {
-			st.write(answerFor(call.ID, badRequest("%s cannot be called over a stream", p)))
+		if err := notOverAStream(call.Path); err != nil {
+			st.write(answerFor(call.ID, err))
 			continue
 		}
 		select {
@@ -249,9 +262,29 @@ func (st *apiStream) read(ctx context.Context, br *bufio.Reader) *api.StreamAnsw
 			a := st.s.serveAPICall(apiCall{ctx: ctx, remoteAddr: st.remote, method: call.Method, path: call.Path,
 				auth: st.auth, contentType: call.ContentType, body: call.Body})
 			<-st.slots
+			if len(a.Body) > maxStreamAnswerBody {
+				st.write(answerFor(call.ID, &api.Error{Status: http.StatusInternalServerError,
+					Message: fmt.Sprintf("the answer to %s %s is %d bytes, more than a stream carries (%d): make this call as a request of its own", call.Method, call.Path, len(a.Body), maxStreamAnswerBody)}))
+				return
+			}
 			st.write(api.StreamAnswer{ID: call.ID, Status: a.Status, Header: a.Header, Body: a.Body})
 		})
 	}
+}
+
+// maxStreamAnswerBody leaves room in an answer frame for its head (a
+// variable for a test).
+var maxStreamAnswerBody = api.MaxStreamAnswerBytes - 64<<10
+
+// notOverAStream refuses the calls a stream does not carry: the stream
+// itself, the replicas' internal endpoints, and the snapshot download
+// (larger than a frame; it streams as a request of its own).
+func notOverAStream(path string) error {
+	p, _, _ := strings.Cut(path, "?")
+	if p == api.StreamPath || strings.HasPrefix(p, "/v1/internal/") || p == snapshotPath {
+		return badRequest("%s cannot be called over a stream: make it a request of its own", p)
+	}
+	return nil
 }
 
 // refusal is the goodbye for a bad frame.

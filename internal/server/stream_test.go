@@ -177,7 +177,7 @@ func TestStreamRefusesBadFrames(t *testing.T) {
 		expectClosed(t, conn, tc.name)
 	}
 	conn, br := openStream(t, target, writeToken)
-	for i, path := range []string{api.StreamPath, "/v1/internal/forward", "/v1/status"} {
+	for i, path := range []string{api.StreamPath, "/v1/internal/forward", "/v1/operator/snapshot?x=1", api.StreamPath + "?a", "/v1/status"} {
 		sendCall(t, conn, api.StreamCall{ID: uint64(i + 1), Method: "GET", Path: path})
 		a := readAnswer(t, conn, br)
 		want := http.StatusBadRequest
@@ -322,5 +322,32 @@ func TestJobListFollowsPages(t *testing.T) {
 				t.Fatalf("prefix %q: %s before %s", tc.prefix, jobs.Jobs[i-1].Name, jobs.Jobs[i].Name)
 			}
 		}
+	}
+}
+
+// An answer larger than a stream carries is a 500 that says to make the
+// call as a request; the stream goes on.
+func TestStreamAnswerTooLarge(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	ctx := context.Background()
+	s := c.streamClient(leader, writeToken)
+	for i := range 20 {
+		if _, err := s.PutJobs(ctx, putOne(fmt.Sprintf("big-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The status (about 550 bytes) fits, the list of 20 jobs does not.
+	defer func(was int) { maxStreamAnswerBody = was }(maxStreamAnswerBody)
+	maxStreamAnswerBody = 2000
+	_, err := s.Jobs(ctx, api.ReadOptions{})
+	if api.StatusOf(err) != http.StatusInternalServerError || !strings.Contains(err.Error(), "as a request of its own") {
+		t.Fatalf("a list larger than the stream carries: %v", err)
+	}
+	if _, err := s.Status(ctx); err != nil {
+		t.Fatalf("the stream after it: %v", err)
+	}
+	if jobs, err := c.client(leader, readToken).Jobs(ctx, api.ReadOptions{}); err != nil || len(jobs.Jobs) != 20 {
+		t.Fatalf("the same list as a request: %+v, %v", jobs, err)
 	}
 }
