@@ -31,9 +31,13 @@ var msgpackHandle = func() *codec.MsgpackHandle {
 	h := &codec.MsgpackHandle{WriteExt: true}
 	// Arrays instead of maps: the version byte fixes the field order.
 	h.StructToArray = true
-	// Collections are allocated as they are read, not as large as a
-	// (possibly garbage) length prefix says.
-	h.MaxInitLen = 64
+	// A collection is allocated ahead of reading for at most what
+	// go-msgpack's default allows (256 KiB of small items, 4,096 larger
+	// ones), not as large as a (possibly garbage) length prefix says, and
+	// grows as it is read. A byte string is read in steps of this bound,
+	// each copying what was read: at 64 (the setting before), a 16 KiB
+	// payload took 3.3 ms to decode, on every replica's loop.
+	h.MaxInitLen = 0
 	h.MaxDepth = 16
 	return h
 }()
