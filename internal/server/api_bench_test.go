@@ -32,31 +32,23 @@ func BenchmarkAPI(b *testing.B) {
 		b.Fatal(err)
 	}
 	var seq atomic.Uint64
+	// writeVia writes one new job through cl.
+	writeVia := func(cl *api.Client) func() error {
+		return func() error {
+			name := fmt.Sprintf("bench-%d", seq.Add(1))
+			_, err := cl.PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}}}})
+			return err
+		}
+	}
 	for _, clients := range []int{1, 16, 64} {
 		for _, op := range []struct {
 			name string
 			call func() error
 		}{
-			{"write-job", func() error {
-				name := fmt.Sprintf("bench-%d", seq.Add(1))
-				_, err := lc.PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}}}})
-				return err
-			}},
-			{"write-job-via-follower", func() error {
-				name := fmt.Sprintf("bench-%d", seq.Add(1))
-				_, err := fw.PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}}}})
-				return err
-			}},
-			{"write-job-stream", func() error {
-				name := fmt.Sprintf("bench-%d", seq.Add(1))
-				_, err := ls.PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}}}})
-				return err
-			}},
-			{"write-job-stream-via-follower", func() error {
-				name := fmt.Sprintf("bench-%d", seq.Add(1))
-				_, err := fs.PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}}}})
-				return err
-			}},
+			{"write-job", writeVia(lc)},
+			{"write-job-via-follower", writeVia(fw)},
+			{"write-job-stream", writeVia(ls)},
+			{"write-job-stream-via-follower", writeVia(fs)},
 			{"read-status", func() error { _, err := lc.Status(ctx); return err }},
 			{"read-job-leader", func() error { _, err := lc.Job(ctx, "read-me", 5, api.ReadOptions{}); return err }},
 			{"read-job-stale-follower", func() error {
