@@ -351,3 +351,36 @@ func TestStreamAnswerTooLarge(t *testing.T) {
 		t.Fatalf("the same list as a request: %+v, %v", jobs, err)
 	}
 }
+
+// A graceful shutdown tells a stream's client it is going away, with the
+// last call it read, answers every call up to it, and closes.
+func TestStreamSaysGoingAway(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	follower := leader%3 + 1
+	target := c.servers[follower-1]
+	conn, br := openStream(t, target, readToken)
+	const calls = 50
+	for id := uint64(1); id <= calls; id++ {
+		sendCall(t, conn, api.StreamCall{ID: id, Method: "GET", Path: "/v1/status"})
+	}
+	answered := map[uint64]bool{}
+	for len(answered) < calls {
+		a := readAnswer(t, conn, br)
+		if a.ID == 0 || a.Status != http.StatusOK {
+			t.Fatalf("before the shutdown: %+v", a)
+		}
+		answered[a.ID] = true
+	}
+	done := make(chan error, 1)
+	go func() { done <- target.Shutdown(context.Background()) }()
+	a := readAnswer(t, conn, br)
+	if a.ID != 0 || a.Status != 0 || a.LastID != calls {
+		t.Errorf("at shutdown: %+v, want going away after call %d", a, calls)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c.servers[follower-1] = nil
+	expectClosed(t, conn, "a stream after its replica's shutdown")
+}
