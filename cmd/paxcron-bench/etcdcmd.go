@@ -79,7 +79,7 @@ func parseEtcdFlags(args []string, stderr io.Writer) (etcdConfig, error) {
 	fs.StringVar(&systems, "systems", strings.Join(allSystems, ","), "comma-separated systems to run, in this order within a concurrency: "+strings.Join(allSystems, ", "))
 	fs.DurationVar(&cfg.Window, "duration", 10*time.Second, "measured time of each run")
 	fs.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "load before each run's measured time, not counted")
-	fs.StringVar(&cfg.APITarget, "api-target", targetSpread, "where paxcron-api's clients send writes: 'spread' (each client round robin over the replicas; followers forward to the leader, like etcd's client) or 'leader'")
+	fs.StringVar(&cfg.APITarget, "api-target", targetClient, "where paxcron-api's clients send writes: 'client' (paxcron's Go client given all three replicas, as etcd's client is given all three members: it calls the leader once it learns which one leads), 'spread' (round robin over the replicas, as etcd's client does; followers forward to the leader) or 'leader' (straight to the leader)")
 	fs.BoolVar(&cfg.APIStream, "api-stream", true, "paxcron-api's clients call over the API stream: one connection per replica shared by every client, as etcd's gRPC client keeps one per member (false: a request per write, a connection per client and replica)")
 	fs.StringVar(&cfg.OutDir, "out", "docs/bench", "folder for etcd.md, etcd.json and the PNG charts")
 	fs.StringVar(&cfg.DataDir, "data-dir", os.TempDir(), "folder on the disk under test for every system's data (a fresh subfolder per run, removed after it); a tmpfs is refused")
@@ -112,8 +112,8 @@ func parseEtcdFlags(args []string, stderr io.Writer) (etcdConfig, error) {
 		return cfg, fmt.Errorf("-reps %d: want at least 1", cfg.Reps)
 	case cfg.Window <= 0 || cfg.Warmup < 0:
 		return cfg, errors.New("-duration must be positive and -warmup not negative")
-	case cfg.APITarget != targetSpread && cfg.APITarget != targetLeader:
-		return cfg, fmt.Errorf("-api-target %q: want %s or %s", cfg.APITarget, targetSpread, targetLeader)
+	case cfg.APITarget != targetClient && cfg.APITarget != targetSpread && cfg.APITarget != targetLeader:
+		return cfg, fmt.Errorf("-api-target %q: want %s, %s or %s", cfg.APITarget, targetClient, targetSpread, targetLeader)
 	case cfg.QuietCores < 0 || cfg.MaxOthersCores < 0 || cfg.Retries < 0:
 		return cfg, errors.New("-quiet-cores, -max-others-cores and -retries must not be negative")
 	}

@@ -24,6 +24,10 @@ const (
 	targetSpread = "spread"
 	// targetLeader: every client writes to the leader.
 	targetLeader = "leader"
+	// targetClient: one api.Client given all three replicas, as etcd's
+	// client is given all three members; it sends its calls to the
+	// leader once a follower's answer names it.
+	targetClient = "client"
 )
 
 const apiToken = "paxcron-bench-write-token-0123456789"
@@ -46,6 +50,8 @@ type paxcronAPI struct {
 	// clients (by replica ID - 1), shared by every client goroutine.
 	stream  bool
 	streams []*api.Client
+	// all: with targetClient, the one client over every replica.
+	all *api.Client
 }
 
 func newPaxcronAPI(bin, target string, stream bool, clients int) (*paxcronAPI, error) {
@@ -129,6 +135,14 @@ func (p *paxcronAPI) start(ctx context.Context, dir string) error {
 				return err
 			}
 			p.streams = append(p.streams, c)
+		}
+	}
+	if p.target == targetClient {
+		p.all, err = api.NewClient(api.ClientConfig{Address: strings.Join(p.addrs, ","), Token: apiToken,
+			Timeout: 30 * time.Second, Stream: p.stream, NoLeaderWait: -1})
+		if err != nil {
+			p.stop()
+			return err
 		}
 	}
 	err = waitFor(ctx, "paxcron", 30*time.Second, p.procs, func(ctx context.Context) error {
@@ -236,6 +250,17 @@ func (p *paxcronAPI) put(ctx context.Context, id int, name string) error {
 }
 
 func (p *paxcronAPI) write(ctx context.Context, client int, seq uint64) error {
+	if p.all != nil {
+		name := jobName(client, seq)
+		res, err := p.all.PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: p.spec}}, SkipNomadCheck: true})
+		if err != nil {
+			return fmt.Errorf("POST /v1/jobs through %s: %w", p.all.Address(), err)
+		}
+		if len(res.Jobs) != 1 || !res.Jobs[0].Created {
+			return fmt.Errorf("POST /v1/jobs: job %s not created: %+v", name, res)
+		}
+		return nil
+	}
 	id := p.leader
 	if p.target == targetSpread {
 		id = int((uint64(client)+seq)%3) + 1
@@ -255,6 +280,9 @@ func (p *paxcronAPI) stop() error {
 	for _, c := range p.streams {
 		c.Close()
 	}
-	p.procs, p.streams = nil, nil
+	if p.all != nil {
+		p.all.Close()
+	}
+	p.procs, p.streams, p.all = nil, nil, nil
 	return nil
 }

@@ -179,12 +179,20 @@ func renderSetup(b *strings.Builder, c etcdConfig) {
 	fmt.Fprintf(b, "All three systems keep three replicas on loopback, each in its own folder on the same disk, every write synced before it is acknowledged. Clients write in a closed loop (the next write when the last is acknowledged); a write counts when it is acknowledged within the measured window.\n\n")
 	fmt.Fprintf(b, "- **etcd**: three members, defaults otherwise (fsync on, snapshot count 100,000). One Go client (`go.etcd.io/etcd/client/v3`) over all three endpoints, shared by every client goroutine; it balances requests round robin over the members, so two writes in three reach a follower, which forwards them to the leader. Each write is a `Put` of a fresh key (`bench/c<client>/<seq>`) with a %d-byte value.\n", valueBytes)
 	target := "each client sends its writes round robin over the three replicas (as etcd's client balances its requests), so two in three reach a follower, which forwards the request to the leader"
-	if c.APITarget == targetLeader {
+	switch c.APITarget {
+	case targetLeader:
 		target = "every client writes to the leader"
+	case targetClient:
+		target = "every client goroutine calls through one `api.Client` given all three replicas (as etcd's client is given all three members), which sends its calls to the leader once a follower's answer names it (`X-Paxcron-Leader`)"
 	}
 	conns := "One HTTP client keeps a connection per client goroutine and replica."
-	if c.APIStream {
+	switch {
+	case c.APIStream && c.APITarget == targetClient:
+		conns = "Every call travels over the API stream: one connection to the replica called, shared by every client goroutine, as etcd's client keeps one gRPC connection per member."
+	case c.APIStream:
 		conns = "Every call travels over the API stream: one connection per replica, shared by every client goroutine (`api.Client` with `Stream`), as etcd's client keeps one gRPC connection per member."
+	case c.APITarget == targetClient:
+		conns = "The client keeps a connection per call in flight to the replica called."
 	}
 	fmt.Fprintf(b, "- **paxcron API**: three `paxcron server` processes (static peers, backups off, snapshots at the defaults; no Nomad reachable, which only keeps them from launching). Each write is a `POST /v1/jobs` of one new job (`skip_nomad_check`), whose command is %d bytes as replicated; %s. %s\n", valueBytes, target, conns)
 	fmt.Fprintf(b, "- **paxcron log**: the replicated log alone: three replicas in the harness process (`internal/localcluster`, as `BenchmarkCommitThroughput`), in-process channels between them, each on its own Pebble store. Each write proposes a %d-byte command and returns once the leader applied it. Its CPU is the harness process's, replicas and clients together.\n\n", valueBytes)

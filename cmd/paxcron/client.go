@@ -41,7 +41,7 @@ func (f *apiFlags) register(fs *flag.FlagSet, getenv func(string) string, reads 
 	if addr == "" {
 		addr = api.DefaultAddress
 	}
-	fs.StringVar(&f.address, "address", addr, "a replica's API, http(s)://host:port (PAXCRON_ADDR)")
+	fs.StringVar(&f.address, "address", addr, "a replica's API, http(s)://host:port; or several, comma-separated, to call whichever leads and go on when one is down (PAXCRON_ADDR)")
 	fs.StringVar(&f.token, "token", getenv("PAXCRON_TOKEN"), "the API token (PAXCRON_TOKEN)")
 	fs.StringVar(&f.caCert, "ca-cert", getenv("PAXCRON_CACERT"), "CA certificate (PEM) to verify an https API (PAXCRON_CACERT)")
 	fs.BoolVar(&f.json, "json", false, "print the answer as JSON, for scripts")

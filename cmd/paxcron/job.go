@@ -28,7 +28,9 @@ Subcommands:
   takeover   turn a Nomad periodic job into cron jobs (and, with -register, replace it in Nomad)
 
 The commands that call a replica take -address (PAXCRON_ADDR, default
-http://127.0.0.1:4750), -token (PAXCRON_TOKEN) and -json.
+http://127.0.0.1:4750), -token (PAXCRON_TOKEN) and -json. Given every
+replica, comma-separated, a command calls the leader and goes on through
+another replica when one is down.
 
 Run "paxcron job <subcommand> -h" for a subcommand's flags.
 `

@@ -9,18 +9,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // ClientConfig configures NewClient, as the CLI's -address, -token,
 // -ca-cert flags and PAXCRON_ADDR, PAXCRON_TOKEN, PAXCRON_CACERT do.
 type ClientConfig struct {
-	// Address is a replica's API: http://host:port or https://host:port.
+	// Address is a replica's API: http://host:port or https://host:port;
+	// or several replicas' APIs separated by commas, for a client that
+	// follows the leader and fails over (see Client).
 	Address string
 	// Token is the bearer token (empty: none).
 	Token string
@@ -53,23 +59,51 @@ const noLeaderRetryEvery = 200 * time.Millisecond
 // DefaultAddress is where the CLI looks without -address or PAXCRON_ADDR.
 const DefaultAddress = "http://127.0.0.1:4750"
 
-// Client calls one replica's API. Safe for concurrent use.
+// Client calls a replica's API. Safe for concurrent use.
+//
+// Given several replicas, it sends every call to one of them: the first
+// at the start, then the leader once it learns which replica that is.
+// Any replica serves any call (a follower forwards to the leader what the
+// leader must serve), so this is a shortcut, never a condition: a
+// follower that forwards a call names the leader in its answer
+// (LeaderHeader), and the client, which learns the replica ID behind each
+// of its addresses from their status, sends its next calls there. A call
+// that cannot reach its replica (the connection is refused or cannot be
+// made, so nothing was sent) is sent to the next one, each replica at
+// most once per call; a call that may have reached its replica is never
+// sent again.
 type Client struct {
-	base         *url.URL
+	replicas     []*endpoint
+	at           atomic.Int32 // the replica that calls go to, by index
 	token        string
 	http         *http.Client
-	stream       *streamClient // nil: a request per call
 	noLeaderWait time.Duration
+
+	// With several replicas: the replica ID behind each address, as far
+	// as known (0: not yet), and whether a search for the leader runs.
+	idsMu   sync.Mutex
+	ids     []uint64
+	finding atomic.Bool
 }
+
+// endpoint is one replica the client calls.
+type endpoint struct {
+	base   *url.URL
+	stream *streamClient // nil: a request per call
+}
+
+// MaxAddresses bounds the replicas a client is given: a cluster has three
+// or five.
+const MaxAddresses = 9
 
 // NewClient checks cfg and returns a Client.
 func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Address == "" {
 		cfg.Address = DefaultAddress
 	}
-	u, err := url.Parse(cfg.Address)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("api: address %q: want http://host:port or https://host:port", cfg.Address)
+	bases, err := parseAddresses(cfg.Address)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
@@ -93,18 +127,50 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		}
 		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	c := &Client{base: u, token: cfg.Token, http: &http.Client{Timeout: cfg.Timeout, Transport: transport},
-		noLeaderWait: max(cfg.NoLeaderWait, 0)}
-	if cfg.Stream {
-		c.stream = &streamClient{base: u, token: cfg.Token, tls: transport.TLSClientConfig, timeout: cfg.Timeout}
+	c := &Client{token: cfg.Token, http: &http.Client{Timeout: cfg.Timeout, Transport: transport},
+		noLeaderWait: max(cfg.NoLeaderWait, 0), ids: make([]uint64, len(bases))}
+	for _, u := range bases {
+		ep := &endpoint{base: u}
+		if cfg.Stream {
+			ep.stream = &streamClient{base: u, token: cfg.Token, tls: transport.TLSClientConfig, timeout: cfg.Timeout}
+		}
+		c.replicas = append(c.replicas, ep)
 	}
 	return c, nil
 }
 
+// parseAddresses checks a comma-separated list of replicas' APIs.
+func parseAddresses(list string) ([]*url.URL, error) {
+	var bases []*url.URL
+	seen := map[string]bool{}
+	for _, a := range strings.Split(list, ",") {
+		a = strings.TrimSpace(a)
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("api: address %q: want http://host:port or https://host:port, or several separated by commas", a)
+		}
+		key := u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/")
+		if seen[key] {
+			return nil, fmt.Errorf("api: address %q is given twice", a)
+		}
+		seen[key] = true
+		bases = append(bases, u)
+	}
+	if len(bases) > MaxAddresses {
+		return nil, fmt.Errorf("api: %d addresses: at most %d (a cluster has three or five replicas)", len(bases), MaxAddresses)
+	}
+	return bases, nil
+}
+
+// Address is the replica the client's calls go to now.
+func (c *Client) Address() string { return c.replicas[c.at.Load()].base.Redacted() }
+
 // Close closes the client's connections.
 func (c *Client) Close() {
-	if c.stream != nil {
-		c.stream.close()
+	for _, ep := range c.replicas {
+		if ep.stream != nil {
+			ep.stream.close()
+		}
 	}
 	c.http.CloseIdleConnections()
 }
@@ -129,7 +195,7 @@ func (o ReadOptions) query() url.Values {
 }
 
 // Status returns the replica's view of the cluster. It is always served
-// by the replica asked.
+// by the replica asked (given several, the one calls go to now).
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	var s Status
 	return s, c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &s)
@@ -275,16 +341,34 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, in
 // viaStream.
 func (c *Client) sendVia(ctx context.Context, viaStream bool, method, path string, q url.Values, in any) (*http.Response, error) {
 	deadline := time.Now().Add(c.noLeaderWait)
+	unreached := 0 // replicas this call could not reach
 	for {
+		i := int(c.at.Load())
+		ep := c.replicas[i]
 		var resp *http.Response
 		var err error
-		if viaStream && c.stream != nil && !c.stream.refused.Load() {
-			resp, err = c.sendStreamed(ctx, method, path, q, in)
+		if viaStream && ep.stream != nil && !ep.stream.refused.Load() {
+			resp, err = c.sendStreamed(ctx, ep, method, path, q, in)
 			if errors.Is(err, errNoStream) {
-				resp, err = c.sendOnce(ctx, method, path, q, in)
+				resp, err = c.sendOnce(ctx, ep, method, path, q, in)
 			}
 		} else {
-			resp, err = c.sendOnce(ctx, method, path, q, in)
+			resp, err = c.sendOnce(ctx, ep, method, path, q, in)
+		}
+		if len(c.replicas) > 1 {
+			switch {
+			case err == nil:
+				c.follow(i, resp.Header)
+			case notSent(err) && unreached < len(c.replicas)-1:
+				// Nothing left the client: the next replica takes the
+				// call, and the leader is looked for again.
+				unreached++
+				c.at.CompareAndSwap(int32(i), int32((i+1)%len(c.replicas)))
+				c.findLeader()
+				continue
+			case StatusOf(err) == http.StatusServiceUnavailable:
+				c.findLeader()
+			}
 		}
 		if StatusOf(err) != http.StatusServiceUnavailable || time.Now().Add(noLeaderRetryEvery).After(deadline) {
 			return resp, err
@@ -299,8 +383,89 @@ func (c *Client) sendVia(ctx context.Context, viaStream bool, method, path strin
 	}
 }
 
-func (c *Client) sendOnce(ctx context.Context, method, path string, q url.Values, in any) (*http.Response, error) {
-	u := *c.base
+// notSent reports an error of a call that never left the client: its
+// connection could not be made.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// LeaderHeader, on an answer that a follower forwarded to the leader,
+// is the leader's replica ID.
+const LeaderHeader = "X-Paxcron-Leader"
+
+// follow moves the client's calls to the leader when replica i's answer
+// names another replica as leader, once the client knows its address.
+func (c *Client) follow(i int, h http.Header) {
+	v := h.Get(LeaderHeader)
+	if v == "" {
+		return
+	}
+	leader, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || leader == 0 {
+		return
+	}
+	c.idsMu.Lock()
+	at := slices.Index(c.ids, leader)
+	c.idsMu.Unlock()
+	if at < 0 {
+		c.findLeader()
+		return
+	}
+	if at != i {
+		c.at.CompareAndSwap(int32(i), int32(at))
+	}
+}
+
+// findStatusTimeout bounds each status call of a search for the leader.
+const findStatusTimeout = 2 * time.Second
+
+// findLeader asks every replica's status, in the background, to learn
+// the replica ID behind each address and which one leads; the client's
+// calls then go to the leader. At most one search runs at a time.
+func (c *Client) findLeader() {
+	if !c.finding.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer c.finding.Store(false)
+		statuses := make([]Status, len(c.replicas))
+		var wg sync.WaitGroup
+		for i, ep := range c.replicas {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), findStatusTimeout)
+				defer cancel()
+				resp, err := c.sendOnce(ctx, ep, http.MethodGet, "/v1/status", nil, nil)
+				if err != nil {
+					return
+				}
+				defer resp.Body.Close()
+				_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&statuses[i])
+			}()
+		}
+		wg.Wait()
+		c.idsMu.Lock()
+		for i, st := range statuses {
+			if st.Replica != 0 {
+				c.ids[i] = st.Replica
+			}
+		}
+		c.idsMu.Unlock()
+		for i, st := range statuses {
+			// Only a replica's own word that it leads moves the calls: a
+			// follower's view of the leader may be an election old.
+			if st.Role == "leader" && st.Leader == st.Replica {
+				c.at.Store(int32(i))
+				return
+			}
+		}
+	}()
+}
+
+func (c *Client) sendOnce(ctx context.Context, ep *endpoint, method, path string, q url.Values, in any) (*http.Response, error) {
+	u := *ep.base
 	u.Path = strings.TrimSuffix(u.Path, "/") + path
 	u.RawPath = ""
 	if len(q) > 0 {
@@ -335,7 +500,7 @@ func (c *Client) sendOnce(ctx context.Context, method, path string, q url.Values
 }
 
 // sendStreamed is sendOnce over the client's stream.
-func (c *Client) sendStreamed(ctx context.Context, method, path string, q url.Values, in any) (*http.Response, error) {
+func (c *Client) sendStreamed(ctx context.Context, ep *endpoint, method, path string, q url.Values, in any) (*http.Response, error) {
 	call := StreamCall{Method: method, Path: path}
 	if len(q) > 0 {
 		call.Path += "?" + q.Encode()
@@ -347,9 +512,9 @@ func (c *Client) sendStreamed(ctx context.Context, method, path string, q url.Va
 		}
 		call.Body, call.ContentType = b, "application/json"
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.stream.timeout)
+	ctx, cancel := context.WithTimeout(ctx, ep.stream.timeout)
 	defer cancel()
-	a, err := c.stream.call(ctx, call)
+	a, err := ep.stream.call(ctx, call)
 	if err != nil {
 		if errors.Is(err, errNoStream) || StatusOf(err) != 0 {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,5 +86,99 @@ func TestClientRetryEndsWithContext(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("the retries went on %v after the context ended", took)
+	}
+}
+
+func TestClientAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		list string
+		n    int
+		bad  string // in the error; "" for none
+	}{
+		{list: "http://a:1", n: 1},
+		{list: "http://a:1, https://b:2 ,http://c:3", n: 3},
+		{list: "http://a:1,", bad: `address ""`},
+		{list: "http://a:1,a:2", bad: `address "a:2"`},
+		{list: "http://a:1,ftp://b:2", bad: "want http"},
+		{list: "http://a:1,http://a:1/", bad: "given twice"},
+		{list: "http://a:1,http://a:2,http://a:3,http://a:4,http://a:5,http://a:6,http://a:7,http://a:8,http://a:9,http://a:10", bad: "at most 9"},
+	} {
+		c, err := NewClient(ClientConfig{Address: tc.list})
+		switch {
+		case tc.bad == "" && err != nil:
+			t.Errorf("%q: %v", tc.list, err)
+		case tc.bad == "" && len(c.replicas) != tc.n:
+			t.Errorf("%q: %d replicas, want %d", tc.list, len(c.replicas), tc.n)
+		case tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad)):
+			t.Errorf("%q: error %v, want one saying %q", tc.list, err, tc.bad)
+		}
+	}
+}
+
+// TestClientSkipsAnUnreachableReplica: a call whose connection is
+// refused goes to the next replica; one the server received and failed is
+// not sent again.
+func TestClientSkipsAnUnreachableReplica(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close() // nothing listens there now
+	var calls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/jobs" {
+			calls.Add(1)
+		}
+		if r.URL.Path == StreamPath {
+			http.NotFound(w, r) // a server from before the stream
+			return
+		}
+		_, _ = w.Write([]byte(`{"jobs":[]}`))
+	}))
+	defer up.Close()
+	for _, stream := range []bool{false, true} {
+		c, err := NewClient(ClientConfig{Address: downURL + "," + up.URL, Stream: stream})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := calls.Load()
+		if _, err := c.Jobs(context.Background(), ReadOptions{}); err != nil {
+			t.Fatalf("stream %v: with the first replica down: %v", stream, err)
+		}
+		if got := calls.Load() - before; got != 1 {
+			t.Errorf("stream %v: the second replica had the call %d times, want once", stream, got)
+		}
+		if c.Address() != up.URL {
+			t.Errorf("stream %v: calls go to %s, want %s", stream, c.Address(), up.URL)
+		}
+		c.Close()
+	}
+
+	// A replica that answers 500 was reached: the call is not sent on.
+	var failed, other atomic.Int64
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		failed.Add(1)
+		http.Error(w, `{"error":"boom"}`, http.StatusInternalServerError)
+	}))
+	defer bad.Close()
+	good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		other.Add(1)
+		_, _ = w.Write([]byte(`{"jobs":[]}`))
+	}))
+	defer good.Close()
+	c, err := NewClient(ClientConfig{Address: bad.URL + "," + good.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.PutJobs(context.Background(), PutJobs{Jobs: []PutJob{{Name: "a"}}}); StatusOf(err) != http.StatusInternalServerError {
+		t.Fatalf("PutJobs answered 500: got %v", err)
+	}
+	// The status calls of a search for the leader may reach both; the
+	// write itself must not have reached the second.
+	time.Sleep(100 * time.Millisecond)
+	if failed.Load() < 1 {
+		t.Errorf("the first replica saw no call")
+	}
+	if other.Load() > 1 {
+		t.Errorf("the second replica saw %d calls: the failed write was sent again", other.Load())
 	}
 }

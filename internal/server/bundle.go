@@ -436,6 +436,12 @@ func (b *bundler) send(ctx context.Context, batch []*queuedCall) {
 	req.Header.Set(bundleMACHeader, bundleMAC(s.bundleKey, body))
 	resp, err := s.proxyClient.Do(req)
 	if err != nil {
+		if notSent(err) {
+			// The leader got nothing (it is down, or its API is): the calls
+			// can be retried as safely as if nobody led.
+			fail(s.errNoLeader(leader))
+			return
+		}
 		fail(gatewayErr(err))
 		return
 	}

@@ -224,7 +224,7 @@ func TestBundlesAreForMembersAndEachCallIsChecked(t *testing.T) {
 
 // TestForwardingToALeaderWithoutBundles: a follower whose leader answers
 // a bundle with 404 (an older version, during a rolling upgrade) proxies
-// each call alone; one whose leader's API cannot be reached answers 502.
+// each call alone; one whose leader's API refuses connections answers 503.
 func TestForwardingToALeaderWithoutBundles(t *testing.T) {
 	c := startCluster(t)
 	leader := c.leader()
@@ -257,13 +257,20 @@ func TestForwardingToALeaderWithoutBundles(t *testing.T) {
 		t.Fatal("the follower did not offer the leader a bundle first")
 	}
 
+	// The leader's API refuses connections: the call never left the
+	// follower, so it is a 503 (retry), not a 502 (the leader may have
+	// acted).
 	old.Close()
 	setAPI(old.Listener.Addr().String())
-	_, err = fc.PutJobs(context.Background(), putOne("unreachable"))
+	once := c.clientWith(follower, api.ClientConfig{Token: writeToken, NoLeaderWait: -1})
+	_, err = once.PutJobs(context.Background(), putOne("unreachable"))
 	var apiErr *api.Error
-	if !asAPIError(err, &apiErr) || apiErr.Status != http.StatusBadGateway || apiErr.Leader != uint64(leader) ||
-		!strings.Contains(apiErr.Message, "forwarding to the leader") {
-		t.Fatalf("a write through a follower that cannot reach the leader: %v, want a 502 naming replica %d", err, leader)
+	if !asAPIError(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable || apiErr.Leader != uint64(leader) ||
+		!strings.Contains(apiErr.Message, "cannot reach its API") {
+		t.Fatalf("a write through a follower that cannot reach the leader: %v, want a 503 naming replica %d", err, leader)
+	}
+	if _, err := once.Job(context.Background(), "unreachable", 0, api.ReadOptions{Stale: true}); api.StatusOf(err) != http.StatusNotFound {
+		t.Fatalf("the job of a write that was refused: %v, want none (404)", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/http/pprof"
@@ -237,6 +238,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.Re
 	if leader == paxos.None || leader == s.cfg.ID || addr == "" || r.Header.Get(forwardedHeader) != "" {
 		return s.errNoLeader(leader)
 	}
+	// A client that knows the leader's address sends its next calls there.
+	w.Header().Set(api.LeaderHeader, strconv.FormatUint(uint64(leader), 10))
 	if body, err := r.GetBody(); err == nil && r.ContentLength <= maxBundledBody {
 		b, _ := io.ReadAll(body)
 		call := bundleCall{Method: r.Method, Path: r.URL.RequestURI(), Auth: r.Header.Get("Authorization"),
@@ -263,6 +266,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.Re
 			pr.Out.Header.Set(forwardedHeader, strconv.FormatUint(uint64(s.cfg.ID), 10))
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			if notSent(err) {
+				writeError(w, s.errNoLeader(leader))
+				return
+			}
 			writeError(w, &api.Error{Status: http.StatusBadGateway, Leader: uint64(leader),
 				Message: fmt.Sprintf("forwarding to the leader, replica %d at %s: %v", leader, addr, err)})
 		},
@@ -271,6 +278,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.Re
 	proxy.BufferPool = forwardBuffers
 	proxy.ServeHTTP(w, r)
 	return errHandled
+}
+
+// notSent reports an error of a forwarded call that never left this
+// replica: the connection to the leader could not be made.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // peerScheme is the scheme of other replicas' APIs: https with TLS

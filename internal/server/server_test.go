@@ -150,7 +150,9 @@ func (c *cluster) streamClient(id paxos.ReplicaID, token string) *api.Client {
 
 func (c *cluster) clientWith(id paxos.ReplicaID, cfg api.ClientConfig) *api.Client {
 	c.t.Helper()
-	cfg.Address = "http://" + c.servers[id-1].HTTPAddr()
+	if cfg.Address == "" {
+		cfg.Address = "http://" + c.servers[id-1].HTTPAddr()
+	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
