@@ -42,6 +42,10 @@ type node struct {
 	// to a dead incarnation and never happens.
 	incarnation  uint64
 	writesDoneAt time.Duration // when the last write handed out completes
+	// snapDoneAt is when the local snapshot handed out last completes: it
+	// may complete after writes handed out later, never before those
+	// handed out earlier.
+	snapDoneAt time.Duration
 	// moreScheduled is set while a Process is scheduled for the work a bounded
 	// one left (Options.MaxApplyPerProcess).
 	moreScheduled bool
@@ -382,34 +386,51 @@ type simWriter struct {
 	incarnation uint64
 }
 
-func (w *simWriter) Write(u storage.Update) { w.write(u, nil) }
+func (w *simWriter) Write(u storage.Update) { w.write(u) }
 
 // WriteSnapshot encodes the frozen snapshot when the write completes, as
-// the server's writer goroutine does some time later: the replica has
-// applied more by then, and the snapshot must still be the frozen state.
+// the server's writer does some time later: the replica has applied more
+// by then, and the snapshot must still be the frozen state. It takes up
+// to four disk latencies (a large state's encode and save) and, as in the
+// server, the writes handed out after it may complete first; one that
+// carries a snapshot from the leader completes after it.
 func (w *simWriter) WriteSnapshot(u storage.Update, encode func() ([]byte, error)) {
-	w.c.faults["snapshot off thread"]++ // not a fault: proof the path ran
-	w.write(u, encode)
+	c, n := w.c, w.n
+	c.faults["snapshot off thread"]++ // not a fault: proof the path ran
+	at := max(n.writesDoneAt, c.sched.Now()+time.Duration(1+c.rng.Int64N(4*int64(c.opts.DiskLatencyMax))))
+	n.snapDoneAt = at
+	c.sched.At(at, func() {
+		if !n.up || n.incarnation != w.incarnation {
+			return
+		}
+		var err error
+		if u.Snapshot.Data, err = encode(); err != nil {
+			c.fail(fmt.Errorf("replica %d: encoding a frozen snapshot: %w", n.id, err))
+			return
+		}
+		if n.writesDoneAt > at {
+			c.faults["snapshot saved after later writes"]++ // not a fault: proof the reordering ran
+		}
+		c.handle(n, n.rep.SnapshotWritten(n.store.Save(u)))
+	})
 }
 
-func (w *simWriter) write(u storage.Update, encode func() ([]byte, error)) {
+func (w *simWriter) write(u storage.Update) {
 	c, n := w.c, w.n
 	if n.rep != nil && n.rep.InFlight() > 1 {
 		c.faults["overlapping writes"]++ // not a fault: proof the async path ran
 	}
 	at := max(n.writesDoneAt, c.sched.Now()+time.Duration(1+c.rng.Int64N(int64(c.opts.DiskLatencyMax))))
+	if u.Snapshot != nil {
+		// The leader's snapshot is newer than a local one in flight.
+		at = max(at, n.snapDoneAt+1)
+	}
 	n.writesDoneAt = at
 	c.sched.At(at, func() {
 		if !n.up || n.incarnation != w.incarnation {
 			return
 		}
 		var err error
-		if encode != nil {
-			if u.Snapshot.Data, err = encode(); err != nil {
-				c.fail(fmt.Errorf("replica %d: encoding a frozen snapshot: %w", n.id, err))
-				return
-			}
-		}
 		if !u.IsEmpty() {
 			err = n.store.Save(u)
 		}

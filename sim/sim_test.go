@@ -71,7 +71,7 @@ func TestEveryFaultIsExercised(t *testing.T) {
 		t.Errorf("network faults across 20 seeds: lost %d, duplicated %d, reordered %d, cut by partitions %d; each must happen",
 			lost, duplicated, reordered, partitioned)
 	}
-	for _, k := range append(FaultKinds(), "corruption detected", "snapshot taken", "overlapping writes", "snapshot off thread",
+	for _, k := range append(FaultKinds(), "corruption detected", "snapshot taken", "overlapping writes", "snapshot off thread", "snapshot saved after later writes",
 		"snapshot read in the background", "work left by a bounded Process") {
 		if seen[k] == 0 {
 			t.Errorf("fault %q never injected across 20 seeds: %v", k, seen)

@@ -133,10 +133,16 @@ type Freezer interface {
 
 // SnapshotWriter is a Writer that also encodes a frozen snapshot off the
 // replica's thread: WriteSnapshot queues u, whose Snapshot.Data is empty,
-// to be saved, in order with the other writes, once encode has filled it
-// in. With a Freezer state machine it keeps a snapshot of a large state
-// from holding the replica's thread (and a leader's heartbeats) for
-// seconds.
+// to be saved once encode has filled it in. With a Freezer state machine
+// it keeps a snapshot of a large state from holding the replica's thread
+// (and a leader's heartbeats) for seconds.
+//
+// The snapshot must land after every write queued before it, and before
+// any later write that carries a snapshot (one from the leader, newer);
+// other writes queued after it may be saved, and reported with WriteDone,
+// while it is still being encoded or saved, so that a large state's
+// snapshot does not hold up the log's appends (and with them every
+// reply). Its own completion is reported with Replica.SnapshotWritten.
 type SnapshotWriter interface {
 	Writer
 	WriteSnapshot(u storage.Update, encode func() ([]byte, error))
@@ -174,16 +180,17 @@ type Replica struct {
 	applied             uint64
 	writer              Writer
 	inflight            []write // handed to writer, oldest first
-	maxApply            uint64  // Config.MaxApplyPerProcess
+	// ownSnap is the local snapshot being encoded and saved off the
+	// thread (SnapshotWriter), outside inflight; its Data is filled in by
+	// the time SnapshotWritten reports it.
+	ownSnap  *paxos.Snapshot
+	maxApply uint64 // Config.MaxApplyPerProcess
 }
 
 // write is one write in flight: a Ready's, or a local snapshot's.
 type write struct {
 	ready     *paxos.Ready
 	snapIndex uint64 // set for a local snapshot
-	// snap is the local snapshot being encoded and saved off the thread;
-	// its Data is filled in by the time the write is done.
-	snap *paxos.Snapshot
 }
 
 // New opens a replica from its store: it restores the newest snapshot into
@@ -323,9 +330,6 @@ func (r *Replica) WriteDone(err error) error {
 		return fmt.Errorf("replica %d: persisting: %w", r.node.ID(), err)
 	}
 	if w.ready == nil {
-		if w.snap != nil {
-			r.snapBytes = len(w.snap.Data)
-		}
 		r.obs.SnapshotTaken(w.snapIndex)
 		return nil
 	}
@@ -333,6 +337,26 @@ func (r *Replica) WriteDone(err error) error {
 		return err
 	}
 	return r.Process()
+}
+
+// SnapshotWritten reports that the local snapshot handed to the
+// SnapshotWriter is durable (err nil) or failed (the replica must then be
+// restarted from its store).
+func (r *Replica) SnapshotWritten(err error) error {
+	if r.ownSnap == nil {
+		panic(fmt.Sprintf("replica %d: SnapshotWritten with no snapshot in flight", r.node.ID()))
+	}
+	snap := r.ownSnap
+	r.ownSnap = nil
+	if err != nil {
+		return fmt.Errorf("replica %d: persisting the snapshot at %d: %w", r.node.ID(), snap.Meta.Index, err)
+	}
+	if r.snapAt == snap.Meta.Index {
+		// Unless a snapshot from the leader was restored since.
+		r.snapBytes = len(snap.Data)
+	}
+	r.obs.SnapshotTaken(snap.Meta.Index)
+	return nil
 }
 
 func update(rd *paxos.Ready) storage.Update {
@@ -404,6 +428,9 @@ func (r *Replica) maybeSnapshot() error {
 // leader is newer than anything applied, and a local one would land behind
 // it, older than the store's.
 func (r *Replica) snapshotInFlight() bool {
+	if r.ownSnap != nil {
+		return true
+	}
 	for _, w := range r.inflight {
 		if w.ready == nil || w.ready.Snapshot != nil {
 			return true
@@ -466,13 +493,13 @@ func (r *Replica) TakeSnapshot() error {
 }
 
 // takeSnapshotOffThread freezes the state here and has the writer encode
-// and save it, in order with the other writes. The core treats the log
-// as compacted from now on, as for any queued snapshot.
+// and save it after the writes queued so far (SnapshotWriter). The core
+// treats the log as compacted from now on, as for any queued snapshot.
 func (r *Replica) takeSnapshotOffThread(sw SnapshotWriter, f Freezer) {
 	snap := &paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: r.applied, Membership: r.membership()}}
 	u := storage.Update{Snapshot: snap, TailSlots: min(r.policy.TailEntries, r.applied)}
 	through := u.DeleteThrough()
-	r.inflight = append(r.inflight, write{snapIndex: r.applied, snap: snap})
+	r.ownSnap = snap
 	sw.WriteSnapshot(u, f.FreezeSnapshot())
 	r.node.Compacted(r.applied, through)
 	r.snapAt, r.snapTick, r.logBytes = r.applied, r.node.Now(), 0

@@ -24,14 +24,15 @@ const DefaultMaxApplyPerTurn = 512
 type Input uint8
 
 const (
-	InputMessage  Input = iota + 1 // a message from a peer
-	InputProposal                  // a proposal to hand to the core
-	InputTick                      // the ticker
-	InputWrite                     // a write completed (what it made durable is applied)
-	InputResults                   // the cron layer's call results
-	InputCall                      // a function run on the loop (Call, Cron, ProposeCommandFrom)
-	InputWake                      // the launcher's timer
-	InputWorkLeft                  // entries a bounded Process left to apply
+	InputMessage         Input = iota + 1 // a message from a peer
+	InputProposal                         // a proposal to hand to the core
+	InputTick                             // the ticker
+	InputWrite                            // a write completed (what it made durable is applied)
+	InputResults                          // the cron layer's call results
+	InputCall                             // a function run on the loop (Call, Cron, ProposeCommandFrom)
+	InputWake                             // the launcher's timer
+	InputWorkLeft                         // entries a bounded Process left to apply
+	InputSnapshotWritten                  // the local snapshot was saved
 )
 
 var inputNames = [...]string{InputMessage: "message", InputProposal: "proposal", InputTick: "tick",
