@@ -39,6 +39,10 @@ func TestPutJob(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := run(t, tc.steps)
 			j, ok := m.Job("j")
+			spec, version, specOK := m.JobSpec("j")
+			if specOK != ok || version != j.Version || !reflect.DeepEqual(spec, j.Spec) {
+				t.Fatalf("JobSpec: %+v, version %d, %v; Job: %+v, version %d, %v", spec, version, specOK, j.Spec, j.Version, ok)
+			}
 			if tc.version == 0 {
 				if ok {
 					t.Fatalf("job exists: %+v", j)

@@ -28,6 +28,17 @@ func (m *Machine) Job(name string) (Job, bool) {
 	return j.copy(), true
 }
 
+// JobSpec returns a job's spec (a copy, with defaults filled in) and
+// version: what a writer needs, without the copy of its launches that
+// Job makes.
+func (m *Machine) JobSpec(name string) (spec JobSpec, version uint64, ok bool) {
+	j, ok := m.jobs[name]
+	if !ok {
+		return JobSpec{}, 0, false
+	}
+	return j.spec(), j.Version, true
+}
+
 // Jobs returns a copy of every job, sorted by name.
 func (m *Machine) Jobs() []Job {
 	names := m.sortedNames()

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,14 +204,7 @@ func (c *streamConn) call(ctx context.Context, sc StreamCall) (StreamAnswer, err
 		} else if _, werr := c.bw.Write(c.frame); werr != nil {
 			c.fail(werr)
 		}
-		if c.writers.Add(-1) == 0 {
-			_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
-			if werr := c.bw.Flush(); werr != nil {
-				c.fail(werr)
-			}
-		}
 	} else {
-		c.writers.Add(-1)
 		// Never written: another connection can take it.
 		err = fmt.Errorf("%w: %v", errStreamRetry, err)
 	}
@@ -218,6 +212,21 @@ func (c *streamConn) call(ctx context.Context, sc StreamCall) (StreamAnswer, err
 		c.frame = nil // not kept for every call after one large body
 	}
 	c.wmu.Unlock()
+	if c.writers.Add(-1) == 0 {
+		// The calls of goroutines woken together by their answers join
+		// this write: see the server's apiStream.write.
+		runtime.Gosched()
+		if c.writers.Load() == 0 {
+			c.wmu.Lock()
+			if c.bw.Buffered() > 0 {
+				_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+				if werr := c.bw.Flush(); werr != nil {
+					c.fail(werr)
+				}
+			}
+			c.wmu.Unlock()
+		}
+	}
 	if err != nil {
 		return StreamAnswer{}, err
 	}

@@ -245,10 +245,11 @@ type apiCall struct {
 
 // serveAPICall serves c through the API's handlers.
 func (s *Server) serveAPICall(c apiCall) bundleAnswer {
-	req, err := http.NewRequestWithContext(c.ctx, c.method, c.path, bytes.NewReader(c.body))
+	req, err := http.NewRequestWithContext(c.ctx, c.method, c.path, nil)
 	if err != nil {
 		return answerOf(0, badRequest("call: %v", err))
 	}
+	req.Body, req.ContentLength = newMemBody(c.body), int64(len(c.body))
 	req.RemoteAddr = c.remoteAddr
 	if c.forwardedBy != "" {
 		// Marked forwarded whoever sent the bundle: a replica that no

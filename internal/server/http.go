@@ -90,15 +90,20 @@ func (s *Server) serve(mutating bool, h handler) http.HandlerFunc {
 			return
 		}
 		// The body is read whole (bounded), so that a handler that reads
-		// it can still forward the request to the leader.
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
-		if err != nil {
-			writeError(w, err)
-			return
+		// it can still forward the request to the leader; a bundled or
+		// streamed call's is in memory already.
+		mb, inMemory := r.Body.(memBody)
+		if !inMemory || len(mb.b) > api.MaxBodyBytes {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			mb = newMemBody(body)
+			r.Body = mb
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		r.ContentLength = int64(len(body))
+		r.GetBody = func() (io.ReadCloser, error) { return newMemBody(mb.b), nil }
+		r.ContentLength = int64(len(mb.b))
 		out, err := h(w, r)
 		if errors.Is(err, errHandled) {
 			return
@@ -114,6 +119,16 @@ func (s *Server) serve(mutating bool, h handler) http.HandlerFunc {
 		writeJSON(w, http.StatusOK, out)
 	}
 }
+
+// memBody is a request body held in memory.
+type memBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func newMemBody(b []byte) memBody { return memBody{bytes.NewReader(b), b} }
+
+func (memBody) Close() error { return nil }
 
 // authorized guards a plain handler with the API's tokens.
 func (s *Server) authorized(mutating bool, h http.Handler) http.Handler {
@@ -532,31 +547,45 @@ func decodePutJobs(r *http.Request) (api.PutJobs, error) {
 // The read and the proposal are one visit to the replica's loop
 // (node.ProposeCommandFrom), not two.
 func (s *Server) putJob(ctx context.Context, j api.PutJob, spec state.JobSpec) (api.PutResult, error) {
-	var cur, after state.Job
-	var exists bool
+	// What the answer needs of the job before and after, copied out on
+	// the loop (whole state.Jobs, captured, were two heap copies of
+	// several hundred bytes per write, and Machine.Job copies a job's
+	// launches, which a write does not need).
+	type seen struct {
+		version            uint64
+		schedule, timeZone string
+		exists             bool
+	}
+	var cur, after seen
 	at := time.Now()
 	proposed, err := s.node.ProposeCommandFrom(ctx, func(l *launcher.Launcher) (state.Command, error) {
-		cur, exists = l.Machine().Job(j.Name)
-		ifVersion := cur.Version
+		had, version, exists := l.Machine().JobSpec(j.Name)
+		cur = seen{version, had.Schedule, had.TimeZone, exists}
+		ifVersion := version
 		if j.IfVersion != nil {
 			ifVersion = *j.IfVersion
 		}
-		if exists && ifVersion == cur.Version && sameSpec(cur.Spec, spec) {
+		if exists && ifVersion == version && sameSpec(had, spec) {
 			return nil, nil
 		}
 		return state.PutJob{Name: j.Name, Spec: spec, IfVersion: ifVersion, At: at}, nil
-	}, func(l *launcher.Launcher) { after, _ = l.Machine().Job(j.Name) })
+	}, func(l *launcher.Launcher) {
+		has, version, exists := l.Machine().JobSpec(j.Name)
+		after = seen{version, has.Schedule, has.TimeZone, exists}
+	})
 	switch {
 	case !proposed && errors.Is(err, state.ErrInvalid):
 		return api.PutResult{}, verdictError(j.Name, err)
 	case !proposed && err != nil:
 		return api.PutResult{}, err
 	case !proposed:
-		return api.PutResult{Name: j.Name, Version: cur.Version, Unchanged: true, Resolved: resolved(j.Name, cur.Spec)}, nil
+		return api.PutResult{Name: j.Name, Version: cur.version, Unchanged: true,
+			Resolved: resolved(j.Name, state.JobSpec{Schedule: cur.schedule, TimeZone: cur.timeZone})}, nil
 	case err != nil:
 		return api.PutResult{}, verdictError(j.Name, err)
 	}
-	return api.PutResult{Name: j.Name, Version: after.Version, Created: !exists, Resolved: resolved(j.Name, after.Spec)}, nil
+	return api.PutResult{Name: j.Name, Version: after.version, Created: !cur.exists,
+		Resolved: resolved(j.Name, state.JobSpec{Schedule: after.schedule, TimeZone: after.timeZone})}, nil
 }
 
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) (any, error) {
