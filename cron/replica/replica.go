@@ -351,10 +351,12 @@ func (r *Replica) SnapshotWritten(err error) error {
 	if err != nil {
 		return fmt.Errorf("replica %d: persisting the snapshot at %d: %w", r.node.ID(), snap.Meta.Index, err)
 	}
-	if r.snapAt == snap.Meta.Index {
-		// Unless a snapshot from the leader was restored since.
-		r.snapBytes = len(snap.Data)
+	if r.snapAt != snap.Meta.Index {
+		// A newer snapshot from the leader was restored since (its write
+		// comes next): this one is no longer the replica's newest.
+		return nil
 	}
+	r.snapBytes = len(snap.Data)
 	r.obs.SnapshotTaken(snap.Meta.Index)
 	return nil
 }

@@ -404,3 +404,117 @@ func TestSnapshotReadsInTheBackground(t *testing.T) {
 	}
 	ask(0, paxos.ErrSnapshotTemporarilyUnavailable)
 }
+
+// snapQueueWriter is a queueWriter that also takes local snapshots, held
+// until the test saves them.
+type snapQueueWriter struct {
+	queueWriter
+	snaps []heldSnapshot
+}
+
+type heldSnapshot struct {
+	u      storage.Update
+	encode func() ([]byte, error)
+}
+
+func (w *snapQueueWriter) WriteSnapshot(u storage.Update, encode func() ([]byte, error)) {
+	w.snaps = append(w.snaps, heldSnapshot{u, encode})
+}
+
+// freezingMachine is a listMachine that freezes its state for an encode
+// later.
+type freezingMachine struct{ listMachine }
+
+func (m *freezingMachine) FreezeSnapshot() func() ([]byte, error) {
+	frozen := strings.Join(m.cmds, ",")
+	return func() ([]byte, error) { return []byte(frozen), nil }
+}
+
+type takenObserver struct {
+	NopObserver
+	taken []uint64
+}
+
+func (o *takenObserver) SnapshotTaken(index uint64) { o.taken = append(o.taken, index) }
+
+// TestLocalSnapshotCompletesApart: a local snapshot handed to a
+// SnapshotWriter stays out of the writes' order: the writes after it
+// complete while it is held, no second one is taken meanwhile, and its
+// own completion (SnapshotWritten) reports it taken.
+func TestLocalSnapshotCompletesApart(t *testing.T) {
+	store := memstore.New()
+	w := &snapQueueWriter{queueWriter: queueWriter{store: store}}
+	sm := &freezingMachine{}
+	obs := &takenObserver{}
+	r, err := New(Config{
+		ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1}},
+		Timing: paxos.DefaultTiming(), Limits: paxos.DefaultLimits(), Rand: rand.New(rand.NewPCG(1, 1)),
+		Store: store, StateMachine: sm, Send: func(paxos.Message) {},
+		Snapshots: SnapshotPolicy{EveryEntries: 3}, Observer: obs, Writer: w,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; r.Node().Status().Role != paxos.Leader; i++ {
+		if i > 200 {
+			t.Fatal("no leader")
+		}
+		if err := r.Tick(); err != nil {
+			t.Fatal(err)
+		}
+		w.completeAll(t, r)
+	}
+	proposeAll := func(cmds ...string) {
+		t.Helper()
+		for _, c := range cmds {
+			if _, err := r.Propose([]byte(c)); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Process(); err != nil {
+				t.Fatal(err)
+			}
+			w.completeAll(t, r)
+		}
+	}
+	proposeAll("a", "b", "c", "d")
+	if len(w.snaps) != 1 {
+		t.Fatalf("%d local snapshots handed out after 4 commands, want 1", len(w.snaps))
+	}
+	// Past the policy's count again, with the first still held: the
+	// writes complete, and no second snapshot is taken.
+	proposeAll("e", "f", "g", "h")
+	if got := strings.Join(sm.cmds, ","); got != "a,b,c,d,e,f,g,h" {
+		t.Fatalf("applied %q while the snapshot is held", got)
+	}
+	if len(w.snaps) != 1 || len(obs.taken) != 0 || r.InFlight() != 0 {
+		t.Fatalf("%d snapshots handed out, %v reported taken, %d writes in flight; want 1, none, 0", len(w.snaps), obs.taken, r.InFlight())
+	}
+	held := w.snaps[0]
+	data, err := held.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.u.Snapshot.Data = data
+	if err := r.SnapshotWritten(store.Save(held.u)); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := store.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(obs.taken) != 1 || obs.taken[0] != snap.Meta.Index || string(snap.Data) != strings.Join(sm.cmds[:len(strings.Split(string(snap.Data), ","))], ",") {
+		t.Fatalf("taken %v; stored snapshot at %d holds %q", obs.taken, snap.Meta.Index, snap.Data)
+	}
+	// The next one may now be taken.
+	proposeAll("i")
+	if len(w.snaps) != 2 {
+		t.Fatalf("%d local snapshots handed out once the first was saved and more applied, want 2", len(w.snaps))
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a second SnapshotWritten for one snapshot did not panic")
+		}
+	}()
+	_ = r.SnapshotWritten(nil)
+	_ = r.SnapshotWritten(nil)
+}
