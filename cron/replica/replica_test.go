@@ -203,18 +203,21 @@ func (w *queueWriter) completeAll(t *testing.T, r *Replica) {
 	}
 }
 
-// With a Writer, a lone leader chooses (and so applies) nothing before its
-// own write is done, since its vote is the quorum; it keeps taking
-// proposals meanwhile, and snapshots go through the same queue.
-func TestAsyncWriter(t *testing.T) {
-	store := memstore.New()
-	w := &queueWriter{store: store}
-	sm := &listMachine{}
+// completer is a test Writer that completes what is queued on demand.
+type completer interface {
+	Writer
+	completeAll(t *testing.T, r *Replica)
+}
+
+// newLoneLeaderWith is a lone replica with writer w, snapshotting every
+// 3 entries, once it leads.
+func newLoneLeaderWith(t *testing.T, store *memstore.Store, sm StateMachine, w completer, obs Observer) *Replica {
+	t.Helper()
 	r, err := New(Config{
 		ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1}},
 		Timing: paxos.DefaultTiming(), Limits: paxos.DefaultLimits(), Rand: rand.New(rand.NewPCG(1, 1)),
 		Store: store, StateMachine: sm, Send: func(paxos.Message) {},
-		Snapshots: SnapshotPolicy{EveryEntries: 3}, Observer: NopObserver{}, Writer: w,
+		Snapshots: SnapshotPolicy{EveryEntries: 3}, Observer: obs, Writer: w,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -228,6 +231,17 @@ func TestAsyncWriter(t *testing.T) {
 		}
 		w.completeAll(t, r)
 	}
+	return r
+}
+
+// With a Writer, a lone leader chooses (and so applies) nothing before its
+// own write is done, since its vote is the quorum; it keeps taking
+// proposals meanwhile, and snapshots go through the same queue.
+func TestAsyncWriter(t *testing.T) {
+	store := memstore.New()
+	w := &queueWriter{store: store}
+	sm := &listMachine{}
+	r := newLoneLeaderWith(t, store, sm, w, NopObserver{})
 	for _, c := range []string{"a", "b", "c", "d"} {
 		if _, err := r.Propose([]byte(c)); err != nil {
 			t.Fatal(err)
@@ -446,33 +460,11 @@ func TestLocalSnapshotCompletesApart(t *testing.T) {
 	w := &snapQueueWriter{queueWriter: queueWriter{store: store}}
 	sm := &freezingMachine{}
 	obs := &takenObserver{}
-	r, err := New(Config{
-		ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1}},
-		Timing: paxos.DefaultTiming(), Limits: paxos.DefaultLimits(), Rand: rand.New(rand.NewPCG(1, 1)),
-		Store: store, StateMachine: sm, Send: func(paxos.Message) {},
-		Snapshots: SnapshotPolicy{EveryEntries: 3}, Observer: obs, Writer: w,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; r.Node().Status().Role != paxos.Leader; i++ {
-		if i > 200 {
-			t.Fatal("no leader")
-		}
-		if err := r.Tick(); err != nil {
-			t.Fatal(err)
-		}
-		w.completeAll(t, r)
-	}
+	r := newLoneLeaderWith(t, store, sm, w, obs)
 	proposeAll := func(cmds ...string) {
 		t.Helper()
 		for _, c := range cmds {
-			if _, err := r.Propose([]byte(c)); err != nil {
-				t.Fatal(err)
-			}
-			if err := r.Process(); err != nil {
-				t.Fatal(err)
-			}
+			propose(t, r, c)
 			w.completeAll(t, r)
 		}
 	}
