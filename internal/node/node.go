@@ -479,7 +479,8 @@ func (n *Node) write() {
 	defer close(n.wrote)
 	var snap *localSnapshot // being encoded
 	saveSnap := func() {
-		err := <-snap.encoded
+		<-snap.encoded
+		err := snap.err
 		if err == nil {
 			err = n.store.Save(snap.u)
 		}
@@ -487,46 +488,43 @@ func (n *Node) write() {
 		n.snapWritten <- err
 	}
 	batch := make([]storage.Update, 0, maxWritesInFlight)
+	take := func(q queuedWrite) {
+		switch {
+		case q.encode != nil:
+			if snap != nil {
+				panic("node: a local snapshot queued while another is in flight")
+			}
+			snap = encodeLocalSnapshot(q)
+			return
+		case q.u.Snapshot != nil && snap != nil:
+			// The leader's snapshot lands after the local one.
+			n.saveBatch(batch)
+			batch = batch[:0]
+			saveSnap()
+		}
+		batch = append(batch, q.u)
+	}
 	for {
+		var encoded <-chan struct{} // nil, which blocks, with no snapshot
+		if snap != nil {
+			encoded = snap.encoded
+		}
 		var q queuedWrite
 		var ok bool
-		if snap == nil {
-			q, ok = <-n.writes
-		} else {
-			select {
-			case q, ok = <-n.writes:
-			case <-snap.ready:
-				saveSnap()
-				continue
-			}
+		select {
+		case <-encoded:
+			saveSnap()
+			continue
+		case q, ok = <-n.writes:
 		}
-		if !ok {
-			// Stopping: a snapshot not yet saved is not taken (the log
-			// on disk still holds everything it covers).
-			return
-		}
+		// Stopping (!ok): a snapshot not yet saved is not taken (the log
+		// on disk still holds everything it covers).
 		batch = batch[:0]
 	drain:
-		for len(batch) < cap(batch) {
-			if q.encode != nil {
-				if snap != nil {
-					panic("node: a local snapshot queued while another is in flight")
-				}
-				snap = encodeLocalSnapshot(q)
-			} else {
-				if q.u.Snapshot != nil && snap != nil {
-					// The leader's snapshot lands after the local one.
-					n.saveBatch(batch)
-					batch = batch[:0]
-					saveSnap()
-				}
-				batch = append(batch, q.u)
-			}
+		for ok && len(batch) < cap(batch) {
+			take(q)
 			select {
 			case q, ok = <-n.writes:
-				if !ok {
-					break drain
-				}
 			default:
 				break drain
 			}
@@ -554,23 +552,21 @@ func (n *Node) saveBatch(batch []storage.Update) {
 }
 
 // localSnapshot is a local snapshot being encoded off the writer's
-// queue: ready is closed once encoded holds the outcome.
+// queue: encoded is closed once u holds the image, or err why not.
 type localSnapshot struct {
 	u       storage.Update
-	ready   chan struct{}
-	encoded chan error // buffered
+	err     error
+	encoded chan struct{}
 }
 
 func encodeLocalSnapshot(q queuedWrite) *localSnapshot {
-	ls := &localSnapshot{u: q.u, ready: make(chan struct{}), encoded: make(chan error, 1)}
+	ls := &localSnapshot{u: q.u, encoded: make(chan struct{})}
 	go func() {
-		data, err := q.encode()
-		if err != nil {
-			err = fmt.Errorf("encoding the snapshot at %d: %w", q.u.Snapshot.Meta.Index, err)
+		defer close(ls.encoded)
+		ls.u.Snapshot.Data, ls.err = q.encode()
+		if ls.err != nil {
+			ls.err = fmt.Errorf("encoding the snapshot at %d: %w", q.u.Snapshot.Meta.Index, ls.err)
 		}
-		ls.u.Snapshot.Data = data
-		ls.encoded <- err
-		close(ls.ready)
 	}()
 	return ls
 }
