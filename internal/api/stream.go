@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 
@@ -202,4 +205,41 @@ func decodeHead(frame []byte, v any) ([]byte, error) {
 		return nil, nil
 	}
 	return bytes.Clone(rest), nil
+}
+
+// Burst lets the goroutines that write frames to one buffered connection
+// share its socket writes. A writer calls Lock, puts its frame in the
+// buffer, and calls Unlock with the function that flushes the buffer. The
+// last writer of a burst (no other between its Lock and its Unlock)
+// yields once before it flushes: the frames of calls or answers that
+// became ready together (a batch of writes applied at once wakes all
+// their goroutines) then join the same write, where each would otherwise
+// cost a write to the socket of its own (a tenth of a leader's CPU at 64
+// clients). Alone, the yield costs nothing: nothing else runs. A writer
+// that finds another one under way leaves the flush to it.
+type Burst struct {
+	mu      sync.Mutex
+	writers atomic.Int32
+}
+
+// Lock takes the buffer.
+func (b *Burst) Lock() {
+	b.writers.Add(1)
+	b.mu.Lock()
+}
+
+// Unlock gives the buffer back, and flushes it (holding it again) unless
+// another writer will.
+func (b *Burst) Unlock(flush func() error) error {
+	b.mu.Unlock()
+	if b.writers.Add(-1) != 0 {
+		return nil
+	}
+	runtime.Gosched()
+	if b.writers.Load() != 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return flush()
 }

@@ -318,3 +318,50 @@ func TestStreamFrames(t *testing.T) {
 		t.Error("an answer of status 42 decoded")
 	}
 }
+
+// countingWriter counts the bytes and the writes that reach it.
+type countingWriter struct{ bytes, writes int }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.bytes += len(p)
+	w.writes++
+	return len(p), nil
+}
+
+// TestBurstLeavesNothingBuffered: however writers interleave, once each
+// has unlocked, every frame has been flushed (a writer leaves the flush
+// to another only while that one is under way), and writers that run
+// together share flushes.
+func TestBurstLeavesNothingBuffered(t *testing.T) {
+	var b Burst
+	out := &countingWriter{}
+	bw := bufio.NewWriterSize(out, 1<<20)
+	flush := func() error {
+		if bw.Buffered() == 0 {
+			return nil
+		}
+		return bw.Flush()
+	}
+	const writers, frames = 64, 200
+	frame := bytes.Repeat([]byte{'f'}, 100)
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range frames {
+				b.Lock()
+				_, _ = bw.Write(frame)
+				if err := b.Unlock(flush); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if buffered := bw.Buffered(); buffered != 0 || out.bytes != writers*frames*len(frame) {
+		t.Fatalf("%d bytes left in the buffer, %d written; want 0 and %d", buffered, out.bytes, writers*frames*len(frame))
+	}
+	if out.writes >= writers*frames {
+		t.Errorf("%d socket writes for %d frames: no burst shared one", out.writes, writers*frames)
+	}
+	t.Logf("%d frames in %d writes", writers*frames, out.writes)
+}

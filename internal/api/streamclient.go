@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,13 +158,12 @@ type streamConn struct {
 	nc           net.Conn
 	writeTimeout time.Duration
 
-	// Writers take wmu in turn; the last one of a burst (writers back to
-	// 0) flushes what all of them wrote, in one write to the socket.
-	wmu     sync.Mutex
-	writers atomic.Int32
-	bw      *bufio.Writer
-	frame   []byte
-	nextID  uint64
+	// Calls are written in turn; the last writer of a burst flushes what
+	// all of them wrote, in one write to the socket (Burst).
+	burst  Burst
+	bw     *bufio.Writer
+	frame  []byte
+	nextID uint64
 
 	mu      sync.Mutex
 	pending map[uint64]chan streamResult
@@ -187,8 +185,7 @@ func (c *streamConn) usable() bool {
 // call sends sc and waits for its answer.
 func (c *streamConn) call(ctx context.Context, sc StreamCall) (StreamAnswer, error) {
 	done := make(chan streamResult, 1)
-	c.writers.Add(1)
-	c.wmu.Lock()
+	c.burst.Lock()
 	c.nextID++
 	sc.ID = c.nextID
 	c.mu.Lock()
@@ -211,21 +208,8 @@ func (c *streamConn) call(ctx context.Context, sc StreamCall) (StreamAnswer, err
 	if len(c.frame) > 64<<10 {
 		c.frame = nil // not kept for every call after one large body
 	}
-	c.wmu.Unlock()
-	if c.writers.Add(-1) == 0 {
-		// The calls of goroutines woken together by their answers join
-		// this write: see the server's apiStream.write.
-		runtime.Gosched()
-		if c.writers.Load() == 0 {
-			c.wmu.Lock()
-			if c.bw.Buffered() > 0 {
-				_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
-				if werr := c.bw.Flush(); werr != nil {
-					c.fail(werr)
-				}
-			}
-			c.wmu.Unlock()
-		}
+	if werr := c.burst.Unlock(c.flush); werr != nil {
+		c.fail(werr)
 	}
 	if err != nil {
 		return StreamAnswer{}, err
@@ -237,6 +221,15 @@ func (c *streamConn) call(ctx context.Context, sc StreamCall) (StreamAnswer, err
 		c.forget(sc.ID)
 		return StreamAnswer{}, ctx.Err()
 	}
+}
+
+// flush writes the calls buffered; under the burst's lock.
+func (c *streamConn) flush() error {
+	if c.bw.Buffered() == 0 {
+		return nil
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	return c.bw.Flush()
 }
 
 func (c *streamConn) forget(id uint64) {

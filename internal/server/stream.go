@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -180,12 +179,11 @@ type apiStream struct {
 	slots  chan struct{} // a call in flight holds one
 	calls  sync.WaitGroup
 
-	// Answers are written in turn under wmu; the last writer of a burst
-	// flushes them all in one write (see write).
-	wmu     sync.Mutex
-	writers atomic.Int32
-	bw      *bufio.Writer
-	frame   []byte
+	// Answers are written in turn; the last writer of a burst flushes
+	// them all in one write (api.Burst).
+	burst api.Burst
+	bw    *bufio.Writer
+	frame []byte
 
 	goingAway atomic.Bool
 	lastID    uint64 // the reader's
@@ -301,16 +299,8 @@ func answerFor(id uint64, err error) api.StreamAnswer {
 }
 
 // write sends a; a client that cannot take it loses the connection.
-//
-// The answers of writes applied together are ready together (their
-// calls wake at once), but their goroutines run one after the other: a
-// writer that finds itself the last one yields once before it flushes,
-// so that those ready to run add their answers to the same socket write
-// (in a profile at 64 clients, a write per answer was a tenth of the
-// leader's CPU). Alone, the yield costs nothing: nothing else runs.
 func (st *apiStream) write(a api.StreamAnswer) {
-	st.writers.Add(1)
-	st.wmu.Lock()
+	st.burst.Lock()
 	var err error
 	st.frame, err = api.AppendStreamAnswer(st.frame[:0], &a)
 	if err == nil {
@@ -319,20 +309,20 @@ func (st *apiStream) write(a api.StreamAnswer) {
 	if len(st.frame) > 64<<10 {
 		st.frame = nil
 	}
-	st.wmu.Unlock()
-	if st.writers.Add(-1) == 0 && err == nil {
-		runtime.Gosched()
-		if st.writers.Load() == 0 {
-			st.wmu.Lock()
-			if st.bw.Buffered() > 0 {
-				err = st.flush()
-			}
-			st.wmu.Unlock()
-		}
+	if ferr := st.burst.Unlock(st.flushBuffered); err == nil {
+		err = ferr
 	}
 	if err != nil {
 		st.nc.Close()
 	}
+}
+
+// flushBuffered writes the answers buffered; under the burst's lock.
+func (st *apiStream) flushBuffered() error {
+	if st.bw.Buffered() == 0 {
+		return nil
+	}
+	return st.flush()
 }
 
 func (st *apiStream) flush() error {
