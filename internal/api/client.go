@@ -323,11 +323,16 @@ func (c *Client) doHeader(ctx context.Context, method, path string, q url.Values
 	if err != nil {
 		return nil, err
 	}
+	return resp.Header, decodeAnswer(resp, method, path, out)
+}
+
+// decodeAnswer reads a successful answer's JSON into out and closes it.
+func decodeAnswer(resp *http.Response, method, path string, out any) error {
 	defer resp.Body.Close()
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
-		return nil, fmt.Errorf("api: %s %s: decoding the answer: %w", method, path, err)
+		return fmt.Errorf("api: %s %s: decoding the answer: %w", method, path, err)
 	}
-	return resp.Header, nil
+	return nil
 }
 
 // send makes the request and returns a 2xx response; any other status is
@@ -359,7 +364,7 @@ func (c *Client) sendVia(ctx context.Context, viaStream bool, method, path strin
 			switch {
 			case err == nil:
 				c.follow(i, resp.Header)
-			case notSent(err) && unreached < len(c.replicas)-1:
+			case NeverSent(err) && unreached < len(c.replicas)-1:
 				// Nothing left the client: the next replica takes the
 				// call, and the leader is looked for again.
 				unreached++
@@ -383,9 +388,11 @@ func (c *Client) sendVia(ctx context.Context, viaStream bool, method, path strin
 	}
 }
 
-// notSent reports an error of a call that never left the client: its
-// connection could not be made.
-func notSent(err error) bool {
+// NeverSent reports an error of a call that never left its sender: the
+// connection could not be made. Such a call can go elsewhere, or be
+// answered 503 by a replica that forwards it, without any risk of acting
+// twice.
+func NeverSent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
 }
@@ -437,12 +444,9 @@ func (c *Client) findLeader() {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), findStatusTimeout)
 				defer cancel()
-				resp, err := c.sendOnce(ctx, ep, http.MethodGet, "/v1/status", nil, nil)
-				if err != nil {
-					return
+				if resp, err := c.sendOnce(ctx, ep, http.MethodGet, "/v1/status", nil, nil); err == nil {
+					_ = decodeAnswer(resp, http.MethodGet, "/v1/status", &statuses[i])
 				}
-				defer resp.Body.Close()
-				_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&statuses[i])
 			}()
 		}
 		wg.Wait()
@@ -454,8 +458,9 @@ func (c *Client) findLeader() {
 		}
 		c.idsMu.Unlock()
 		for i, st := range statuses {
-			// Only a replica's own word that it leads moves the calls: a
-			// follower's view of the leader may be an election old.
+			// Only a replica's own word that it leads moves the calls
+			// here: a follower's view of the leader may be an election
+			// old.
 			if st.Role == "leader" && st.Leader == st.Replica {
 				c.at.Store(int32(i))
 				return

@@ -437,7 +437,7 @@ func (b *bundler) send(ctx context.Context, batch []*queuedCall) {
 	req.Header.Set(bundleMACHeader, bundleMAC(s.bundleKey, body))
 	resp, err := s.proxyClient.Do(req)
 	if err != nil {
-		if notSent(err) {
+		if api.NeverSent(err) {
 			// The leader got nothing (it is down, or its API is): the calls
 			// can be retried as safely as if nobody led.
 			fail(s.errNoLeader(leader))

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/http/pprof"
@@ -281,7 +280,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.Re
 			pr.Out.Header.Set(forwardedHeader, strconv.FormatUint(uint64(s.cfg.ID), 10))
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			if notSent(err) {
+			if api.NeverSent(err) {
 				writeError(w, s.errNoLeader(leader))
 				return
 			}
@@ -293,13 +292,6 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.Re
 	proxy.BufferPool = forwardBuffers
 	proxy.ServeHTTP(w, r)
 	return errHandled
-}
-
-// notSent reports an error of a forwarded call that never left this
-// replica: the connection to the leader could not be made.
-func notSent(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // peerScheme is the scheme of other replicas' APIs: https with TLS
@@ -547,45 +539,38 @@ func decodePutJobs(r *http.Request) (api.PutJobs, error) {
 // The read and the proposal are one visit to the replica's loop
 // (node.ProposeCommandFrom), not two.
 func (s *Server) putJob(ctx context.Context, j api.PutJob, spec state.JobSpec) (api.PutResult, error) {
-	// What the answer needs of the job before and after, copied out on
-	// the loop (whole state.Jobs, captured, were two heap copies of
-	// several hundred bytes per write, and Machine.Job copies a job's
-	// launches, which a write does not need).
+	// The job's spec and version before and after, copied out on the
+	// loop without its launches (Machine.Job copies those, which a write
+	// does not need).
 	type seen struct {
-		version            uint64
-		schedule, timeZone string
-		exists             bool
+		spec    state.JobSpec
+		version uint64
+		exists  bool
 	}
 	var cur, after seen
 	at := time.Now()
 	proposed, err := s.node.ProposeCommandFrom(ctx, func(l *launcher.Launcher) (state.Command, error) {
-		had, version, exists := l.Machine().JobSpec(j.Name)
-		cur = seen{version, had.Schedule, had.TimeZone, exists}
-		ifVersion := version
+		cur.spec, cur.version, cur.exists = l.Machine().JobSpec(j.Name)
+		ifVersion := cur.version
 		if j.IfVersion != nil {
 			ifVersion = *j.IfVersion
 		}
-		if exists && ifVersion == version && sameSpec(had, spec) {
+		if cur.exists && ifVersion == cur.version && sameSpec(cur.spec, spec) {
 			return nil, nil
 		}
 		return state.PutJob{Name: j.Name, Spec: spec, IfVersion: ifVersion, At: at}, nil
-	}, func(l *launcher.Launcher) {
-		has, version, exists := l.Machine().JobSpec(j.Name)
-		after = seen{version, has.Schedule, has.TimeZone, exists}
-	})
+	}, func(l *launcher.Launcher) { after.spec, after.version, after.exists = l.Machine().JobSpec(j.Name) })
 	switch {
 	case !proposed && errors.Is(err, state.ErrInvalid):
 		return api.PutResult{}, verdictError(j.Name, err)
 	case !proposed && err != nil:
 		return api.PutResult{}, err
 	case !proposed:
-		return api.PutResult{Name: j.Name, Version: cur.version, Unchanged: true,
-			Resolved: resolved(j.Name, state.JobSpec{Schedule: cur.schedule, TimeZone: cur.timeZone})}, nil
+		return api.PutResult{Name: j.Name, Version: cur.version, Unchanged: true, Resolved: resolved(j.Name, cur.spec)}, nil
 	case err != nil:
 		return api.PutResult{}, verdictError(j.Name, err)
 	}
-	return api.PutResult{Name: j.Name, Version: after.version, Created: !cur.exists,
-		Resolved: resolved(j.Name, state.JobSpec{Schedule: after.schedule, TimeZone: after.timeZone})}, nil
+	return api.PutResult{Name: j.Name, Version: after.version, Created: !cur.exists, Resolved: resolved(j.Name, after.spec)}, nil
 }
 
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) (any, error) {
