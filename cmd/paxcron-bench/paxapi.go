@@ -208,14 +208,7 @@ func (p *paxcronAPI) get(ctx context.Context, id int, path string, out any) erro
 // API would: a JSON api.PutJobs body, and the answer read whole.
 func (p *paxcronAPI) put(ctx context.Context, id int, name string) error {
 	if p.stream {
-		res, err := p.streams[id-1].PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: p.spec}}, SkipNomadCheck: true})
-		if err != nil {
-			return fmt.Errorf("POST /v1/jobs to replica %d: %w", id, err)
-		}
-		if len(res.Jobs) != 1 || !res.Jobs[0].Created {
-			return fmt.Errorf("POST /v1/jobs to replica %d: job %s not created: %+v", id, name, res)
-		}
-		return nil
+		return p.putThrough(ctx, p.streams[id-1], name)
 	}
 	body, err := json.Marshal(api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: p.spec}}, SkipNomadCheck: true})
 	if err != nil {
@@ -249,17 +242,21 @@ func (p *paxcronAPI) put(ctx context.Context, id int, name string) error {
 	return nil
 }
 
+// putThrough creates the job name through c.
+func (p *paxcronAPI) putThrough(ctx context.Context, c *api.Client, name string) error {
+	res, err := c.PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: p.spec}}, SkipNomadCheck: true})
+	if err != nil {
+		return fmt.Errorf("POST /v1/jobs through %s: %w", c.Address(), err)
+	}
+	if len(res.Jobs) != 1 || !res.Jobs[0].Created {
+		return fmt.Errorf("POST /v1/jobs through %s: job %s not created: %+v", c.Address(), name, res)
+	}
+	return nil
+}
+
 func (p *paxcronAPI) write(ctx context.Context, client int, seq uint64) error {
 	if p.all != nil {
-		name := jobName(client, seq)
-		res, err := p.all.PutJobs(ctx, api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: p.spec}}, SkipNomadCheck: true})
-		if err != nil {
-			return fmt.Errorf("POST /v1/jobs through %s: %w", p.all.Address(), err)
-		}
-		if len(res.Jobs) != 1 || !res.Jobs[0].Created {
-			return fmt.Errorf("POST /v1/jobs: job %s not created: %+v", name, res)
-		}
-		return nil
+		return p.putThrough(ctx, p.all, jobName(client, seq))
 	}
 	id := p.leader
 	if p.target == targetSpread {
