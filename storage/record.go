@@ -15,10 +15,12 @@ import (
 //
 //	byte 0         format version (recordVersion)
 //	byte 1         record kind (kindHardState, kindEntry, kindSnapshot,
-//	               kindSnapshotHeader or kindSnapshotChunk)
+//	               kindSnapshotHeader, kindSnapshotFileHeader or
+//	               kindSnapshotChunk)
 //	bytes 2..n-4   the value, msgpack-encoded as an array of its fields
 //	               (wireHardState, wireEntry, wireSnapshot,
-//	               wireSnapshotHeader, wireSnapshotChunk)
+//	               wireSnapshotHeader, wireSnapshotFileHeader,
+//	               wireSnapshotChunk)
 //	last 4 bytes   CRC-32C (Castagnoli) of bytes [0, n-4), little-endian
 //
 // The checksum covers the version and kind so that a flipped header byte is
@@ -40,6 +42,10 @@ const (
 	// scale benchmark's process for 885 ms; see pebblestore).
 	kindSnapshotHeader byte = 4
 	kindSnapshotChunk  byte = 5
+	// A header whose chunks are in a file of the store's own rather than
+	// beside it (SnapshotHeader.File): the image is written there ahead
+	// of the header, off the path of the log's appends (pebblestore).
+	kindSnapshotFileHeader byte = 6
 
 	headerBytes   = 2
 	checksumBytes = 4
@@ -88,6 +94,16 @@ type wireSnapshotHeader struct {
 	Chunks uint64
 }
 
+// wireSnapshotFileHeader is wireSnapshotHeader for chunks kept in the
+// store's image file number File.
+type wireSnapshotFileHeader struct {
+	Index  uint64
+	Voters []uint64
+	Size   uint64
+	Chunks uint64
+	File   uint64
+}
+
 type wireSnapshotChunk struct {
 	Index  uint64
 	Number uint64
@@ -100,6 +116,9 @@ type SnapshotHeader struct {
 	Meta   paxos.SnapshotMeta
 	Size   uint64 // bytes of the image
 	Chunks uint64 // chunk records holding it, numbered 0..Chunks-1
+	// File, when not 0, numbers the file of the store's own that holds
+	// the chunks; 0 says they are kept beside the header.
+	File uint64
 }
 
 // MaxSnapshotChunkBytes bounds a chunk's data on read; writers use smaller
@@ -159,9 +178,15 @@ func (c *Codec) AppendSnapshot(dst []byte, s paxos.Snapshot) []byte {
 }
 
 // AppendSnapshotHeader appends the header record of a snapshot with meta
-// whose image of size bytes is kept in chunks chunk records.
+// whose image of size bytes is kept in chunks chunk records, in file
+// h.File if it is not 0.
 func (c *Codec) AppendSnapshotHeader(dst []byte, h SnapshotHeader) []byte {
-	w := wireSnapshotHeader{Index: h.Meta.Index, Size: h.Size, Chunks: h.Chunks, Voters: votersOut(h.Meta.Membership.Voters)}
+	voters := votersOut(h.Meta.Membership.Voters)
+	if h.File != 0 {
+		w := wireSnapshotFileHeader{Index: h.Meta.Index, Size: h.Size, Chunks: h.Chunks, Voters: voters, File: h.File}
+		return c.appendRecord(dst, kindSnapshotFileHeader, &w)
+	}
+	w := wireSnapshotHeader{Index: h.Meta.Index, Size: h.Size, Chunks: h.Chunks, Voters: voters}
 	return c.appendRecord(dst, kindSnapshotHeader, &w)
 }
 
@@ -175,14 +200,25 @@ func (c *Codec) AppendSnapshotChunk(dst []byte, index, number uint64, data []byt
 // record (kindSnapshot), both kept under a snapshot's key. It looks at the
 // kind byte only; decoding verifies the rest.
 func IsSnapshotHeader(rec []byte) bool {
-	return len(rec) >= RecordOverheadBytes && rec[1] == kindSnapshotHeader
+	return len(rec) >= RecordOverheadBytes && (rec[1] == kindSnapshotHeader || rec[1] == kindSnapshotFileHeader)
 }
 
 // DecodeSnapshotHeader decodes and verifies the snapshot header record
-// stored for index.
+// stored for index, of either kind.
 func (c *Codec) DecodeSnapshotHeader(index uint64, rec []byte) (SnapshotHeader, error) {
-	var w wireSnapshotHeader
-	if err := c.decode(rec, kindSnapshotHeader, index, &w); err != nil {
+	var w wireSnapshotFileHeader
+	var err error
+	if len(rec) >= RecordOverheadBytes && rec[1] == kindSnapshotFileHeader {
+		err = c.decode(rec, kindSnapshotFileHeader, index, &w)
+		if err == nil && w.File == 0 {
+			return SnapshotHeader{}, corrupt(kindSnapshotFileHeader, index, "names image file 0")
+		}
+	} else {
+		var inline wireSnapshotHeader
+		err = c.decode(rec, kindSnapshotHeader, index, &inline)
+		w = wireSnapshotFileHeader{Index: inline.Index, Voters: inline.Voters, Size: inline.Size, Chunks: inline.Chunks}
+	}
+	if err != nil {
 		return SnapshotHeader{}, err
 	}
 	switch {
@@ -193,7 +229,7 @@ func (c *Codec) DecodeSnapshotHeader(index uint64, rec []byte) (SnapshotHeader, 
 	case w.Chunks > math.MaxUint64/MaxSnapshotChunkBytes || w.Size > w.Chunks*MaxSnapshotChunkBytes:
 		return SnapshotHeader{}, corrupt(kindSnapshotHeader, index, "%d bytes in %d chunks of at most %d", w.Size, w.Chunks, MaxSnapshotChunkBytes)
 	}
-	return SnapshotHeader{Meta: paxos.SnapshotMeta{Index: w.Index, Membership: paxos.Membership{Voters: votersIn(w.Voters)}}, Size: w.Size, Chunks: w.Chunks}, nil
+	return SnapshotHeader{Meta: paxos.SnapshotMeta{Index: w.Index, Membership: paxos.Membership{Voters: votersIn(w.Voters)}}, Size: w.Size, Chunks: w.Chunks, File: w.File}, nil
 }
 
 // AppendSnapshotChunkData decodes and verifies the record of chunk number
@@ -350,7 +386,7 @@ func recordName(kind byte, id uint64) string {
 		return fmt.Sprintf("entry at slot %d", id)
 	case kindSnapshot:
 		return fmt.Sprintf("snapshot at index %d", id)
-	case kindSnapshotHeader:
+	case kindSnapshotHeader, kindSnapshotFileHeader:
 		return fmt.Sprintf("snapshot header at index %d", id)
 	case kindSnapshotChunk:
 		return fmt.Sprintf("snapshot chunk at index %d", id)

@@ -73,6 +73,7 @@ var (
 	snapshotHeaders = []storage.SnapshotHeader{
 		{Meta: paxos.SnapshotMeta{Index: 9, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}}, Size: 5, Chunks: 1},
 		{Meta: paxos.SnapshotMeta{Index: 1 << 40}, Size: 174 << 20, Chunks: 174},
+		{Meta: paxos.SnapshotMeta{Index: 12, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}}, Size: 3 << 20, Chunks: 3, File: 7},
 		{Meta: paxos.SnapshotMeta{Index: 3}},
 	}
 	snapshotChunks = []struct {
@@ -177,6 +178,8 @@ func TestRecordValidation(t *testing.T) {
 		{"unknown entry kind", c.AppendEntry(nil, paxos.Entry{Slot: 5, Kind: 9}), decodeEntry(5), "entry at slot 5", "kind 9"},
 		{"header under another index", c.AppendSnapshotHeader(nil, snapshotHeaders[0]),
 			func(rec []byte) error { _, err := c.DecodeSnapshotHeader(8, rec); return err }, "snapshot header at index 8", "holds index 9"},
+		{"file header naming file 0", fileHeaderOfFile0(c),
+			func(rec []byte) error { _, err := c.DecodeSnapshotHeader(4, rec); return err }, "snapshot header at index 4", "names image file 0"},
 		{"header of more chunks than bytes", c.AppendSnapshotHeader(nil, storage.SnapshotHeader{Meta: paxos.SnapshotMeta{Index: 4}, Size: 2, Chunks: 3}),
 			func(rec []byte) error { _, err := c.DecodeSnapshotHeader(4, rec); return err }, "snapshot header at index 4", "3 chunks for 2 bytes"},
 		{"header of chunks too large", c.AppendSnapshotHeader(nil, storage.SnapshotHeader{Meta: paxos.SnapshotMeta{Index: 4}, Size: 64 << 20, Chunks: 2}),
@@ -213,4 +216,13 @@ func TestDecodeDoesNotAlias(t *testing.T) {
 	if !reflect.DeepEqual(e, entries[1]) {
 		t.Fatalf("decoded entry changed with its record: %+v", e)
 	}
+}
+
+// fileHeaderOfFile0 is a file header record naming file 0, which no
+// encoder writes (a header of file 0 is the other kind): the file number
+// is the value's last field, a one-byte msgpack integer.
+func fileHeaderOfFile0(c *storage.Codec) []byte {
+	rec := c.AppendSnapshotHeader(nil, storage.SnapshotHeader{Meta: paxos.SnapshotMeta{Index: 4}, Size: 2, Chunks: 1, File: 1})
+	rec[len(rec)-5] = 0
+	return reseal(rec)
 }

@@ -79,6 +79,21 @@ type Store interface {
 	Close() error
 }
 
+// SnapshotStager is a Store that can write a snapshot's image ahead of the
+// Save that stores it, on another goroutine while Saves and reads go on, so
+// that the Save writes little more than the snapshot's metadata: a large
+// state's image need not hold the log's appends for as long as it takes
+// to reach the disk.
+type SnapshotStager interface {
+	// StageSnapshot writes snap's image durably where a later Save of
+	// snap will find it. It may run concurrently with every other call
+	// of the store. Staging changes nothing the store reads: until a Save
+	// stores snap, the store holds what it held, and a staged image no
+	// Save stores (superseded, or cut short by a crash) is deleted. A
+	// snapshot below the stored one is rejected with ErrInvalid.
+	StageSnapshot(snap paxos.Snapshot) error
+}
+
 var (
 	// ErrCorrupt is wrapped by every error reporting a record whose bytes
 	// fail their checksum or validation; the message names the record.

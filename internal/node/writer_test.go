@@ -1,6 +1,9 @@
 package node
 
 import (
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,5 +81,84 @@ func TestWriterDoesNotWaitForALocalSnapshot(t *testing.T) {
 	}
 	if last, err := n.store.LastSlot(); err != nil || last != 11 {
 		t.Fatalf("last slot %d (%v), want 11", last, err)
+	}
+}
+
+// stagingStore is a store that can stage, whose staging waits for
+// release, and which records the order of stagings and saves of
+// snapshots.
+type stagingStore struct {
+	storage.Store
+	release chan struct{}
+	mu      sync.Mutex
+	events  []string
+}
+
+func (s *stagingStore) note(event string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, event)
+}
+
+func (s *stagingStore) StageSnapshot(snap paxos.Snapshot) error {
+	s.note(fmt.Sprintf("stage %d %q", snap.Meta.Index, snap.Data))
+	<-s.release
+	return nil
+}
+
+func (s *stagingStore) Save(u storage.Update) error {
+	if u.Snapshot != nil {
+		s.note(fmt.Sprintf("save %d %q", u.Snapshot.Meta.Index, u.Snapshot.Data))
+	}
+	return s.Store.Save(u)
+}
+
+// TestLocalSnapshotIsStagedOffTheWriter: a local snapshot's image is
+// staged on the encode's goroutine, the node's counting store passing it
+// through, while the writes queued behind it are saved; its Save comes
+// after, with the image staged.
+func TestLocalSnapshotIsStagedOffTheWriter(t *testing.T) {
+	n := &Node{}
+	inner := &stagingStore{Store: memstore.New(), release: make(chan struct{})}
+	n.store = &countingStore{Store: inner, n: n}
+	writer := n.writerFor(true).(queueWriter)
+	go n.write()
+	defer func() {
+		close(n.writes)
+		<-n.wrote
+	}()
+	entry := func(slot uint64) storage.Update {
+		return storage.Update{Entries: []paxos.Entry{{Slot: slot, Ballot: paxos.Ballot{Round: 1, Replica: 1}, Kind: paxos.EntryCommand}}}
+	}
+	writer.Write(entry(1))
+	writer.WriteSnapshot(storage.Update{Snapshot: &paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: 1}}}, func() ([]byte, error) {
+		return []byte("state at 1"), nil
+	})
+	writer.Write(entry(2))
+	writer.Write(entry(3))
+	for i := range 3 {
+		select {
+		case err := <-n.written:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("entry write %d not reported while the image was being staged", i+1)
+		}
+	}
+	close(inner.release)
+	select {
+	case err := <-n.snapWritten:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the local snapshot was not reported saved")
+	}
+	inner.mu.Lock()
+	defer inner.mu.Unlock()
+	want := []string{`stage 1 "state at 1"`, `save 1 "state at 1"`}
+	if !slices.Equal(inner.events, want) {
+		t.Fatalf("events %q, want %q", inner.events, want)
 	}
 }

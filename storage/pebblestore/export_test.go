@@ -3,15 +3,18 @@ package pebblestore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// CorruptRandomRecord flips one byte of one stored value, both chosen with
-// r, and writes it back with a sync: the damage a failing disk or a bad
-// memory word does below Pebble's own block checksums, which only our
-// record checksums can catch.
+// CorruptRandomRecord flips one byte of one stored value or of the stored
+// snapshot's image file, both chosen with r, and writes it back with a
+// sync: the damage a failing disk or a bad memory word does below
+// Pebble's own block checksums, which only our record checksums can
+// catch.
 func CorruptRandomRecord(s *Store, r *rand.Rand) (desc string, ok bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -24,17 +27,51 @@ func CorruptRandomRecord(s *Store, r *rand.Rand) (desc string, ok bool, err erro
 		keys = append(keys, append([]byte(nil), it.Key()...))
 		values = append(values, append([]byte(nil), it.Value()...))
 	}
-	if err := it.Close(); err != nil || len(keys) == 0 {
+	if err := it.Close(); err != nil {
 		return "", false, err
+	}
+	if s.snapFile != 0 {
+		image, err := readImageFile(s)
+		if err != nil {
+			return "", false, err
+		}
+		keys = append(keys, nil) // nil: the image file
+		values = append(values, image)
+	}
+	if len(keys) == 0 {
+		return "", false, nil
 	}
 	k := r.IntN(len(keys))
 	v := values[k]
 	i := r.IntN(len(v))
 	v[i] ^= byte(1 + r.IntN(255))
+	if keys[k] == nil {
+		return fmt.Sprintf("image file %d, byte %d of %d", s.snapFile, i, len(v)), true, writeImageFile(s, v)
+	}
 	if err := s.db.Set(keys[k], v, pebble.Sync); err != nil {
 		return "", false, err
 	}
 	return fmt.Sprintf("key %q, byte %d of %d", keys[k], i, len(v)), true, nil
+}
+
+func readImageFile(s *Store) ([]byte, error) {
+	f, err := s.fs.Open(s.imagePath(s.snapFile))
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(f)
+	return b, errors.Join(err, f.Close())
+}
+
+// writeImageFile writes b over the image file in place: a new file
+// would replace the old one in its folder, which a crash could undo.
+func writeImageFile(s *Store, b []byte) error {
+	f, err := s.fs.OpenReadWrite(s.imagePath(s.snapFile), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(b, 0)
+	return errors.Join(err, f.Sync(), f.Close())
 }
 
 // HeldSlots lists the slots of every entry key in the database, in order,

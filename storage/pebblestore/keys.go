@@ -13,10 +13,12 @@ import (
 // numeric order and an iterator walks entries in slot order:
 //
 //	"C" + index (8 bytes) + n (8 bytes)
-//	                         chunk n of the image of the snapshot at index
+//	                         chunk n of the image of the snapshot at index,
+//	                         in stores written before image files (images.go)
 //	"S" + index (8 bytes)    the snapshot at index, as a header naming its
-//	                         chunks (or, in stores written before chunks,
-//	                         as one whole record); only the newest is kept
+//	                         image file (or chunks under "C", or, in stores
+//	                         written before chunks, as one whole record);
+//	                         only the newest is kept
 //	"e" + slot (8 bytes)     the entry accepted for slot
 //	"h"                      the hard state (a single record)
 //
@@ -30,16 +32,16 @@ import (
 // benchmark (a million jobs) a replica's writer encoding its snapshot held
 // one for 885 ms, long enough for a leader to lose its lease.
 //
-// The snapshot and its chunks sort before the entries on purpose. A
-// snapshot's value was one block of its own in an sstable, as large as the
-// state (180 MB at a million jobs), and too large for the block cache;
-// each chunk is still a block of its own. When the snapshot sorted after
-// them ("s", which stores written before the change still hold until Open
-// moves it), a read of entries newer than every flushed one ran past the
-// last entry block onto it, and every such read loaded the whole block
-// again: a leader sending accepts spent nine tenths of its CPU there.
-// Reads of entries only move forward from a slot, and a backward read
-// (the last entry) stops at the entries' lower bound.
+// The snapshot sorts before the entries on purpose. Its value was once
+// one block of its own in an sstable, as large as the state (180 MB at a
+// million jobs), and too large for the block cache. When the snapshot
+// sorted after the entries ("s", which stores written before the change
+// still hold until Open moves it), a read of entries newer than every
+// flushed one ran past the last entry block onto it, and every such read
+// loaded the whole block again: a leader sending accepts spent nine
+// tenths of its CPU there. Reads of entries only move forward from a
+// slot, and a backward read (the last entry) stops at the entries' lower
+// bound.
 const (
 	snapshotChunkTag byte = 'C'
 	snapshotTag      byte = 'S'

@@ -1,9 +1,13 @@
 // Package pebblestore owns the production storage.Store: a replica's hard
-// state, accepted entries and newest snapshot in a Pebble database, each
-// value a checksummed storage record (see keys.go for the key layout).
+// state, accepted entries and newest snapshot's header in a Pebble
+// database, each value a checksummed storage record (see keys.go for the
+// key layout), and the snapshot's image in a file of its own beside it
+// (images.go says why and how).
 //
 // Every Save is one Pebble batch committed with pebble.Sync: one fsync per
-// call, and a batch is applied entirely or not at all after a crash. Pebble
+// call, and a batch is applied entirely or not at all after a crash. A
+// Save that stores a snapshot first writes and syncs its image's file,
+// unless StageSnapshot has already done so off the writer's path. Pebble
 // makes a committed batch readable before its WAL sync has finished, so
 // Save holds the store's write lock until Commit has returned: no read ever
 // sees bytes that might not survive a crash.
@@ -40,7 +44,11 @@ type Options struct {
 
 // Store is a storage.Store on Pebble. It is safe for concurrent use.
 type Store struct {
-	db *pebble.DB
+	db     *pebble.DB
+	fs     vfs.FS
+	logger pebble.Logger
+	// imagesDir holds the snapshot image files (images.go).
+	imagesDir string
 
 	mu sync.RWMutex
 	// err, once set, is returned by every call: storage.ErrClosed after
@@ -52,11 +60,22 @@ type Store struct {
 	// and verifies its record.
 	hasSnapshot bool
 	snapIndex   uint64
-	firstSlot   uint64 // paxos.Storage.FirstSlot
-	lastSlot    uint64
-	// reads counts the snapshot reads running outside the lock, each on
-	// its own view of the database; Close waits for them.
-	reads sync.WaitGroup
+	snapFile    uint64 // the image file of the stored snapshot, 0 if none
+	// snapFileUnknown: the stored snapshot's header failed its checksum
+	// at Open (snapFile is 0; reading the snapshot reports the damage).
+	snapFileUnknown bool
+	firstSlot       uint64 // paxos.Storage.FirstSlot
+	lastSlot        uint64
+	// busy counts the snapshot reads and stagings running outside the
+	// lock, each on its own view of the database or its own file; Close
+	// waits for them.
+	busy sync.WaitGroup
+	// stageMu guards the images staged ahead of their Save and the
+	// number of the next image file; never held with mu's write side
+	// waited for.
+	stageMu  sync.Mutex
+	staged   map[uint64]stagedImage // by snapshot index
+	nextFile uint64
 	// testHookSnapshotRead, if set, runs in Snapshot once the view is
 	// pinned and the lock released.
 	testHookSnapshotRead func()
@@ -87,15 +106,27 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: pebblestore: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, codec: storage.NewCodec(), chunkBytes: snapshotChunkBytes}
+	s := &Store{
+		db: db, fs: opts.FS, logger: opts.Logger, codec: storage.NewCodec(),
+		chunkBytes: snapshotChunkBytes, staged: make(map[uint64]stagedImage),
+	}
+	if s.logger == nil {
+		s.logger = pebble.DefaultLogger
+	}
 	if opts.snapshotChunkBytes > 0 {
 		s.chunkBytes = opts.snapshotChunkBytes
 	}
-	if err := s.moveLegacySnapshot(); err != nil {
-		_ = db.Close()
-		return nil, err
+	err = s.moveLegacySnapshot()
+	if err == nil {
+		err = s.loadIndexes()
 	}
-	if err := s.loadIndexes(); err != nil {
+	if err == nil {
+		err = s.loadSnapFile()
+	}
+	if err == nil {
+		err = s.openImages(dir)
+	}
+	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -205,10 +236,10 @@ func (s *Store) Close() error {
 		return storage.ErrClosed
 	}
 	s.err = storage.ErrClosed
-	// A snapshot read holds a view of the database without the lock; no
-	// new one starts now that err is set.
+	// A snapshot read holds a view of the database without the lock, and
+	// a staging writes its file; no new one starts now that err is set.
 	s.mu.Unlock()
-	s.reads.Wait()
+	s.busy.Wait()
 	s.mu.Lock()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("storage: pebblestore: close: %w", err)
@@ -256,21 +287,31 @@ func (s *Store) Snapshot() (paxos.Snapshot, error) {
 		s.mu.RUnlock()
 		return paxos.Snapshot{}, err
 	}
-	index := s.snapIndex
+	index, file := s.snapIndex, s.snapFile
+	img, err := s.imageFileOf()
+	if err != nil {
+		s.mu.RUnlock()
+		return paxos.Snapshot{}, err
+	}
 	view := s.db.NewSnapshot()
-	s.reads.Add(1)
+	s.busy.Add(1)
 	s.mu.RUnlock()
-	defer s.reads.Done()
+	defer s.busy.Done()
 	defer view.Close()
+	if img != nil {
+		defer img.Close()
+	}
 	if s.testHookSnapshotRead != nil {
 		s.testHookSnapshotRead()
 	}
 	c := readCodecs.Get().(*storage.Codec)
 	defer readCodecs.Put(c)
-	return readSnapshotAt(view, c, index)
+	return readSnapshotAt(view, img, file, c, index)
 }
 
-func readSnapshotAt(r pebble.Reader, c *storage.Codec, index uint64) (paxos.Snapshot, error) {
+// readSnapshotAt reads the snapshot at index from r, its image from img
+// if its header names a file (img is file number file).
+func readSnapshotAt(r pebble.Reader, img vfs.File, file uint64, c *storage.Codec, index uint64) (paxos.Snapshot, error) {
 	h, whole, err := readSnapshotRecord(r, c, index)
 	switch {
 	case err != nil:
@@ -278,7 +319,19 @@ func readSnapshotAt(r pebble.Reader, c *storage.Codec, index uint64) (paxos.Snap
 	case whole != nil:
 		return *whole, nil
 	}
-	data, err := readChunks(r, c, h)
+	var data []byte
+	switch {
+	case h.Size == 0:
+	case h.File == 0:
+		data, err = readChunks(r, c, h)
+	case h.File != file:
+		// The header is not the one read at Open or written by the last
+		// Save, which named file.
+		return paxos.Snapshot{}, fmt.Errorf("%w: snapshot at index %d: its header names image file %d, the store holds %d",
+			storage.ErrCorrupt, index, h.File, file)
+	default:
+		data, err = readImage(img, c, h)
+	}
 	if err != nil {
 		return paxos.Snapshot{}, err
 	}

@@ -10,7 +10,16 @@ import (
 )
 
 // Save implements storage.Store: one batch, committed with pebble.Sync.
+// A snapshot's image is written to its file first, unless StageSnapshot
+// did it already; the batch holds only its header.
 func (s *Store) Save(u storage.Update) error {
+	var img stagedImage
+	if u.Snapshot != nil && len(u.Snapshot.Data) > 0 {
+		var err error
+		if img, err = s.imageFor(u); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
@@ -22,9 +31,9 @@ func (s *Store) Save(u storage.Update) error {
 	if u.IsEmpty() {
 		return nil
 	}
-	b := s.newBatch(u)
+	b := s.db.NewBatch()
 	defer b.Close()
-	lastSlot, err := s.fillBatch(b, u)
+	lastSlot, err := s.fillBatch(b, u, img.header)
 	if err != nil {
 		return s.fail("save", err)
 	}
@@ -32,7 +41,15 @@ func (s *Store) Save(u storage.Update) error {
 		return s.fail("save", err)
 	}
 	if u.Snapshot != nil {
-		s.hasSnapshot, s.snapIndex = true, u.Snapshot.Meta.Index
+		unused := s.stagedThrough(u.Snapshot.Meta.Index)
+		if s.snapFile != 0 {
+			unused = append(unused, s.snapFile)
+		}
+		s.hasSnapshot, s.snapIndex, s.snapFile, s.snapFileUnknown = true, u.Snapshot.Meta.Index, img.file, false
+		// Readers that opened an old file keep it readable.
+		for _, file := range unused {
+			s.removeImage(file)
+		}
 	}
 	s.lastSlot = max(s.lastSlot, s.snapIndex, lastSlot)
 	if u.Snapshot != nil {
@@ -43,8 +60,36 @@ func (s *Store) Save(u storage.Update) error {
 	return nil
 }
 
-// fillBatch puts u into b and returns the highest entry slot it writes.
-func (s *Store) fillBatch(b *pebble.Batch, u storage.Update) (uint64, error) {
+// imageFor returns the image file of u's snapshot: the one staged for it,
+// else one written now. Only the writer calls Save, so the stored
+// snapshot cannot change between the check and the write that follows.
+func (s *Store) imageFor(u storage.Update) (stagedImage, error) {
+	s.mu.RLock()
+	err := s.err
+	if err == nil {
+		err = storage.CheckUpdate(u, s.snapIndex)
+	}
+	s.mu.RUnlock()
+	if err != nil {
+		return stagedImage{}, err
+	}
+	if img, ok := s.takeStaged(*u.Snapshot); ok {
+		return img, nil
+	}
+	if err := s.StageSnapshot(*u.Snapshot); err != nil {
+		return stagedImage{}, err
+	}
+	img, ok := s.takeStaged(*u.Snapshot)
+	if !ok {
+		panic(fmt.Sprintf("pebblestore: the image of the snapshot at index %d was staged and is not found", u.Snapshot.Meta.Index))
+	}
+	return img, nil
+}
+
+// fillBatch puts u into b, with img the header of its snapshot's image
+// file (zero for an empty image), and returns the highest entry slot it
+// writes.
+func (s *Store) fillBatch(b *pebble.Batch, u storage.Update, img storage.SnapshotHeader) (uint64, error) {
 	if u.HardState != nil {
 		s.value = s.codec.AppendHardState(s.value[:0], *u.HardState)
 		if err := b.Set(hardStateKey, s.value, nil); err != nil {
@@ -52,7 +97,7 @@ func (s *Store) fillBatch(b *pebble.Batch, u storage.Update) (uint64, error) {
 		}
 	}
 	if u.Snapshot != nil {
-		if err := s.putSnapshot(b, *u.Snapshot, u.DeleteThrough()); err != nil {
+		if err := s.putSnapshot(b, *u.Snapshot, u.DeleteThrough(), img); err != nil {
 			return 0, err
 		}
 	}
@@ -75,30 +120,18 @@ func (s *Store) fillBatch(b *pebble.Batch, u storage.Update) (uint64, error) {
 // a store's own (Options.snapshotChunkBytes).
 const snapshotChunkBytes = 1 << 20
 
-// newBatch returns a batch for u. One that holds a snapshot is sized for
-// it up front: a batch grows by doubling its buffer, and each doubling
-// copies everything so far in one step.
-func (s *Store) newBatch(u storage.Update) *pebble.Batch {
-	if u.Snapshot == nil {
-		return s.db.NewBatch()
-	}
-	size := len(u.Snapshot.Data) + (len(u.Snapshot.Data)/s.chunkBytes+1)*batchRecordOverhead
-	for _, e := range u.Entries {
-		size += len(e.Data) + batchRecordOverhead
-	}
-	return s.db.NewBatchWithSize(size + 4096)
-}
-
-// batchRecordOverhead is a generous bound on what a batch and our record
-// framing add to a value: the key, its and the value's lengths, the
-// record's header, checksum and msgpack framing.
+// batchRecordOverhead is a generous bound on what our record framing adds
+// to a value: the record's header, checksum and msgpack framing.
 const batchRecordOverhead = 128
 
-// putSnapshot replaces the stored snapshot with snap and deletes the
+// putSnapshot replaces the stored snapshot with snap, whose image is in
+// the file img names (img is zero for an empty image), and deletes the
 // entries at or below deleteThrough (its index, less the tail it keeps).
-// The snapshot is a header under its key and its image in chunks.
-func (s *Store) putSnapshot(b *pebble.Batch, snap paxos.Snapshot, deleteThrough uint64) error {
+func (s *Store) putSnapshot(b *pebble.Batch, snap paxos.Snapshot, deleteThrough uint64, img storage.SnapshotHeader) error {
 	index := snap.Meta.Index
+	if img.File == 0 && len(snap.Data) > 0 {
+		panic(fmt.Sprintf("pebblestore: the snapshot at index %d holds %d bytes and has no image file", index, len(snap.Data)))
+	}
 	if err := b.DeleteRange(entryKey(0), entryKeyAfter(deleteThrough), nil); err != nil {
 		return err
 	}
@@ -107,31 +140,14 @@ func (s *Store) putSnapshot(b *pebble.Batch, snap paxos.Snapshot, deleteThrough 
 			return err
 		}
 	}
-	// Every chunk at or below index goes, this index's own included
-	// (written again): the Sets below come later in the batch, so they
-	// stand.
+	// Chunks kept in the database by stores written before image files.
 	if err := b.DeleteRange([]byte{snapshotChunkTag}, chunksUpperBound(index), nil); err != nil {
 		return err
 	}
-	size := uint64(len(snap.Data))
-	chunkBytes := uint64(s.chunkBytes)
-	chunks := (size + chunkBytes - 1) / chunkBytes
-	s.value = s.codec.AppendSnapshotHeader(s.value[:0], storage.SnapshotHeader{Meta: snap.Meta, Size: size, Chunks: chunks})
-	if err := b.Set(snapshotKey(index), s.value, nil); err != nil {
-		return err
-	}
-	for n := range chunks {
-		data := snap.Data[n*chunkBytes : min((n+1)*chunkBytes, size)]
-		s.key = appendChunkKey(s.key[:0], index, n)
-		s.value = s.codec.AppendSnapshotChunk(s.value[:0], index, n, data)
-		if err := b.Set(s.key, s.value, nil); err != nil {
-			return err
-		}
-	}
-	if cap(s.value) > 2*s.chunkBytes {
-		s.value = nil
-	}
-	return nil
+	h := img
+	h.Meta = snap.Meta
+	s.value = s.codec.AppendSnapshotHeader(s.value[:0], h)
+	return b.Set(snapshotKey(index), s.value, nil)
 }
 
 func (s *Store) putEntry(b *pebble.Batch, e paxos.Entry) error {
