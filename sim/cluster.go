@@ -186,6 +186,7 @@ func (c *cluster) start(n *node) {
 		Store: n.store, StateMachine: n.launcher, Send: c.sender(n), Snapshots: c.opts.Snapshots,
 		Observer: &observer{c: c, n: n}, Rebuilding: rebuilding,
 		ReadSnapshots: c.snapshotReads(n), MaxApplyPerProcess: c.opts.MaxApplyPerProcess,
+		DecodeSnapshots: c.snapshotDecodes(n),
 	})
 	if errors.Is(err, storage.ErrCorrupt) {
 		c.corruptionFound(n, err)
@@ -298,6 +299,31 @@ func (c *cluster) snapshotReads(n *node) func(read func()) {
 				c.faults["snapshot read in the background"]++ // not a fault: proof the path ran
 				read()
 			}
+		})
+	}
+}
+
+// snapshotDecodes is the replica's replica.Config.DecodeSnapshots: with
+// Options.SnapshotDecodeLatencyMax the decode of a snapshot received from
+// the leader is done as a later event, as the server does it on a
+// goroutine; the replica goes on meanwhile, holding the entries chosen
+// after it, and may receive a newer one first.
+func (c *cluster) snapshotDecodes(n *node) func(decode func()) {
+	if c.opts.SnapshotDecodeLatencyMax <= 0 {
+		return nil
+	}
+	return func(decode func()) {
+		incarnation := n.incarnation
+		c.sched.At(c.sched.Now()+time.Duration(1+c.rng.Int64N(int64(c.opts.SnapshotDecodeLatencyMax))), func() {
+			if !n.up || n.incarnation != incarnation {
+				return
+			}
+			decode()
+			c.faults["snapshot decoded in the background"]++ // not a fault: proof the path ran
+			if n.rep.HeldEntries() > 0 {
+				c.faults["entries held behind a decoding snapshot"]++ // not a fault: proof the path ran
+			}
+			c.handle(n, n.rep.SnapshotDecoded())
 		})
 	}
 }

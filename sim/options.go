@@ -37,6 +37,12 @@ type Options struct {
 	// the read completes after a latency drawn from (0, max], and the core
 	// sends nothing until it asks again (replica.Config.ReadSnapshots).
 	SnapshotReadLatencyMax time.Duration
+	// SnapshotDecodeLatencyMax, when positive, has a replica decode a
+	// snapshot received from the leader in the background, as the server
+	// does: the decode completes after a latency drawn from (0, max], the
+	// replica going on meanwhile and holding the entries chosen after it
+	// (replica.Config.DecodeSnapshots).
+	SnapshotDecodeLatencyMax time.Duration
 	// MaxApplyPerProcess bounds the entries one Process applies
 	// (replica.Config.MaxApplyPerProcess); the rest is processed a moment
 	// later, other inputs possibly first. Zero applies all at once.
@@ -81,11 +87,12 @@ func DefaultOptions(seed uint64) Options {
 	if seed%2 == 1 {
 		diskLatency = 3 * time.Millisecond
 	}
-	// Independently of that, half the seeds read snapshots to send in the
-	// background, and half bound the entries a Process applies.
-	var snapshotReads time.Duration
+	// Independently of that, half the seeds read snapshots to send, and
+	// decode those received, in the background, and half bound the
+	// entries a Process applies.
+	var snapshotReads, snapshotDecodes time.Duration
 	if seed/2%2 == 1 {
-		snapshotReads = 200 * time.Millisecond
+		snapshotReads, snapshotDecodes = 200*time.Millisecond, 500*time.Millisecond
 	}
 	var maxApply uint64
 	if seed/4%2 == 1 {
@@ -95,25 +102,26 @@ func DefaultOptions(seed uint64) Options {
 	nomad.GCThreshold = 10 * time.Second
 	nomad.RunMin, nomad.RunMax = 200*time.Millisecond, 4*time.Second
 	return Options{
-		Epoch:                  EpochFor(seed),
-		Nomad:                  nomad,
-		MemoryHorizon:          10 * time.Second,
-		ClockSkew:              2 * time.Second,
-		LatenessBound:          4 * time.Second,
-		DiskLatencyMax:         diskLatency,
-		SnapshotReadLatencyMax: snapshotReads,
-		MaxApplyPerProcess:     maxApply,
-		Seed:                   seed,
-		Replicas:               3,
-		Duration:               70 * time.Second,
-		HealAt:                 50 * time.Second,
-		LivenessBound:          10 * time.Second,
-		TickInterval:           50 * time.Millisecond,
-		Timing:                 paxos.DefaultTiming(),
-		Limits:                 limits,
-		Snapshots:              replica.SnapshotPolicy{EveryEntries: 64, TailEntries: 16},
-		ProposalEvery:          150 * time.Millisecond,
-		FaultEvery:             700 * time.Millisecond,
+		Epoch:                    EpochFor(seed),
+		Nomad:                    nomad,
+		MemoryHorizon:            10 * time.Second,
+		ClockSkew:                2 * time.Second,
+		LatenessBound:            4 * time.Second,
+		DiskLatencyMax:           diskLatency,
+		SnapshotReadLatencyMax:   snapshotReads,
+		SnapshotDecodeLatencyMax: snapshotDecodes,
+		MaxApplyPerProcess:       maxApply,
+		Seed:                     seed,
+		Replicas:                 3,
+		Duration:                 70 * time.Second,
+		HealAt:                   50 * time.Second,
+		LivenessBound:            10 * time.Second,
+		TickInterval:             50 * time.Millisecond,
+		Timing:                   paxos.DefaultTiming(),
+		Limits:                   limits,
+		Snapshots:                replica.SnapshotPolicy{EveryEntries: 64, TailEntries: 16},
+		ProposalEvery:            150 * time.Millisecond,
+		FaultEvery:               700 * time.Millisecond,
 	}
 }
 

@@ -246,22 +246,39 @@ func snapshotErr(format string, args ...any) error {
 // no state to apply its log to.
 func (m *Machine) Restore(data []byte) error {
 	*m = *New()
+	restored, err := DecodeSnapshot(data)
+	if err != nil {
+		return err
+	}
+	m.Install(restored)
+	return nil
+}
+
+// Install replaces m's state with restored's, a machine DecodeSnapshot
+// returned, which must not be used afterwards.
+func (m *Machine) Install(restored *Machine) { *m = *restored }
+
+// DecodeSnapshot decodes a snapshot into a new machine and touches no
+// other: it may run on any goroutine while the machine it is to replace
+// goes on applying, and Install then puts it in place. Meanwhile both
+// states are held.
+func DecodeSnapshot(data []byte) (*Machine, error) {
 	switch {
 	case len(data) < 1:
-		return snapshotErr("empty")
+		return nil, snapshotErr("empty")
 	case data[0] != snapshotVersion && data[0] != 1:
-		return snapshotErr("unknown format version %d", data[0])
+		return nil, snapshotErr("unknown format version %d", data[0])
 	}
 	version := data[0]
 	body := data[1:]
 	dec := codec.NewDecoderBytes(body, msgpackHandle)
 	var h wireHeader
 	if err := dec.Decode(&h); err != nil {
-		return snapshotErr("header: %v", err)
+		return nil, snapshotErr("header: %v", err)
 	}
 	restored, err := machineFromHeader(&h)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	at := dec.NumBytesRead()
 	// Jobs' structs come in slabs of jobSlab: a million of them restore
@@ -276,11 +293,11 @@ func (m *Machine) Restore(data []byte) error {
 		var w wireJob
 		n, err := readJob(body[at:], &w, in, version)
 		if err != nil {
-			return snapshotErr("job %d of %d: %v", i+1, h.Jobs, err)
+			return nil, snapshotErr("job %d of %d: %v", i+1, h.Jobs, err)
 		}
 		at += n
 		if i > 0 && w.Name <= prev {
-			return snapshotErr("job %q out of order after %q", w.Name, prev)
+			return nil, snapshotErr("job %q out of order after %q", w.Name, prev)
 		}
 		prev = w.Name
 		if len(slab) == 0 {
@@ -290,7 +307,7 @@ func (m *Machine) Restore(data []byte) error {
 		slab = slab[1:]
 		err = jobFromWire(j, &w, h.LastSlot, h.LastVersion, &bufs)
 		if err != nil {
-			return snapshotErr("job %q: %v", w.Name, err)
+			return nil, snapshotErr("job %q: %v", w.Name, err)
 		}
 		restored.jobs[j.Name] = j
 		if len(j.Open) > 0 {
@@ -300,14 +317,13 @@ func (m *Machine) Restore(data []byte) error {
 	}
 	var t wireTrailer
 	if err := decodeValue(body[at:], &t); err != nil {
-		return snapshotErr("trailer: %v", err)
+		return nil, snapshotErr("trailer: %v", err)
 	}
 	if err := restored.restoreTrailer(&t); err != nil {
-		return err
+		return nil, err
 	}
-	*m = *restored
-	m.snapshotSize = len(data)
-	return nil
+	restored.snapshotSize = len(data)
+	return restored, nil
 }
 
 func machineFromHeader(h *wireHeader) (*Machine, error) {

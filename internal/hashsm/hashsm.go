@@ -47,10 +47,20 @@ func (m *Machine) Snapshot() ([]byte, error) {
 
 // Restore replaces the state with a decoded snapshot.
 func (m *Machine) Restore(data []byte) error {
-	if len(data) != 16 {
-		return fmt.Errorf("hashsm: snapshot of %d bytes, want 16", len(data))
+	install, err := m.DecodeSnapshot(data)
+	if err != nil {
+		return err
 	}
-	m.commands = binary.BigEndian.Uint64(data[:8])
-	m.hash = binary.BigEndian.Uint64(data[8:])
+	install()
 	return nil
+}
+
+// DecodeSnapshot implements replica.Decoder: it decodes data, and install
+// replaces the state with it.
+func (m *Machine) DecodeSnapshot(data []byte) (install func(), err error) {
+	if len(data) != 16 {
+		return nil, fmt.Errorf("hashsm: snapshot of %d bytes, want 16", len(data))
+	}
+	commands, hash := binary.BigEndian.Uint64(data[:8]), binary.BigEndian.Uint64(data[8:])
+	return func() { m.commands, m.hash = commands, hash }, nil
 }

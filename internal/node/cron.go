@@ -125,6 +125,25 @@ func (m *cronMachine) Restore(data []byte) error {
 	return m.l.Restore(data[hashSnapshotBytes:])
 }
 
+// DecodeSnapshot implements replica.Decoder for both parts of the state.
+func (m *cronMachine) DecodeSnapshot(data []byte) (install func(), err error) {
+	if len(data) < hashSnapshotBytes {
+		return nil, fmt.Errorf("node: cron snapshot of %d bytes, shorter than its hash", len(data))
+	}
+	installHash, err := m.hash.DecodeSnapshot(data[:hashSnapshotBytes])
+	if err != nil {
+		return nil, err
+	}
+	installCron, err := m.l.DecodeSnapshot(data[hashSnapshotBytes:])
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		installHash()
+		installCron()
+	}, nil
+}
+
 // verdictOf is the state's answer to the command just applied at slot.
 func (m *cronMachine) verdictOf(slot uint64) error {
 	if m.verdictSlot != slot {

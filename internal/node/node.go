@@ -237,6 +237,10 @@ type Node struct {
 	// (replica.SnapshotWriter).
 	snapWritten chan error
 	wrote       chan struct{} // closed when the writer goroutine returns
+	// decoded signals that a decode of a snapshot from the leader ended
+	// (replica.Config.DecodeSnapshots); one signal pending is enough, as
+	// SnapshotDecoded looks at the newest.
+	decoded chan struct{}
 
 	mu     sync.Mutex
 	status Status
@@ -272,6 +276,7 @@ func New(cfg Config) (*Node, error) {
 		proposals: make(chan *proposal, cfg.QueuedProposals),
 		quit:      make(chan struct{}),
 		stopped:   make(chan struct{}),
+		decoded:   make(chan struct{}, 1),
 		calls:     make(chan func()),
 		hash:      &hashsm.Machine{},
 		pending:   map[uint64]*proposal{},
@@ -297,7 +302,10 @@ func New(cfg Config) (*Node, error) {
 		// A snapshot to send is read on a goroutine of its own (a large
 		// one takes seconds); the store is safe for concurrent use and
 		// its reads do not hold up its writes.
-		ReadSnapshots:      func(read func()) { go read() },
+		ReadSnapshots: func(read func()) { go read() },
+		// A snapshot from the leader is decoded on a goroutine of its own
+		// (a million jobs take 2-4.5 s), the loop going on meanwhile.
+		DecodeSnapshots:    n.decodeSnapshot,
 		MaxApplyPerProcess: cfg.MaxApplyPerTurn,
 	})
 	if err != nil {
@@ -447,6 +455,18 @@ func (n *Node) writerFor(async bool) replica.Writer {
 	n.snapWritten = make(chan error, 1) // the replica has one in flight at most
 	n.wrote = make(chan struct{})
 	return queueWriter(n.writes)
+}
+
+// decodeSnapshot is the replica's Config.DecodeSnapshots: the decode on a
+// goroutine of its own, then a signal to the loop.
+func (n *Node) decodeSnapshot(decode func()) {
+	go func() {
+		decode()
+		select {
+		case n.decoded <- struct{}{}:
+		default: // a signal is pending: the loop will look at the newest
+		}
+	}()
 }
 
 // queuedWrite is a write for the writer goroutine; encode, when set,
@@ -708,6 +728,12 @@ func (n *Node) run() {
 		case err := <-n.snapWritten:
 			clock.begin(InputSnapshotWritten, n.rep.Applied())
 			if err := n.rep.SnapshotWritten(err); err != nil {
+				n.fail(err)
+				return
+			}
+		case <-n.decoded:
+			clock.begin(InputSnapshotDecoded, n.rep.Applied())
+			if err := n.rep.SnapshotDecoded(); err != nil {
 				n.fail(err)
 				return
 			}

@@ -33,11 +33,12 @@ const (
 	InputWake                             // the launcher's timer
 	InputWorkLeft                         // entries a bounded Process left to apply
 	InputSnapshotWritten                  // the local snapshot was saved
+	InputSnapshotDecoded                  // a snapshot from the leader was decoded
 )
 
 var inputNames = [...]string{InputMessage: "message", InputProposal: "proposal", InputTick: "tick",
 	InputWrite: "write", InputResults: "results", InputCall: "call", InputWake: "wake",
-	InputWorkLeft: "work left"}
+	InputWorkLeft: "work left", InputSnapshotWritten: "snapshot written", InputSnapshotDecoded: "snapshot decoded"}
 
 func (i Input) String() string {
 	if int(i) < len(inputNames) && inputNames[i] != "" {

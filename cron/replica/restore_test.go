@@ -1,0 +1,155 @@
+package replica
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"paxcron/paxos"
+	"paxcron/storage/memstore"
+)
+
+// decodingMachine is a listMachine that restores in two steps.
+type decodingMachine struct{ listMachine }
+
+func (m *decodingMachine) DecodeSnapshot(data []byte) (func(), error) {
+	var decoded listMachine
+	if err := decoded.Restore(data); err != nil {
+		return nil, err
+	}
+	return func() { m.cmds = decoded.cmds }, nil
+}
+
+// trio is three replicas whose messages go through a queue the test
+// delivers, with replica 3 cut off until joined.
+type trio struct {
+	t        *testing.T
+	reps     [4]*Replica // by ID
+	sms      [4]*decodingMachine
+	queue    []paxos.Message
+	isolated bool
+	decodes  []func() // replica 3's decodes, held by the test
+}
+
+func newTrio(t *testing.T) *trio {
+	tr := &trio{t: t, isolated: true}
+	members := paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		tr.sms[id] = &decodingMachine{}
+		cfg := Config{
+			ID: id, Membership: members, Timing: paxos.DefaultTiming(), Limits: paxos.DefaultLimits(),
+			Rand: rand.New(rand.NewPCG(uint64(id), 7)), Store: memstore.New(), StateMachine: tr.sms[id],
+			Send:      func(m paxos.Message) { tr.queue = append(tr.queue, m) },
+			Snapshots: SnapshotPolicy{EveryEntries: 5}, Observer: NopObserver{},
+		}
+		if id == 3 {
+			cfg.DecodeSnapshots = func(decode func()) { tr.decodes = append(tr.decodes, decode) }
+		}
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.reps[id] = r
+	}
+	return tr
+}
+
+// deliver delivers every queued message (none to or from replica 3 while
+// it is cut off) until none is left.
+func (tr *trio) deliver() {
+	tr.t.Helper()
+	for len(tr.queue) > 0 {
+		m := tr.queue[0]
+		tr.queue = tr.queue[1:]
+		if tr.isolated && (m.To == 3 || m.From == 3) {
+			continue
+		}
+		if err := tr.reps[m.To].Step(m); err != nil {
+			tr.t.Fatal(err)
+		}
+	}
+}
+
+func (tr *trio) tick() {
+	tr.t.Helper()
+	for id := 1; id <= 3; id++ {
+		if err := tr.reps[id].Tick(); err != nil {
+			tr.t.Fatal(err)
+		}
+	}
+	tr.deliver()
+}
+
+func (tr *trio) leader() *Replica {
+	for id := 1; id <= 3; id++ {
+		if tr.reps[id].Node().Status().Role == paxos.Leader {
+			return tr.reps[id]
+		}
+	}
+	return nil
+}
+
+// TestSnapshotDecodedOffThread: a follower that receives the leader's
+// snapshot decodes it off its thread (Config.DecodeSnapshots): meanwhile
+// its state and Applied stay as they were, it keeps acknowledging, holds
+// the entries chosen after the snapshot, and takes no snapshot of its
+// own; once SnapshotDecoded, it holds the leader's state and has applied
+// everything chosen.
+func TestSnapshotDecodedOffThread(t *testing.T) {
+	tr := newTrio(t)
+	for i := 0; tr.leader() == nil || tr.leader().Node().ID() == 3; i++ {
+		if i > 500 {
+			t.Fatal("no leader among replicas 1 and 2")
+		}
+		tr.tick()
+	}
+	lead := tr.leader()
+	for i := range 12 {
+		propose(t, lead, fmt.Sprint("a", i))
+		tr.deliver()
+	}
+	follower := tr.reps[3]
+	tr.isolated = false
+	for i := 0; len(tr.decodes) == 0; i++ {
+		if i > 500 {
+			t.Fatal("replica 3 was never sent the leader's snapshot")
+		}
+		tr.tick()
+	}
+	if follower.Applied() != 0 || len(tr.sms[3].cmds) != 0 {
+		t.Fatalf("while decoding: applied %d, state %q; want nothing yet", follower.Applied(), tr.sms[3].cmds)
+	}
+	held := follower.HeldEntries() // what was chosen past the snapshot when it came
+	// Chosen meanwhile: replica 3 acknowledges (its vote counts) and holds.
+	for i := range 4 {
+		propose(t, lead, fmt.Sprint("b", i))
+		tr.deliver()
+	}
+	for i := 0; follower.HeldEntries() < held+4 && i < 50; i++ {
+		tr.tick() // the chosen index reaches followers with the next accept or heartbeat
+	}
+	if follower.HeldEntries() < held+4 || follower.Applied() != 0 {
+		t.Fatalf("after 4 more choices: held %d (%d before), applied %d; want them held and none applied", follower.HeldEntries(), held, follower.Applied())
+	}
+	if err := follower.TakeSnapshot(); err == nil {
+		t.Fatal("a replica took a snapshot of a state it is replacing")
+	}
+	if err := follower.SnapshotDecoded(); err != nil || follower.Applied() != 0 {
+		t.Fatalf("SnapshotDecoded before the decode ran: %v, applied %d; want no change", err, follower.Applied())
+	}
+	for _, decode := range tr.decodes {
+		decode()
+	}
+	if err := follower.SnapshotDecoded(); err != nil {
+		t.Fatal(err)
+	}
+	tr.tick()
+	if follower.Applied() != lead.Applied() || !slices.Equal(tr.sms[3].cmds, tr.sms[lead.Node().ID()].cmds) {
+		t.Fatalf("after the install: applied %d, state %q; the leader's %d, %q",
+			follower.Applied(), tr.sms[3].cmds, lead.Applied(), tr.sms[lead.Node().ID()].cmds)
+	}
+	if follower.HeldEntries() != 0 {
+		t.Fatalf("%d entries still held", follower.HeldEntries())
+	}
+}
