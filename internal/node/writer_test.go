@@ -12,22 +12,31 @@ import (
 	"paxcron/storage/memstore"
 )
 
+// startWriter runs a node's writer goroutine alone over store, behind
+// the node's counting store, until the test ends.
+func startWriter(t *testing.T, store storage.Store) (*Node, queueWriter) {
+	n := &Node{}
+	n.store = &countingStore{Store: store, n: n}
+	writer := n.writerFor(true).(queueWriter)
+	go n.write()
+	t.Cleanup(func() {
+		close(n.writes)
+		<-n.wrote
+	})
+	return n, writer
+}
+
+// entry is the write of one command at slot.
+func entry(slot uint64) storage.Update {
+	return storage.Update{Entries: []paxos.Entry{{Slot: slot, Ballot: paxos.Ballot{Round: 1, Replica: 1}, Kind: paxos.EntryCommand, Data: []byte{byte(slot)}}}}
+}
+
 // TestWriterDoesNotWaitForALocalSnapshot: the writes queued after a local
 // snapshot are saved and reported while it is still being encoded; a
 // write that carries the leader's snapshot waits until the local one is
 // saved, so that the newer snapshot lands last.
 func TestWriterDoesNotWaitForALocalSnapshot(t *testing.T) {
-	n := &Node{}
-	n.store = &countingStore{Store: memstore.New(), n: n}
-	writer := n.writerFor(true).(queueWriter)
-	go n.write()
-	defer func() {
-		close(n.writes)
-		<-n.wrote
-	}()
-	entry := func(slot uint64) storage.Update {
-		return storage.Update{Entries: []paxos.Entry{{Slot: slot, Ballot: paxos.Ballot{Round: 1, Replica: 1}, Kind: paxos.EntryCommand, Data: []byte{byte(slot)}}}}
-	}
+	n, writer := startWriter(t, memstore.New())
 	expect := func(what string, ch chan error) {
 		t.Helper()
 		select {
@@ -118,18 +127,8 @@ func (s *stagingStore) Save(u storage.Update) error {
 // through, while the writes queued behind it are saved; its Save comes
 // after, with the image staged.
 func TestLocalSnapshotIsStagedOffTheWriter(t *testing.T) {
-	n := &Node{}
 	inner := &stagingStore{Store: memstore.New(), release: make(chan struct{})}
-	n.store = &countingStore{Store: inner, n: n}
-	writer := n.writerFor(true).(queueWriter)
-	go n.write()
-	defer func() {
-		close(n.writes)
-		<-n.wrote
-	}()
-	entry := func(slot uint64) storage.Update {
-		return storage.Update{Entries: []paxos.Entry{{Slot: slot, Ballot: paxos.Ballot{Round: 1, Replica: 1}, Kind: paxos.EntryCommand}}}
-	}
+	n, writer := startWriter(t, inner)
 	writer.Write(entry(1))
 	writer.WriteSnapshot(storage.Update{Snapshot: &paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: 1}}}, func() ([]byte, error) {
 		return []byte("state at 1"), nil

@@ -3,7 +3,6 @@ package pebblestore
 import (
 	"bytes"
 	"errors"
-	"io"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -89,14 +88,5 @@ func writtenImage(tb testing.TB, image []byte) []byte {
 	if _, err := s.writeImage(1, paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: 7}, Data: image}); err != nil {
 		tb.Fatal(err)
 	}
-	f, err := fs.Open(s.imagePath(1))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b
+	return readAll(tb, fs, s.imagePath(1))
 }

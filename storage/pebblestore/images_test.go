@@ -409,7 +409,7 @@ func TestDamagedImageIsCorruption(t *testing.T) {
 	}
 }
 
-func readAll(t *testing.T, fs vfs.FS, path string) []byte {
+func readAll(t testing.TB, fs vfs.FS, path string) []byte {
 	t.Helper()
 	f, err := fs.Open(path)
 	if err != nil {
