@@ -122,6 +122,15 @@ func (c Chart) SavePNG(path string, widthInches, heightInches float64) error {
 		p.Add(line, dots)
 		p.Legend.Add(s.Name, line, dots)
 	}
+	// A logarithmic axis over a single value (one concurrency, one
+	// figure) gets a range of its own: plot widens an empty range
+	// linearly, down to zero or below, which a logarithm cannot take.
+	if c.LogX && p.X.Min == p.X.Max {
+		p.X.Min, p.X.Max = p.X.Min/2, p.X.Max*2
+	}
+	if c.LogY && p.Y.Min == p.Y.Max {
+		p.Y.Min, p.Y.Max = p.Y.Min/2, p.Y.Max*2
+	}
 	if err := p.Save(vg.Length(widthInches)*vg.Inch, vg.Length(heightInches)*vg.Inch, path); err != nil {
 		return fmt.Errorf("benchplot: save %s: %w", path, err)
 	}

@@ -72,3 +72,20 @@ func TestValidateRefuses(t *testing.T) {
 		t.Errorf("valid chart refused: %v", err)
 	}
 }
+
+// A chart of one concurrency (a single x, and a single y) on logarithmic
+// axes draws: plot alone widens such a range down to zero, and panicked
+// on the logarithm (paxcron-bench etcd -clients 1).
+func TestSavePNGOnePoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "one.png")
+	c := Chart{
+		Title: "p99", XLabel: "clients", YLabel: "ms", LogX: true, LogY: true,
+		Series: []Series{{Name: "paxcron", X: []float64{1}, Y: []float64{8.9}}},
+	}
+	if err := c.SavePNG(path, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+}
