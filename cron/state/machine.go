@@ -182,11 +182,15 @@ type Machine struct {
 	// million of them took about 80 ms (BenchmarkTakeoverReads).
 	withOpen map[string]struct{}
 	// snapshotSize is the size of the last snapshot taken or restored,
-	// which sizes the next one's buffer: growing a buffer of hundreds of
-	// MiB by doubling copies it several times over. A snapshot encoded off
-	// the replica's thread reports its size through encodedSize.
-	snapshotSize int
-	encodedSize  *atomic.Int64
+	// and snapshotJobs its jobs, which size the next one's buffer, scaled
+	// by the jobs since: growing a buffer of hundreds of MiB by doubling
+	// copies it several times over, and a state that doubled since the
+	// last snapshot (the snapshot policy waits for a log as large as the
+	// state) grew it once, a copy of the whole image, at every snapshot.
+	// A snapshot encoded off the replica's thread reports its size and
+	// jobs through encodedSize and encodedJobs.
+	snapshotSize, snapshotJobs int
+	encodedSize, encodedJobs   *atomic.Int64
 	// epoch counts FreezeSnapshot calls: a job born (Job.born) before it
 	// may be shared with a frozen snapshot, and is copied on write.
 	epoch uint32
@@ -194,7 +198,7 @@ type Machine struct {
 
 // New returns an empty Machine.
 func New() *Machine {
-	return &Machine{jobs: make(map[string]*job), tombstones: make(map[string]tombstone), withOpen: map[string]struct{}{}, encodedSize: new(atomic.Int64)}
+	return &Machine{jobs: make(map[string]*job), tombstones: make(map[string]tombstone), withOpen: map[string]struct{}{}, encodedSize: new(atomic.Int64), encodedJobs: new(atomic.Int64)}
 }
 
 // writable returns j ready to be changed: j itself, or, if a frozen

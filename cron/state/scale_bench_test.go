@@ -181,6 +181,35 @@ func TestSnapshotCapacityCoversSnapshot(t *testing.T) {
 			if c := restored.snapshotCapacity(); c < len(snap) {
 				t.Fatalf("after restoring %d bytes the next buffer is sized %d", len(snap), c)
 			}
+
+			// The state doubles before the next snapshot (as the policy
+			// has it, a log as large as the state), through a frozen
+			// encode and after a restore: the buffer is scaled up.
+			for _, grown := range []*Machine{m, restored} {
+				grown.encodedSize.Store(0)
+				last := grown.lastSlot
+				for i := range 3000 {
+					name := fmt.Sprintf("more.job-%07d", i)
+					last++
+					if err := grown.ApplyCommand(last, PutJob{Name: name, At: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), Spec: JobSpec{
+						Schedule: "*/5 * * * *", NomadJob: "batch-runner", Payload: []byte(`{"shard":` + strconv.Itoa(i) + `}`),
+						Meta: map[string]string{"owner": "team-" + strconv.Itoa(i%997), "tier": "2"},
+					}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				estimate := grown.snapshotCapacity()
+				frozen, err := grown.FreezeSnapshot()()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(frozen) > estimate {
+					t.Fatalf("the state doubled: a snapshot of %d bytes, its buffer was sized %d", len(frozen), estimate)
+				}
+				if c := grown.snapshotCapacity(); c < len(frozen) {
+					t.Fatalf("after a frozen snapshot of %d bytes the next buffer is sized %d", len(frozen), c)
+				}
+			}
 		})
 	}
 }

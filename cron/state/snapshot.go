@@ -107,7 +107,7 @@ type wireLaunch struct {
 func (m *Machine) Snapshot() ([]byte, error) {
 	data, err := m.freeze().encode()
 	if err == nil {
-		m.snapshotSize = len(data)
+		m.snapshotSize, m.snapshotJobs = len(data), len(m.jobs)
 	}
 	return data, err
 }
@@ -135,7 +135,8 @@ type frozen struct {
 	jobs     []*job
 	trailer  wireTrailer
 	capacity int
-	size     *atomic.Int64
+	// where the encode reports its size and number of jobs
+	size, jobCount *atomic.Int64
 }
 
 func (m *Machine) freeze() *frozen {
@@ -145,6 +146,7 @@ func (m *Machine) freeze() *frozen {
 		jobs:     make([]*job, len(names)),
 		capacity: m.snapshotCapacity(),
 		size:     m.encodedSize,
+		jobCount: m.encodedJobs,
 	}
 	for _, r := range m.rejections {
 		f.header.Rejections = append(f.header.Rejections, wireRejection{Slot: r.Slot, Kind: uint8(r.Kind), Job: r.Job, Reason: r.Reason})
@@ -181,14 +183,24 @@ func (f *frozen) encode() ([]byte, error) {
 		return nil, fmt.Errorf("state: encoding the snapshot trailer: %w", err)
 	}
 	f.size.Store(int64(len(out)))
+	f.jobCount.Store(int64(len(f.jobs)))
 	return out, nil
 }
 
 // snapshotCapacity is the buffer a snapshot starts with: the last
-// snapshot's size and a margin, or else an estimate from the jobs' sizes.
+// snapshot's size, scaled by the jobs added since, and a margin, or else
+// an estimate from the jobs' sizes.
 func (m *Machine) snapshotCapacity() int {
-	size := max(m.snapshotSize, int(m.encodedSize.Load()))
+	size, jobs := m.snapshotSize, m.snapshotJobs
+	if encoded := int(m.encodedSize.Load()); encoded > size {
+		// Stored apart from its size: a pair read mid-update misjudges
+		// one estimate, which only costs a copy.
+		size, jobs = encoded, int(m.encodedJobs.Load())
+	}
 	if size > 0 {
+		if jobs > 0 && len(m.jobs) > jobs {
+			size = int(float64(size) * float64(len(m.jobs)) / float64(jobs))
+		}
 		return size + size/16 + 4096
 	}
 	n := 4096
@@ -322,7 +334,7 @@ func DecodeSnapshot(data []byte) (*Machine, error) {
 	if err := restored.restoreTrailer(&t); err != nil {
 		return nil, err
 	}
-	restored.snapshotSize = len(data)
+	restored.snapshotSize, restored.snapshotJobs = len(data), len(restored.jobs)
 	return restored, nil
 }
 
@@ -330,7 +342,7 @@ func machineFromHeader(h *wireHeader) (*Machine, error) {
 	if h.Jobs > MaxJobs {
 		return nil, snapshotErr("%d jobs, more than %d", h.Jobs, MaxJobs)
 	}
-	m := &Machine{jobs: make(map[string]*job, h.Jobs), tombstones: map[string]tombstone{}, withOpen: map[string]struct{}{}, encodedSize: new(atomic.Int64),
+	m := &Machine{jobs: make(map[string]*job, h.Jobs), tombstones: map[string]tombstone{}, withOpen: map[string]struct{}{}, encodedSize: new(atomic.Int64), encodedJobs: new(atomic.Int64),
 		lastSlot: h.LastSlot, lastVersion: h.LastVersion, stats: h.Stats, term: h.Term}
 	if len(h.Rejections) > MaxRejections {
 		return nil, snapshotErr("%d rejections, more than %d", len(h.Rejections), MaxRejections)
