@@ -293,12 +293,9 @@ func (c *cluster) snapshotReads(n *node) func(read func()) {
 		return nil
 	}
 	return func(read func()) {
-		incarnation := n.incarnation
-		c.sched.At(c.sched.Now()+time.Duration(1+c.rng.Int64N(int64(c.opts.SnapshotReadLatencyMax))), func() {
-			if n.up && n.incarnation == incarnation {
-				c.faults["snapshot read in the background"]++ // not a fault: proof the path ran
-				read()
-			}
+		c.inBackground(n, c.opts.SnapshotReadLatencyMax, func() {
+			c.faults["snapshot read in the background"]++ // not a fault: proof the path ran
+			read()
 		})
 	}
 }
@@ -313,11 +310,7 @@ func (c *cluster) snapshotDecodes(n *node) func(decode func()) {
 		return nil
 	}
 	return func(decode func()) {
-		incarnation := n.incarnation
-		c.sched.At(c.sched.Now()+time.Duration(1+c.rng.Int64N(int64(c.opts.SnapshotDecodeLatencyMax))), func() {
-			if !n.up || n.incarnation != incarnation {
-				return
-			}
+		c.inBackground(n, c.opts.SnapshotDecodeLatencyMax, func() {
 			decode()
 			c.faults["snapshot decoded in the background"]++ // not a fault: proof the path ran
 			if n.rep.HeldEntries() > 0 {
@@ -326,6 +319,18 @@ func (c *cluster) snapshotDecodes(n *node) func(decode func()) {
 			c.handle(n, n.rep.SnapshotDecoded())
 		})
 	}
+}
+
+// inBackground runs work, which the server would run on a goroutine of
+// replica n's, a latency drawn from (0, latencyMax] later, unless n has
+// crashed or restarted meanwhile.
+func (c *cluster) inBackground(n *node, latencyMax time.Duration, work func()) {
+	incarnation := n.incarnation
+	c.sched.At(c.sched.Now()+time.Duration(1+c.rng.Int64N(int64(latencyMax))), func() {
+		if n.up && n.incarnation == incarnation {
+			work()
+		}
+	})
 }
 
 // corruptionFound takes a replica whose disk returned corrupt bytes out of
