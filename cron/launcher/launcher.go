@@ -312,9 +312,15 @@ func (l *Launcher) Restore(data []byte) error {
 	if err := l.m.Restore(data); err != nil {
 		return err
 	}
-	l.demote()
-	l.mem = nil // the state was replaced: what it knew may not hold
+	l.stateReplaced()
 	return nil
+}
+
+// stateReplaced starts the launcher over on a state that replaced its
+// own: what it knew may not hold.
+func (l *Launcher) stateReplaced() {
+	l.demote()
+	l.mem = nil
 }
 
 // DecodeSnapshot implements replica.Decoder: Restore in two steps, the
@@ -327,8 +333,7 @@ func (l *Launcher) DecodeSnapshot(data []byte) (install func(), err error) {
 	}
 	return func() {
 		l.m.Install(restored)
-		l.demote()
-		l.mem = nil
+		l.stateReplaced()
 	}, nil
 }
 

@@ -224,6 +224,10 @@ type pendingRestore struct {
 	err     error
 }
 
+// lastHeld is the last slot the pending snapshot and its held entries
+// cover.
+func (p *pendingRestore) lastHeld() uint64 { return p.meta.Index + uint64(len(p.held)) }
+
 // maxHeldWhileRestoring bounds the chosen entries a replica holds while a
 // snapshot decodes (a million jobs: 2-4.5 s, during which a busy cluster
 // chooses tens of thousands): past it, the replica takes no Ready until
@@ -461,8 +465,8 @@ func (r *Replica) apply(rd *paxos.Ready) error {
 	}
 	for _, e := range rd.Committed {
 		if p := r.restoring; p != nil {
-			if last := p.meta.Index + uint64(len(p.held)); e.Slot != last+1 {
-				panic(fmt.Sprintf("replica %d: holding slot %d after %d", r.node.ID(), e.Slot, last))
+			if e.Slot != p.lastHeld()+1 {
+				panic(fmt.Sprintf("replica %d: holding slot %d after %d", r.node.ID(), e.Slot, p.lastHeld()))
 			}
 			p.held = append(p.held, e)
 			continue
@@ -497,10 +501,10 @@ func (r *Replica) restore(snap *paxos.Snapshot) error {
 		r.installed(snap.Meta, len(snap.Data))
 		return nil
 	}
-	if r.restoring != nil && snap.Meta.Index < r.restoring.meta.Index+uint64(len(r.restoring.held)) {
+	if r.restoring != nil && snap.Meta.Index < r.restoring.lastHeld() {
 		// The core installs a snapshot only past what it has chosen.
 		panic(fmt.Sprintf("replica %d: a snapshot at %d while holding slots up to %d", r.node.ID(),
-			snap.Meta.Index, r.restoring.meta.Index+uint64(len(r.restoring.held))))
+			snap.Meta.Index, r.restoring.lastHeld()))
 	}
 	p := &pendingRestore{meta: snap.Meta, size: len(snap.Data)}
 	r.restoring = p

@@ -116,25 +116,36 @@ func (m *cronMachine) FreezeSnapshot() func() ([]byte, error) {
 }
 
 func (m *cronMachine) Restore(data []byte) error {
-	if len(data) < hashSnapshotBytes {
-		return fmt.Errorf("node: cron snapshot of %d bytes, shorter than its hash", len(data))
-	}
-	if err := m.hash.Restore(data[:hashSnapshotBytes]); err != nil {
+	hash, cron, err := splitCronSnapshot(data)
+	if err != nil {
 		return err
 	}
-	return m.l.Restore(data[hashSnapshotBytes:])
+	if err := m.hash.Restore(hash); err != nil {
+		return err
+	}
+	return m.l.Restore(cron)
+}
+
+// splitCronSnapshot splits a cron snapshot into the hash's and the cron
+// state's.
+func splitCronSnapshot(data []byte) (hash, cron []byte, err error) {
+	if len(data) < hashSnapshotBytes {
+		return nil, nil, fmt.Errorf("node: cron snapshot of %d bytes, shorter than its hash", len(data))
+	}
+	return data[:hashSnapshotBytes], data[hashSnapshotBytes:], nil
 }
 
 // DecodeSnapshot implements replica.Decoder for both parts of the state.
 func (m *cronMachine) DecodeSnapshot(data []byte) (install func(), err error) {
-	if len(data) < hashSnapshotBytes {
-		return nil, fmt.Errorf("node: cron snapshot of %d bytes, shorter than its hash", len(data))
-	}
-	installHash, err := m.hash.DecodeSnapshot(data[:hashSnapshotBytes])
+	hash, cron, err := splitCronSnapshot(data)
 	if err != nil {
 		return nil, err
 	}
-	installCron, err := m.l.DecodeSnapshot(data[hashSnapshotBytes:])
+	installHash, err := m.hash.DecodeSnapshot(hash)
+	if err != nil {
+		return nil, err
+	}
+	installCron, err := m.l.DecodeSnapshot(cron)
 	if err != nil {
 		return nil, err
 	}

@@ -68,8 +68,7 @@ func parseImageFileName(name string) (n uint64, ok bool) {
 // stagedImage is an image written and synced ahead of the Save that
 // stores its snapshot.
 type stagedImage struct {
-	file   uint64
-	header storage.SnapshotHeader
+	header storage.SnapshotHeader // names the file
 	// data is the image staged: a Save of a snapshot at the same index
 	// with this very image (not a copy) uses the file.
 	data *byte
@@ -115,10 +114,10 @@ func (s *Store) StageSnapshot(snap paxos.Snapshot) error {
 	}
 	s.stageMu.Lock()
 	old, had := s.staged[snap.Meta.Index]
-	s.staged[snap.Meta.Index] = stagedImage{file: file, header: h, data: unsafe.SliceData(snap.Data)}
+	s.staged[snap.Meta.Index] = stagedImage{header: h, data: unsafe.SliceData(snap.Data)}
 	s.stageMu.Unlock()
 	if had {
-		s.removeImage(old.file)
+		s.removeImage(old.header.File)
 	}
 	return nil
 }
@@ -144,7 +143,7 @@ func (s *Store) stagedThrough(index uint64) []uint64 {
 	var files []uint64
 	for i, st := range s.staged {
 		if i <= index {
-			files = append(files, st.file)
+			files = append(files, st.header.File)
 			delete(s.staged, i)
 		}
 	}
@@ -237,9 +236,8 @@ func (s *Store) openImages(dir string) error {
 // readImage reads and joins the image h describes from f, its file: one
 // chunk at a time into an image allocated whole once, as readChunks does.
 func readImage(f vfs.File, c *storage.Codec, h storage.SnapshotHeader) ([]byte, error) {
-	index := h.Meta.Index
 	corrupt := func(format string, args ...any) error {
-		return fmt.Errorf("%w: snapshot at index %d: image file %s: %s", storage.ErrCorrupt, index, imageFileName(h.File), fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: snapshot at index %d: image file %s: %s", storage.ErrCorrupt, h.Meta.Index, imageFileName(h.File), fmt.Sprintf(format, args...))
 	}
 	data := make([]byte, 0, h.Size)
 	var prefix [frameLengthBytes]byte
@@ -257,15 +255,12 @@ func readImage(f vfs.File, c *storage.Codec, h storage.SnapshotHeader) ([]byte, 
 			return nil, readError(err, corrupt("it ends inside chunk %d", n))
 		}
 		var err error
-		if data, err = c.AppendSnapshotChunkData(data, index, n, rec); err != nil {
+		if data, err = appendChunk(c, data, h, n, rec); err != nil {
 			return nil, err
 		}
-		if uint64(len(data)) > h.Size {
-			return nil, corrupt("its chunks hold more than the %d bytes of its header", h.Size)
-		}
 	}
-	if uint64(len(data)) != h.Size {
-		return nil, corrupt("%d chunks of %d bytes, its header says %d of %d", h.Chunks, len(data), h.Chunks, h.Size)
+	if err := checkWhole(h, h.Chunks, data); err != nil {
+		return nil, err
 	}
 	if n, err := f.Read(prefix[:1]); n != 0 || (err != nil && !errors.Is(err, io.EOF)) {
 		return nil, readError(err, corrupt("bytes follow its last chunk"))

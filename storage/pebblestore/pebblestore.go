@@ -389,20 +389,34 @@ func readChunks(r pebble.Reader, c *storage.Codec, h storage.SnapshotHeader) ([]
 			if v, err = it.ValueAndErr(); err != nil {
 				break
 			}
-			data, err = c.AppendSnapshotChunkData(data, index, n, v)
+			data, err = appendChunk(c, data, h, n, v)
 			n++
-			if err == nil && uint64(len(data)) > h.Size {
-				err = fmt.Errorf("%w: snapshot at index %d: its chunks hold more than the %d bytes of its header", storage.ErrCorrupt, index, h.Size)
-			}
 		}
 	}
 	if err = closeIter(it, err); err != nil {
 		return nil, err
 	}
-	if n != h.Chunks || uint64(len(data)) != h.Size {
-		return nil, fmt.Errorf("%w: snapshot at index %d: %d chunks of %d bytes, its header says %d of %d", storage.ErrCorrupt, index, n, len(data), h.Chunks, h.Size)
+	return data, checkWhole(h, n, data)
+}
+
+// appendChunk decodes chunk n's record rec of the image h describes and
+// appends its data to data, refusing chunks that hold more than the
+// header's bytes.
+func appendChunk(c *storage.Codec, data []byte, h storage.SnapshotHeader, n uint64, rec []byte) ([]byte, error) {
+	data, err := c.AppendSnapshotChunkData(data, h.Meta.Index, n, rec)
+	if err == nil && uint64(len(data)) > h.Size {
+		err = fmt.Errorf("%w: snapshot at index %d: its chunks hold more than the %d bytes of its header", storage.ErrCorrupt, h.Meta.Index, h.Size)
 	}
-	return data, nil
+	return data, err
+}
+
+// checkWhole refuses an image read as chunks chunks holding data that is
+// not the one h describes.
+func checkWhole(h storage.SnapshotHeader, chunks uint64, data []byte) error {
+	if chunks != h.Chunks || uint64(len(data)) != h.Size {
+		return fmt.Errorf("%w: snapshot at index %d: %d chunks of %d bytes, its header says %d of %d", storage.ErrCorrupt, h.Meta.Index, chunks, len(data), h.Chunks, h.Size)
+	}
+	return nil
 }
 
 // readSnapshotMeta reads the metadata of the snapshot at index: its

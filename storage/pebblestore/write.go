@@ -45,7 +45,7 @@ func (s *Store) Save(u storage.Update) error {
 		if s.snapFile != 0 {
 			unused = append(unused, s.snapFile)
 		}
-		s.hasSnapshot, s.snapIndex, s.snapFile, s.snapFileUnknown = true, u.Snapshot.Meta.Index, img.file, false
+		s.hasSnapshot, s.snapIndex, s.snapFile, s.snapFileUnknown = true, u.Snapshot.Meta.Index, img.header.File, false
 		// Readers that opened an old file keep it readable.
 		for _, file := range unused {
 			s.removeImage(file)
