@@ -544,6 +544,23 @@ func TestCronProposeFromReadsAndProposesInOneVisit(t *testing.T) {
 	if proposed, err := n.ProposeCommandFrom(ctx, invalid, read); proposed || !errors.Is(err, state.ErrInvalid) {
 		t.Fatalf("an invalid command: proposed %v, err %v; want state.ErrInvalid unproposed", proposed, err)
 	}
+	// A caller whose context ends while its call is on the loop learns
+	// whether build proposed: the caller is not woken when build returns,
+	// only when the proposal is answered (or build proposed nothing).
+	spec.Schedule = "0 0 3 1 *"
+	cctx, cancel := context.WithCancel(ctx)
+	cancelling := func(l *launcher.Launcher) (state.Command, error) {
+		cancel()
+		return put(l)
+	}
+	if proposed, err := n.ProposeCommandFrom(cctx, cancelling, nil); !proposed || !errors.Is(err, context.Canceled) {
+		t.Fatalf("a context ended after build: proposed %v, err %v; want proposed and context.Canceled", proposed, err)
+	}
+	cctx, cancel = context.WithCancel(ctx)
+	nothing := func(*launcher.Launcher) (state.Command, error) { cancel(); return nil, nil }
+	if proposed, err := n.ProposeCommandFrom(cctx, nothing, nil); proposed || err != nil {
+		t.Fatalf("a context ended in a build that proposed nothing: proposed %v, err %v; want neither", proposed, err)
+	}
 }
 
 func TestCronOptionsAndHashMode(t *testing.T) {

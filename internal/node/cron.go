@@ -374,29 +374,59 @@ func (n *Node) ProposeCommandFrom(ctx context.Context, build func(l *launcher.La
 	if n.cron == nil {
 		return false, ErrNotCron
 	}
-	var p *proposal
+	// The caller is not woken when the loop has run build, only when the
+	// proposal is answered: on a busy machine a goroutine woken only to
+	// wait again costs a switch and a wait for a CPU on every write.
+	// build's outcome, when it proposes nothing, comes through done as
+	// errNotProposed; ran tells a caller whose ctx ended when it may read
+	// what build set.
+	p := n.newProposal(ctx, nil, then)
 	var buildErr error
-	if err := n.call(ctx, func() {
+	ran := make(chan struct{})
+	call := func() {
+		defer close(ran)
 		c, err := build(n.cron.l)
-		if err != nil || c == nil {
-			buildErr = err
-			return
+		if err == nil && c != nil {
+			var enc []byte
+			if enc, err = state.Encode(c); err == nil {
+				p.data = frameCommand(p.id, enc)
+				proposed = true
+				n.take(p)
+				return
+			}
 		}
-		enc, err := state.Encode(c)
-		if err != nil {
-			buildErr = err
-			return
-		}
-		p = n.newProposal(ctx, enc, then)
-		n.take(p)
-	}); err != nil {
-		return false, err
+		buildErr = err
+		p.done <- errNotProposed
 	}
-	if p == nil {
+	select {
+	case n.calls <- call:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-n.stopped:
+		return false, n.stopErr()
+	}
+	select {
+	case err = <-p.done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-n.stopped:
+		// The loop answered every proposal it took before stopping.
+		select {
+		case err = <-p.done:
+		default:
+			err = n.stopErr()
+		}
+	}
+	<-ran // the loop ran the call when it took it
+	if !proposed {
 		return false, buildErr
 	}
-	return true, n.await(ctx, p)
+	return true, err
 }
+
+// errNotProposed answers ProposeCommandFrom's proposal when build
+// proposed nothing; it never leaves ProposeCommandFrom.
+var errNotProposed = errors.New("node: nothing proposed")
 
 // ProposeCommandThen is ProposeCommand, and then, when the state accepted
 // the command, runs then on the replica's loop right after the command

@@ -653,10 +653,15 @@ func (n *Node) propose(ctx context.Context, cmd []byte, then func(*launcher.Laun
 // from any goroutine (nextID is atomic).
 func (n *Node) newProposal(ctx context.Context, cmd []byte, then func(*launcher.Launcher)) *proposal {
 	id := n.nextID()
+	return &proposal{at: time.Now(), ctx: ctx, id: id, data: frameCommand(id, cmd), done: make(chan error, 1), then: then}
+}
+
+// frameCommand puts proposal id in front of cmd.
+func frameCommand(id uint64, cmd []byte) []byte {
 	data := make([]byte, idBytes+len(cmd))
 	binary.BigEndian.PutUint64(data, id)
 	copy(data[idBytes:], cmd)
-	return &proposal{at: time.Now(), ctx: ctx, id: id, data: data, done: make(chan error, 1), then: then}
+	return data
 }
 
 // await waits for the answer to p, which the loop has taken.

@@ -73,6 +73,10 @@ type Limits struct {
 	// a peer together do not redial in step).
 	BackoffMin time.Duration
 	BackoffMax time.Duration
+	// NoDirectWrites keeps every frame on the peer's pump goroutine. By
+	// default Send writes a frame itself, without blocking, when the pump
+	// is idle on a plain TCP connection (never with TLS).
+	NoDirectWrites bool
 }
 
 // DefaultLimits are limits for replicas on a LAN: 1024 messages or 128 MiB

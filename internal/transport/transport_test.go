@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -719,5 +720,87 @@ func TestUnknownAddressWaitsForSetPeerAddr(t *testing.T) {
 	recB.waitFor(t, "the queued messages at the new address", func() bool { return recB.total() == 3 })
 	if got := rounds(recB.from(1)); !slices.Equal(got, []uint64{1, 2, 3}) {
 		t.Errorf("rounds %v, want 1 2 3", got)
+	}
+}
+
+// Send writes a frame itself while the peer's connection is idle, and
+// leaves the rest to the pump when the socket fills: a receiver that
+// stops reading makes the sender's socket fill mid-frame, and every
+// message must still arrive once, whole and in order, whichever way it
+// went. With NoDirectWrites (or TLS) every frame goes through the pump.
+func TestDirectWritesKeepOrder(t *testing.T) {
+	for _, direct := range []bool{true, false} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
+			l := testLimits()
+			l.NoDirectWrites = !direct
+			lns := []net.Listener{listen(t), listen(t)}
+			hold := make(chan struct{})
+			rec := newRecorder()
+			var held sync.Once
+			recv := func(m paxos.Message) {
+				if m.Type == paxos.MsgAccept {
+					held.Do(func() { <-hold }) // stop reading at the first accept
+				}
+				rec.handle(m)
+			}
+			a, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: lns[1].Addr().String()}, Key: testKey, Listener: lns[0], Handler: func(paxos.Message) {}, Limits: l})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			b, err := New(Config{ID: 2, Peers: map[paxos.ReplicaID]string{1: lns[0].Addr().String()}, Key: testKey, Listener: lns[1], Handler: recv, Limits: l})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			// Connected and idle: the next frames can be written directly.
+			if err := a.Send(heartbeat(1, 2, 1)); err != nil {
+				t.Fatal(err)
+			}
+			rec.waitFor(t, "the first heartbeat", func() bool { return rec.total() == 1 })
+			eventually(t, "the first heartbeat's flush", func() bool { return a.Stats().Sent == 1 })
+
+			// Four senders at once (Send is safe for concurrent use), 100
+			// accepts of 16 KiB each: more than loopback's socket buffers.
+			const senders, each = 4, 100
+			const accepts = senders * each
+			fill := func(sender, seq int) byte { return byte(sender*31 + seq) }
+			var wg sync.WaitGroup
+			for sender := range senders {
+				wg.Go(func() {
+					for seq := range each {
+						data := bytes.Repeat([]byte{fill(sender, seq)}, 16<<10)
+						binary.BigEndian.PutUint32(data, uint32(sender))
+						binary.BigEndian.PutUint32(data[4:], uint32(seq))
+						if err := a.Send(accept(1, 2, uint64(seq+1), data)); err != nil {
+							t.Errorf("sender %d, accept %d: %v", sender, seq, err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(hold)
+			rec.waitFor(t, "every accept", func() bool { return rec.total() == 1+accepts })
+			next := make([]int, senders)
+			for i, m := range rec.from(1)[1:] {
+				data := m.Entries[0].Data
+				sender, seq := int(binary.BigEndian.Uint32(data)), int(binary.BigEndian.Uint32(data[4:]))
+				if len(data) != 16<<10 || sender >= senders || seq != next[sender] || m.Start != uint64(seq+1) || data[len(data)-1] != fill(sender, seq) {
+					t.Fatalf("message %d arrived as sender %d's %d (start %d, %d bytes); want that sender's %d whole: out of order or damaged", i, sender, seq, m.Start, len(data), next[min(sender, senders-1)])
+				}
+				next[sender]++
+			}
+			eventually(t, "every frame's flush", func() bool { return a.Stats().Sent == 1+accepts })
+			s := a.Stats()
+			if s.Lost != 0 || s.Dropped != 0 {
+				t.Fatalf("stats %+v: want nothing lost or dropped", s)
+			}
+			switch {
+			case !direct && s.SentDirect != 0:
+				t.Fatalf("stats %+v: frames written directly with NoDirectWrites", s)
+			case direct && (s.SentDirect == 0 || s.SentDirect == s.Sent):
+				t.Fatalf("stats %+v: want some frames written directly and the rest, once the socket filled, by the pump", s)
+			}
+		})
 	}
 }
