@@ -55,11 +55,12 @@
 // lost (Stats.Lost).
 //
 // Each peer's queue is written by a goroutine of its own, but when the
-// queue is empty and that goroutine idle, Send writes the frame itself on
-// a plain TCP connection, with non-blocking writes, and queues only what
-// the socket does not take (ahead of anything sent meanwhile): a frame then
-// leaves at once rather than when the peer's goroutine is next scheduled
-// (Stats.SentDirect; Limits.NoDirectWrites turns it off; never with TLS).
+// queue is empty and that goroutine idle, Send writes a small frame
+// (Limits.DirectWriteMaxBytes) itself on a plain TCP connection, with
+// non-blocking writes, and queues only what the socket does not take
+// (ahead of anything sent meanwhile): the frame then leaves at once
+// rather than when the peer's goroutine is next scheduled
+// (Stats.SentDirect; never with TLS).
 //
 // # Delivery
 //

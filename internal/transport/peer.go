@@ -242,9 +242,7 @@ func (t *Transport) pump(p *peer, c net.Conn) {
 		c.Close()
 	}()
 	w := bufio.NewWriterSize(c, 64<<10)
-	if t.cfg.Limits.NoDirectWrites {
-		p.setDirect(nil)
-	} else {
+	if t.cfg.Limits.DirectWriteMaxBytes > 0 {
 		p.setDirect(directWriter(c))
 	}
 	defer p.setDirect(nil)

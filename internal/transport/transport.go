@@ -106,8 +106,9 @@ func New(cfg Config) (*Transport, error) {
 // Addr is the address the transport listens on.
 func (t *Transport) Addr() net.Addr { return t.ln.Addr() }
 
-// Send queues m for m.To and returns at once; when the peer's connection
-// is idle it writes m itself, without blocking (peer.writeDirect). m.From
+// Send queues m for m.To and returns at once; a small frame, when the
+// peer's connection is idle, it writes itself without blocking
+// (peer.writeDirect, Limits.DirectWriteMaxBytes). m.From
 // must be this replica. The message is encoded on the caller's goroutine (so the
 // queue's byte bound is exact and a bad message is refused here). It
 // returns ErrUnknownPeer for a To that is not a peer, an error
@@ -129,7 +130,7 @@ func (t *Transport) Send(m paxos.Message) error {
 	if err != nil {
 		return fmt.Errorf("transport: encoding %s: %w", m.Type, err)
 	}
-	if p.writeDirect(f, &t.stats) {
+	if len(f) <= t.cfg.Limits.DirectWriteMaxBytes && p.writeDirect(f, &t.stats) {
 		return nil
 	}
 	if !p.push(f, t.cfg.Limits) {

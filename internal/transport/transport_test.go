@@ -564,6 +564,7 @@ func TestConfigValidation(t *testing.T) {
 		{"negative queue bytes", func(c *Config) { c.Limits.QueueBytesMax = -1 }},
 		{"zero dial timeout", func(c *Config) { c.Limits.DialTimeout = 0 }},
 		{"backoff max below min", func(c *Config) { c.Limits.BackoffMax = c.Limits.BackoffMin / 2 }},
+		{"negative direct write size", func(c *Config) { c.Limits.DirectWriteMaxBytes = -1 }},
 		{"TLS not mutual", func(c *Config) { c.TLS = testTLS(t).server; c.TLS = c.TLS.Clone(); c.TLS.ClientAuth = 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -727,12 +728,16 @@ func TestUnknownAddressWaitsForSetPeerAddr(t *testing.T) {
 // leaves the rest to the pump when the socket fills: a receiver that
 // stops reading makes the sender's socket fill mid-frame, and every
 // message must still arrive once, whole and in order, whichever way it
-// went. With NoDirectWrites (or TLS) every frame goes through the pump.
+// went. Frames over DirectWriteMaxBytes (or with TLS) always go through
+// the pump.
 func TestDirectWritesKeepOrder(t *testing.T) {
 	for _, direct := range []bool{true, false} {
 		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
 			l := testLimits()
-			l.NoDirectWrites = !direct
+			l.DirectWriteMaxBytes = 0 // the pump for every frame
+			if direct {
+				l.DirectWriteMaxBytes = 32 << 10 // the accepts below
+			}
 			lns := []net.Listener{listen(t), listen(t)}
 			hold := make(chan struct{})
 			rec := newRecorder()
@@ -797,7 +802,7 @@ func TestDirectWritesKeepOrder(t *testing.T) {
 			}
 			switch {
 			case !direct && s.SentDirect != 0:
-				t.Fatalf("stats %+v: frames written directly with NoDirectWrites", s)
+				t.Fatalf("stats %+v: frames over DirectWriteMaxBytes written directly", s)
 			case direct && (s.SentDirect == 0 || s.SentDirect == s.Sent):
 				t.Fatalf("stats %+v: want some frames written directly and the rest, once the socket filled, by the pump", s)
 			}
