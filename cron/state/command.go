@@ -486,6 +486,13 @@ func (spec *JobSpec) parse(name string) (*schedule.Schedule, error) {
 	return spec.parseSchedule(name)
 }
 
+// ParsedSchedule returns the spec's schedule for the job name, shared with
+// the state's memo of schedules when it does not depend on the name (a
+// reader must not change it; a Schedule has no methods that do).
+func (spec JobSpec) ParsedSchedule(name string) (*schedule.Schedule, error) {
+	return spec.parseSchedule(name)
+}
+
 // parseSchedule parses the spec's schedule for the job name.
 func (spec *JobSpec) parseSchedule(name string) (*schedule.Schedule, error) {
 	if s := parsedSchedules.get(spec.TimeZone, spec.Schedule); s != nil {

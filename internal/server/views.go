@@ -32,8 +32,11 @@ func resolved(name string, spec state.JobSpec) string {
 	return s.Resolved()
 }
 
+// parseSchedule parses spec's schedule through the state's memo: an API
+// write answers with the resolved schedule, and parsing it anew cost 5% of
+// the leader's CPU at 512 writers (most of a @daily parse is allocation).
 func parseSchedule(name string, spec state.JobSpec) (*schedule.Schedule, error) {
-	return schedule.Parse(spec.Schedule, schedule.Options{JobName: name, TimeZone: spec.TimeZone})
+	return spec.ParsedSchedule(name)
 }
 
 func summaryOf(j state.Job) api.JobSummary {
