@@ -9,6 +9,8 @@ type rawWriter interface {
 	// tryWrite writes what the socket takes of b now: n < len(b) with a
 	// nil error when it is full.
 	tryWrite(b []byte) (n int, err error)
+	// close closes the connection (after a write that failed part way).
+	close()
 }
 
 // directWriter is c's raw writer when c is a plain TCP connection (a
@@ -26,5 +28,5 @@ func directWriter(c net.Conn) rawWriter {
 	if err != nil {
 		return nil
 	}
-	return newRawWriter(rc)
+	return newRawWriter(rc, c)
 }

@@ -2,8 +2,11 @@
 
 package transport
 
-import "syscall"
+import (
+	"io"
+	"syscall"
+)
 
 // Without a portable non-blocking write every frame goes through the
 // pump.
-func newRawWriter(syscall.RawConn) rawWriter { return nil }
+func newRawWriter(syscall.RawConn, io.Closer) rawWriter { return nil }

@@ -7,25 +7,26 @@ import (
 )
 
 // fakeRaw takes at most take bytes of a write, after running during (a
-// Send on another goroutine, at the worst moment), or fails with err.
+// Send on another goroutine, at the worst moment), and then fails with
+// err if set.
 type fakeRaw struct {
 	take    int
 	err     error
 	during  func()
 	written []byte
+	closed  bool
 }
 
 func (f *fakeRaw) tryWrite(b []byte) (int, error) {
 	if f.during != nil {
 		f.during()
 	}
-	if f.err != nil {
-		return 0, f.err
-	}
 	n := min(f.take, len(b))
 	f.written = append(f.written, b[:n]...)
-	return n, nil
+	return n, f.err
 }
+
+func (f *fakeRaw) close() { f.closed = true }
 
 // writeDirect writes only while the pump is idle with nothing queued; what
 // the socket does not take goes first in the queue, ahead of frames sent
@@ -94,11 +95,19 @@ func TestWriteDirect(t *testing.T) {
 			t.Fatalf("wrote %q", w.written)
 		}
 	})
-	t.Run("failed", func(t *testing.T) {
-		p, st := newPeer(2, "a"), &counters{}
-		p.setDirect(&fakeRaw{err: errors.New("broken pipe")})
-		if !p.writeDirect([]byte("frame"), st) || len(p.takeAll()) != 0 || st.lost.Load() != 1 || st.sent.Load() != 0 {
-			t.Fatalf("lost %d, sent %d; want the frame lost, not queued", st.lost.Load(), st.sent.Load())
+	t.Run("failed before a byte", func(t *testing.T) {
+		// A closed connection, a passed deadline: the pump takes the frame.
+		p, st, w := newPeer(2, "a"), &counters{}, &fakeRaw{err: errors.New("use of closed network connection")}
+		p.setDirect(w)
+		if p.writeDirect([]byte("frame"), st) || st.lost.Load() != 0 || w.closed {
+			t.Fatalf("lost %d, closed %v; want the frame handed back, nothing lost or closed", st.lost.Load(), w.closed)
+		}
+	})
+	t.Run("failed part way", func(t *testing.T) {
+		p, st, w := newPeer(2, "a"), &counters{}, &fakeRaw{take: 3, err: errors.New("broken pipe")}
+		p.setDirect(w)
+		if !p.writeDirect([]byte("frame"), st) || len(p.takeAll()) != 0 || st.lost.Load() != 1 || st.sent.Load() != 0 || !w.closed {
+			t.Fatalf("lost %d, sent %d, closed %v; want the frame lost and the connection closed", st.lost.Load(), st.sent.Load(), w.closed)
 		}
 	})
 }

@@ -65,8 +65,9 @@ func (p *peer) push(f []byte, l Limits) bool {
 // leader's accept, the follower's reply). What the socket does not take
 // now is queued first, ahead of anything sent meanwhile, for the pump. It
 // reports false when it wrote nothing and queued nothing: f is then
-// pushed as usual. A write that fails loses f, as the pump's would; the
-// pump notices the broken connection.
+// pushed as usual (also when the write failed before any byte went out:
+// the pump then finds the connection broken). A write that fails part
+// way loses f, as the pump's would, and closes the connection.
 func (p *peer) writeDirect(f []byte, st *counters) bool {
 	if !p.wmu.TryLock() {
 		return false // the pump is writing
@@ -80,17 +81,26 @@ func (p *peer) writeDirect(f []byte, st *counters) bool {
 		return false
 	}
 	n, err := w.tryWrite(f)
-	if n > 0 {
-		st.sentDirect.Add(1)
-	}
 	switch {
+	case err != nil && n == 0:
+		// Nothing went out (a closed or failed connection): the pump
+		// takes the frame and finds out.
+		return false
 	case err != nil:
+		// Part of the frame went out and the rest cannot follow: the
+		// stream is broken mid-frame, so the connection must go.
+		st.sentDirect.Add(1)
 		st.lost.Add(1)
+		w.close()
 	case n == len(f):
+		st.sentDirect.Add(1)
 		st.sent.Add(1)
-	default:
+	case n > 0:
 		// Frames pushed since we looked are behind this one's rest; the
 		// pump cannot take any until wmu is released.
+		st.sentDirect.Add(1)
+		fallthrough
+	default:
 		rest := f[n:]
 		p.mu.Lock()
 		p.queue = append([][]byte{rest}, p.queue...)
@@ -272,9 +282,12 @@ func (t *Transport) pump(p *peer, c net.Conn) {
 	}
 }
 
-// write writes frames and flushes them within WriteTimeout.
+// write writes frames and flushes them within WriteTimeout. The deadline
+// is cleared after the batch: a direct write (peer.writeDirect) may come
+// next, and a passed deadline would refuse it.
 func (t *Transport) write(c net.Conn, w *bufio.Writer, frames [][]byte) bool {
 	c.SetWriteDeadline(time.Now().Add(t.cfg.Limits.WriteTimeout))
+	defer c.SetWriteDeadline(time.Time{})
 	for i, f := range frames {
 		if _, err := w.Write(f); err != nil {
 			t.stats.lost.Add(uint64(len(frames) - i))

@@ -809,3 +809,29 @@ func TestDirectWritesKeepOrder(t *testing.T) {
 		})
 	}
 }
+
+// The pump's write deadline does not outlive its batch: a passed deadline
+// makes the socket refuse direct writes, and a connection whose pump had
+// written once, then idled past WriteTimeout, lost every small frame after
+// (in the chaos test, a cluster that could no longer elect a leader).
+func TestDirectWritesAfterThePumpIdled(t *testing.T) {
+	l := testLimits()
+	l.WriteTimeout = 50 * time.Millisecond
+	nodes := startCluster(t, 2, l)
+	a, b := nodes[0], nodes[1]
+	big := accept(1, 2, 1, make([]byte, 4<<10)) // over DirectWriteMaxBytes: the pump's
+	if err := a.tr.Send(big); err != nil {
+		t.Fatal(err)
+	}
+	b.rec.waitFor(t, "the pump's frame", func() bool { return b.rec.total() == 1 })
+	time.Sleep(3 * l.WriteTimeout)
+	for r := uint64(1); r <= 10; r++ {
+		if err := a.tr.Send(heartbeat(1, 2, r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.rec.waitFor(t, "every heartbeat after the pump idled", func() bool { return b.rec.total() == 11 })
+	if s := a.tr.Stats(); s.Lost != 0 || s.SentDirect == 0 {
+		t.Fatalf("stats %+v: want nothing lost and the heartbeats written directly", s)
+	}
+}
