@@ -117,7 +117,6 @@ func newMetrics(s *Server) *metrics {
 		get        func(transport.Stats) uint64
 	}{
 		{"sent", "Frames sent to peers.", func(t transport.Stats) uint64 { return t.Sent }},
-		{"sent_direct", "Frames the replica's loop wrote itself on an idle connection, wholly or in part (of those sent).", func(t transport.Stats) uint64 { return t.SentDirect }},
 		{"received", "Messages received from peers.", func(t transport.Stats) uint64 { return t.Received }},
 		{"dropped", "Messages dropped because a peer's send queue was full.", func(t transport.Stats) uint64 { return t.Dropped }},
 		{"auth_failures", "Handshakes that failed authentication (a wrong cluster key, an unknown replica).", func(t transport.Stats) uint64 { return t.AuthFailures }},

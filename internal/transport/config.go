@@ -73,14 +73,6 @@ type Limits struct {
 	// a peer together do not redial in step).
 	BackoffMin time.Duration
 	BackoffMax time.Duration
-	// DirectWriteMaxBytes is the largest frame Send writes itself, without
-	// blocking, when the peer's pump is idle on a plain TCP connection
-	// (never with TLS); larger frames, and all with 0, are written by the
-	// pump. Small frames are what a lightly loaded cluster sends (one
-	// command, a reply), where the pump's wake-up is most of a message's
-	// delay; a loaded leader sends batches, whose writes are better left
-	// to the pump, beside the loop.
-	DirectWriteMaxBytes int
 }
 
 // DefaultLimits are limits for replicas on a LAN: 1024 messages or 128 MiB
@@ -97,8 +89,6 @@ func DefaultLimits() Limits {
 		WriteTimeout:     10 * time.Second,
 		BackoffMin:       50 * time.Millisecond,
 		BackoffMax:       5 * time.Second,
-
-		DirectWriteMaxBytes: 1 << 10,
 	}
 }
 
@@ -173,9 +163,6 @@ func (l Limits) validate() error {
 		if f.v <= 0 {
 			return fmt.Errorf("%w: Limits.%s is %v, must be positive", ErrConfig, f.name, f.v)
 		}
-	}
-	if l.DirectWriteMaxBytes < 0 {
-		return fmt.Errorf("%w: Limits.DirectWriteMaxBytes is %d, must not be negative", ErrConfig, l.DirectWriteMaxBytes)
 	}
 	if l.BackoffMax < l.BackoffMin {
 		return fmt.Errorf("%w: Limits.BackoffMax (%v) is below BackoffMin (%v)", ErrConfig, l.BackoffMax, l.BackoffMin)

@@ -54,14 +54,6 @@
 // connection; frames taken from the queue when a connection fails are
 // lost (Stats.Lost).
 //
-// Each peer's queue is written by a goroutine of its own, but when the
-// queue is empty and that goroutine idle, Send writes a small frame
-// (Limits.DirectWriteMaxBytes) itself on a plain TCP connection, with
-// non-blocking writes, and queues only what the socket does not take
-// (ahead of anything sent meanwhile): the frame then leaves at once
-// rather than when the peer's goroutine is next scheduled
-// (Stats.SentDirect; never with TLS).
-//
 // # Delivery
 //
 // Received messages are passed to Config.Handler from the goroutine that

@@ -22,15 +22,6 @@ type peer struct {
 	addr        string
 	queue       [][]byte
 	queuedBytes int
-	// direct is the connection's descriptor while a plain TCP connection
-	// is up (nil with TLS, or with none): Send may then write a frame
-	// itself (writeDirect).
-	direct rawWriter
-
-	// wmu is held by whoever writes to the connection: the pump from
-	// taking its frames until they are flushed, or a direct write. It
-	// keeps frames in the order they were sent.
-	wmu sync.Mutex
 }
 
 func newPeer(id paxos.ReplicaID, addr string) *peer {
@@ -55,66 +46,6 @@ func (p *peer) push(f []byte, l Limits) bool {
 	p.queuedBytes += len(f)
 	signal(p.wake)
 	return true
-}
-
-// writeDirect writes f on the caller's goroutine, with non-blocking
-// writes, when the pump is idle with nothing queued and the connection is
-// plain TCP: the frame then leaves at once instead of waiting until the
-// pump's goroutine is scheduled, which on a busy machine takes tens to
-// hundreds of microseconds, on every message of a commit's path (the
-// leader's accept, the follower's reply). What the socket does not take
-// now is queued first, ahead of anything sent meanwhile, for the pump. It
-// reports false when it wrote nothing and queued nothing: f is then
-// pushed as usual (also when the write failed before any byte went out:
-// the pump then finds the connection broken). A write that fails part
-// way loses f, as the pump's would, and closes the connection.
-func (p *peer) writeDirect(f []byte, st *counters) bool {
-	if !p.wmu.TryLock() {
-		return false // the pump is writing
-	}
-	defer p.wmu.Unlock()
-	p.mu.Lock()
-	w := p.direct
-	idle := len(p.queue) == 0
-	p.mu.Unlock()
-	if w == nil || !idle {
-		return false
-	}
-	n, err := w.tryWrite(f)
-	switch {
-	case err != nil && n == 0:
-		// Nothing went out (a closed or failed connection): the pump
-		// takes the frame and finds out.
-		return false
-	case err != nil:
-		// Part of the frame went out and the rest cannot follow: the
-		// stream is broken mid-frame, so the connection must go.
-		st.sentDirect.Add(1)
-		st.lost.Add(1)
-		w.close()
-	case n == len(f):
-		st.sentDirect.Add(1)
-		st.sent.Add(1)
-	case n > 0:
-		// Frames pushed since we looked are behind this one's rest; the
-		// pump cannot take any until wmu is released.
-		st.sentDirect.Add(1)
-		fallthrough
-	default:
-		rest := f[n:]
-		p.mu.Lock()
-		p.queue = append([][]byte{rest}, p.queue...)
-		p.queuedBytes += len(rest)
-		p.mu.Unlock()
-		signal(p.wake)
-	}
-	return true
-}
-
-func (p *peer) setDirect(w rawWriter) {
-	p.mu.Lock()
-	p.direct = w
-	p.mu.Unlock()
 }
 
 // takeAll empties the queue and returns what it held, oldest first.
@@ -252,15 +183,9 @@ func (t *Transport) pump(p *peer, c net.Conn) {
 		c.Close()
 	}()
 	w := bufio.NewWriterSize(c, 64<<10)
-	if t.cfg.Limits.DirectWriteMaxBytes > 0 {
-		p.setDirect(directWriter(c))
-	}
-	defer p.setDirect(nil)
 	for {
-		p.wmu.Lock()
 		frames := p.takeAll()
 		if len(frames) == 0 {
-			p.wmu.Unlock()
 			select {
 			case <-p.wake:
 				continue
@@ -272,9 +197,7 @@ func (t *Transport) pump(p *peer, c net.Conn) {
 			<-dead
 			return
 		}
-		ok := t.write(c, w, frames)
-		p.wmu.Unlock()
-		if !ok {
+		if !t.write(c, w, frames) {
 			c.Close()
 			<-dead
 			return
@@ -282,12 +205,9 @@ func (t *Transport) pump(p *peer, c net.Conn) {
 	}
 }
 
-// write writes frames and flushes them within WriteTimeout. The deadline
-// is cleared after the batch: a direct write (peer.writeDirect) may come
-// next, and a passed deadline would refuse it.
+// write writes frames and flushes them within WriteTimeout.
 func (t *Transport) write(c net.Conn, w *bufio.Writer, frames [][]byte) bool {
 	c.SetWriteDeadline(time.Now().Add(t.cfg.Limits.WriteTimeout))
-	defer c.SetWriteDeadline(time.Time{})
 	for i, f := range frames {
 		if _, err := w.Write(f); err != nil {
 			t.stats.lost.Add(uint64(len(frames) - i))

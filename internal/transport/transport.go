@@ -28,7 +28,6 @@ var (
 // Stats are cumulative counters of one Transport.
 type Stats struct {
 	Sent         uint64 // frames written to a connection
-	SentDirect   uint64 // of which Send wrote itself, wholly or in part (peer.writeDirect)
 	Received     uint64 // messages passed to the handler
 	Dropped      uint64 // messages refused by Send because a queue was full
 	Lost         uint64 // frames taken from a queue whose connection then failed
@@ -44,7 +43,7 @@ type Stats struct {
 type counters struct {
 	sent, received, dropped, lost, undecodable, misaddressed atomic.Uint64
 	oversized, authFailures, dialFailures, reconnects        atomic.Uint64
-	rejected, sentDirect                                     atomic.Uint64
+	rejected                                                 atomic.Uint64
 }
 
 // Transport is one replica's endpoint. Its methods are safe for
@@ -106,10 +105,8 @@ func New(cfg Config) (*Transport, error) {
 // Addr is the address the transport listens on.
 func (t *Transport) Addr() net.Addr { return t.ln.Addr() }
 
-// Send queues m for m.To and returns at once; a small frame, when the
-// peer's connection is idle, it writes itself without blocking
-// (peer.writeDirect, Limits.DirectWriteMaxBytes). m.From
-// must be this replica. The message is encoded on the caller's goroutine (so the
+// Send queues m for m.To and returns at once. m.From must be this
+// replica. The message is encoded on the caller's goroutine (so the
 // queue's byte bound is exact and a bad message is refused here). It
 // returns ErrUnknownPeer for a To that is not a peer, an error
 // wrapping paxos.ErrInvalidMessage or paxos.ErrMessageTooLarge for a
@@ -129,9 +126,6 @@ func (t *Transport) Send(m paxos.Message) error {
 	f, err := encodeFrame(m)
 	if err != nil {
 		return fmt.Errorf("transport: encoding %s: %w", m.Type, err)
-	}
-	if len(f) <= t.cfg.Limits.DirectWriteMaxBytes && p.writeDirect(f, &t.stats) {
-		return nil
 	}
 	if !p.push(f, t.cfg.Limits) {
 		t.stats.dropped.Add(1)
@@ -165,7 +159,7 @@ func (t *Transport) Stats() Stats {
 		Lost: c.lost.Load(), Undecodable: c.undecodable.Load(), Misaddressed: c.misaddressed.Load(),
 		Oversized: c.oversized.Load(), AuthFailures: c.authFailures.Load(),
 		DialFailures: c.dialFailures.Load(), Reconnects: c.reconnects.Load(),
-		Rejected: c.rejected.Load(), SentDirect: c.sentDirect.Load(),
+		Rejected: c.rejected.Load(),
 	}
 }
 

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -564,7 +563,6 @@ func TestConfigValidation(t *testing.T) {
 		{"negative queue bytes", func(c *Config) { c.Limits.QueueBytesMax = -1 }},
 		{"zero dial timeout", func(c *Config) { c.Limits.DialTimeout = 0 }},
 		{"backoff max below min", func(c *Config) { c.Limits.BackoffMax = c.Limits.BackoffMin / 2 }},
-		{"negative direct write size", func(c *Config) { c.Limits.DirectWriteMaxBytes = -1 }},
 		{"TLS not mutual", func(c *Config) { c.TLS = testTLS(t).server; c.TLS = c.TLS.Clone(); c.TLS.ClientAuth = 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -721,117 +719,5 @@ func TestUnknownAddressWaitsForSetPeerAddr(t *testing.T) {
 	recB.waitFor(t, "the queued messages at the new address", func() bool { return recB.total() == 3 })
 	if got := rounds(recB.from(1)); !slices.Equal(got, []uint64{1, 2, 3}) {
 		t.Errorf("rounds %v, want 1 2 3", got)
-	}
-}
-
-// Send writes a frame itself while the peer's connection is idle, and
-// leaves the rest to the pump when the socket fills: a receiver that
-// stops reading makes the sender's socket fill mid-frame, and every
-// message must still arrive once, whole and in order, whichever way it
-// went. Frames over DirectWriteMaxBytes (or with TLS) always go through
-// the pump.
-func TestDirectWritesKeepOrder(t *testing.T) {
-	for _, direct := range []bool{true, false} {
-		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
-			l := testLimits()
-			l.DirectWriteMaxBytes = 0 // the pump for every frame
-			if direct {
-				l.DirectWriteMaxBytes = 32 << 10 // the accepts below
-			}
-			lns := []net.Listener{listen(t), listen(t)}
-			hold := make(chan struct{})
-			rec := newRecorder()
-			var held sync.Once
-			recv := func(m paxos.Message) {
-				if m.Type == paxos.MsgAccept {
-					held.Do(func() { <-hold }) // stop reading at the first accept
-				}
-				rec.handle(m)
-			}
-			a, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: lns[1].Addr().String()}, Key: testKey, Listener: lns[0], Handler: func(paxos.Message) {}, Limits: l})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer a.Close()
-			b, err := New(Config{ID: 2, Peers: map[paxos.ReplicaID]string{1: lns[0].Addr().String()}, Key: testKey, Listener: lns[1], Handler: recv, Limits: l})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			// Connected and idle: the next frames can be written directly.
-			if err := a.Send(heartbeat(1, 2, 1)); err != nil {
-				t.Fatal(err)
-			}
-			rec.waitFor(t, "the first heartbeat", func() bool { return rec.total() == 1 })
-			eventually(t, "the first heartbeat's flush", func() bool { return a.Stats().Sent == 1 })
-
-			// Four senders at once (Send is safe for concurrent use), 100
-			// accepts of 16 KiB each: more than loopback's socket buffers.
-			const senders, each = 4, 100
-			const accepts = senders * each
-			fill := func(sender, seq int) byte { return byte(sender*31 + seq) }
-			var wg sync.WaitGroup
-			for sender := range senders {
-				wg.Go(func() {
-					for seq := range each {
-						data := bytes.Repeat([]byte{fill(sender, seq)}, 16<<10)
-						binary.BigEndian.PutUint32(data, uint32(sender))
-						binary.BigEndian.PutUint32(data[4:], uint32(seq))
-						if err := a.Send(accept(1, 2, uint64(seq+1), data)); err != nil {
-							t.Errorf("sender %d, accept %d: %v", sender, seq, err)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			close(hold)
-			rec.waitFor(t, "every accept", func() bool { return rec.total() == 1+accepts })
-			next := make([]int, senders)
-			for i, m := range rec.from(1)[1:] {
-				data := m.Entries[0].Data
-				sender, seq := int(binary.BigEndian.Uint32(data)), int(binary.BigEndian.Uint32(data[4:]))
-				if len(data) != 16<<10 || sender >= senders || seq != next[sender] || m.Start != uint64(seq+1) || data[len(data)-1] != fill(sender, seq) {
-					t.Fatalf("message %d arrived as sender %d's %d (start %d, %d bytes); want that sender's %d whole: out of order or damaged", i, sender, seq, m.Start, len(data), next[min(sender, senders-1)])
-				}
-				next[sender]++
-			}
-			eventually(t, "every frame's flush", func() bool { return a.Stats().Sent == 1+accepts })
-			s := a.Stats()
-			if s.Lost != 0 || s.Dropped != 0 {
-				t.Fatalf("stats %+v: want nothing lost or dropped", s)
-			}
-			switch {
-			case !direct && s.SentDirect != 0:
-				t.Fatalf("stats %+v: frames over DirectWriteMaxBytes written directly", s)
-			case direct && (s.SentDirect == 0 || s.SentDirect == s.Sent):
-				t.Fatalf("stats %+v: want some frames written directly and the rest, once the socket filled, by the pump", s)
-			}
-		})
-	}
-}
-
-// The pump's write deadline does not outlive its batch: a passed deadline
-// makes the socket refuse direct writes, and a connection whose pump had
-// written once, then idled past WriteTimeout, lost every small frame after
-// (in the chaos test, a cluster that could no longer elect a leader).
-func TestDirectWritesAfterThePumpIdled(t *testing.T) {
-	l := testLimits()
-	l.WriteTimeout = 50 * time.Millisecond
-	nodes := startCluster(t, 2, l)
-	a, b := nodes[0], nodes[1]
-	big := accept(1, 2, 1, make([]byte, 4<<10)) // over DirectWriteMaxBytes: the pump's
-	if err := a.tr.Send(big); err != nil {
-		t.Fatal(err)
-	}
-	b.rec.waitFor(t, "the pump's frame", func() bool { return b.rec.total() == 1 })
-	time.Sleep(3 * l.WriteTimeout)
-	for r := uint64(1); r <= 10; r++ {
-		if err := a.tr.Send(heartbeat(1, 2, r)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b.rec.waitFor(t, "every heartbeat after the pump idled", func() bool { return b.rec.total() == 11 })
-	if s := a.tr.Stats(); s.Lost != 0 || s.SentDirect == 0 {
-		t.Fatalf("stats %+v: want nothing lost and the heartbeats written directly", s)
 	}
 }
