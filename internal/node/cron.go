@@ -398,25 +398,10 @@ func (n *Node) ProposeCommandFrom(ctx context.Context, build func(l *launcher.La
 		buildErr = err
 		p.done <- errNotProposed
 	}
-	select {
-	case n.calls <- call:
-	case <-ctx.Done():
-		return false, ctx.Err()
-	case <-n.stopped:
-		return false, n.stopErr()
+	if err := n.sendCall(ctx, call); err != nil {
+		return false, err
 	}
-	select {
-	case err = <-p.done:
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-n.stopped:
-		// The loop answered every proposal it took before stopping.
-		select {
-		case err = <-p.done:
-		default:
-			err = n.stopErr()
-		}
-	}
+	err = n.await(ctx, p)
 	<-ran // the loop ran the call when it took it
 	if !proposed {
 		return false, buildErr

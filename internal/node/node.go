@@ -419,15 +419,23 @@ func (n *Node) call(ctx context.Context, fn func()) error {
 		defer close(done)
 		fn()
 	}
+	if err := n.sendCall(ctx, call); err != nil {
+		return err
+	}
+	<-done // the loop runs a call as soon as it takes it
+	return nil
+}
+
+// sendCall hands fn to the loop, which runs it as soon as it takes it.
+func (n *Node) sendCall(ctx context.Context, fn func()) error {
 	select {
-	case n.calls <- call:
+	case n.calls <- fn:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-n.stopped:
 		return n.stopErr()
 	}
-	<-done // the loop runs a call as soon as it takes it
-	return nil
 }
 
 // maxWritesInFlight bounds the writes handed to the writer goroutine and

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"paxcron/cron/cronfile"
-	"paxcron/cron/schedule"
 	"paxcron/cron/state"
 	"paxcron/internal/api"
 	"paxcron/nomad"
@@ -25,18 +24,11 @@ func sameSpec(a, b state.JobSpec) bool { return a.Same(b) }
 // resolved is the job's schedule with ? and H replaced, or the
 // expression itself if it does not parse (it did when it was put).
 func resolved(name string, spec state.JobSpec) string {
-	s, err := parseSchedule(name, spec)
+	s, err := spec.ParsedSchedule(name) // the state's memo: every write's answer resolves its schedule
 	if err != nil {
 		return spec.Schedule
 	}
 	return s.Resolved()
-}
-
-// parseSchedule parses spec's schedule through the state's memo: an API
-// write answers with the resolved schedule, and parsing it anew cost 5% of
-// the leader's CPU at 512 writers (most of a @daily parse is allocation).
-func parseSchedule(name string, spec state.JobSpec) (*schedule.Schedule, error) {
-	return spec.ParsedSchedule(name)
 }
 
 func summaryOf(j state.Job) api.JobSummary {
@@ -65,7 +57,7 @@ func jobOf(j state.Job, now time.Time, n int) (api.Job, error) {
 		Next: []time.Time{}, OpenAll: []api.Launch{}, History: []api.Launch{},
 		Counters: api.Counters{Started: j.Counters.Started, Dispatched: j.Counters.Dispatched, Failed: j.Counters.Failed, Skipped: j.Counters.Skipped, Unknown: j.Counters.Unknown},
 	}
-	if s, err := parseSchedule(j.Name, j.Spec); err == nil {
+	if s, err := j.Spec.ParsedSchedule(j.Name); err == nil {
 		at := now
 		if !j.NextAt.IsZero() && j.NextAt.Before(now) {
 			at = j.NextAt.Add(-time.Second) // a launch due and not started yet comes first
