@@ -75,9 +75,18 @@ func TestStatusPageInChromium(t *testing.T) {
 		}
 		return seen["failed"] && seen["skipped"] && seen["dispatched"]
 	})
-	url := "http://" + c.servers[leader-1].HTTPAddr() + "/"
-
-	dom := string(runChromium(t, bin, "--dump-dom", url))
+	// Under load (CI, -race) leadership may move while the launches
+	// accumulate: render the page of the replica leading now, and again
+	// if it moved while Chromium rendered it.
+	var url, dom string
+	for range 3 {
+		leader = c.leader()
+		url = "http://" + c.servers[leader-1].HTTPAddr() + "/"
+		dom = string(runChromium(t, bin, "--dump-dom", url))
+		if c.leader() == leader {
+			break
+		}
+	}
 	for _, want := range []string{"replica " + string(rune('0'+leader)) + " (leader)", "nightly-report", "broken-parent",
 		`class="badge failed"`, `class="badge skipped"`, `class="badge dispatched"`, `class="badge paused"`, "Recent launches", `<td class="alive">alive</td>`} {
 		if !strings.Contains(dom, want) {
