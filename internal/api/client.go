@@ -84,6 +84,11 @@ type Client struct {
 	idsMu   sync.Mutex
 	ids     []uint64
 	finding atomic.Bool
+
+	// jsonJobs: a replica refused a job write in msgpack (a server from
+	// before MsgpackContentType, 415), so job writes go as JSON from then
+	// on.
+	jsonJobs atomic.Bool
 }
 
 // endpoint is one replica the client calls.
@@ -254,9 +259,17 @@ func (c *Client) Job(ctx context.Context, name string, next int, o ReadOptions) 
 }
 
 // PutJobs creates or replaces jobs.
+//
+// The jobs travel in msgpack (MsgpackContentType), or in JSON once a
+// replica has answered that it does not take msgpack: a 415, sent before
+// the server acts, so the write is sent again as JSON.
 func (c *Client) PutJobs(ctx context.Context, req PutJobs) (PutJobsResult, error) {
 	var r PutJobsResult
-	return r, c.do(ctx, http.MethodPost, "/v1/jobs", nil, req, &r)
+	err := c.do(ctx, http.MethodPost, "/v1/jobs", nil, req, &r)
+	if StatusOf(err) == http.StatusUnsupportedMediaType && !c.jsonJobs.Swap(true) {
+		err = c.do(ctx, http.MethodPost, "/v1/jobs", nil, req, &r)
+	}
+	return r, err
 }
 
 // DeleteJob deletes a job; its open launches are still concluded.
@@ -477,11 +490,11 @@ func (c *Client) sendOnce(ctx context.Context, ep *endpoint, method, path string
 		u.RawQuery = q.Encode()
 	}
 	var body io.Reader
+	b, contentType, err := c.requestBody(in)
+	if err != nil {
+		return nil, err
+	}
 	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return nil, fmt.Errorf("api: encoding the request: %w", err)
-		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
@@ -489,7 +502,7 @@ func (c *Client) sendOnce(ctx context.Context, ep *endpoint, method, path string
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -504,6 +517,23 @@ func (c *Client) sendOnce(ctx context.Context, ep *endpoint, method, path string
 	return nil, errorOf(resp)
 }
 
+// requestBody encodes a call's body (nil: none) and names its type: a
+// job write in msgpack unless a replica refused it, any other in JSON.
+func (c *Client) requestBody(in any) ([]byte, string, error) {
+	if in == nil {
+		return nil, "", nil
+	}
+	if _, jobs := in.(PutJobs); jobs && !c.jsonJobs.Load() {
+		b, err := EncodeMsgpack(in)
+		return b, MsgpackContentType, err
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, "", fmt.Errorf("api: encoding the request: %w", err)
+	}
+	return b, "application/json", nil
+}
+
 // sendStreamed is sendOnce over the client's stream.
 func (c *Client) sendStreamed(ctx context.Context, ep *endpoint, method, path string, q url.Values, in any) (*http.Response, error) {
 	call := StreamCall{Method: method, Path: path}
@@ -511,11 +541,10 @@ func (c *Client) sendStreamed(ctx context.Context, ep *endpoint, method, path st
 		call.Path += "?" + q.Encode()
 	}
 	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return nil, fmt.Errorf("api: encoding the request: %w", err)
+		var err error
+		if call.Body, call.ContentType, err = c.requestBody(in); err != nil {
+			return nil, err
 		}
-		call.Body, call.ContentType = b, "application/json"
 	}
 	ctx, cancel := context.WithTimeout(ctx, ep.stream.timeout)
 	defer cancel()

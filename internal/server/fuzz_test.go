@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"paxcron/cron/launcher"
 	"paxcron/cron/state"
+	"paxcron/internal/api"
 )
 
 // FuzzPutJobsBody feeds any bytes to the job-submission path as JSON and
@@ -54,11 +57,88 @@ func FuzzPutJobsBody(f *testing.F) {
 	})
 }
 
+// FuzzPutJobsMsgpack holds the msgpack job write to the JSON one. Any
+// bytes fed as msgpack are refused with an error, never a panic, and
+// whatever passes encodes again to the same jobs. Any bytes that decode
+// as a JSON job write, re-encoded in msgpack, decode through the msgpack
+// path to the same jobs: the Go client's msgpack loses nothing that its
+// JSON carried.
+func FuzzPutJobsMsgpack(f *testing.F) {
+	v := uint64(7)
+	for _, req := range []api.PutJobs{
+		{Jobs: []api.PutJob{{Name: "a", Spec: api.Spec{Schedule: "@hourly", NomadJob: "p"}}}},
+		{Jobs: []api.PutJob{{Name: "b", IfVersion: &v, Spec: api.Spec{Schedule: "0 ? * * *", TimeZone: "Europe/Berlin",
+			Concurrency: "forbid", CatchupWindow: api.Duration(10 * time.Minute), Delivery: "at-least-once",
+			NomadJob: "p", Meta: map[string]string{"k": "v"}, Payload: []byte{0, 0xff}}}}, SkipNomadCheck: true},
+	} {
+		b, err := api.EncodeMsgpack(req)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+		if b, err = json.Marshal(req); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"jobs":[{"name":"a","spec":{"schedule":"@hourly","nomad_job":"p","payload":"","meta":{}}}]}`))
+	decode := func(t *testing.T, ct string, body []byte) (api.PutJobs, error) {
+		r := httptest.NewRequest("POST", "/v1/jobs", bytes.NewReader(body))
+		r.Header.Set("Content-Type", ct)
+		return decodePutJobs(r)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if req, err := decode(t, api.MsgpackContentType, body); err == nil {
+			again, err := api.EncodeMsgpack(req)
+			if err != nil {
+				t.Fatalf("decoded %+v, which does not encode: %v", req, err)
+			}
+			req2, err := decode(t, api.MsgpackContentType, again)
+			if err != nil || !samePutJobs(req, req2) {
+				t.Fatalf("decoded %+v; encoded again and decoded: %+v, %v", req, req2, err)
+			}
+		}
+		fromJSON, err := decode(t, "application/json", body)
+		if err != nil {
+			return
+		}
+		b, err := api.EncodeMsgpack(fromJSON)
+		if err != nil {
+			t.Fatalf("a JSON job write %+v does not encode in msgpack: %v", fromJSON, err)
+		}
+		fromMsgpack, err := decode(t, api.MsgpackContentType, b)
+		if err != nil || !samePutJobs(fromJSON, fromMsgpack) {
+			t.Fatalf("JSON %q decodes to %+v; in msgpack to %+v, %v", body, fromJSON, fromMsgpack, err)
+		}
+	})
+}
+
+// samePutJobs compares two job writes, an empty payload or meta equal to
+// none (omitted from either encoding when empty).
+func samePutJobs(a, b api.PutJobs) bool {
+	norm := func(r api.PutJobs) api.PutJobs {
+		r.Jobs = slices.Clone(r.Jobs)
+		for i := range r.Jobs {
+			if len(r.Jobs[i].Spec.Payload) == 0 {
+				r.Jobs[i].Spec.Payload = nil
+			}
+			if len(r.Jobs[i].Spec.Meta) == 0 {
+				r.Jobs[i].Spec.Meta = nil
+			}
+		}
+		if len(r.Jobs) == 0 {
+			r.Jobs = nil
+		}
+		return r
+	}
+	return reflect.DeepEqual(norm(a), norm(b))
+}
+
 // Request shapes of FuzzAPIRequest, picked by its byte arguments.
 var (
 	fuzzMethods = []string{"GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"}
 	fuzzTokens  = []string{"", readToken, writeToken, "Bearer", "x" + writeToken, writeToken[:len(writeToken)-1], " " + writeToken}
-	fuzzTypes   = []string{"", "application/json", "application/hcl", "text/plain; charset=utf-8", "multipart/form-data; boundary=x", "application/json; charset=\"utf"}
+	fuzzTypes   = []string{"", "application/json", "application/hcl", "text/plain; charset=utf-8", "multipart/form-data; boundary=x", "application/json; charset=\"utf", api.MsgpackContentType}
 )
 
 // FuzzAPIRequest sends any request under /v1/ to the leader of a running

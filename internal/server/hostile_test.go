@@ -338,6 +338,21 @@ func apiBodies(t *testing.T, target *Server) {
 		return `{"name":` + name + `,"spec":{"schedule":"@hourly","nomad_job":"p"}}`
 	}
 	many := strings.Repeat(job(`"m"`)+",", api.MaxJobsPerRequest) + job(`"m"`)
+	mp := func(v any) []byte {
+		b, err := api.EncodeMsgpack(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	mpJob := func(name string) map[string]any {
+		return map[string]any{"name": name, "spec": map[string]any{"schedule": "@hourly", "nomad_job": "p"}}
+	}
+	mpMany := make([]any, api.MaxJobsPerRequest+1)
+	for i := range mpMany {
+		mpMany[i] = mpJob("m")
+	}
+	const msgpack = api.MsgpackContentType
 	for _, tc := range []struct {
 		name, ct string
 		body     []byte
@@ -363,6 +378,21 @@ func apiBodies(t *testing.T, target *Server) {
 		{"HCL with env", "application/hcl", []byte("cron \"e\" {\n schedule = \"@hourly\"\n nomad { job = env(\"HOME\") }\n}\n"), 400},
 		{"HCL too deep", "application/hcl", []byte("cron \"x\" {\n" + strings.Repeat("a {\n", 10000) + strings.Repeat("}\n", 10000) + "}\n"), 400},
 		{"a wrong content type", "image/png", []byte("x"), 415},
+		{"JSON sent as msgpack", msgpack, []byte(`{"jobs":[` + job(`"a"`) + `]}`), 400},
+		{"msgpack sent as JSON", "application/json", mp(map[string]any{"jobs": []any{mpJob("a")}}), 400},
+		{"msgpack with a field the API lacks", msgpack, mp(map[string]any{"jobs": []any{mpJob("a")}, "force": true}), 400},
+		{"msgpack with a second value", msgpack, append(mp(map[string]any{"jobs": []any{mpJob("a")}}), 0x80), 400},
+		{"msgpack cut short", msgpack, mp(map[string]any{"jobs": []any{mpJob("a")}})[:20], 400},
+		{"a msgpack map claiming 4 billion entries", msgpack, []byte{0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 'x'}, 400},
+		{"a msgpack string claiming 4 GiB", msgpack, []byte{0x81, 0xa4, 'j', 'o', 'b', 's', 0x91, 0x81, 0xa4, 'n', 'a', 'm', 'e', 0xdb, 0xff, 0xff, 0xff, 0xff}, 400},
+		{"msgpack nested deep in meta", msgpack, append([]byte{0x81, 0xa4, 'j', 'o', 'b', 's', 0x91, 0x81, 0xa4, 's', 'p', 'e', 'c', 0x81, 0xa4, 'm', 'e', 't', 'a'}, bytes.Repeat([]byte{0x81, 0xa1, 'a'}, 10000)...), 400},
+		{"msgpack over MaxBodyBytes", msgpack, mp(map[string]any{"jobs": []any{mpJob("big")}, "x": bytes.Repeat([]byte("a"), api.MaxBodyBytes)}), 413},
+		{"more jobs than allowed in msgpack", msgpack, mp(map[string]any{"jobs": mpMany}), 400},
+		{"a msgpack name of two dots", msgpack, mp(map[string]any{"jobs": []any{mpJob("..")}}), 400},
+		{"a msgpack name with a slash", msgpack, mp(map[string]any{"jobs": []any{mpJob("../keep")}}), 400},
+		{"a msgpack name of invalid UTF-8", msgpack, mp(map[string]any{"jobs": []any{mpJob("\xff\xfe")}}), 400},
+		{"a msgpack name as bytes with NUL", msgpack, mp(map[string]any{"jobs": []any{map[string]any{"name": []byte("keep\x00"), "spec": map[string]any{"schedule": "@hourly", "nomad_job": "p"}}}}), 400},
+		{"a negative msgpack version", msgpack, mp(map[string]any{"jobs": []any{map[string]any{"name": "keep", "if_version": -1, "spec": map[string]any{"schedule": "@hourly", "nomad_job": "p"}}}}), 400},
 	} {
 		r := post(tc.ct, tc.body)
 		if r.code != tc.want || !strings.Contains(r.body, `"error"`) {

@@ -448,8 +448,9 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) (any, error) 
 	})
 }
 
-// handlePutJobs creates or replaces jobs from JSON (api.PutJobs) or from
-// a file of cron blocks (Content-Type application/hcl; file() refused).
+// handlePutJobs creates or replaces jobs from JSON (api.PutJobs), its
+// msgpack (api.MsgpackContentType), or a file of cron blocks
+// (Content-Type application/hcl; file() refused).
 func (s *Server) handlePutJobs(w http.ResponseWriter, r *http.Request) (any, error) {
 	req, err := decodePutJobs(r)
 	if err != nil {
@@ -515,6 +516,14 @@ func decodePutJobs(r *http.Request) (api.PutJobs, error) {
 			}
 			return req, badRequest("the body is not a PutJobs JSON object: %v", err)
 		}
+	case api.MsgpackContentType:
+		body, err := bodyOf(r)
+		if err != nil {
+			return req, err
+		}
+		if err := api.DecodeMsgpack(body, &req); err != nil {
+			return req, badRequest("the body is not a PutJobs msgpack map: %v", err)
+		}
 	case "application/hcl", "text/x-hcl", "text/plain":
 		src, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -529,7 +538,7 @@ func decodePutJobs(r *http.Request) (api.PutJobs, error) {
 		}
 		req.SkipNomadCheck = r.URL.Query().Get("skip_nomad_check") == "true"
 	default:
-		return req, &api.Error{Status: http.StatusUnsupportedMediaType, Message: fmt.Sprintf("Content-Type %q: send application/json (api.PutJobs) or application/hcl (cron blocks)", ct)}
+		return req, &api.Error{Status: http.StatusUnsupportedMediaType, Message: fmt.Sprintf("Content-Type %q: send application/json (api.PutJobs), application/hcl (cron blocks) or %s (api.PutJobs)", ct, api.MsgpackContentType)}
 	}
 	return req, nil
 }
@@ -621,6 +630,15 @@ func (s *Server) handleBackfill(w http.ResponseWriter, r *http.Request) (any, er
 	return s.commandAt(w, r, name, func(now time.Time) state.Command {
 		return state.Backfill{Name: name, From: body.From.UTC(), To: body.To.UTC(), At: now, Force: body.Force}
 	})
+}
+
+// bodyOf is r's body: in memory already when serve read it (whole and
+// bounded), so not copied again.
+func bodyOf(r *http.Request) ([]byte, error) {
+	if mb, ok := r.Body.(memBody); ok {
+		return mb.b, nil
+	}
+	return io.ReadAll(r.Body)
 }
 
 // endOfBody checks that nothing but white space follows the JSON value
