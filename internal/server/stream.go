@@ -200,9 +200,8 @@ func (st *apiStream) letGo() {
 func (st *apiStream) serve(br *bufio.Reader) {
 	ctx, cancel := context.WithCancel(st.s.ctx)
 	defer cancel()
-	end := make(chan *api.StreamAnswer, 1)
-	st.read(ctx, br, nil, end)
-	if bye := <-end; bye == nil {
+	bye := st.read(ctx, br)
+	if bye == nil {
 		// The client is gone, as a closed HTTP connection cancels its
 		// request: the calls under way are told.
 		cancel()
@@ -213,46 +212,34 @@ func (st *apiStream) serve(br *bufio.Reader) {
 	st.nc.Close()
 }
 
-// read reads frames until one is a call to serve. It then hands the
-// reading on to another goroutine and serves that call itself: the
-// call's client waits for its answer, while the next frame has not come
-// yet or waits in the buffer, so the wake-up of a goroutine, which is on
-// some path either way, is off the answer's. (Handing the call over
-// instead cost a lone writer's every write a wake-up on the leader.)
-// The reader that reads no call again sends the last message the client
-// should get on end, or nil when the client left.
-func (st *apiStream) read(ctx context.Context, br *bufio.Reader, buf []byte, end chan<- *api.StreamAnswer) {
+// read serves the calls it reads; it returns the last message the client
+// should get, or nil when the client left.
+func (st *apiStream) read(ctx context.Context, br *bufio.Reader) *api.StreamAnswer {
+	var buf []byte
 	for {
 		_ = st.nc.SetReadDeadline(time.Now().Add(streamIdle))
 		if st.goingAway.Load() {
-			end <- &api.StreamAnswer{LastID: st.lastID}
-			return
+			return &api.StreamAnswer{LastID: st.lastID}
 		}
 		var err error
 		buf, err = api.ReadStreamFrame(br, buf, api.MaxStreamCallBytes)
 		var ne net.Error
 		switch {
 		case err != nil && st.goingAway.Load():
-			end <- &api.StreamAnswer{LastID: st.lastID}
-			return
+			return &api.StreamAnswer{LastID: st.lastID}
 		case errors.As(err, &ne) && ne.Timeout():
-			end <- &api.StreamAnswer{LastID: st.lastID} // idle
-			return
+			return &api.StreamAnswer{LastID: st.lastID} // idle
 		case errors.Is(err, api.ErrStreamFrame):
-			end <- st.refusal(err)
-			return
+			return st.refusal(err)
 		case err != nil:
-			end <- nil
-			return
+			return nil
 		}
 		call, err := api.DecodeStreamCall(buf)
 		if err != nil {
-			end <- st.refusal(err)
-			return
+			return st.refusal(err)
 		}
 		if call.ID <= st.lastID {
-			end <- st.refusal(fmt.Errorf("call %d after call %d: IDs must increase", call.ID, st.lastID))
-			return
+			return st.refusal(fmt.Errorf("call %d after call %d: IDs must increase", call.ID, st.lastID))
 		}
 		st.lastID = call.ID
 		st.s.streams.calls.Add(1)
@@ -266,28 +253,22 @@ func (st *apiStream) read(ctx context.Context, br *bufio.Reader, buf []byte, end
 		select {
 		case st.slots <- struct{}{}:
 		case <-ctx.Done():
-			end <- nil
-			return
+			return nil
 		}
 		st.calls.Add(1)
-		st.s.callWorkers.run(func() { st.read(ctx, br, buf, end) })
-		st.serveCall(ctx, call)
-		return
+		st.s.callWorkers.run(func() {
+			defer st.calls.Done()
+			a := st.s.serveAPICall(apiCall{ctx: ctx, remoteAddr: st.remote, method: call.Method, path: call.Path,
+				auth: st.auth, contentType: call.ContentType, body: call.Body})
+			<-st.slots
+			if len(a.Body) > maxStreamAnswerBody {
+				st.write(answerFor(call.ID, &api.Error{Status: http.StatusInternalServerError,
+					Message: fmt.Sprintf("the answer to %s %s is %d bytes, more than a stream carries (%d): make this call as a request of its own", call.Method, call.Path, len(a.Body), maxStreamAnswerBody)}))
+				return
+			}
+			st.write(api.StreamAnswer{ID: call.ID, Status: a.Status, Header: a.Header, Body: a.Body})
+		})
 	}
-}
-
-// serveCall serves call and writes its answer.
-func (st *apiStream) serveCall(ctx context.Context, call api.StreamCall) {
-	defer st.calls.Done()
-	a := st.s.serveAPICall(apiCall{ctx: ctx, remoteAddr: st.remote, method: call.Method, path: call.Path,
-		auth: st.auth, contentType: call.ContentType, body: call.Body})
-	<-st.slots
-	if len(a.Body) > maxStreamAnswerBody {
-		st.write(answerFor(call.ID, &api.Error{Status: http.StatusInternalServerError,
-			Message: fmt.Sprintf("the answer to %s %s is %d bytes, more than a stream carries (%d): make this call as a request of its own", call.Method, call.Path, len(a.Body), maxStreamAnswerBody)}))
-		return
-	}
-	st.write(api.StreamAnswer{ID: call.ID, Status: a.Status, Header: a.Header, Body: a.Body})
 }
 
 // maxStreamAnswerBody leaves room in an answer frame for its head (a
