@@ -1,5 +1,6 @@
 // Package api owns paxcron's HTTP API as it travels: the JSON bodies of
-// every /v1 request and response, their validation limits, and a Client
+// every /v1 request and response (and a job write's msgpack,
+// MsgpackContentType), their validation limits, and a Client
 // for them that the CLI and the tests use. The server (internal/server)
 // serves them; nothing here knows how.
 //
