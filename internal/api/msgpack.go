@@ -20,13 +20,17 @@ import (
 const MsgpackContentType = "application/msgpack"
 
 // bodyHandle is the handle of msgpack bodies. Bodies come from the
-// network: a field the type does not have is refused, as JSON's are;
-// preallocation is bounded (a count in a header claims what it likes)
-// and so is nesting.
+// network: a field the type does not have is refused, as JSON's are, and
+// nesting is bounded. Preallocation keeps go-msgpack's default bound
+// (MaxInitLen 0: what a length prefix claims is allocated only up to
+// 256 KiB of small items), not a smaller one: go-msgpack reads a byte
+// string in steps of that bound, copying all it read at each step, so at
+// 64 a 1 MiB payload took 2.8 s to decode (quadratic: a 4 MiB body, a
+// minute of a leader's CPU).
 var bodyHandle = func() *codec.MsgpackHandle {
 	h := &codec.MsgpackHandle{WriteExt: true}
 	h.ErrorIfNoField = true
-	h.MaxInitLen = 64
+	h.MaxInitLen = 0
 	h.MaxDepth = 8
 	return h
 }()

@@ -387,6 +387,10 @@ func apiBodies(t *testing.T, target *Server) {
 		{"a msgpack string claiming 4 GiB", msgpack, []byte{0x81, 0xa4, 'j', 'o', 'b', 's', 0x91, 0x81, 0xa4, 'n', 'a', 'm', 'e', 0xdb, 0xff, 0xff, 0xff, 0xff}, 400},
 		{"msgpack nested deep in meta", msgpack, append([]byte{0x81, 0xa4, 'j', 'o', 'b', 's', 0x91, 0x81, 0xa4, 's', 'p', 'e', 'c', 0x81, 0xa4, 'm', 'e', 't', 'a'}, bytes.Repeat([]byte{0x81, 0xa1, 'a'}, 10000)...), 400},
 		{"msgpack over MaxBodyBytes", msgpack, mp(map[string]any{"jobs": []any{mpJob("big")}, "x": bytes.Repeat([]byte("a"), api.MaxBodyBytes)}), 413},
+		// A payload past the state's bound, as one msgpack byte string of
+		// 3 MiB: refused; its decode is linear (at the handle's first
+		// MaxInitLen it took about half a minute of the leader's CPU).
+		{"a 3 MiB msgpack payload", msgpack, mp(map[string]any{"jobs": []any{map[string]any{"name": "big", "spec": map[string]any{"schedule": "@hourly", "nomad_job": "p", "payload": bytes.Repeat([]byte("p"), 3<<20)}}}}), 400},
 		{"more jobs than allowed in msgpack", msgpack, mp(map[string]any{"jobs": mpMany}), 400},
 		{"a msgpack name of two dots", msgpack, mp(map[string]any{"jobs": []any{mpJob("..")}}), 400},
 		{"a msgpack name with a slash", msgpack, mp(map[string]any{"jobs": []any{mpJob("../keep")}}), 400},
