@@ -82,23 +82,23 @@ func FuzzPutJobsMsgpack(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"jobs":[{"name":"a","spec":{"schedule":"@hourly","nomad_job":"p","payload":"","meta":{}}}]}`))
-	decode := func(t *testing.T, ct string, body []byte) (api.PutJobs, error) {
+	decode := func(ct string, body []byte) (api.PutJobs, error) {
 		r := httptest.NewRequest("POST", "/v1/jobs", bytes.NewReader(body))
 		r.Header.Set("Content-Type", ct)
 		return decodePutJobs(r)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if req, err := decode(t, api.MsgpackContentType, body); err == nil {
+		if req, err := decode(api.MsgpackContentType, body); err == nil {
 			again, err := api.EncodeMsgpack(req)
 			if err != nil {
 				t.Fatalf("decoded %+v, which does not encode: %v", req, err)
 			}
-			req2, err := decode(t, api.MsgpackContentType, again)
+			req2, err := decode(api.MsgpackContentType, again)
 			if err != nil || !samePutJobs(req, req2) {
 				t.Fatalf("decoded %+v; encoded again and decoded: %+v, %v", req, req2, err)
 			}
 		}
-		fromJSON, err := decode(t, "application/json", body)
+		fromJSON, err := decode("application/json", body)
 		if err != nil {
 			return
 		}
@@ -106,7 +106,7 @@ func FuzzPutJobsMsgpack(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a JSON job write %+v does not encode in msgpack: %v", fromJSON, err)
 		}
-		fromMsgpack, err := decode(t, api.MsgpackContentType, b)
+		fromMsgpack, err := decode(api.MsgpackContentType, b)
 		if err != nil || !samePutJobs(fromJSON, fromMsgpack) {
 			t.Fatalf("JSON %q decodes to %+v; in msgpack to %+v, %v", body, fromJSON, fromMsgpack, err)
 		}

@@ -525,7 +525,7 @@ func decodePutJobs(r *http.Request) (api.PutJobs, error) {
 			return req, badRequest("the body is not a PutJobs msgpack map: %v", err)
 		}
 	case "application/hcl", "text/x-hcl", "text/plain":
-		src, err := io.ReadAll(r.Body)
+		src, err := bodyOf(r)
 		if err != nil {
 			return req, err
 		}
