@@ -13,10 +13,10 @@ import (
 // MsgpackContentType is the other encoding POST /v1/jobs takes its body
 // in: a PutJobs as a msgpack map, its fields named as in JSON (and
 // []byte a msgpack bin, not base64). paxcron's Client sends job writes
-// so: decoding one costs the server half what the JSON costs (encoding/json
-// decoding job writes was an eighth of a leader's CPU with 512 writers),
-// and the bytes are a quarter fewer. Every other body, and every answer,
-// is JSON.
+// so: decoding one costs the server half what the JSON costs
+// (BenchmarkDecodePutJobs; encoding/json decoding job writes was an
+// eighth of a leader's CPU with 512 writers). Every other body, and every
+// answer, is JSON.
 const MsgpackContentType = "application/msgpack"
 
 // bodyHandle is the handle of msgpack bodies. Bodies come from the
@@ -25,8 +25,9 @@ const MsgpackContentType = "application/msgpack"
 // (MaxInitLen 0: what a length prefix claims is allocated only up to
 // 256 KiB of small items), not a smaller one: go-msgpack reads a byte
 // string in steps of that bound, copying all it read at each step, so at
-// 64 a 1 MiB payload took 2.8 s to decode (quadratic: a 4 MiB body, a
-// minute of a leader's CPU).
+// 64 a 1 MiB payload took 1.9 s and 8.7 GB of allocations to decode
+// (quadratic: a 4 MiB body, about half a minute of a leader's CPU;
+// BenchmarkDecodePutJobs in internal/server).
 var bodyHandle = func() *codec.MsgpackHandle {
 	h := &codec.MsgpackHandle{WriteExt: true}
 	h.ErrorIfNoField = true
