@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -204,6 +205,17 @@ func children(t testing.TB, admin *nomadapi.Client, parent, job string) map[stri
 	return out
 }
 
+// parentNames numbers the parents registered in the package's shared
+// agent, so that a test run again in the same process (-count) counts
+// only its own children, not the earlier run's.
+var parentNames atomic.Int64
+
+// parentName is base with a number no other parent in the shared agent
+// has.
+func parentName(base string) string {
+	return fmt.Sprintf("%s-%d", base, parentNames.Add(1))
+}
+
 // registerParent registers a parameterized batch job whose task exits at
 // once and accepts paxcron's meta.
 func registerParent(t testing.TB, admin *nomadapi.Client, name string) {
@@ -227,7 +239,8 @@ func TestEndToEndLeaderKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registerParent(t, admin, "e2e-parent")
+	parent := parentName("e2e-parent")
+	registerParent(t, admin, parent)
 	c := startE2E(t, agent)
 	leader := c.leader()
 	follower := leader%3 + 1
@@ -237,7 +250,7 @@ func TestEndToEndLeaderKilled(t *testing.T) {
 cron "tick" {
   schedule = "*/2 * * * * *"
   nomad {
-    job  = "e2e-parent"
+    job  = "`+parent+`"
     meta = { team = "e2e" }
   }
 }
@@ -286,7 +299,7 @@ cron "tick" {
 	if err := json.Unmarshal([]byte(out), &history); err != nil {
 		t.Fatal(err)
 	}
-	got := children(t, admin, "e2e-parent", "tick")
+	got := children(t, admin, parent, "tick")
 	var tokens []string
 	for tok, ids := range got {
 		tokens = append(tokens, tok)
@@ -328,7 +341,8 @@ func TestEndToEndDisasterRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registerParent(t, admin, "dr-parent")
+	parent := parentName("dr-parent")
+	registerParent(t, admin, parent)
 	backups := "file://" + t.TempDir()
 	c := startE2EWith(t, agent, backups)
 	leader := c.leader()
@@ -336,11 +350,11 @@ func TestEndToEndDisasterRecovery(t *testing.T) {
 	os.WriteFile(jobs, []byte(`
 cron "dr-a" {
   schedule = "*/2 * * * * *"
-  nomad { job = "dr-parent" }
+  nomad { job = "`+parent+`" }
 }
 cron "dr-b" {
   schedule = "*/3 * * * * *"
-  nomad { job = "dr-parent" }
+  nomad { job = "`+parent+`" }
 }
 `), 0o644)
 	api := func(args ...string) (int, string, string) {
@@ -394,7 +408,7 @@ cron "dr-b" {
 		name  string
 		every int64
 	}{{"dr-a", 2}, {"dr-b", 3}} {
-		got := children(t, admin, "dr-parent", job.name)
+		got := children(t, admin, parent, job.name)
 		var first int64
 		for tok := range got {
 			var s int64

@@ -50,13 +50,13 @@ func failoverRuns(b *testing.B, mode string, runs int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	parentName := "failover-" + mode
-	registerParent(b, admin, parentName)
+	parent := parentName("failover-" + mode)
+	registerParent(b, admin, parent)
 	c := startE2E(b, agent)
 	leader := c.leaderTB(b, 0)
 	ctx := context.Background()
 	job := "tick-" + mode
-	put := api.PutJobs{Jobs: []api.PutJob{{Name: job, Spec: api.Spec{Schedule: "* * * * * *", NomadJob: parentName}}}}
+	put := api.PutJobs{Jobs: []api.PutJob{{Name: job, Spec: api.Spec{Schedule: "* * * * * *", NomadJob: parent}}}}
 	if _, err := c.client(leader).PutJobs(ctx, put); err != nil {
 		b.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func failoverRuns(b *testing.B, mode string, runs int) {
 		time.Sleep(1500 * time.Millisecond)
 	}
 	end := time.Now().Add(-3 * time.Second)
-	got := children(b, admin, parentName, job)
+	got := children(b, admin, parent, job)
 	// From the first slot that has a child (the job was created a moment
 	// before first) to end, every second has one.
 	for len(got[fmt.Sprintf("%s-%d", job, first.Unix())]) == 0 && first.Before(end) {

@@ -1,9 +1,11 @@
 package migrate
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,6 +100,9 @@ job "report" {
 }
 `
 
+// takeOverRuns numbers TestTakeOverRealPeriodicJob's runs in this process.
+var takeOverRuns atomic.Int64
+
 // TestTakeOverRealPeriodicJob: a periodic jobspec read by the real agent's
 // parser becomes a parent that Nomad registers as parameterized (its own
 // periodic launching then stops) and that accepts a dispatch with
@@ -109,10 +114,14 @@ func TestTakeOverRealPeriodicJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// The agent is the package's, kept across runs of the test (-count):
+	// each run takes over a job of its own.
+	name := fmt.Sprintf("report-%d", takeOverRuns.Add(1))
+	spec := strings.Replace(periodicSpec, `job "report"`, `job "`+name+`"`, 1)
 	if _, err := Parse(c.Jobs(), "bad.nomad.hcl", []byte(`job "x" {`)); err == nil || !strings.Contains(err.Error(), "bad.nomad.hcl") {
 		t.Fatalf("bad jobspec: %v", err)
 	}
-	tk, err := Parse(c.Jobs(), "report.nomad.hcl", []byte(periodicSpec))
+	tk, err := Parse(c.Jobs(), "report.nomad.hcl", []byte(spec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +129,7 @@ func TestTakeOverRealPeriodicJob(t *testing.T) {
 		t.Fatalf("crons %+v", tk.Crons)
 	}
 	// Registered first as Nomad's periodic job, then taken over in place.
-	orig, err := c.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: periodicSpec, Canonicalize: true})
+	orig, err := c.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: spec, Canonicalize: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +137,7 @@ func TestTakeOverRealPeriodicJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Let Nomad's own dispatcher launch one child first: it must survive.
-	if _, _, err := c.Jobs().PeriodicForce("report", nil); err != nil {
+	if _, _, err := c.Jobs().PeriodicForce(name, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := c.Jobs().Register(tk.Parent, nil); err == nil || !strings.Contains(err.Error(), "non-periodic") {
@@ -140,23 +149,23 @@ func TestTakeOverRealPeriodicJob(t *testing.T) {
 	if err := Register(c.Jobs(), tk); err != nil { // again: an update, no purge
 		t.Fatalf("registering the parent again: %v", err)
 	}
-	kids, _, err := c.Jobs().PrefixList("report/periodic-")
+	kids, _, err := c.Jobs().PrefixList(name + "/periodic-")
 	if err != nil || len(kids) != 1 {
 		t.Fatalf("children of the periodic job after the takeover: %d, %v", len(kids), err)
 	}
-	got, _, err := c.Jobs().Info("report", nil)
+	got, _, err := c.Jobs().Info(name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Periodic != nil || got.ParameterizedJob == nil || !got.IsParameterized() || got.Meta["owner"] != "ops" {
 		t.Fatalf("registered parent: periodic %+v parameterized %+v", got.Periodic, got.ParameterizedJob)
 	}
-	meta := map[string]string{"paxcron_identity": "report-1-1", "paxcron_job": "report-1", "paxcron_scheduled_at": time.Unix(1, 0).UTC().Format(time.RFC3339)}
-	resp, _, err := c.Jobs().Dispatch("report", meta, nil, "report-1-1", nil)
+	meta := map[string]string{"paxcron_identity": name + "-1-1", "paxcron_job": name + "-1", "paxcron_scheduled_at": time.Unix(1, 0).UTC().Format(time.RFC3339)}
+	resp, _, err := c.Jobs().Dispatch(name, meta, nil, name+"-1-1", nil)
 	if err != nil {
 		t.Fatalf("dispatching the parent with paxcron's meta: %v", err)
 	}
-	if !strings.HasPrefix(resp.DispatchedJobID, "report/dispatch-") {
+	if !strings.HasPrefix(resp.DispatchedJobID, name+"/dispatch-") {
 		t.Fatalf("child %q", resp.DispatchedJobID)
 	}
 }
