@@ -22,18 +22,17 @@ func TestCallsInFlightBounded(t *testing.T) {
 	// peak. After it opens, later dispatches can bring the count back to
 	// MaxCalls; a second close would panic the handler, leave its count up
 	// and break its connection (a retry then counts twice).
-	var opened bool
+	var opening sync.Once
 	n := newBatchNomad(t)
 	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
 		if isDispatch(r) {
 			mu.Lock()
 			inFlight++
 			peak = max(peak, inFlight)
-			full := inFlight == MaxCalls && !opened
-			opened = opened || full
+			full := inFlight == MaxCalls
 			mu.Unlock()
 			if full {
-				time.AfterFunc(100*time.Millisecond, func() { close(release) })
+				opening.Do(func() { time.AfterFunc(100*time.Millisecond, func() { close(release) }) })
 			}
 			<-release
 			mu.Lock()
