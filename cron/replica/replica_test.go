@@ -510,3 +510,109 @@ func TestLocalSnapshotCompletesApart(t *testing.T) {
 	_ = r.SnapshotWritten(nil)
 	_ = r.SnapshotWritten(nil)
 }
+
+// orderWriter records, beside the messages its replica sent, when a
+// write with entries was handed over; it saves each write at once and
+// counts it until the test reports it done.
+type orderWriter struct {
+	store  *memstore.Store
+	events []string
+	queued int
+}
+
+func (w *orderWriter) Write(u storage.Update) {
+	if len(u.Entries) > 0 {
+		w.events = append(w.events, "write")
+	}
+	if !u.IsEmpty() {
+		if err := w.store.Save(u); err != nil {
+			panic(err)
+		}
+	}
+	w.queued++
+}
+
+// A leader hands its write to the Writer before its accepts go to the
+// transport: both wake goroutines in the node, and the one woken last
+// runs first, so the accepts, which the commit waits for, must be last.
+func TestWriteQueuedBeforeAccepts(t *testing.T) {
+	voters := paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}
+	var wire []paxos.Message
+	reps := map[paxos.ReplicaID]*Replica{}
+	writers := map[paxos.ReplicaID]*orderWriter{}
+	for _, id := range voters.Voters {
+		w := &orderWriter{store: memstore.New()}
+		r, err := New(Config{
+			ID: id, Membership: voters,
+			Timing: paxos.DefaultTiming(), Limits: paxos.DefaultLimits(), Rand: rand.New(rand.NewPCG(uint64(id), 1)),
+			Store: w.store, StateMachine: &listMachine{}, Observer: NopObserver{}, Writer: w,
+			Send: func(m paxos.Message) {
+				w.events = append(w.events, m.Type.String())
+				wire = append(wire, m)
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps[id], writers[id] = r, w
+	}
+	settle := func() {
+		t.Helper()
+		for range 10000 {
+			for id, w := range writers {
+				for ; w.queued > 0; w.queued-- {
+					if err := reps[id].WriteDone(nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if len(wire) == 0 {
+				return
+			}
+			m := wire[0]
+			wire = wire[1:]
+			if err := reps[m.To].Step(m); err != nil {
+				t.Fatal(err)
+			}
+			if err := reps[m.To].Process(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Fatal("the three replicas did not settle")
+	}
+	var leader paxos.ReplicaID
+	for i := 0; leader == 0; i++ {
+		if i > 1000 {
+			t.Fatal("no leader")
+		}
+		for _, id := range voters.Voters {
+			if err := reps[id].Tick(); err != nil {
+				t.Fatal(err)
+			}
+			if err := reps[id].Process(); err != nil {
+				t.Fatal(err)
+			}
+			settle()
+			if reps[id].Node().Status().Role == paxos.Leader {
+				leader = id
+			}
+		}
+	}
+	w := writers[leader]
+	w.events = nil
+	applied := reps[leader].Applied()
+	if _, err := reps[leader].Propose([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := reps[leader].Process(); err != nil {
+		t.Fatal(err)
+	}
+	want := "write," + paxos.MsgAccept.String() + "," + paxos.MsgAccept.String()
+	if got := strings.Join(w.events, ","); got != want {
+		t.Fatalf("the leader's proposal went out as %q; want %q (the write handed over first)", got, want)
+	}
+	settle()
+	if got := reps[leader].Applied(); got != applied+1 {
+		t.Fatalf("the leader applied through %d after the proposal; want %d", got, applied+1)
+	}
+}
