@@ -86,6 +86,7 @@ test: export NOMAD_BIN := $(NOMAD_BIN)
 test: $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Unit and Nomad integration tests (race detector, shuffled), the simulator's own tests, then TEST_SEEDS seeds.
 	$(GO) test -race -shuffle=on $(TEST_FLAGS) ./...
 	$(GO) test -shuffle=on $(TEST_FLAGS) ./sim
+	$(GO) test -tags hoptrace $(TEST_FLAGS) ./internal/hoptrace
 	$(GO) run ./cmd/paxcron-sim -seeds $(TEST_SEEDS) $(SIM_FLAGS)
 
 demo: export NOMAD_BIN := $(NOMAD_BIN)

@@ -27,6 +27,9 @@ Suites:
   commit-table FILE...
          issue 2's commit throughput against raw Pebble: medians and
          ratios over repetitions of the Go benchmarks (tools/bench/run commit)
+  hops DIR
+         where a lone write's time goes: the hop traces of a 1-client run
+         of binaries built with -tags hoptrace, lined up write by write
 
 paxcron-bench SUITE -h lists the suite's flags.
 `
@@ -45,6 +48,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runEtcdSuite(args[1:], stdout, stderr)
 	case "commit-table":
 		return runCommitTable(args[1:], stdout, stderr)
+	case "hops":
+		return runHops(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"paxcron/internal/hoptrace"
 )
 
 // streamClient keeps a Client's stream to its replica: dialled on the
@@ -184,6 +186,7 @@ func (c *streamConn) usable() bool {
 
 // call sends sc and waits for its answer.
 func (c *streamConn) call(ctx context.Context, sc StreamCall) (StreamAnswer, error) {
+	hoptrace.Mark(hoptrace.ClientCall, 0)
 	done := make(chan streamResult, 1)
 	c.burst.Lock()
 	c.nextID++
@@ -211,11 +214,13 @@ func (c *streamConn) call(ctx context.Context, sc StreamCall) (StreamAnswer, err
 	if werr := c.burst.Unlock(c.flush); werr != nil {
 		c.fail(werr)
 	}
+	hoptrace.Mark(hoptrace.ClientFlushed, 0)
 	if err != nil {
 		return StreamAnswer{}, err
 	}
 	select {
 	case r := <-done:
+		hoptrace.Mark(hoptrace.ClientDone, 0)
 		return r.a, r.err
 	case <-ctx.Done():
 		c.forget(sc.ID)
@@ -259,11 +264,13 @@ func (c *streamConn) read(br *bufio.Reader) {
 	for {
 		var err error
 		buf, err = ReadStreamFrame(br, buf, MaxStreamAnswerBytes)
+		hoptrace.Mark(hoptrace.ClientFrameRead, 0)
 		if err != nil {
 			c.fail(err)
 			return
 		}
 		a, err := DecodeStreamAnswer(buf)
+		hoptrace.Mark(hoptrace.ClientAnswer, 0)
 		if err != nil {
 			c.fail(err)
 			return

@@ -36,6 +36,7 @@ import (
 	"paxcron/cron/launcher"
 	"paxcron/cron/replica"
 	"paxcron/internal/hashsm"
+	"paxcron/internal/hoptrace"
 	"paxcron/paxos"
 	"paxcron/storage"
 )
@@ -572,9 +573,11 @@ func (n *Node) saveBatch(batch []storage.Update) {
 		return
 	}
 	var err error
+	hoptrace.Mark(hoptrace.NodeSaveStart, uint32(len(batch)))
 	if merged := storage.Merge(batch); !merged.IsEmpty() {
 		err = n.store.Save(merged)
 	}
+	hoptrace.Mark(hoptrace.NodeSaveEnd, 0)
 	for range batch {
 		n.written <- err
 	}
@@ -676,6 +679,7 @@ func frameCommand(id uint64, cmd []byte) []byte {
 func (n *Node) await(ctx context.Context, p *proposal) error {
 	select {
 	case err := <-p.done:
+		hoptrace.Mark(hoptrace.NodeAwaitDone, 0)
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
@@ -849,6 +853,7 @@ func (n *Node) process() bool {
 // writeDone hands a completed write to the replica; false means the
 // replica failed and the loop must stop.
 func (n *Node) writeDone(err error) bool {
+	hoptrace.Mark(hoptrace.NodeWriteDone, 0)
 	if err := n.rep.WriteDone(err); err != nil {
 		n.fail(err)
 		return false
@@ -888,6 +893,7 @@ func (n *Node) tick(elapsed time.Duration) {
 // take hands a new proposal to the core, or queues it while the core is
 // busy, behind the proposals it refused before, in order.
 func (n *Node) take(p *proposal) {
+	hoptrace.Mark(hoptrace.NodeTake, 0)
 	if len(n.busy) > 0 || n.offer(p) {
 		n.busy = append(n.busy, p)
 	}
@@ -925,6 +931,7 @@ func (n *Node) offer(p *proposal) (busy bool) {
 // applied answers the proposal waiting for e's slot, if any: the slot holds
 // either its command or, after a leader change, another value.
 func (n *Node) applied(e paxos.Entry) {
+	hoptrace.Mark(hoptrace.NodeApplied, uint32(e.Slot))
 	p, ok := n.pending[e.Slot]
 	if !ok {
 		return

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"paxcron/internal/api"
+	"paxcron/internal/hoptrace"
 )
 
 // The API stream (api.StreamPath; the protocol is described in
@@ -234,6 +235,7 @@ func (st *apiStream) read(ctx context.Context, br *bufio.Reader) *api.StreamAnsw
 		case err != nil:
 			return nil
 		}
+		hoptrace.Mark(hoptrace.StreamFrameRead, 0)
 		call, err := api.DecodeStreamCall(buf)
 		if err != nil {
 			return st.refusal(err)
@@ -258,8 +260,10 @@ func (st *apiStream) read(ctx context.Context, br *bufio.Reader) *api.StreamAnsw
 		st.calls.Add(1)
 		st.s.callWorkers.run(func() {
 			defer st.calls.Done()
+			hoptrace.Mark(hoptrace.StreamWorkerStart, 0)
 			a := st.s.serveAPICall(apiCall{ctx: ctx, remoteAddr: st.remote, method: call.Method, path: call.Path,
 				auth: st.auth, contentType: call.ContentType, body: call.Body})
+			hoptrace.Mark(hoptrace.StreamServed, 0)
 			<-st.slots
 			if len(a.Body) > maxStreamAnswerBody {
 				st.write(answerFor(call.ID, &api.Error{Status: http.StatusInternalServerError,
@@ -300,6 +304,7 @@ func answerFor(id uint64, err error) api.StreamAnswer {
 
 // write sends a; a client that cannot take it loses the connection.
 func (st *apiStream) write(a api.StreamAnswer) {
+	hoptrace.Mark(hoptrace.StreamAnswerWrite, 0)
 	st.burst.Lock()
 	var err error
 	st.frame, err = api.AppendStreamAnswer(st.frame[:0], &a)
@@ -326,6 +331,7 @@ func (st *apiStream) flushBuffered() error {
 }
 
 func (st *apiStream) flush() error {
+	hoptrace.Mark(hoptrace.StreamAnswerFlush, 0)
 	_ = st.nc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 	return st.bw.Flush()
 }

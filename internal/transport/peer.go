@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"paxcron/internal/hoptrace"
 	"paxcron/paxos"
 )
 
@@ -219,6 +220,7 @@ func (t *Transport) write(c net.Conn, w *bufio.Writer, frames [][]byte) bool {
 		t.stats.lost.Add(uint64(len(frames)))
 		return false
 	}
+	hoptrace.Mark(hoptrace.TransportFlushed, uint32(len(frames)))
 	t.stats.sent.Add(uint64(len(frames)))
 	return true
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"paxcron/internal/hoptrace"
 	"paxcron/paxos"
 )
 
@@ -123,6 +124,7 @@ func (t *Transport) Send(m paxos.Message) error {
 	if t.ctx.Err() != nil {
 		return ErrClosed
 	}
+	hoptrace.Mark(hoptrace.TransportSend, hoptrace.Message(uint8(m.Type), uint64(m.To)))
 	f, err := encodeFrame(m)
 	if err != nil {
 		return fmt.Errorf("transport: encoding %s: %w", m.Type, err)
@@ -336,6 +338,7 @@ func (t *Transport) readLoop(c net.Conn, from paxos.ReplicaID) {
 		if t.ctx.Err() != nil {
 			return
 		}
+		hoptrace.Mark(hoptrace.TransportReceived, hoptrace.Message(uint8(m.Type), uint64(m.From)))
 		t.stats.received.Add(1)
 		t.cfg.Handler(m)
 	}
