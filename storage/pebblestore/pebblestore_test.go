@@ -108,6 +108,22 @@ func TestConformanceSmallChunks(t *testing.T) {
 	})
 }
 
+// saveRandomUpdates saves n random updates drawn from seed into s and
+// returns the model holding what s must now hold.
+func saveRandomUpdates(t *testing.T, s *pebblestore.Store, seed uint64, n int) *storetest.Model {
+	t.Helper()
+	m := storetest.NewModel()
+	r := rand.New(rand.NewPCG(seed, seed))
+	for range n {
+		u := storetest.RandomUpdate(r, m)
+		if err := s.Save(u); err != nil {
+			t.Fatal(err)
+		}
+		_ = m.Save(u)
+	}
+	return m
+}
+
 // TestRealDisk checks the store on the operating system's file system.
 func TestRealDisk(t *testing.T) {
 	path := t.TempDir()
@@ -118,15 +134,8 @@ func TestRealDisk(t *testing.T) {
 		}
 		return s
 	}
-	s, m := open(), storetest.NewModel()
-	r := rand.New(rand.NewPCG(1, 1))
-	for range 20 {
-		u := storetest.RandomUpdate(r, m)
-		if err := s.Save(u); err != nil {
-			t.Fatal(err)
-		}
-		_ = m.Save(u)
-	}
+	s := open()
+	m := saveRandomUpdates(t, s, 1, 20)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -293,15 +302,7 @@ func TestNewWALIsWrittenThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	m := storetest.NewModel()
-	r := rand.New(rand.NewPCG(2, 2))
-	for range 30 {
-		u := storetest.RandomUpdate(r, m)
-		if err := s.Save(u); err != nil {
-			t.Fatal(err)
-		}
-		_ = m.Save(u)
-	}
+	m := saveRandomUpdates(t, s, 2, 30)
 	logs, err := filepath.Glob(filepath.Join(path, "*.log"))
 	if err != nil || len(logs) == 0 {
 		t.Fatalf("no WAL in %s: %v", path, err)
