@@ -117,9 +117,7 @@ func readHops(r io.Reader) (*hopProcess, error) {
 		return nil, errors.New("empty trace")
 	}
 	p := &hopProcess{name: "client"}
-	head := sc.Text()
-	if _, after, ok := strings.Cut(head, `"-replica-id" "`); ok {
-		id, _, _ := strings.Cut(after, `"`)
+	if id := replicaID(sc.Text()); id != "" {
 		p.replica, p.name = id, "replica "+id
 	}
 	for line := 2; sc.Scan(); line++ {
@@ -143,6 +141,18 @@ func readHops(r io.Reader) (*hopProcess, error) {
 	}
 	sort.SliceStable(p.marks, func(i, j int) bool { return p.marks[i].at < p.marks[j].at })
 	return p, nil
+}
+
+// replicaID is the -replica-id in a trace's first line (the process's
+// arguments, quoted), or "" for a process that is not a replica.
+func replicaID(args string) string {
+	for _, flag := range []string{`"-replica-id" "`, `"--replica-id" "`, `"-replica-id=`, `"--replica-id=`} {
+		if _, after, ok := strings.Cut(args, flag); ok {
+			id, _, _ := strings.Cut(after, `"`)
+			return id
+		}
+	}
+	return ""
 }
 
 // lineUpHops finds the writes in the client's trace and, for every point

@@ -42,7 +42,7 @@ func TestHopsLinesUpWrites(t *testing.T) {
 	}
 	writeHops(t, dir, "1.hops", `["paxcron-bench" "etcd"]`, client)
 	writeHops(t, dir, "2.hops", `["paxcron" "server" "-replica-id" "1"]`, leader)
-	writeHops(t, dir, "3.hops", `["paxcron" "server" "-replica-id" "2"]`, follower)
+	writeHops(t, dir, "3.hops", `["paxcron" "server" "-replica-id=2"]`, follower)
 	var out, errs bytes.Buffer
 	if code := run([]string{"hops", dir}, &out, &errs); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs.String())
