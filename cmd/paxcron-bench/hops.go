@@ -2,13 +2,13 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -44,9 +44,20 @@ type hopMark struct {
 
 // hopProcess is one process's trace.
 type hopProcess struct {
-	name    string // "client", or "replica N" until the leader is known
 	replica string // the -replica-id, empty for the client
+	leads   bool   // the replica took proposals
 	marks   []hopMark
+}
+
+// name is how the report names the process.
+func (p *hopProcess) name() string {
+	switch {
+	case p.replica == "":
+		return "client"
+	case p.leads:
+		return "leader " + p.replica
+	}
+	return "follower " + p.replica
 }
 
 // hopRow is one point of one process, over the writes.
@@ -116,10 +127,7 @@ func readHops(r io.Reader) (*hopProcess, error) {
 	if !sc.Scan() {
 		return nil, errors.New("empty trace")
 	}
-	p := &hopProcess{name: "client"}
-	if id := replicaID(sc.Text()); id != "" {
-		p.replica, p.name = id, "replica "+id
-	}
+	p := &hopProcess{replica: replicaID(sc.Text())}
 	for line := 2; sc.Scan(); line++ {
 		f := strings.Fields(sc.Text())
 		if len(f) != 3 {
@@ -132,6 +140,7 @@ func readHops(r io.Reader) (*hopProcess, error) {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
 		p.marks = append(p.marks, hopMark{at: at, point: hoptrace.Point(point), arg: uint32(arg)})
+		p.leads = p.leads || hoptrace.Point(point) == hoptrace.NodeTake
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -139,7 +148,7 @@ func readHops(r io.Reader) (*hopProcess, error) {
 	if len(p.marks) == 0 {
 		return nil, errors.New("no marks")
 	}
-	sort.SliceStable(p.marks, func(i, j int) bool { return p.marks[i].at < p.marks[j].at })
+	slices.SortStableFunc(p.marks, func(a, b hopMark) int { return cmp.Compare(a.at, b.at) })
 	return p, nil
 }
 
@@ -167,15 +176,6 @@ func lineUpHops(procs []*hopProcess) ([]hopRow, int, time.Duration, error) {
 				return nil, 0, 0, errors.New("two client traces: trace one client process")
 			}
 			client = p
-		}
-		for _, m := range p.marks {
-			if m.point == hoptrace.NodeTake {
-				p.name = "leader " + p.replica
-				break
-			}
-		}
-		if p.name == "replica "+p.replica && p.replica != "" {
-			p.name = "follower " + p.replica
 		}
 		from, to = max(from, p.marks[0].at), min(to, p.marks[len(p.marks)-1].at)
 	}
@@ -218,7 +218,7 @@ func lineUpHops(procs []*hopProcess) ([]hopRow, int, time.Duration, error) {
 			seen := map[key]bool{}
 			for j := i; j < len(p.marks) && p.marks[j].at <= w.done; j++ {
 				m := p.marks[j]
-				k := key{process: p.name, point: m.point}
+				k := key{process: p.name(), point: m.point}
 				switch m.point {
 				case hoptrace.TransportSend, hoptrace.TransportReceived:
 					k.arg = m.arg
@@ -243,7 +243,8 @@ func lineUpHops(procs []*hopProcess) ([]hopRow, int, time.Duration, error) {
 		case hoptrace.TransportReceived:
 			name += fmt.Sprintf(" %s from %d", paxos.MessageType(k.arg>>8), k.arg&0xff)
 		}
-		rows = append(rows, hopRow{process: k.process, point: name, p10: ds[len(ds)/10], p50: ds[len(ds)/2], p90: ds[len(ds)*9/10], seen: len(ds)})
+		rows = append(rows, hopRow{process: k.process, point: name, seen: len(ds),
+			p10: percentile(ds, 0.1), p50: percentile(ds, 0.5), p90: percentile(ds, 0.9)})
 	}
 	slices.SortFunc(rows, func(a, b hopRow) int {
 		if a.p50 != b.p50 {
@@ -256,5 +257,5 @@ func lineUpHops(procs []*hopProcess) ([]hopRow, int, time.Duration, error) {
 		totals[i] = time.Duration(w.done - w.call)
 	}
 	slices.Sort(totals)
-	return rows, len(writes), totals[len(totals)/2], nil
+	return rows, len(writes), percentile(totals, 0.5), nil
 }
