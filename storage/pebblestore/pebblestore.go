@@ -97,16 +97,15 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.FS == nil {
 		return nil, errors.New("storage: pebblestore: Options.FS is required (vfs.Default for a real disk)")
 	}
-	walBytes := int64(opts.MemTableBytes)
-	if walBytes == 0 {
-		walBytes = defaultMemTableBytes
-	}
-	db, err := pebble.Open(dir, &pebble.Options{
-		FS:                 prewrittenWALs{FS: opts.FS, bytes: walBytes},
+	po := &pebble.Options{
+		FS:                 opts.FS,
 		MemTableSize:       opts.MemTableBytes,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             opts.Logger,
-	})
+	}
+	po.EnsureDefaults() // the memtable's size, if Options left it to Pebble
+	po.FS = prewrittenWALs{FS: po.FS, bytes: int64(po.MemTableSize)}
+	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("storage: pebblestore: open %s: %w", dir, err)
 	}
@@ -502,9 +501,6 @@ func readEntries(it *pebble.Iterator, maxBytes uint64) ([]paxos.Entry, error) {
 	}
 	return out, nil
 }
-
-// defaultMemTableBytes is Pebble's memtable size when Options leaves it.
-const defaultMemTableBytes = 4 << 20
 
 // walCategory is the category Pebble creates its WAL files under.
 const walCategory vfs.DiskWriteCategory = "pebble-wal"

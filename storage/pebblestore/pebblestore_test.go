@@ -294,35 +294,47 @@ func TestSnapshotReadDoesNotHoldUpWrites(t *testing.T) {
 // while the store is open (the disk as a crash would leave it: every save
 // synced, the WAL's tail zeros) opens with every save in it.
 func TestNewWALIsWrittenThrough(t *testing.T) {
-	const memTable = 1 << 20
-	path := t.TempDir()
-	opts := pebblestore.Options{FS: vfs.Default, Logger: quietLogger{}, MemTableBytes: memTable}
-	s, err := pebblestore.Open(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	m := saveRandomUpdates(t, s, 2, 30)
-	logs, err := filepath.Glob(filepath.Join(path, "*.log"))
-	if err != nil || len(logs) == 0 {
-		t.Fatalf("no WAL in %s: %v", path, err)
-	}
-	for _, l := range logs {
-		if fi, err := os.Stat(l); err != nil || fi.Size() < memTable {
-			t.Fatalf("WAL %s: %v, %v; want at least %d bytes, written through", l, fi.Size(), err, memTable)
-		}
-	}
-	crashed := t.TempDir()
-	if err := os.CopyFS(crashed, os.DirFS(path)); err != nil {
-		t.Fatal(err)
-	}
-	c, err := pebblestore.Open(crashed, opts)
-	if err != nil {
-		t.Fatalf("opening the store as a crash left it: %v", err)
-	}
-	defer c.Close()
-	got, err := storetest.ReadState(c)
-	if err != nil || !got.Equal(m.State()) {
-		t.Fatalf("after the crash: %v, %v; want %v", got, err, m.State())
+	for _, c := range []struct {
+		memTable, want int64
+	}{
+		{0, 4 << 20}, // Pebble's default memtable
+		{1 << 20, 1 << 20},
+	} {
+		t.Run(fmt.Sprintf("memtable=%d", c.memTable), func(t *testing.T) {
+			path := t.TempDir()
+			opts := pebblestore.Options{FS: vfs.Default, Logger: quietLogger{}, MemTableBytes: uint64(c.memTable)}
+			s, err := pebblestore.Open(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			m := saveRandomUpdates(t, s, 2, 30)
+			logs, err := filepath.Glob(filepath.Join(path, "*.log"))
+			if err != nil || len(logs) == 0 {
+				t.Fatalf("no WAL in %s: %v", path, err)
+			}
+			for _, l := range logs {
+				fi, err := os.Stat(l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Size() < c.want {
+					t.Fatalf("WAL %s: %d bytes; want at least %d, written through", l, fi.Size(), c.want)
+				}
+			}
+			crashed := t.TempDir()
+			if err := os.CopyFS(crashed, os.DirFS(path)); err != nil {
+				t.Fatal(err)
+			}
+			cs, err := pebblestore.Open(crashed, opts)
+			if err != nil {
+				t.Fatalf("opening the store as a crash left it: %v", err)
+			}
+			defer cs.Close()
+			got, err := storetest.ReadState(cs)
+			if err != nil || !got.Equal(m.State()) {
+				t.Fatalf("after the crash: %v, %v; want %v", got, err, m.State())
+			}
+		})
 	}
 }
