@@ -511,25 +511,18 @@ func TestLocalSnapshotCompletesApart(t *testing.T) {
 	_ = r.SnapshotWritten(nil)
 }
 
-// orderWriter records, beside the messages its replica sent, when a
-// write with entries was handed over; it saves each write at once and
-// counts it until the test reports it done.
+// orderWriter is a queueWriter that records, beside the messages its
+// replica sent, when a write with entries was handed over.
 type orderWriter struct {
-	store  *memstore.Store
+	queueWriter
 	events []string
-	queued int
 }
 
 func (w *orderWriter) Write(u storage.Update) {
 	if len(u.Entries) > 0 {
 		w.events = append(w.events, "write")
 	}
-	if !u.IsEmpty() {
-		if err := w.store.Save(u); err != nil {
-			panic(err)
-		}
-	}
-	w.queued++
+	w.queueWriter.Write(u)
 }
 
 // A leader hands its write to the Writer before its accepts go to the
@@ -541,7 +534,7 @@ func TestWriteQueuedBeforeAccepts(t *testing.T) {
 	reps := map[paxos.ReplicaID]*Replica{}
 	writers := map[paxos.ReplicaID]*orderWriter{}
 	for _, id := range voters.Voters {
-		w := &orderWriter{store: memstore.New()}
+		w := &orderWriter{queueWriter: queueWriter{store: memstore.New()}}
 		r, err := New(Config{
 			ID: id, Membership: voters,
 			Timing: paxos.DefaultTiming(), Limits: paxos.DefaultLimits(), Rand: rand.New(rand.NewPCG(uint64(id), 1)),
@@ -560,11 +553,7 @@ func TestWriteQueuedBeforeAccepts(t *testing.T) {
 		t.Helper()
 		for range 10000 {
 			for id, w := range writers {
-				for ; w.queued > 0; w.queued-- {
-					if err := reps[id].WriteDone(nil); err != nil {
-						t.Fatal(err)
-					}
-				}
+				w.completeAll(t, reps[id])
 			}
 			if len(wire) == 0 {
 				return
