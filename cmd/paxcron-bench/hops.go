@@ -77,21 +77,21 @@ func runHops(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	procs, err := readHopDir(args[0])
-	if err == nil {
-		var rows []hopRow
-		var writes int
-		var total time.Duration
-		if rows, writes, total, err = lineUpHops(procs); err == nil {
-			fmt.Fprintf(stdout, "%d writes, median %v from call to return\n\n", writes, total)
-			fmt.Fprintf(stdout, "%10s %10s %10s %6s  %-10s %s\n", "p50 µs", "p10 µs", "p90 µs", "seen", "process", "point")
-			for _, r := range rows {
-				fmt.Fprintf(stdout, "%10.1f %10.1f %10.1f %5d%%  %-10s %s\n", us(r.p50), us(r.p10), us(r.p90), 100*r.seen/writes, r.process, r.point)
-			}
-			return 0
-		}
+	if err != nil {
+		fmt.Fprintf(stderr, "paxcron-bench hops: %v\n", err)
+		return 1
 	}
-	fmt.Fprintf(stderr, "paxcron-bench hops: %v\n", err)
-	return 1
+	rows, writes, total, err := lineUpHops(procs)
+	if err != nil {
+		fmt.Fprintf(stderr, "paxcron-bench hops: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%d writes, median %v from call to return\n\n", writes, total)
+	fmt.Fprintf(stdout, "%10s %10s %10s %6s  %-10s %s\n", "p50 µs", "p10 µs", "p90 µs", "seen", "process", "point")
+	for _, r := range rows {
+		fmt.Fprintf(stdout, "%10.1f %10.1f %10.1f %5d%%  %-10s %s\n", us(r.p50), us(r.p10), us(r.p90), 100*r.seen/writes, r.process, r.point)
+	}
+	return 0
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
