@@ -220,7 +220,7 @@ func lineUpHops(procs []*hopProcess) ([]hopRow, int, time.Duration, error) {
 				m := p.marks[j]
 				k := key{process: p.name(), point: m.point}
 				switch m.point {
-				case hoptrace.TransportSend, hoptrace.TransportReceived:
+				case hoptrace.TransportSend, hoptrace.TransportReceived, hoptrace.NodeStep:
 					k.arg = m.arg
 				}
 				if !seen[k] {
@@ -240,7 +240,7 @@ func lineUpHops(procs []*hopProcess) ([]hopRow, int, time.Duration, error) {
 		switch k.point {
 		case hoptrace.TransportSend:
 			name += fmt.Sprintf(" %s to %d", paxos.MessageType(k.arg>>8), k.arg&0xff)
-		case hoptrace.TransportReceived:
+		case hoptrace.TransportReceived, hoptrace.NodeStep:
 			name += fmt.Sprintf(" %s from %d", paxos.MessageType(k.arg>>8), k.arg&0xff)
 		}
 		rows = append(rows, hopRow{process: k.process, point: name, seen: len(ds),

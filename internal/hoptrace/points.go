@@ -23,6 +23,7 @@ const (
 	TransportSend                      // a message queued for a peer (argument: type<<8 | peer)
 	TransportFlushed                   // a peer's frames written (argument: how many)
 	TransportReceived                  // a message read from a peer (argument: type<<8 | peer)
+	NodeStep                           // the loop steps a peer's message (argument: type<<8 | peer)
 	NodeApplied                        // the loop applies an entry (argument: its slot, low 32 bits)
 	NodeSaveStart                      // the writer begins a synced save (argument: writes in it)
 	NodeSaveEnd                        // the save is durable
@@ -41,7 +42,7 @@ var pointNames = [numPoints]string{
 	ClientCall: "client: call", ClientFlushed: "client: frame flushed",
 	StreamFrameRead: "server: call frame read", StreamWorkerStart: "server: worker starts",
 	NodeTake: "node: loop takes proposal", TransportSend: "transport: send", TransportFlushed: "transport: flushed",
-	TransportReceived: "transport: received", NodeApplied: "node: applied", NodeSaveStart: "node: save starts",
+	TransportReceived: "transport: received", NodeStep: "node: loop takes message", NodeApplied: "node: applied", NodeSaveStart: "node: save starts",
 	NodeSaveEnd: "node: save durable", NodeWriteDone: "node: loop takes save", NodeAwaitDone: "node: proposer woken",
 	StreamServed: "server: answer ready", StreamAnswerWrite: "server: answer written", StreamAnswerFlush: "server: answer flushed",
 	ClientFrameRead: "client: answer frame read", ClientAnswer: "client: answer decoded", ClientDone: "client: call returns",
@@ -55,5 +56,5 @@ func (p Point) String() string {
 	return pointNames[p]
 }
 
-// Message is TransportSend's and TransportReceived's argument.
+// Message is TransportSend's, TransportReceived's and NodeStep's argument.
 func Message(msgType uint8, peer uint64) uint32 { return uint32(msgType)<<8 | uint32(peer&0xff) }

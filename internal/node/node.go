@@ -877,7 +877,10 @@ func (n *Node) proposalQueue() chan *proposal {
 
 // step feeds a message to the core without processing it yet. A malformed
 // message changes nothing; a halt shows in the next Process.
-func (n *Node) step(m paxos.Message) { _ = n.rep.Node().Step(m) }
+func (n *Node) step(m paxos.Message) {
+	hoptrace.Mark(hoptrace.NodeStep, hoptrace.Message(uint8(m.Type), uint64(m.From)))
+	_ = n.rep.Node().Step(m)
+}
 
 // tick feeds the core every tick due since the loop started. Counting from
 // elapsed wall time, not ticker fires (the ticker drops fires while a slow
