@@ -40,6 +40,10 @@ type Options struct {
 	// snapshotChunkBytes overrides snapshotChunkBytes (tests:
 	// WithSnapshotChunkBytes).
 	snapshotChunkBytes int
+	// walWriteThroughBytes, when positive, is how much of a new WAL file
+	// is written through instead of a memtable's worth (tests on a
+	// memory file system: WithWALWriteThroughBytes).
+	walWriteThroughBytes int64
 }
 
 // Store is a storage.Store on Pebble. It is safe for concurrent use.
@@ -104,7 +108,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		Logger:             opts.Logger,
 	}
 	po.EnsureDefaults() // the memtable's size, if Options left it to Pebble
-	po.FS = prewrittenWALs{FS: po.FS, bytes: int64(po.MemTableSize)}
+	writeThrough := int64(po.MemTableSize)
+	if opts.walWriteThroughBytes > 0 {
+		writeThrough = opts.walWriteThroughBytes
+	}
+	po.FS = prewrittenWALs{FS: po.FS, bytes: writeThrough}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("storage: pebblestore: open %s: %w", dir, err)
