@@ -5,7 +5,6 @@ package localcluster_test
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -57,6 +56,7 @@ func BenchmarkRawSyncedOverwrite(b *testing.B) {
 			fd := int(f.Fd())
 			var off int64
 			var took []time.Duration
+			began := time.Now()
 			for b.Loop() {
 				start := time.Now()
 				if err := c.write(fd, off); err != nil {
@@ -66,13 +66,7 @@ func BenchmarkRawSyncedOverwrite(b *testing.B) {
 				off = (off + int64(len(record))) % (64<<20 - int64(len(record)))
 			}
 			b.StopTimer()
-			slices.Sort(took)
-			for _, q := range []struct {
-				name string
-				at   float64
-			}{{"p50-ms", 0.50}, {"p99-ms", 0.99}} {
-				b.ReportMetric(float64(took[int(q.at*float64(len(took)-1))])/float64(time.Millisecond), q.name)
-			}
+			reportRate(b, len(took), time.Since(began), "writes/s", took)
 		})
 	}
 }
