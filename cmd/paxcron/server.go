@@ -73,7 +73,7 @@ func runServer(args []string, stdout, stderr io.Writer, getenv func(string) stri
 	fs.Usage = func() {
 		fmt.Fprint(stderr, serverUsage)
 		for _, s := range table {
-			fmt.Fprintf(stderr, "  -%s, %s\n        %s\n", s.flagName(), s.envName(), s.usage)
+			fmt.Fprintf(stderr, "  -%s, %s\n        %s%s\n", s.flagName(), s.envName(), s.usage, s.helpDefault())
 		}
 	}
 	if err := fs.Parse(args); err != nil {

@@ -68,8 +68,24 @@ type setting struct {
 	// first, so that a later source replaces rather than appends).
 	set   func(string) error
 	reset func()
-	// secret settings are not echoed in errors.
+	// secret settings are not echoed in errors (nor their defaults in
+	// the help).
 	secret bool
+	// show is the setting's value as the help prints it: "" for none.
+	show func() string
+}
+
+// helpDefault is what the help adds to s's usage for its default, read
+// before any source is applied: "" where there is none to name, or
+// where the usage names it already.
+func (s setting) helpDefault() string {
+	if s.secret || s.show == nil || strings.Contains(s.usage, "default") {
+		return ""
+	}
+	if v := s.show(); v != "" {
+		return " (default " + v + ")"
+	}
+	return ""
 }
 
 func (s setting) list() bool { return s.reset != nil }
@@ -99,7 +115,8 @@ func defaultSettings() (serverSettings, error) {
 
 func (o *serverSettings) table() []setting {
 	str := func(key, usage string, dst *string) setting {
-		return setting{key: key, usage: usage, set: func(v string) error { *dst = v; return nil }}
+		return setting{key: key, usage: usage, set: func(v string) error { *dst = v; return nil },
+			show: func() string { return *dst }}
 	}
 	secret := func(s setting) setting { s.secret = true; return s }
 	strs := func(key, usage string, dst *[]string) setting {
@@ -110,7 +127,7 @@ func (o *serverSettings) table() []setting {
 				}
 			}
 			return nil
-		}, reset: func() { *dst = nil }}
+		}, reset: func() { *dst = nil }, show: func() string { return strings.Join(*dst, ",") }}
 	}
 	integer := func(key, usage string, dst *int) setting {
 		return setting{key: key, usage: usage, set: func(v string) error {
@@ -120,6 +137,11 @@ func (o *serverSettings) table() []setting {
 			}
 			*dst = n
 			return nil
+		}, show: func() string {
+			if *dst == 0 {
+				return ""
+			}
+			return strconv.Itoa(*dst)
 		}}
 	}
 	ints := func(key, usage string, dst *[]int) setting {
@@ -132,7 +154,13 @@ func (o *serverSettings) table() []setting {
 				*dst = append(*dst, n)
 			}
 			return nil
-		}, reset: func() { *dst = nil }}
+		}, reset: func() { *dst = nil }, show: func() string {
+			parts := make([]string, len(*dst))
+			for i, n := range *dst {
+				parts[i] = strconv.Itoa(n)
+			}
+			return strings.Join(parts, ",")
+		}}
 	}
 	boolean := func(key, usage string, dst *bool) setting {
 		return setting{key: key, usage: usage, set: func(v string) error {
@@ -142,6 +170,11 @@ func (o *serverSettings) table() []setting {
 			}
 			*dst = b
 			return nil
+		}, show: func() string {
+			if *dst {
+				return "true"
+			}
+			return ""
 		}}
 	}
 	duration := func(key, usage string, dst *time.Duration) setting {
@@ -152,6 +185,11 @@ func (o *serverSettings) table() []setting {
 			}
 			*dst = d
 			return nil
+		}, show: func() string {
+			if *dst == 0 {
+				return ""
+			}
+			return shortDuration(*dst)
 		}}
 	}
 	return []setting{
@@ -195,6 +233,18 @@ func (o *serverSettings) table() []setting {
 		str("log.format", "text or json", &o.logFormat),
 		str("test.clock_offset_file", "FOR FAULT TESTING ONLY (make chaos), never in production: a file holding a duration (30s, -1m) added to the launcher's clock, re-read every 250 ms so that a test can make this replica's clock jump", &o.testClockFile),
 	}
+}
+
+// shortDuration is d as a person writes it: 10m, not 10m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // loadHCL applies the settings of an HCL file: top-level attributes and

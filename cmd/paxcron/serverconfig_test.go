@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"paxcron/cron/replica"
 	"paxcron/paxos"
 	"paxcron/storage/backup"
 )
@@ -141,4 +143,49 @@ func FuzzServerConfig(f *testing.F) {
 		}
 		_ = o.loadHCL(path, o.table())
 	})
+}
+
+// The help names each setting's default where it has one, once, and
+// never a secret's.
+func TestServerHelpNamesDefaults(t *testing.T) {
+	var out, errOut strings.Builder
+	code := runServer([]string{"-help"}, &out, &errOut, func(string) string { return "" })
+	if code != 0 && code != 2 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	help := errOut.String()
+	usageOf := func(flag string) string {
+		_, after, ok := strings.Cut(help, "  -"+flag+", ")
+		if !ok {
+			t.Fatalf("help has no -%s:\n%s", flag, help)
+		}
+		_, usage, _ := strings.Cut(after, "\n")
+		usage, _, _ = strings.Cut(usage, "\n")
+		return strings.TrimSpace(usage)
+	}
+	entries := strconv.FormatUint(replica.DefaultSnapshotPolicy().EveryEntries, 10)
+	for flag, want := range map[string]string{
+		"bind-http":              "(default 127.0.0.1:4750)",
+		"snapshot-every-entries": "(default " + entries + ")",
+		"snapshot-every":         "(default 10m)",
+		"backup-keep":            "(default 5)",
+		"log-level":              "(default info)",
+	} {
+		if u := usageOf(flag); !strings.HasSuffix(u, want) {
+			t.Errorf("-%s: %q does not end with %q", flag, u, want)
+		}
+	}
+	for _, flag := range []string{"replica-id", "bind-gossip", "api-write-tokens", "api-insecure", "nomad-gc-threshold", "advertise-http"} {
+		if u := usageOf(flag); strings.Count(u, "default") > 1 || strings.HasSuffix(u, "(default )") || strings.HasSuffix(u, "(default 0)") {
+			t.Errorf("-%s: %q names a default it does not have, or twice", flag, u)
+		}
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{10 * time.Minute: "10m", 4 * time.Hour: "4h", 90 * time.Second: "1m30s", 1500 * time.Millisecond: "1.5s", 2*time.Hour + 30*time.Minute: "2h30m"} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
 }
