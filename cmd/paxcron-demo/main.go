@@ -386,29 +386,39 @@ func (d *demo) watch(ctx context.Context, job string) {
 			if err != nil {
 				continue
 			}
-			launches := append(append([]api.Launch{}, j.OpenAll...), j.History...)
-			sort.Slice(launches, func(a, b int) bool { return launches[a].ScheduledAt.Before(launches[b].ScheduledAt) })
-			for _, l := range launches {
-				key := l.Identity + "/" + l.Outcome
-				d.mu.Lock()
-				seen := d.printed[key]
-				d.printed[key] = true
-				if l.Outcome == "open" || l.Outcome == "dispatched" {
-					d.started[l.Identity] = true
-				}
-				d.mu.Unlock()
-				if seen {
-					continue
-				}
-				if l.Outcome == "open" {
-					d.say("replica %d reports  started     %s (due %s)", id, l.Identity, l.ScheduledAt.Local().Format("15:04:05"))
-				} else {
-					d.say("replica %d reports  %-11s %s -> %s%s", id, l.Outcome, l.Identity, l.ChildID, l.Reason)
-				}
-			}
+			d.report(id, append(append([]api.Launch{}, j.OpenAll...), j.History...))
 			break
 		}
 		_ = sleep(ctx, 250*time.Millisecond)
+	}
+}
+
+// report prints, oldest first, what launches shows that was not printed
+// before.
+func (d *demo) report(id int, launches []api.Launch) {
+	sort.Slice(launches, func(a, b int) bool { return launches[a].ScheduledAt.Before(launches[b].ScheduledAt) })
+	for _, l := range launches {
+		key := l.Identity + "/" + l.Outcome
+		d.mu.Lock()
+		seen := d.printed[key]
+		// A replica that restarts reads as open, for a moment, a launch
+		// it saw concluded before its crash (it learns that the
+		// conclusion was chosen once the leader tells it): that is no new
+		// start.
+		concluded := l.Outcome == "open" && d.started[l.Identity]
+		d.printed[key] = true
+		if l.Outcome == "open" || l.Outcome == "dispatched" {
+			d.started[l.Identity] = true
+		}
+		d.mu.Unlock()
+		if seen || concluded {
+			continue
+		}
+		if l.Outcome == "open" {
+			d.say("replica %d reports  started     %s (due %s)", id, l.Identity, l.ScheduledAt.Local().Format("15:04:05"))
+		} else {
+			d.say("replica %d reports  %-11s %s -> %s%s", id, l.Outcome, l.Identity, l.ChildID, l.Reason)
+		}
 	}
 }
 

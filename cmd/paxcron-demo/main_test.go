@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"paxcron/internal/api"
 	"paxcron/nomad/nomadtest"
 )
 
@@ -45,5 +47,24 @@ func TestDemoUsage(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run([]string{"-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "three paxcron replicas") {
 		t.Errorf("-h: exit %d, %q", code, &errOut)
+	}
+}
+
+// A replica back from a crash may show a launch it had seen concluded as
+// open again until the leader tells it what was chosen: the demo must not
+// print that as a second start.
+func TestDemoReportsEachLaunchOnce(t *testing.T) {
+	var out bytes.Buffer
+	d := &demo{out: &out, printed: map[string]bool{}, started: map[string]bool{}}
+	due := time.Date(2026, 11, 27, 22, 50, 30, 0, time.UTC)
+	open := api.Launch{Identity: "hello-30", ScheduledAt: due, Outcome: "open"}
+	done := api.Launch{Identity: "hello-30", ScheduledAt: due, Outcome: "dispatched", ChildID: "p/dispatch-hello-30"}
+	next := api.Launch{Identity: "hello-35", ScheduledAt: due.Add(5 * time.Second), Outcome: "open"}
+	d.report(1, []api.Launch{done})       // the leader's view
+	d.report(1, []api.Launch{open, next}) // the same replica, restarted
+	d.report(1, []api.Launch{done, next})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "dispatched  hello-30") || !strings.Contains(lines[1], "started     hello-35") {
+		t.Fatalf("want hello-30 dispatched, then hello-35 started, each once:\n%s", &out)
 	}
 }
