@@ -2,7 +2,6 @@ package pebblestore_test
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -64,13 +63,13 @@ type crashPoint struct {
 	op             errorfs.Op // the write the crash preceded
 }
 
-// TestCrashAtEveryWrite runs one sequence of Saves again and again, each
-// time taking a crash image of the disk at the k-th file write, sync,
-// create, rename or remove (WAL appends, the instant between a WAL write
-// and its sync, flushes, manifest updates...), keeping a random part of the
-// unsynced bytes. It reopens every image and checks that the store holds
-// exactly a prefix of the Saves: every Save that had returned, at most the
-// one in flight, and nothing half-applied.
+// TestCrashAtEveryWrite runs one sequence of Saves, taking a crash image
+// of the disk at every file write, sync, create, rename or remove (WAL
+// appends, the instant between a WAL write and its sync, flushes, manifest
+// updates...), each keeping a random part of the unsynced bytes. It
+// reopens every image and checks that the store holds exactly a prefix of
+// the Saves: every Save that had returned, at most the one in flight, and
+// nothing half-applied.
 func TestCrashAtEveryWrite(t *testing.T) {
 	seeds, stride := []uint64{1, 2}, 1
 	if testing.Short() {
@@ -83,17 +82,15 @@ func TestCrashAtEveryWrite(t *testing.T) {
 				plan.chunkBytes = 16
 			}
 			var points, walSyncs, sstWrites int
-			for k := 1; ; k += stride {
-				cp, crashed := runUntilCrash(t, plan, k)
-				if !crashed {
-					t.Logf("%d crash points", points)
-					break
-				}
+			images := runTakingImages(t, plan)
+			for k := 0; k < len(images); k += stride {
+				cp := images[k]
 				points++
-				checkCrashImage(t, plan, cp, k)
+				checkCrashImage(t, plan, cp, k+1)
 				walSyncs += boolInt(cp.op.Kind == errorfs.OpFileSyncData && strings.HasSuffix(cp.op.Path, ".log"))
 				sstWrites += boolInt(strings.HasSuffix(cp.op.Path, ".sst"))
 			}
+			t.Logf("%d crash points checked of %d", points, len(images))
 			// Keep the test honest if Pebble changes how it writes: it must
 			// have crashed between a WAL write and its sync, and in flushes.
 			if walSyncs == 0 || sstWrites == 0 {
@@ -110,29 +107,30 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// runUntilCrash runs the plan on a fresh disk, taking the crash image at
-// the k-th write operation after Open. The run goes on to the end; only the
-// image matters.
-func runUntilCrash(t *testing.T, plan crashPlan, k int) (crashPoint, bool) {
+// runTakingImages runs the plan on a fresh disk, taking a crash image
+// before each write operation after Open (the k-th image, from 1, keeps
+// crashCloneCfg(k) of the unsynced data). One run serves every crash
+// point: a run for each would cost the square of their number.
+func runTakingImages(t *testing.T, plan crashPlan) []crashPoint {
 	mem := vfs.NewCrashableMem()
-	var countdown atomic.Int64
-	countdown.Store(math.MaxInt64) // armed once Open has returned
+	var armed atomic.Bool // once Open has returned
 	var acked, started atomic.Int64
 	var mu sync.Mutex
-	var cp crashPoint
-	crashed := false
+	var images []crashPoint
 	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if op.Kind.ReadOrWrite() != errorfs.OpIsWrite || countdown.Add(-1) != 0 {
+		if op.Kind.ReadOrWrite() != errorfs.OpIsWrite || !armed.Load() {
 			return nil
 		}
+		// Pebble writes from several goroutines: one image at a time,
+		// each numbered in the order taken.
+		mu.Lock()
+		defer mu.Unlock()
 		// acked before the image and started after it bracket the Saves
 		// the image may hold.
 		lo := acked.Load()
-		fs := mem.CrashClone(crashCloneCfg(k))
+		fs := mem.CrashClone(crashCloneCfg(len(images) + 1))
 		hi := started.Load()
-		mu.Lock()
-		defer mu.Unlock()
-		cp, crashed = crashPoint{fs: fs, acked: int(lo), started: int(hi), op: op}, true
+		images = append(images, crashPoint{fs: fs, acked: int(lo), started: int(hi), op: op})
 		return nil
 	})
 	s, err := pebblestore.Open(dir, crashOptions(plan, pebblestore.Options{
@@ -141,7 +139,7 @@ func runUntilCrash(t *testing.T, plan crashPlan, k int) (crashPoint, bool) {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	countdown.Store(int64(k))
+	armed.Store(true)
 	for i, u := range plan.updates {
 		started.Add(1)
 		if err := s.Save(u); err != nil {
@@ -154,7 +152,7 @@ func runUntilCrash(t *testing.T, plan crashPlan, k int) (crashPoint, bool) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return cp, crashed
+	return images
 }
 
 // reuseWrappingFS mends a gap in errorfs: its ReuseForWrite returns the
