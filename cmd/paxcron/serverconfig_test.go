@@ -175,6 +175,18 @@ func TestServerHelpNamesDefaults(t *testing.T) {
 			t.Errorf("-%s: %q does not end with %q", flag, u, want)
 		}
 	}
+	// A secret's value stays out of the help even where one was set
+	// before the help is printed.
+	o, err := defaultSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.writeTokens, o.nomad.Token = []string{"secret-token-0123456789"}, "nomad-secret"
+	for _, st := range o.table() {
+		if d := st.helpDefault(); st.secret && d != "" {
+			t.Errorf("%s: the help would print %q", st.key, d)
+		}
+	}
 	for _, flag := range []string{"replica-id", "bind-gossip", "api-write-tokens", "api-insecure", "nomad-gc-threshold", "advertise-http"} {
 		if u := usageOf(flag); strings.Count(u, "default") > 1 || strings.HasSuffix(u, "(default )") || strings.HasSuffix(u, "(default 0)") {
 			t.Errorf("-%s: %q names a default it does not have, or twice", flag, u)
