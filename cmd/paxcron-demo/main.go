@@ -106,7 +106,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	o.paxcron, _ = filepath.Abs(bin)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	d := &demo{opts: o, out: stdout, printed: map[string]bool{}}
+	d := &demo{opts: o, out: stdout, printed: map[string]bool{}, concluded: map[string]bool{}}
 	if err := d.run(ctx); err != nil {
 		fmt.Fprintf(stderr, "paxcron-demo: %v\n", err)
 		return 1
@@ -123,10 +123,10 @@ type demo struct {
 	stopNomad             func()
 	http, paxos, gossip   [3]int
 
-	mu      sync.Mutex
-	procs   [3]*exec.Cmd    // running replicas (watch reads them)
-	printed map[string]bool // launches printed, by identity and outcome
-	started map[string]bool // identities seen started
+	mu        sync.Mutex
+	procs     [3]*exec.Cmd    // running replicas (watch reads them)
+	printed   map[string]bool // launches printed, by identity and outcome
+	concluded map[string]bool // identities printed with an outcome other than open
 }
 
 func (d *demo) say(format string, args ...any) {
@@ -145,7 +145,6 @@ func (d *demo) run(ctx context.Context) error {
 		defer os.RemoveAll(tmp)
 		d.dir = tmp
 	}
-	d.started = map[string]bool{}
 	d.stopNomad = func() {}
 	if err := d.startNomad(); err != nil {
 		return err
@@ -405,13 +404,13 @@ func (d *demo) report(id int, launches []api.Launch) {
 		// it saw concluded before its crash (it learns that the
 		// conclusion was chosen once the leader tells it): that is no new
 		// start.
-		concluded := l.Outcome == "open" && d.started[l.Identity]
+		reopened := l.Outcome == "open" && d.concluded[l.Identity]
 		d.printed[key] = true
-		if l.Outcome == "open" || l.Outcome == "dispatched" {
-			d.started[l.Identity] = true
+		if l.Outcome != "open" {
+			d.concluded[l.Identity] = true
 		}
 		d.mu.Unlock()
-		if seen || concluded {
+		if seen || reopened {
 			continue
 		}
 		if l.Outcome == "open" {

@@ -55,7 +55,7 @@ func TestDemoUsage(t *testing.T) {
 // print that as a second start.
 func TestDemoReportsEachLaunchOnce(t *testing.T) {
 	var out bytes.Buffer
-	d := &demo{out: &out, printed: map[string]bool{}, started: map[string]bool{}}
+	d := &demo{out: &out, printed: map[string]bool{}, concluded: map[string]bool{}}
 	due := time.Date(2026, 11, 27, 22, 50, 30, 0, time.UTC)
 	open := api.Launch{Identity: "hello-30", ScheduledAt: due, Outcome: "open"}
 	done := api.Launch{Identity: "hello-30", ScheduledAt: due, Outcome: "dispatched", ChildID: "p/dispatch-hello-30"}
