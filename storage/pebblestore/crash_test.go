@@ -55,6 +55,13 @@ func newCrashPlan(seed uint64, saves int) crashPlan {
 	return p
 }
 
+// crashMemTableBytes is the memtable of the run and of every reopened
+// image: small, so that memtables flush mid-run; and at Pebble's default
+// a reopened store writes its new WAL through with a 4 MiB memtable's
+// worth of zeros, copied on the in-memory disk at every sync, which took
+// nine tenths of the test's time.
+const crashMemTableBytes = 32 << 10
+
 // crashPoint is the disk as a crash left it, with the Saves that had
 // returned before (acked) and that had begun by (started) that instant.
 type crashPoint struct {
@@ -81,16 +88,16 @@ func TestCrashAtEveryWrite(t *testing.T) {
 			if seed == 2 {
 				plan.chunkBytes = 16
 			}
-			var points, walSyncs, sstWrites int
+			var checked, walSyncs, sstWrites int
 			images := runTakingImages(t, plan)
 			for k := 0; k < len(images); k += stride {
 				cp := images[k]
-				points++
+				checked++
 				checkCrashImage(t, plan, cp, k+1)
 				walSyncs += boolInt(cp.op.Kind == errorfs.OpFileSyncData && strings.HasSuffix(cp.op.Path, ".log"))
 				sstWrites += boolInt(strings.HasSuffix(cp.op.Path, ".sst"))
 			}
-			t.Logf("%d crash points checked of %d", points, len(images))
+			t.Logf("%d crash points checked of %d", checked, len(images))
 			// Keep the test honest if Pebble changes how it writes: it must
 			// have crashed between a WAL write and its sync, and in flushes.
 			if walSyncs == 0 || sstWrites == 0 {
@@ -134,7 +141,7 @@ func runTakingImages(t *testing.T, plan crashPlan) []crashPoint {
 		return nil
 	})
 	s, err := pebblestore.Open(dir, crashOptions(plan, pebblestore.Options{
-		FS: reuseWrappingFS{errorfs.Wrap(mem, inj), inj}, MemTableBytes: 32 << 10, Logger: quietLogger{},
+		FS: reuseWrappingFS{errorfs.Wrap(mem, inj), inj}, MemTableBytes: crashMemTableBytes, Logger: quietLogger{},
 	}))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -182,11 +189,7 @@ func crashCloneCfg(k int) vfs.CrashCloneCfg {
 
 func checkCrashImage(t *testing.T, plan crashPlan, cp crashPoint, k int) {
 	t.Helper()
-	// The run's memtable size: at Pebble's default the reopened store
-	// writes its new WAL through with a 4 MiB memtable's worth of zeros,
-	// copied on the in-memory disk at every sync, which took nine tenths
-	// of the test's time.
-	s, err := pebblestore.Open(dir, crashOptions(plan, pebblestore.Options{FS: cp.fs, MemTableBytes: 32 << 10, Logger: quietLogger{}}))
+	s, err := pebblestore.Open(dir, crashOptions(plan, pebblestore.Options{FS: cp.fs, MemTableBytes: crashMemTableBytes, Logger: quietLogger{}}))
 	if err != nil {
 		t.Fatalf("crash at write %d: reopen: %v", k, err)
 	}
