@@ -50,6 +50,11 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 			if h.busy {
 				return paxos.ErrBusy
 			}
+			if _, err := state.Encode(c); err != nil {
+				// internal/node stops the replica on such a proposal.
+				t.Errorf("the launcher proposed a command the node refuses: %v", err)
+				return err
+			}
 			if tk, ok := c.(state.Takeover); ok && !h.holdTakeover {
 				h.takeover = &tk // committed at once by step
 				return nil

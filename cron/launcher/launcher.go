@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"paxcron/cron/scheduler"
 	"paxcron/cron/state"
@@ -1117,14 +1119,29 @@ func (l *Launcher) finished(launch state.Launch, o state.Outcome) state.LaunchFi
 }
 
 func (l *Launcher) proposeFinish(t *task) {
-	if len(t.finish.Outcome.Reason) > state.MaxReasonBytes {
-		t.finish.Outcome.Reason = t.finish.Outcome.Reason[:state.MaxReasonBytes-3] + "..."
-	}
+	t.finish.Outcome.Reason = clipReason(t.finish.Outcome.Reason)
 	if err := l.cfg.Propose(t.finish); err != nil {
 		t.proposedAt = time.Time{} // the sweep proposes it again
 		return
 	}
 	t.proposedAt = l.now
+}
+
+// clipReason makes a reason one the state accepts: valid UTF-8 (an error
+// from Nomad or a proxy in front of it may carry any bytes) and at most
+// state.MaxReasonBytes, cut at a character's start so that the cut leaves
+// no half of one.
+func clipReason(reason string) string {
+	reason = strings.ToValidUTF8(reason, "\uFFFD")
+	if len(reason) <= state.MaxReasonBytes {
+		return reason
+	}
+	const ellipsis = "..."
+	cut := state.MaxReasonBytes - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return reason[:cut] + ellipsis
 }
 
 // sweep proposes again what was proposed and not applied in time (a lost

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"paxcron/cron/scheduler"
 	"paxcron/cron/state"
@@ -837,6 +838,41 @@ func TestCheckScheduleFindsADriftedHeap(t *testing.T) {
 			tc.drift(&h.l.heap)
 			if err := h.l.CheckSchedule(); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("CheckSchedule = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A refusal's reason carries Nomad's (or a proxy's) text: too long, cut
+// inside a character, or not UTF-8 at all, the LaunchFinished would not
+// encode and the node would stop the replica (the harness fails on any
+// proposal that does not encode).
+func TestReasonFromNomadIsClippedToValidText(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+	}{
+		{"long, cut inside a character", "x" + strings.Repeat("é", 600)},
+		{"not UTF-8", "bad \xff\xfe bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.apply(putJob("a", job("@every 1m")))
+			h.lease(1, 10*time.Second)
+			h.at(t0.Add(time.Minute))
+			h.commit()
+			h.wantRequest(OpDispatch, "a-1772366460")
+			h.answer(Result{Err: fmt.Errorf("%w: %s", ErrRejected, tc.body)})
+			cs := h.commit()
+			if len(cs) != 1 {
+				t.Fatalf("proposed %s, want one LaunchFinished", describe(cs))
+			}
+			f := cs[0].(state.LaunchFinished)
+			reason := f.Outcome.Reason
+			if f.Outcome.Kind != state.OutcomeFailed || len(reason) > state.MaxReasonBytes || !utf8.ValidString(reason) {
+				t.Fatalf("outcome %s, reason of %d bytes (valid UTF-8: %v)", f.Outcome.Kind, len(reason), utf8.ValidString(reason))
+			}
+			if !strings.HasPrefix(reason, "Nomad refused the dispatch: ") {
+				t.Fatalf("reason %q lost its start", reason)
 			}
 		})
 	}
