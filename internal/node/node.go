@@ -448,7 +448,10 @@ func (n *Node) sendCall(ctx context.Context, fn func()) error {
 // turn takes about a millisecond, so 64 turns fill it during one sync of
 // 100-500 ms, and a leader whose heartbeats and followers' replies waited
 // so for several syncs gave up its leadership for want of a quorum (2 runs
-// in 25 of the etcd comparison).
+// in 25 of the etcd comparison). It is not a hard ceiling: a completed
+// write's Process (replica.WriteDone) may queue a few Readys past it, so
+// the writer never assumes a queue that fits in one batch, and the
+// channels hold twice as many.
 const maxWritesInFlight = 4096
 
 // writerFor returns the replica.Writer for the cluster's options: nil for
@@ -551,8 +554,13 @@ func (n *Node) write() {
 		// on disk still holds everything it covers).
 		batch = batch[:0]
 	drain:
-		for ok && len(batch) < cap(batch) {
+		for ok {
 			take(q)
+			if len(batch) == cap(batch) {
+				// Full: the next write waits for the next batch. Reading
+				// it here, before this check, would drop it unsaved.
+				break drain
+			}
 			select {
 			case q, ok = <-n.writes:
 			default:

@@ -161,3 +161,60 @@ func TestLocalSnapshotIsStagedOffTheWriter(t *testing.T) {
 		t.Fatalf("events %q, want %q", inner.events, want)
 	}
 }
+
+// heldStore holds its first Save until release is closed.
+type heldStore struct {
+	storage.Store
+	once    sync.Once
+	holding chan struct{}
+	release chan struct{}
+}
+
+func (s *heldStore) Save(u storage.Update) error {
+	s.once.Do(func() {
+		close(s.holding)
+		<-s.release
+	})
+	return s.Store.Save(u)
+}
+
+// TestWriterSavesEveryWritePastAFullBatch: while one sync is slow, more
+// writes queue than one batch holds (the loop's maxWritesInFlight is a
+// bound on what it takes, not on what a completion's Process may queue).
+// Every one of them is saved and reported, in order; the writer once read
+// the write after a full batch and then neither saved nor reported it, so
+// the next write's completion was taken for its own and the replica acked
+// an entry it never saved.
+func TestWriterSavesEveryWritePastAFullBatch(t *testing.T) {
+	store := &heldStore{Store: memstore.New(), holding: make(chan struct{}), release: make(chan struct{})}
+	n, writer := startWriter(t, store)
+	writer.Write(entry(1))
+	<-store.holding
+	last := uint64(1 + maxWritesInFlight + 2)
+	for slot := uint64(2); slot <= last; slot++ {
+		writer.Write(entry(slot))
+	}
+	close(store.release)
+	for done := uint64(1); done <= last; done++ {
+		select {
+		case err := <-n.written:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d writes reported done", done-1, last)
+		}
+	}
+	es, err := store.Entries(1, last+1, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != int(last) {
+		t.Fatalf("%d of %d entries saved", len(es), last)
+	}
+	for i, e := range es {
+		if e.Slot != uint64(i+1) {
+			t.Fatalf("entry %d is slot %d: slot %d was never saved", i, e.Slot, i+1)
+		}
+	}
+}
