@@ -239,6 +239,14 @@ func readImage(f vfs.File, c *storage.Codec, h storage.SnapshotHeader) ([]byte, 
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("%w: snapshot at index %d: image file %s: %s", storage.ErrCorrupt, h.Meta.Index, imageFileName(h.File), fmt.Sprintf(format, args...))
 	}
+	// Chunks are stored as they are, so the file is at least as long as
+	// the image: a header that says more (its checksum valid, its writer
+	// wrong) is refused before the image is allocated.
+	if info, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("storage: pebblestore: snapshot at index %d: image file %s: %w", h.Meta.Index, imageFileName(h.File), err)
+	} else if size := info.Size(); size < 0 || uint64(size) < h.Size {
+		return nil, corrupt("it holds %d bytes, its header says the image alone is %d", size, h.Size)
+	}
 	data := make([]byte, 0, h.Size)
 	var prefix [frameLengthBytes]byte
 	var rec []byte

@@ -368,6 +368,12 @@ func readSnapshotRecord(r pebble.Reader, c *storage.Codec, index uint64) (storag
 	return h, nil, err
 }
 
+// maxChunksPrealloc bounds the image readChunks allocates ahead of its
+// chunks. Only a store written before image files holds chunks, and it
+// reads them once (its next snapshot is a file), so a larger image
+// growing by append as it is read costs little.
+const maxChunksPrealloc = 64 << 20
+
 // readChunks reads and joins the image h describes. The image is
 // allocated whole once (the runtime clears a large allocation in
 // preemptible steps); each chunk is copied into it on its own.
@@ -383,7 +389,10 @@ func readChunks(r pebble.Reader, c *storage.Codec, h storage.SnapshotHeader) ([]
 	if err != nil {
 		return nil, fmt.Errorf("storage: pebblestore: %w", err)
 	}
-	data := make([]byte, 0, h.Size)
+	// A header whose checksum is valid but whose size is absurd must not
+	// allocate it: past maxChunksPrealloc the image grows as chunks are
+	// read, and appendChunk refuses more than the header says.
+	data := make([]byte, 0, min(h.Size, maxChunksPrealloc))
 	var n uint64
 	for valid := it.First(); valid && err == nil; valid = it.Next() {
 		// The bounds hold the keys to this index's chunks.
