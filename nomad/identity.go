@@ -102,6 +102,9 @@ func ChildPrefix(parent, identity string) string {
 	return parent + "/dispatch-" + identity + "-"
 }
 
+// maxUnixDigits bounds the seconds in a child's name: an int64's digits.
+const maxUnixDigits = 19
+
 // isChildOf reports whether child is named as a child of parent
 // dispatched with identity as its prefix template: ChildPrefix, then
 // digits, a dash and 8 hex digits, and nothing else. A child of a longer
@@ -112,7 +115,7 @@ func isChildOf(child, parent, identity string) bool {
 		return false
 	}
 	secs, hex, ok := strings.Cut(rest, "-")
-	if !ok || secs == "" || len(hex) != 8 {
+	if !ok || secs == "" || len(secs) > maxUnixDigits || len(hex) != 8 {
 		return false
 	}
 	for i := 0; i < len(secs); i++ {

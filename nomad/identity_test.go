@@ -76,10 +76,39 @@ func TestIsChildOf(t *testing.T) {
 		{"p/dispatch-j-1772330400--8ab5f0ca", "p", "j-1772330400", false},
 		{"p2/dispatch-j-1772330400-1795421969-8ab5f0ca", "p", "j-1772330400", false},
 		{"q/p/dispatch-j-1772330400-1795421969-8ab5f0ca", "p", "j-1772330400", false},
+		{"p/dispatch-j-1772330400-" + strings.Repeat("1", maxUnixDigits+1) + "-8ab5f0ca", "p", "j-1772330400", false},
 	} {
 		if got := isChildOf(tc.child, tc.parent, tc.identity); got != tc.want {
 			t.Errorf("isChildOf(%s, %s, %s) = %v", tc.child, tc.parent, tc.identity, got)
 		}
+	}
+}
+
+// TestLongestChildIsRecordable: the longest child name a dispatch can be
+// answered with (the longest parent and job name the state accepts, a
+// manual launch, the most seconds isChildOf takes) fits in the outcome
+// that records it. Before, a parent and a name of 120 bytes each gave a
+// child the state refused, and every leader in turn stopped on it.
+func TestLongestChildIsRecordable(t *testing.T) {
+	name := strings.Repeat("n", state.MaxNameBytes)
+	parent := strings.Repeat("p", state.MaxNomadFieldBytes)
+	at := time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC)
+	spec := state.JobSpec{Schedule: "@every 1m", NomadJob: parent}
+	if err := (state.PutJob{Name: name, Spec: spec, At: at}).Validate(); err != nil {
+		t.Fatalf("the longest spec is refused: %v", err)
+	}
+	identity := state.LaunchIdentity(name, at, state.LaunchManual)
+	if err := validIdentity(identity); err != nil {
+		t.Fatal(err)
+	}
+	child := ChildPrefix(parent, identity) + strings.Repeat("9", maxUnixDigits) + "-0123abcd"
+	if !isChildOf(child, parent, identity) {
+		t.Fatalf("%s is not taken for a child", child)
+	}
+	finished := state.LaunchFinished{Job: name, ScheduledAt: at, LaunchKind: state.LaunchManual, Term: state.Term{Round: 1, Replica: 1},
+		Outcome: state.Outcome{Kind: state.OutcomeDispatched, ChildID: child}}
+	if _, err := state.Encode(finished); err != nil {
+		t.Fatalf("a child of %d bytes cannot be recorded: %v", len(child), err)
 	}
 }
 

@@ -74,8 +74,12 @@ const (
 	MaxCatchupWindow = 7 * 24 * time.Hour
 	// DefaultCatchupWindow replaces a zero CatchupWindow when a job is put.
 	DefaultCatchupWindow = 5 * time.Minute
-	// MaxChildIDBytes and MaxReasonBytes bound an Outcome.
-	MaxChildIDBytes = 256
+	// MaxChildIDBytes and MaxReasonBytes bound an Outcome. Nomad names a
+	// child <parent>/dispatch-<identity>-<unix seconds>-<8 hex>, with no
+	// bound of its own: with the longest parent (MaxNomadFieldBytes) and
+	// identity (nomad.MaxIdentityBytes) that is 424 bytes, and a child the
+	// launcher cannot record would stop every leader in turn.
+	MaxChildIDBytes = 512
 	MaxReasonBytes  = 1024
 	// MaxCommandBytes bounds an encoded command; Decode rejects longer input
 	// before decoding anything.
