@@ -342,16 +342,20 @@ func (m *Machine) putJob(c PutJob) error {
 	m.lastVersion++
 	at := c.At.UTC()
 	if !exists {
-		j = &job{Job: Job{Name: c.Name, CreatedVersion: m.lastVersion, CreatedAt: at, born: m.epoch}}
 		// A job re-created under the name of a deleted one counts from the
-		// last launch its namesake started, as if it had started it: no
-		// launch of the new job can share an identity (hence a Nomad
-		// idempotency token) with one of the old, whatever the clocks of
-		// the writer and the leader said.
+		// last launch its namesake started, as if it had been created then
+		// and had started it: no launch of the new job, scheduled or
+		// backfilled (a backfill walks slots from CreatedAt), can share an
+		// identity (hence a Nomad idempotency token) with one of the old,
+		// whatever the clocks of the writer and the leader said.
+		var started time.Time
 		if ts, ok := m.tombstones[c.Name]; ok {
 			if ts.started.After(at) {
-				j.LastStartedAt = ts.started
+				at, started = ts.started, ts.started
 			}
+		}
+		j = &job{Job: Job{Name: c.Name, CreatedVersion: m.lastVersion, CreatedAt: at, LastStartedAt: started, born: m.epoch}}
+		if ts, ok := m.tombstones[c.Name]; ok {
 			j.LastTriggeredAt = ts.triggered
 			m.forget(c.Name)
 		}

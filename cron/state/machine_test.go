@@ -357,8 +357,20 @@ func TestRecreatedJobNeverReusesAnIdentity(t *testing.T) {
 		{put("j", "0 * * * *", 0, t0), nil}, // the writer's clock says t0
 		{started("j", h(1), 2), ErrDuplicate},
 		{Trigger{Name: "j", At: h(1)}, ErrDuplicate}, // the namesake's manual launch
+		// A forced backfill finds no slot of the new job up to the
+		// namesake's last launch: it once walked from the writer's t0 and
+		// opened h(1) under the namesake's identity.
+		{Backfill{Name: "j", From: t0, To: h(1), At: h(1).Add(time.Minute), Force: true}, nil},
 		{started("j", h(2), 2), nil},
 	})
+	for _, l := range m.OpenLaunches() {
+		if l.Identity == Identity("j", h(1)) {
+			t.Fatalf("the new job opened %s, its namesake's identity", l.Identity)
+		}
+	}
+	if j := mustJob(t, m, "j"); !j.CreatedAt.Equal(h(1)) || !j.UpdatedAt.Equal(h(1)) {
+		t.Fatalf("created %s, updated %s: want the namesake's last launch, %s", j.CreatedAt, j.UpdatedAt, h(1))
+	}
 	if got := len(m.tombstones); got != 0 {
 		t.Fatalf("%d tombstones after the name was reused", got)
 	}
