@@ -375,7 +375,12 @@ func (s *Server) Start() {
 			s.log.Error("the HTTP server stopped", "err", err)
 		}
 	})
-	if s.nomad != nil {
+	switch {
+	case s.nomad != nil && s.cfg.SkipNomadChecks:
+		s.nomadReady.Store(true)
+		s.log.Warn("Nomad's version and GC threshold are not checked (nomad.skip_checks): launches go ahead, trusting that Nomad keeps finished children for the memory horizon",
+			"memory_horizon", s.nomad.MemoryHorizon().String())
+	case s.nomad != nil:
 		s.wg.Go(s.checkNomad)
 	}
 	if s.backups != nil {

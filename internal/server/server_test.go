@@ -14,6 +14,7 @@ import (
 
 	"paxcron/cron/launcher"
 	"paxcron/internal/api"
+	"paxcron/nomad"
 	"paxcron/paxos"
 )
 
@@ -714,5 +715,34 @@ func TestPprofNeedsTheSettingAndAWriteToken(t *testing.T) {
 		if r.code == http.StatusOK && tc.path == "goroutine?debug=1" && !strings.Contains(r.body, "goroutine profile:") {
 			t.Errorf("the goroutine profile: %.200s", r.body)
 		}
+	}
+}
+
+// TestSkipNomadChecks: with nomad.skip_checks a replica may launch at
+// once, whatever Nomad answers; without, it waits for the checks, which a
+// Nomad that does not answer never passes. The setting was once read and
+// then ignored, so a replica whose token could not read Nomad's operator
+// settings never launched.
+func TestSkipNomadChecks(t *testing.T) {
+	for _, skip := range []bool{true, false} {
+		t.Run(fmt.Sprintf("skip=%v", skip), func(t *testing.T) {
+			cfg := testConfig(t, 1, t.TempDir(), nil)
+			cfg.NewDispatcher = nil
+			cfg.Nomad = nomad.DefaultConfig()
+			cfg.Nomad.Address = "http://127.0.0.1:1" // nothing listens there
+			cfg.SkipNomadChecks = skip
+			s, err := New(cfg, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			s.Start()
+			if !skip {
+				time.Sleep(300 * time.Millisecond) // the first check fails at once
+			}
+			if got := s.nomadReady.Load(); got != skip {
+				t.Fatalf("may launch: %v, want %v", got, skip)
+			}
+		})
 	}
 }
