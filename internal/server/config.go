@@ -163,11 +163,13 @@ func (c *Config) validate() error {
 	}
 	switch {
 	case c.ID == paxos.None:
-		return bad("the replica ID is required (replica_id, -id, PAXCRON_ID)")
+		return bad("the replica ID is required (replica_id, -replica-id, PAXCRON_REPLICA_ID)")
 	case len(c.Members) == 0:
-		return bad("the members are required (cluster.members, -members): the replica IDs of the whole cluster")
+		return bad("the members are required (cluster.members, -cluster-members, PAXCRON_CLUSTER_MEMBERS): the replica IDs of the whole cluster")
 	case !slices.Contains(c.Members, c.ID):
 		return bad("replica %d is not among the members %v", c.ID, c.Members)
+	case len(c.Members) == 1:
+		return bad("1 member: a cluster needs 3 or 5 replicas (a leader waits for a quorum of others, and a lone replica has none)")
 	case len(c.Members)%2 == 0:
 		return bad("%d members: use an odd number (3 or 5), an even one tolerates no more failures than one fewer", len(c.Members))
 	case c.DataDir == "":

@@ -427,8 +427,24 @@ func TestFailoverKeepsLaunching(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	ok := testConfig(t, 1, t.TempDir(), &fakeNomad{})
+	// The settings an error names are the command line's own.
+	for name, tc := range map[string]struct {
+		change func(*Config)
+		want   string
+	}{
+		"no id":      {func(c *Config) { c.ID = 0 }, "(replica_id, -replica-id, PAXCRON_REPLICA_ID)"},
+		"no members": {func(c *Config) { c.Members = nil }, "(cluster.members, -cluster-members, PAXCRON_CLUSTER_MEMBERS)"},
+		// A lone replica's leader never hears a quorum: it would start and
+		// answer nothing.
+		"one member": {func(c *Config) { c.Members = []paxos.ReplicaID{1}; c.ID = 1 }, "3 or 5 replicas"},
+	} {
+		c := ok
+		tc.change(&c)
+		if _, err := New(c, true); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrConfig saying %q", name, err, tc.want)
+		}
+	}
 	for name, change := range map[string]func(*Config){
-		"no id":        func(c *Config) { c.ID = 0 },
 		"not a member": func(c *Config) { c.ID = 4 },
 		"even members": func(c *Config) { c.Members = []paxos.ReplicaID{1, 2} },
 		"no data dir":  func(c *Config) { c.DataDir = "" },
