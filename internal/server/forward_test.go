@@ -2,13 +2,17 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"paxcron/internal/api"
+	"paxcron/paxos"
 )
 
 // TestForwardReusesConnections: a follower forwarding concurrent writes
@@ -53,4 +57,27 @@ func countDials(s *Server) *atomic.Int64 {
 		return dial(ctx, network, addr)
 	}
 	return &dials
+}
+
+// TestNoLeaderErrorsNameTheCause: a 503 says why it is one. A replica
+// elected but not yet serving (catching up, or before its lease) once
+// answered that it could not reach the API of the leader, naming itself.
+func TestNoLeaderErrorsNameTheCause(t *testing.T) {
+	s := &Server{cfg: Config{ID: 2}}
+	for _, tc := range []struct {
+		err       error
+		want, not string
+	}{
+		{s.errNoLeader(paxos.None), "no leader right now", "cannot reach"},
+		{s.errNoLeader(2), "replica 2 (this one) was just elected", "cannot reach"},
+		{s.errNoLeader(3), "replica 3 leads but this replica cannot reach its API", "this one"},
+		{errForwardedHere(3), "no longer leads; replica 3 does", "cannot reach"},
+		{errForwardedHere(paxos.None), "no leader is known yet", "cannot reach"},
+	} {
+		var e *api.Error
+		if !errors.As(tc.err, &e) || e.Status != http.StatusServiceUnavailable ||
+			!strings.Contains(e.Message, tc.want) || strings.Contains(e.Message, tc.not) {
+			t.Errorf("%v: want a 503 saying %q and not %q", tc.err, tc.want, tc.not)
+		}
+	}
 }

@@ -219,11 +219,28 @@ func badRequest(format string, args ...any) error {
 	return &api.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}
 }
 
-// errNoLeader is a 503: nobody leads now, or the leader is unknown.
+// errNoLeader is a 503: nobody leads now, the leader is unknown or
+// unreachable, or this replica leads but cannot serve yet.
 func (s *Server) errNoLeader(leader paxos.ReplicaID) error {
-	msg := "no leader right now (an election is under way, or too few replicas are up): retry in a second"
-	if leader != paxos.None {
+	var msg string
+	switch leader {
+	case paxos.None:
+		msg = "no leader right now (an election is under way, or too few replicas are up): retry in a second"
+	case s.cfg.ID:
+		msg = fmt.Sprintf("replica %d (this one) was just elected and cannot serve yet (it is catching up on the log or waiting for its lease): retry in a second", leader)
+	default:
 		msg = fmt.Sprintf("replica %d leads but this replica cannot reach its API: retry, or ask it directly", leader)
+	}
+	return &api.Error{Status: http.StatusServiceUnavailable, Message: msg, Leader: uint64(leader)}
+}
+
+// errForwardedHere is the 503 for a call another replica forwarded here,
+// taking this one for the leader, when leadership has moved: calls are
+// forwarded once, never on.
+func errForwardedHere(leader paxos.ReplicaID) error {
+	msg := "the replica this call was forwarded to no longer leads and no leader is known yet: retry in a second"
+	if leader != paxos.None {
+		msg = fmt.Sprintf("the replica this call was forwarded to no longer leads; replica %d does: retry", leader)
 	}
 	return &api.Error{Status: http.StatusServiceUnavailable, Message: msg, Leader: uint64(leader)}
 }
@@ -249,7 +266,10 @@ func (s *Server) onLeader(w http.ResponseWriter, r *http.Request, fn func(ctx co
 // (bundle.go) or, for a large body, proxied alone; or answers 503.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.ReplicaID) error {
 	addr := s.peers.apiAddr(leader)
-	if leader == paxos.None || leader == s.cfg.ID || addr == "" || r.Header.Get(forwardedHeader) != "" {
+	switch {
+	case r.Header.Get(forwardedHeader) != "" && leader != s.cfg.ID:
+		return errForwardedHere(leader)
+	case leader == paxos.None || leader == s.cfg.ID || addr == "" || r.Header.Get(forwardedHeader) != "":
 		return s.errNoLeader(leader)
 	}
 	// A client that knows the leader's address sends its next calls there.
