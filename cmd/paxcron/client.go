@@ -188,7 +188,11 @@ launches and its recent history.`,
 			if len(words) == 0 {
 				return listJobs(ctx, c, f, flagString(ctx, "prefix"), out)
 			}
-			j, err := c.Job(ctx, words[0], flagInt(ctx, "n"), api.ReadOptions{Stale: f.stale})
+			n := flagInt(ctx, "n")
+			if n < 0 || n > api.MaxNextLaunches {
+				return usageError{fmt.Errorf("-n must be 0 to %d, not %d", api.MaxNextLaunches, n)}
+			}
+			j, err := c.Job(ctx, words[0], n, api.ReadOptions{Stale: f.stale})
 			if err != nil {
 				return err
 			}

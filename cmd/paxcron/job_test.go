@@ -3,8 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,6 +16,7 @@ import (
 
 	"paxcron/cron/cronfile"
 	"paxcron/cron/state"
+	"paxcron/internal/api"
 	"paxcron/nomad/nomadtest"
 )
 
@@ -161,5 +166,33 @@ func TestExampleNomadJobspec(t *testing.T) {
 		if resp.Warnings != "" {
 			t.Logf("warnings: %s", resp.Warnings)
 		}
+	}
+}
+
+// TestJobStatusNextLaunches: -n is sent as given, 0 included (it once
+// left the server's default of 5), and outside 0 to MaxNextLaunches it is
+// refused before any call.
+func TestJobStatusNextLaunches(t *testing.T) {
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.URL.Path+"?next="+r.URL.Query().Get("next"))
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"name":"nightly","version":1}`)
+	}))
+	defer srv.Close()
+	status := func(n string) (int, string) {
+		code, _, errOut := runCLI(t, "job", "status", "-address", srv.URL, "-token", "cli-test-token-0123456789", "-n", n, "nightly")
+		return code, errOut
+	}
+	if code, errOut := status("0"); code != 0 {
+		t.Fatalf("-n 0: exit %d: %s", code, errOut)
+	}
+	for _, n := range []string{"-1", strconv.Itoa(api.MaxNextLaunches + 1)} {
+		if code, errOut := status(n); code != 2 || !strings.Contains(errOut, "-n must be 0 to") {
+			t.Errorf("-n %s: exit %d, %q; want 2 and the range", n, code, errOut)
+		}
+	}
+	if want := []string{"/v1/jobs/nightly?next=0"}; !slices.Equal(asked, want) {
+		t.Fatalf("asked %v, want %v", asked, want)
 	}
 }

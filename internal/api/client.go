@@ -247,11 +247,12 @@ const NextAfterHeader = "X-Paxcron-Next-After"
 // listPage is the page size JobsWithPrefix asks for (the server's most).
 const listPage = 1000
 
-// Job reads one job with its next launch times (next of them, at most
-// MaxNextLaunches).
+// Job reads one job with its next launch times: next of them (0 to
+// MaxNextLaunches; 0 lists none), or the server's default when next is
+// negative.
 func (c *Client) Job(ctx context.Context, name string, next int, o ReadOptions) (Job, error) {
 	q := o.query()
-	if next > 0 {
+	if next >= 0 {
 		q.Set("next", strconv.Itoa(next))
 	}
 	var j Job
