@@ -40,11 +40,13 @@ func (s *testStorage) Entries(lo, hi, maxBytes uint64) ([]Entry, error) {
 		if !ok {
 			continue
 		}
-		out = append(out, e)
-		size += EntrySize(e)
-		if size > maxBytes {
+		// As the stores do (storage.SizeBudget): stop before the entry
+		// that would pass maxBytes, unless it is the first.
+		if len(out) > 0 && size+EntrySize(e) > maxBytes {
 			break
 		}
+		out = append(out, e)
+		size += EntrySize(e)
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package paxos
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // memLog overlays Storage with the entries the core still needs at hand:
@@ -204,10 +205,15 @@ func (l *memLog) entriesMerged(lo, hi uint64, maxEntries int, maxBytes uint64) (
 	if len(l.bySlot) == 0 {
 		return truncateEntries(stored, maxEntries, maxBytes), nil
 	}
-	// Storage stops early once maxBytes is passed: do not look past what it
-	// returned, or a held slot could be skipped as empty.
-	if storedBytes(stored) > maxBytes && len(stored) > 0 {
-		hi = stored[len(stored)-1].Slot + 1
+	// A bounded read may have stopped at its byte budget, before the entry
+	// that would pass it (the stores do) or after it: either way, do not
+	// look past what it returned, or a held slot it did not read would be
+	// taken for an empty one and the result would skip it (found in
+	// review: a restarted follower's apply read panicked on the gap). The
+	// slots after it are read next time. An unbounded read (a promise's)
+	// is never cut.
+	if maxBytes != math.MaxUint64 && len(stored) > 0 {
+		hi = min(hi, stored[len(stored)-1].Slot+1)
 	}
 	out := make([]Entry, 0, min(uint64(maxEntries), hi-lo))
 	si := 0
@@ -230,14 +236,6 @@ func (l *memLog) entriesMerged(lo, hi uint64, maxEntries int, maxBytes uint64) (
 		size += EntrySize(e)
 	}
 	return out, nil
-}
-
-func storedBytes(es []Entry) uint64 {
-	var n uint64
-	for _, e := range es {
-		n += EntrySize(e)
-	}
-	return n
 }
 
 func truncateEntries(es []Entry, maxEntries int, maxBytes uint64) []Entry {

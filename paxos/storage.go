@@ -25,9 +25,11 @@ type Storage interface {
 	// newest snapshot (zero when there is none).
 	InitialState() (HardState, SnapshotMeta, error)
 	// Entries returns the held entries with lo <= slot < hi in increasing
-	// slot order, skipping slots that hold nothing, and stopping once their
-	// encoded size passes maxBytes (at least one entry is returned if any is
-	// held). It returns ErrCompacted if lo < FirstSlot().
+	// slot order, skipping slots that hold nothing, and stopping before
+	// the entry that would take their encoded size past maxBytes (at least
+	// one entry is returned if any is held; the core also copes with a
+	// store that stops just after that entry). It returns ErrCompacted if
+	// lo < FirstSlot().
 	Entries(lo, hi, maxBytes uint64) ([]Entry, error)
 	// FirstSlot returns the lowest slot Entries serves: the lowest held
 	// slot if it lies at or below the snapshot index, else the snapshot
