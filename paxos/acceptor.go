@@ -18,7 +18,9 @@ func (n *Node) leaseFree(candidate ReplicaID) bool {
 // chosen index is eligible everywhere as long as no acceptor holds entries
 // further than that beyond it.
 func (n *Node) eligible(chosen uint64) bool {
-	return chosen >= n.log.compacted && chosen+uint64(n.limits.MaxPromiseLagSlots) >= n.log.lastSlot
+	// lastSlot-chosen, not chosen+lag: a peer's chosen index near the top
+	// of uint64 would wrap the sum.
+	return chosen >= n.log.compacted && (n.log.lastSlot <= chosen || n.log.lastSlot-chosen <= uint64(n.limits.MaxPromiseLagSlots))
 }
 
 func (n *Node) onPreVote(m Message) {

@@ -428,7 +428,9 @@ func (n *Node) validate(m Message) error {
 			return bad("entry %d under ballot %s or below start %d", e.Slot, e.Ballot, m.Start)
 		}
 	}
-	if m.Type == MsgAccept && m.Start == 0 {
+	// Slots start at 1: a zero start would wrap below it (a heartbeat's
+	// accepted-through, a prepare's Start == Chosen+1 check).
+	if (m.Type == MsgAccept || m.Type == MsgHeartbeat || m.Type == MsgPrepare) && m.Start == 0 {
 		return bad("start slot is zero")
 	}
 	if m.Type == MsgSnapshot || m.Type == MsgSnapshotAck {

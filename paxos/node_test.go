@@ -3,6 +3,7 @@ package paxos
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -347,6 +348,12 @@ func TestInvalidMessagesRejected(t *testing.T) {
 		"chunk beyond its snapshot": {Type: MsgSnapshot, From: 2, To: 1, Round: 1, Start: 1, Last: 3,
 			Snapshot: &Snapshot{Meta: SnapshotMeta{Index: 5}, Data: []byte("abc")}},
 		"ack beyond its snapshot": {Type: MsgSnapshotAck, From: 2, To: 1, Round: 1, Start: 4, Last: 3},
+		// Found in review: a heartbeat from slot 0 made the follower's
+		// accepted-through wrap to the top and mark chosen slots it never
+		// held; a prepare from slot 0 with chosen at the top passed
+		// Start == Chosen+1 (wrapped) and halted the replica.
+		"heartbeat from slot zero": {Type: MsgHeartbeat, From: 2, To: 1, Ballot: Ballot{5, 2}, Commit: 10, Round: 1},
+		"prepare from slot zero":   {Type: MsgPrepare, From: 2, To: 1, Ballot: Ballot{5, 2}, Chosen: math.MaxUint64},
 	}
 	for name, m := range cases {
 		if err := n.Step(m); !errors.Is(err, ErrInvalidMessage) {
