@@ -268,6 +268,7 @@ func (n *Node) deliverResults() {
 // Process, then processes what it proposed, so that a start or a finish
 // does not wait for the next input. False means the replica failed.
 func (n *Node) stepLauncher() bool {
+	n.catchUpTicks()
 	now := n.now()
 	lead := launcher.LeadershipOf(n.rep.Node().Status(), n.rep.Applied(), now, n.cfg.TickInterval)
 	if n.cfg.Cron.CanLaunch != nil && !n.cfg.Cron.CanLaunch() {
@@ -343,6 +344,7 @@ func (n *Node) Cron(ctx context.Context, fn func(*launcher.Launcher)) error {
 // term has every write acknowledged so far). It ignores CanLaunch. Call
 // it only from inside fn (it reads the replica, which the loop owns).
 func (n *Node) Leadership() launcher.Leadership {
+	n.catchUpTicks()
 	return launcher.LeadershipOf(n.rep.Node().Status(), n.rep.Applied(), n.now(), n.cfg.TickInterval)
 }
 

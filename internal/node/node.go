@@ -216,6 +216,7 @@ type Node struct {
 	pending     map[uint64]*proposal // proposed, by slot, until that slot is applied
 	busy        []*proposal          // refused with paxos.ErrBusy, oldest first
 	ticks       int64                // ticks fed to the core since run started
+	started     time.Time            // when run started: ticks count from it
 	refused     uint64               // proposals the core refused as busy
 	longestTurn time.Duration        // see Status.LongestTurn
 	restores    uint64               // see Status.Restores
@@ -724,6 +725,7 @@ func (n *Node) run() {
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
 	started := time.Now()
+	n.started = started
 	maxDrain := cap(n.inbox) + cap(n.proposals)
 	var clock turnClock
 	for {
@@ -898,6 +900,17 @@ func (n *Node) tick(elapsed time.Duration) {
 	due := int64(elapsed / n.cfg.TickInterval)
 	for ; n.ticks < due; n.ticks++ {
 		n.rep.Node().Tick()
+	}
+}
+
+// catchUpTicks feeds the core the ticks due by now, before a decision
+// that rests on its lease. After a stall of the loop (a GC or VM pause, a
+// slow Save) the ticker's input waits among the others and a turn may run
+// a call or the launcher first: the core's clock would then still be at
+// the stall's start, and a lease that ran out during it would look held.
+func (n *Node) catchUpTicks() {
+	if !n.started.IsZero() {
+		n.tick(time.Since(n.started))
 	}
 }
 

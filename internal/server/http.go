@@ -585,6 +585,14 @@ func (s *Server) putJob(ctx context.Context, j api.PutJob, spec state.JobSpec) (
 			ifVersion = *j.IfVersion
 		}
 		if cur.exists && ifVersion == cur.version && sameSpec(cur.spec, spec) {
+			// Answered from this replica's state with nothing proposed:
+			// only a leader that holds the lease and is caught up knows
+			// that state is the cluster's (as readState requires). A
+			// deposed leader that has not noticed yet would otherwise ack
+			// a spec its successor has replaced.
+			if lead := s.node.Leadership(); !lead.Leader || !lead.CaughtUp || !lead.LeaseUntil.After(time.Now()) {
+				return nil, errNotLeading
+			}
 			return nil, nil
 		}
 		return state.PutJob{Name: j.Name, Spec: spec, IfVersion: ifVersion, At: at}, nil

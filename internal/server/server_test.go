@@ -762,3 +762,65 @@ func TestSkipNomadChecks(t *testing.T) {
 		})
 	}
 }
+
+// TestDeposedLeaderDoesNotAckAnUnchangedSpec: a write whose spec equals
+// the job's is answered "unchanged" without a proposal, so only from the
+// state of a leader that holds the lease. A leader whose loop stalled
+// while the others elected a successor, which then replaced the spec,
+// once answered the old spec "unchanged" from its stale state: the client
+// was told its spec was in place while the cluster held another.
+func TestDeposedLeaderDoesNotAckAnUnchangedSpec(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	oldID := c.leader()
+	old := c.servers[oldID-1]
+	spec := func(schedule string) api.PutJobs {
+		return api.PutJobs{Jobs: []api.PutJob{{Name: "j", Spec: api.Spec{Schedule: schedule, NomadJob: "parent"}}}}
+	}
+	if _, err := c.client(oldID, writeToken).PutJobs(ctx, spec("@daily")); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.servers {
+		eventually(t, "the job applied everywhere", func() bool {
+			var ok bool
+			_ = s.node.Cron(ctx, func(l *launcher.Launcher) { _, _, ok = l.Machine().JobSpec("j") })
+			return ok
+		})
+	}
+	// The others lose the old leader, whose loop stalls meanwhile (a GC
+	// or VM pause): it cannot learn that it was deposed.
+	for _, s := range c.servers {
+		if s != old {
+			if err := s.SetPeer(oldID, PeerAddrs{Paxos: "127.0.0.1:1"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	release := make(chan struct{})
+	go func() { _ = old.node.Cron(ctx, func(*launcher.Launcher) { <-release }) }()
+	var next paxos.ReplicaID
+	eventually(t, "a new leader", func() bool {
+		for _, s := range c.servers {
+			if s != old && s.Node().Status().Launching {
+				next = s.cfg.ID
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := c.client(next, writeToken).PutJobs(ctx, spec("@hourly")); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	cl := c.clientWith(oldID, api.ClientConfig{Token: writeToken, NoLeaderWait: -1, Timeout: 5 * time.Second})
+	got, err := cl.PutJobs(ctx, spec("@daily"))
+	if err == nil && len(got.Jobs) == 1 && got.Jobs[0].Unchanged {
+		j, rerr := c.client(next, readToken).Job(ctx, "j", 0, api.ReadOptions{})
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		if j.Spec.Schedule != "@daily" {
+			t.Fatalf("the deposed leader acked @daily as unchanged; the cluster holds %q", j.Spec.Schedule)
+		}
+	}
+}
