@@ -185,8 +185,9 @@ type task struct {
 	mayHaveRun bool
 	sentAt     time.Time // when the last call was sent
 	lastErr    string
-	// lastChild is the child the forbid or replace policy acts on.
-	lastChild string
+	// lastChild is the child the forbid or replace policy acts on, and
+	// where it was dispatched.
+	lastChild state.Child
 	finish    state.LaunchFinished
 	// proposedAt is when finish (phaseFinish) was last proposed; zero
 	// when it still has to be.
@@ -885,9 +886,9 @@ func (l *Launcher) advance(t *task) {
 	case phaseDecide:
 		l.decide(t)
 	case phaseRunning:
-		l.call(t, OpRunning, target(t.launch.Target), t.lastChild)
+		l.call(t, OpRunning, target(t.lastChild.Target), t.lastChild.ID)
 	case phaseStop:
-		l.call(t, OpStop, target(t.launch.Target), t.lastChild)
+		l.call(t, OpStop, target(t.lastChild.Target), t.lastChild.ID)
 	case phaseDispatch:
 		info, ok := l.m.Info(t.launch.Job)
 		if !l.sameJob(t, info, ok) {
@@ -944,7 +945,7 @@ func (l *Launcher) decide(t *task) {
 	}
 	t.lastChild = info.LastChild
 	switch {
-	case t.lastChild == "":
+	case t.lastChild.ID == "":
 		t.phase = phaseDispatch
 	case info.Spec.Concurrency == state.ConcurrencyForbid:
 		t.phase = phaseRunning
@@ -1009,16 +1010,16 @@ func (l *Launcher) Done(r Result) {
 	case phaseRunning:
 		switch {
 		case r.Err != nil:
-			l.retryOrConclude(t, phaseRunning, r.Err, state.OutcomeFailed, "could not tell whether the previous child "+t.lastChild+" still runs")
+			l.retryOrConclude(t, phaseRunning, r.Err, state.OutcomeFailed, "could not tell whether the previous child "+t.lastChild.ID+" still runs")
 		case r.Found:
-			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: fmt.Sprintf("previous child %s still running (concurrency forbid)", t.lastChild)})
+			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: fmt.Sprintf("previous child %s still running (concurrency forbid)", t.lastChild.ID)})
 		default:
 			t.phase = phaseDispatch
 			l.queue = append(l.queue, t)
 		}
 	case phaseStop:
 		if r.Err != nil {
-			l.retryOrConclude(t, phaseStop, r.Err, state.OutcomeFailed, "could not stop the previous child "+t.lastChild+" (concurrency replace)")
+			l.retryOrConclude(t, phaseStop, r.Err, state.OutcomeFailed, "could not stop the previous child "+t.lastChild.ID+" (concurrency replace)")
 			return
 		}
 		t.phase = phaseDispatch

@@ -877,3 +877,42 @@ func TestReasonFromNomadIsClippedToValidText(t *testing.T) {
 		})
 	}
 }
+
+// TestForbidAsksAboutTheLastChildWhereItRuns: under forbid, every slot
+// while the first child runs asks Nomad about that child, in the
+// namespace it was dispatched to, and is skipped; however many slots pass
+// (the history keeps HistoryLen) and though the job moved namespace
+// meanwhile. Found in review: after HistoryLen skips the child was
+// forgotten and the next slot dispatched beside it, and after a move the
+// question went to the new namespace, where Nomad answers "not found",
+// taken for "not running".
+func TestForbidAsksAboutTheLastChildWhereItRuns(t *testing.T) {
+	h := newHarness(t, nil)
+	spec := job("@every 1m")
+	spec.Concurrency, spec.Namespace = state.ConcurrencyForbid, "ns1"
+	h.apply(putJob("a", spec))
+	h.lease(1, 10*time.Second)
+	h.at(t0.Add(time.Minute))
+	h.commit()
+	const child = "batch/dispatch-a-1772366460-1772366460-aabbccdd"
+	h.answer(Result{ChildID: child})
+	h.commit()
+	moved := spec
+	moved.Namespace = "ns2"
+	edit := putJob("a", moved)
+	edit.IfVersion = 1
+	h.apply(edit)
+	for i := 2; i <= state.HistoryLen+3; i++ {
+		h.at(t0.Add(time.Duration(i) * time.Minute))
+		h.commit()
+		if len(h.d.pending) != 1 {
+			t.Fatalf("slot %d: %d requests pending", i, len(h.d.pending))
+		}
+		req := h.d.pending[0]
+		if req.Op != OpRunning || req.ChildID != child || req.Spec.Namespace != "ns1" {
+			t.Fatalf("slot %d: %s of %q in namespace %q; want a running check of %s in ns1", i, req.Op, req.ChildID, req.Spec.Namespace, child)
+		}
+		h.answer(Result{Found: true})
+		h.commit()
+	}
+}

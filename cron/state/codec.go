@@ -22,9 +22,11 @@ import (
 // command has none.
 const (
 	commandVersion byte = 1
-	// snapshotVersion 2 packs each job's history (history.go); Restore
-	// still reads version 1, whose history was a list of launches.
-	snapshotVersion byte = 2
+	// snapshotVersion 2 packed each job's history (history.go), and 3
+	// keeps each job's last child beside it. Restore still reads both
+	// (the last child then comes from the history) and version 1, whose
+	// history was a list of launches.
+	snapshotVersion byte = 3
 )
 
 var msgpackHandle = func() *codec.MsgpackHandle {

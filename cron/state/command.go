@@ -170,6 +170,28 @@ type Target struct {
 	Region    string
 }
 
+// Child is a Nomad child a launch dispatched, and the target it was
+// dispatched to: where to ask whether it still runs.
+type Child struct {
+	ID     string
+	Target Target
+}
+
+// validate checks a child read from a snapshot: none at all, or an ID
+// and its target.
+func (c Child) validate() error {
+	if c.ID == "" {
+		if c.Target != (Target{}) {
+			return fmt.Errorf("a target without a child")
+		}
+		return nil
+	}
+	if err := boundedText("child ID", c.ID, MaxChildIDBytes); err != nil {
+		return err
+	}
+	return c.Target.validate()
+}
+
 func (t Target) validate() error {
 	for _, f := range []struct {
 		what     string

@@ -143,7 +143,7 @@ func appendLaunches(b []byte, ls []wireLaunch) []byte {
 
 // appendJob appends the msgpack encoding of w.
 func appendJob(b []byte, w *wireJob) []byte {
-	b = appendStr(appendArrayLen(b, 13), w.Name)
+	b = appendStr(appendArrayLen(b, 14), w.Name)
 	b = appendSpec(b, &w.Spec)
 	b = appendBool(appendUint(appendUint(b, w.Version), w.CreatedVersion), w.Paused)
 	for _, t := range [...]wireTime{w.CreatedAt, w.UpdatedAt, w.LastStartedAt, w.NextAt, w.LastTriggered} {
@@ -155,7 +155,9 @@ func appendJob(b []byte, w *wireJob) []byte {
 	for _, u := range [...]uint64{c.Started, c.Dispatched, c.Failed, c.Skipped, c.Unknown, c.Duplicates} {
 		b = appendUint(b, u)
 	}
-	return b
+	t := &w.LastChild.Target
+	b = appendStr(append(b, 0x92), w.LastChild.ID)
+	return appendStr(appendStr(appendStr(append(b, 0x93), t.NomadJob), t.Namespace), t.Region)
 }
 
 // jobReader decodes msgpack values from b; the first error sticks, and
@@ -481,7 +483,11 @@ func (r *jobReader) launches(limit int, version byte) []wireLaunch {
 // sharing b's bytes).
 func readJob(b []byte, w *wireJob, in *interner, version byte) (int, error) {
 	r := &jobReader{b: b, in: in}
-	r.fields(13)
+	if version < 3 {
+		r.fields(13)
+	} else {
+		r.fields(14)
+	}
 	w.Name = r.str()
 	r.spec(&w.Spec, version)
 	w.Version, w.CreatedVersion, w.Paused = r.uint(), r.uint(), r.bool()
@@ -496,5 +502,13 @@ func readJob(b []byte, w *wireJob, in *interner, version byte) (int, error) {
 	r.fields(6)
 	c := &w.Counters
 	c.Started, c.Dispatched, c.Failed, c.Skipped, c.Unknown, c.Duplicates = r.uint(), r.uint(), r.uint(), r.uint(), r.uint(), r.uint()
+	if version >= 3 {
+		r.fields(2)
+		w.LastChild.ID = r.str()
+		r.fields(3)
+		w.LastChild.Target = Target{NomadJob: r.shared(), Namespace: r.shared(), Region: r.shared()}
+	} else {
+		w.LastChild = Child{}
+	}
 	return r.i, r.err
 }

@@ -140,6 +140,11 @@ type job struct {
 	// hist is the history, packed; Job.History is always nil here.
 	hist  history
 	sched *schedule.Schedule
+	// lastChild is the child of the latest launch concluded dispatched,
+	// kept when it leaves the history (a child of a forbid job may run
+	// for longer than HistoryLen slots) and with the target it was
+	// dispatched to (the spec's may have moved since).
+	lastChild Child
 }
 
 // content is ContentHash of the job's spec.
@@ -557,6 +562,9 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 	}
 	l.FinishedSlot = slot
 	l.Outcome = c.Outcome
+	if c.Outcome.Kind == OutcomeDispatched {
+		j.lastChild = Child{ID: c.Outcome.ChildID, Target: l.Target}
+	}
 	l.Target, l.Content, l.payload, l.meta, l.AtLeastOnce = Target{}, 0, nil, nil, false
 	j.hist = j.hist.add(&l, j.Name, j.Spec.NomadJob)
 	j.Counters.count(c.Outcome.Kind)

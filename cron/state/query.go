@@ -188,10 +188,10 @@ type JobInfo struct {
 	CreatedVersion uint64
 	Paused         bool
 	NextAt         time.Time
-	// LastChild is the child of the job's latest dispatched launch still
-	// in its history, "" if none: the child the forbid and replace
-	// policies look at.
-	LastChild string
+	// LastChild is the child of the job's latest launch concluded
+	// dispatched, with where it was dispatched (its ID empty if none):
+	// the child the forbid and replace policies look at.
+	LastChild Child
 	// FirstOpen is the scheduled time of the job's earliest open launch,
 	// zero if none.
 	FirstOpen time.Time
@@ -208,16 +208,7 @@ func (m *Machine) Info(name string) (JobInfo, bool) {
 		return JobInfo{}, false
 	}
 	info := JobInfo{Spec: j.spec(), Version: j.Version, CreatedVersion: j.CreatedVersion, Paused: j.Paused, NextAt: j.NextAt, Content: j.content()}
-	var last histEntry
-	j.hist.each(func(e *histEntry) bool {
-		if e.outcome == OutcomeDispatched {
-			last = *e
-		}
-		return true
-	})
-	if last.outcome == OutcomeDispatched {
-		info.LastChild = last.childID(j.Name, j.Spec.NomadJob)
-	}
+	info.LastChild = j.lastChild
 	if len(j.Open) > 0 {
 		info.FirstOpen = j.Open[0].ScheduledAt
 	}

@@ -74,6 +74,9 @@ type wireJob struct {
 	Open           []wireLaunch
 	History        string // packed (history.go)
 	Counters       Counters
+	// LastChild is the job's lastChild; not in versions 1 and 2, where
+	// it is taken from the history.
+	LastChild Child
 	// HistoryV1 is the history of a version 1 snapshot, where it took
 	// History's place; never written.
 	HistoryV1 []wireLaunch `codec:"-"`
@@ -207,6 +210,7 @@ func (m *Machine) snapshotCapacity() int {
 	//detlint:maprange a sum, whatever the order
 	for _, j := range m.jobs {
 		n += snapshotBytesPerJob + len(j.hist) + len(j.Spec.Payload) + (128+len(j.Spec.Payload))*len(j.Open)
+		n += 8 + len(j.lastChild.ID) + len(j.lastChild.Target.NomadJob) + len(j.lastChild.Target.Namespace) + len(j.lastChild.Target.Region)
 		for _, kv := range j.meta {
 			n += len(kv.Key) + len(kv.Value) + 2
 		}
@@ -236,6 +240,7 @@ func jobToWireInto(w *wireJob, j *job, sc *wireScratch) {
 	sc.open = open
 	// Empty is nil in the encoding: canonical.
 	w.Spec.Meta, w.Open, w.History = j.meta, nilIfEmpty(open), string(j.hist)
+	w.LastChild = j.lastChild
 }
 
 func launchToWire(l Launch) wireLaunch {
@@ -278,7 +283,7 @@ func DecodeSnapshot(data []byte) (*Machine, error) {
 	switch {
 	case len(data) < 1:
 		return nil, snapshotErr("empty")
-	case data[0] != snapshotVersion && data[0] != 1:
+	case data[0] != snapshotVersion && data[0] != 1 && data[0] != 2:
 		return nil, snapshotErr("unknown format version %d", data[0])
 	}
 	version := data[0]
@@ -529,6 +534,21 @@ func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, bufs *arena) 
 	} else if j.hist, err = checkHistory(w.History, j, lastSlot); err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
+	if w.version < 3 {
+		// Before version 3 the latest dispatched child in the history was
+		// the last child, and its target the job's.
+		j.hist.each(func(e *histEntry) bool {
+			if e.outcome == OutcomeDispatched {
+				j.lastChild = Child{ID: e.childID(j.Name, j.Spec.NomadJob), Target: j.Spec.Target()}
+			}
+			return true
+		})
+		return nil
+	}
+	if err := w.LastChild.validate(); err != nil {
+		return fmt.Errorf("last child: %w", err)
+	}
+	j.lastChild = w.LastChild
 	return nil
 }
 
