@@ -211,6 +211,24 @@ func splitHostPort(addr string) (hostPort, error) {
 	return hostPort{host, p}, nil
 }
 
+// resolveAdvertised returns an address of host for memberlist to
+// advertise: its first IPv4 address, or else its first.
+func resolveAdvertised(host string) (string, error) {
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return "", err
+	}
+	if len(ips) == 0 {
+		return "", fmt.Errorf("%s has no address", host)
+	}
+	for _, ip := range ips {
+		if ip.To4() != nil {
+			return ip.String(), nil
+		}
+	}
+	return ips[0].String(), nil
+}
+
 // nodeName is a replica's memberlist name: the same wherever it runs.
 func nodeName(id uint64) string { return "replica-" + strconv.FormatUint(id, 10) }
 
@@ -221,9 +239,19 @@ func (g *Gossip) memberlistConfig() (*memberlist.Config, error) {
 	bind, _ := splitHostPort(c.BindAddr)
 	adv, _ := splitHostPort(c.AdvertiseAddr)
 	mc.BindAddr, mc.BindPort = bind.host, bind.port
-	if ip := net.ParseIP(adv.host); ip != nil && !ip.IsUnspecified() {
+	switch ip := net.ParseIP(adv.host); {
+	case ip != nil && !ip.IsUnspecified():
 		mc.AdvertiseAddr, mc.AdvertisePort = adv.host, adv.port
-	} else {
+	case ip == nil && adv.host != "":
+		// memberlist takes an IP: a host name is resolved once, here. It
+		// was once passed over, and memberlist then advertised a guessed
+		// address with the bind port, wrong behind NAT or a port map.
+		addr, err := resolveAdvertised(adv.host)
+		if err != nil {
+			return nil, fmt.Errorf("%w: advertise address %q: %v", ErrConfig, c.AdvertiseAddr, err)
+		}
+		mc.AdvertiseAddr, mc.AdvertisePort = addr, adv.port
+	default:
 		mc.AdvertisePort = bind.port
 	}
 	mc.ProbeInterval, mc.ProbeTimeout = t.ProbeInterval, t.ProbeTimeout

@@ -3,6 +3,7 @@ package gossip
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"slices"
@@ -289,4 +290,23 @@ func TestSuspicionDelay(t *testing.T) {
 	_ = c
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	t.Logf("declared dead after a crash, 10 runs: %v", took)
+}
+
+// TestAdvertisedHostNameIsResolved: an advertised host name is resolved
+// to an address, its port kept; one that does not resolve is a config
+// error. It was once ignored, port and all.
+func TestAdvertisedHostNameIsResolved(t *testing.T) {
+	cfg := Config{Self: Peer{ID: 1, PaxosAddr: "127.0.0.1:1", APIAddr: "127.0.0.1:2"}, Members: []uint64{1, 2, 3},
+		BindAddr: "127.0.0.1:24752", AdvertiseAddr: "localhost:34752", Key: testKey}
+	mc, err := (&Gossip{cfg: cfg, log: slog.New(slog.DiscardHandler)}).memberlistConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip := net.ParseIP(mc.AdvertiseAddr); ip == nil || !ip.IsLoopback() || mc.AdvertisePort != 34752 {
+		t.Fatalf("advertises %q port %d, want localhost's address and port 34752", mc.AdvertiseAddr, mc.AdvertisePort)
+	}
+	cfg.AdvertiseAddr = "no-such-host.invalid:34752"
+	if _, err := (&Gossip{cfg: cfg, log: slog.New(slog.DiscardHandler)}).memberlistConfig(); !errors.Is(err, ErrConfig) {
+		t.Fatalf("an advertised name that does not resolve: %v, want ErrConfig", err)
+	}
 }
