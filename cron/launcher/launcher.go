@@ -848,7 +848,7 @@ func (l *Launcher) delay(t *task, p phase, wait time.Duration) {
 // catch-up window, and, unless the job asked for at least once, before
 // Nomad may forget its token.
 func (l *Launcher) giveUpAt(t *task, window time.Duration) time.Time {
-	end := t.launch.ScheduledAt.Add(window)
+	end := due(t.launch).Add(window)
 	if h := l.horizonEnd(t); h.Before(end) && !t.launch.AtLeastOnce {
 		end = h
 	}
@@ -865,11 +865,17 @@ func (l *Launcher) redispatchable(t *task) bool {
 	if !t.launch.AtLeastOnce || !l.sameJob(t, info, ok) || info.Paused && !t.launch.Force {
 		return false
 	}
-	due := t.launch.ScheduledAt
-	if t.launch.Kind != state.LaunchScheduled {
-		due = t.launch.StartedAt
+	return l.now.Sub(due(t.launch)) <= info.Spec.CatchupWindow
+}
+
+// due is when a launch's catch-up window opens: a scheduled launch at its
+// slot, a manual or backfilled one at the request that opened it (its
+// slot may be hours gone).
+func due(l state.Launch) time.Time {
+	if l.Kind != state.LaunchScheduled {
+		return l.StartedAt
 	}
-	return l.now.Sub(due) <= info.Spec.CatchupWindow
+	return l.ScheduledAt
 }
 
 // horizonEnd is when a dispatch of t's launch may have been forgotten by
@@ -915,13 +921,7 @@ func (l *Launcher) advance(t *task) {
 // concurrency policy allows it.
 func (l *Launcher) decide(t *task) {
 	info, ok := l.m.Info(t.launch.Job)
-	// A scheduled launch is late from its slot; a manual or backfilled
-	// one from the request that opened it.
-	due := t.launch.ScheduledAt
-	if t.launch.Kind != state.LaunchScheduled {
-		due = t.launch.StartedAt
-	}
-	switch late := l.now.Sub(due); {
+	switch late := l.now.Sub(due(t.launch)); {
 	case !l.sameJob(t, info, ok):
 		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: "job deleted before it was dispatched"})
 		return

@@ -916,3 +916,46 @@ func TestForbidAsksAboutTheLastChildWhereItRuns(t *testing.T) {
 		h.commit()
 	}
 }
+
+// TestBackfillRetriesWithinItsWindow: a backfill of an old slot whose
+// dispatch fails for a while is retried within its catch-up window,
+// counted from the request as its lateness is, not concluded at the
+// first error. Found in review: the give-up time counted from the slot,
+// hours gone, so any passing error ended the backfill.
+func TestBackfillRetriesWithinItsWindow(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("a", job("1 12 * * *"))) // 12:01 daily: t0's next minute, then not for a day
+	h.lease(1, 10*time.Second)
+	h.at(t0.Add(time.Minute))
+	h.commit()
+	h.answer(Result{Err: fmt.Errorf("%w: parameterized job not found", ErrRejected)})
+	h.wantProposed("finished a-1772366460 failed Nomad refused the dispatch: launcher: rejected by Nomad: parameterized job not found")
+	h.commit()
+	h.at(t0.Add(3 * time.Hour))
+	h.wantNoRequest()
+	h.apply(state.Backfill{Name: "a", From: t0.Add(time.Minute), To: t0.Add(time.Minute), At: h.now})
+	h.step()
+	dispatches := 0
+	for range 20 { // about a minute: within the 5-minute window
+		for len(h.d.pending) > 0 {
+			switch req := h.d.pending[0]; req.Op {
+			case OpDispatch:
+				dispatches++
+				h.answer(Result{Err: errors.New("connection refused")})
+			case OpLookup:
+				h.answer(Result{}) // no child: dispatch again
+			default:
+				t.Fatalf("unexpected %s", req.Op)
+			}
+		}
+		for _, c := range h.commit() {
+			if f, ok := c.(state.LaunchFinished); ok {
+				t.Fatalf("after %d dispatches the backfill was concluded %s (%s) within its window", dispatches, f.Outcome.Kind, f.Outcome.Reason)
+			}
+		}
+		h.at(h.now.Add(3 * time.Second))
+	}
+	if dispatches < 3 {
+		t.Fatalf("%d dispatches in a minute of errors, want retries", dispatches)
+	}
+}
