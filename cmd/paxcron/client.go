@@ -23,12 +23,15 @@ const (
 	exitUsage       = 2
 	exitNotFound    = 3 // no such job
 	exitConflict    = 4 // the job changed meanwhile, or a duplicate
-	exitUnavailable = 5 // no leader now, or the replica cannot be reached
+	exitUnavailable = 5 // no leader now, or the replica cannot be reached: nothing was done
+	exitUnknown     = 6 // a write was sent and no answer came back: it may have been done
 )
 
 const apiExitStatus = `Exit status: 0 done, 1 the request failed, 2 bad usage, 3 no such job,
 4 a conflict (the job changed meanwhile: read it again), 5 no leader right
-now or the replica cannot be reached (retry).`
+now or the replica cannot be reached (nothing was done: retry), 6 a write
+was sent but no answer came back (it may have been done: look, for example
+with "paxcron job history", before sending it again).`
 
 // apiFlags are the flags of every command that calls a replica.
 type apiFlags struct {
@@ -98,25 +101,42 @@ func runAPICommand(name string, cmd apiCommand, args []string, stdout, stderr io
 	defer cancel()
 	if err := cmd.action(withFlags(ctx, fs), client, &f, words, stdout); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return exitCodeOf(err)
+		code := exitCodeOf(err, cmd.reads)
+		if code == exitUnknown {
+			fmt.Fprintf(stderr, "%s: the write was sent and no answer came back: it may have been done; look before sending it again\n", name)
+		}
+		return code
 	}
 	return exitOK
 }
 
-func exitCodeOf(err error) int {
+// exitCodeOf is err's exit status. A 503 is answered before anything is
+// done, and a read may always be sent again; but a write that reached a
+// replica and got no answer, or a 502 or 504 (the leader it was forwarded
+// to did not answer in full), may have been done: a script that sent a
+// trigger again on "retry" would launch twice.
+func exitCodeOf(err error, read bool) int {
 	var usage usageError
 	if errors.As(err, &usage) {
 		return exitUsage
 	}
 	switch api.StatusOf(err) {
-	case 0:
-		return exitUnavailable // no answer at all
+	case 0: // no answer at all
+		if read || api.NeverSent(err) {
+			return exitUnavailable
+		}
+		return exitUnknown
 	case http.StatusNotFound:
 		return exitNotFound
 	case http.StatusConflict:
 		return exitConflict
-	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+	case http.StatusServiceUnavailable:
 		return exitUnavailable
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
+		if read {
+			return exitUnavailable
+		}
+		return exitUnknown
 	}
 	return exitFailed
 }

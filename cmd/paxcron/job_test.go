@@ -196,3 +196,45 @@ func TestJobStatusNextLaunches(t *testing.T) {
 		t.Fatalf("asked %v, want %v", asked, want)
 	}
 }
+
+// TestExitStatusSaysWhetherAWriteMayHaveBeenDone: 5 ("retry") only where
+// nothing was done (the call never reached a replica) or for a read; a
+// write that reached one and got no answer, or a 502 or 504 from a
+// forwarding replica, may have been done: 6. A script that retried a
+// trigger on 5 once launched twice.
+func TestExitStatusSaysWhetherAWriteMayHaveBeenDone(t *testing.T) {
+	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // the request arrived; no answer leaves
+		}
+	}))
+	defer hangUp.Close()
+	badGateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadGateway)
+		fmt.Fprint(w, `{"error":"forwarding to the leader: connection reset"}`)
+	}))
+	defer badGateway.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	nowhere := closed.URL
+	closed.Close() // nothing listens there now: calls are never sent
+	for _, tc := range []struct {
+		name, address string
+		args          []string
+		want          int
+		says          string
+	}{
+		{"trigger, no answer", hangUp.URL, []string{"trigger", "nightly"}, 6, "may have been done"},
+		{"trigger, 502", badGateway.URL, []string{"trigger", "nightly"}, 6, "may have been done"},
+		{"trigger, never sent", nowhere, []string{"trigger", "nightly"}, 5, ""},
+		{"status, 502", badGateway.URL, []string{"status", "nightly"}, 5, ""},
+		{"status, no answer", hangUp.URL, []string{"status", "nightly"}, 5, ""},
+	} {
+		args := append([]string{"job", tc.args[0], "-address", tc.address, "-token", "cli-test-token-0123456789"}, tc.args[1:]...)
+		code, _, errOut := runCLI(t, args...)
+		if code != tc.want || !strings.Contains(errOut, tc.says) {
+			t.Errorf("%s: exit %d, %q; want %d saying %q", tc.name, code, errOut, tc.want, tc.says)
+		}
+	}
+}
