@@ -286,7 +286,7 @@ func (d *demo) start(id int, bootstrap bool) error {
 		"-cluster-members", "1,2,3", "-cluster-key-file", filepath.Join(d.dir, "cluster.key"),
 		"-bind-gossip", fmt.Sprintf("127.0.0.1:%d", d.gossip[id-1]), "-cluster-join", strings.Join(join, ","),
 		"-bind-http", fmt.Sprintf("127.0.0.1:%d", d.http[id-1]), "-bind-paxos", fmt.Sprintf("127.0.0.1:%d", d.paxos[id-1]),
-		"-api-write-tokens", token, "-api-anonymous-reads", "true", "-nomad-address", d.nomadAddr,
+		"-api-write-tokens", token, "-api-anonymous-reads", "-nomad-address", d.nomadAddr,
 	}
 	if bootstrap {
 		args = append(args, "-bootstrap")

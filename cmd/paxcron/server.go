@@ -68,7 +68,14 @@ func runServer(args []string, stdout, stderr io.Writer, getenv func(string) stri
 	for _, s := range table {
 		fv := &flagValue{s: s}
 		fromFlags = append(fromFlags, fv)
-		fs.Func(s.flagName(), s.usage, func(v string) error { fv.raw = append(fv.raw, v); return nil })
+		keep := func(v string) error { fv.raw = append(fv.raw, v); return nil }
+		if s.boolean {
+			// A bare -flag means true; the value otherwise goes after '='
+			// (a separate "true" once swallowed the next argument).
+			fs.BoolFunc(s.flagName(), s.usage, keep)
+		} else {
+			fs.Func(s.flagName(), s.usage, keep)
+		}
 	}
 	fs.Usage = func() {
 		fmt.Fprint(stderr, serverUsage)

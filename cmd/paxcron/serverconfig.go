@@ -73,6 +73,9 @@ type setting struct {
 	secret bool
 	// show is the setting's value as the help prints it: "" for none.
 	show func() string
+	// boolean settings are flags that stand alone (-api-insecure, or
+	// -api-insecure=false), as Go's boolean flags do.
+	boolean bool
 }
 
 // helpDefault is what the help adds to s's usage for its default, read
@@ -163,7 +166,7 @@ func (o *serverSettings) table() []setting {
 		}}
 	}
 	boolean := func(key, usage string, dst *bool) setting {
-		return setting{key: key, usage: usage, set: func(v string) error {
+		return setting{key: key, usage: usage, boolean: true, set: func(v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return fmt.Errorf("want true or false")

@@ -103,6 +103,17 @@ func TestServerConfigErrors(t *testing.T) {
 	if code != 2 {
 		t.Errorf("unknown flag: exit %d: %s", code, errOut)
 	}
+	// A boolean setting stands alone, as Go's boolean flags do; it once
+	// took the next argument for its value ("-api-insecure -replica-id 1":
+	// "want true or false").
+	code, _, errOut = runCLI(t, "server", "-api-insecure", "-nomad-skip-checks=true", "-replica-id", "1")
+	if code != 2 || !strings.Contains(errOut, "cluster key is required") {
+		t.Errorf("bare boolean flags: exit %d: %s", code, errOut)
+	}
+	code, _, errOut = runCLI(t, "server", "-api-insecure=maybe")
+	if code != 2 || !strings.Contains(errOut, "want true or false") {
+		t.Errorf("a boolean flag's bad value: exit %d: %s", code, errOut)
+	}
 }
 
 func TestBackupTargetDefault(t *testing.T) {
