@@ -171,12 +171,38 @@ func (c *Client) Dispatch(ctx context.Context, l Launch) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
 	var child string
+	// mayLand: an earlier attempt of this call got no answer and may
+	// still make the child. A refusal then (the parent stopped meanwhile)
+	// is checked by a look-up made at once, which cannot see that child
+	// yet: it must not be taken for "no child", so the outcome stays open
+	// and the launcher looks again once such a dispatch has had time to
+	// land (launcher.Config.MaxCallLatency).
+	mayLand := false
 	err = c.retry(ctx, func(ctx context.Context) error {
 		id, err := c.dispatchOnce(ctx, l, meta, subject)
 		child = id
+		switch {
+		case err == nil:
+		case Permanent(err) && mayLand:
+			var ce *CallError
+			errors.As(err, &ce)
+			return &CallError{Op: "dispatch", Subject: subject, Status: ce.Status, Err: errMayLand,
+				Message: ce.Message + "; but an earlier attempt got no answer and may still make the child, so the outcome is open"}
+		case !Permanent(err) && !neverSent(err):
+			mayLand = true
+		}
 		return err
 	})
 	return child, err
+}
+
+var errMayLand = errors.New("nomad: refused after an attempt that may still land")
+
+// neverSent reports a call that never reached Nomad: its connection
+// could not be made.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // MaxCalls bounds the HTTP calls to Nomad a Client has in flight at once,

@@ -730,3 +730,38 @@ func TestCheckGCThreshold(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalAfterAnUnansweredAttemptStaysOpen: an attempt that got no
+// answer may still make the child; a later attempt refused (the parent
+// stopped meanwhile) is checked by a look-up that cannot see that child
+// yet. The outcome stays open, never "rejected": found in review, the
+// launcher would have recorded the launch failed while its child ran.
+func TestRefusalAfterAnUnansweredAttemptStaysOpen(t *testing.T) {
+	var mu sync.Mutex
+	dispatches := 0
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		dispatches += map[bool]int{true: 1}[isDispatch(r)]
+		first := dispatches == 1
+		mu.Unlock()
+		switch {
+		case isDispatch(r) && first:
+			readDispatch(t, r)
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				conn.Close() // sent, no answer: it may land later
+			}
+		case isDispatch(r):
+			reply(w, 500, `Specified job "report" is stopped`)
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/jobs":
+			reply(w, 200, []map[string]any{}) // the first attempt's child not there yet
+		default:
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.Dispatch(ctx, testLaunch)
+	if err == nil || Permanent(err) || errors.Is(err, launcher.ErrRejected) {
+		t.Fatalf("Dispatch = %v; want an open outcome", err)
+	}
+}
