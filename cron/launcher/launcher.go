@@ -937,9 +937,12 @@ func (l *Launcher) decide(t *task) {
 		l.advance(t)
 		return
 	}
-	if !info.FirstOpen.IsZero() && info.FirstOpen.Before(t.launch.ScheduledAt) {
-		// An earlier launch of the job is still open: the policy looks at
-		// its child, so wait for it to conclude.
+	if info.FirstOpened != "" && info.FirstOpened != t.launch.Identity {
+		// A launch of the job opened before this one is still open: the
+		// policy looks at its child, so wait for it to conclude. Opened
+		// before, not scheduled before: a backfill of an earlier slot
+		// opened while a scheduled launch was being dispatched once went
+		// ahead beside it.
 		l.delay(t, phaseDecide, l.cfg.RetryAfter)
 		return
 	}

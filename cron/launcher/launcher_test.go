@@ -959,3 +959,43 @@ func TestBackfillRetriesWithinItsWindow(t *testing.T) {
 		t.Fatalf("%d dispatches in a minute of errors, want retries", dispatches)
 	}
 }
+
+// TestForbidDecidesInTheOrderLaunchesOpened: under forbid, a backfill of
+// an earlier slot opened while the current slot is being dispatched
+// waits for that launch to conclude, then asks about its child. It once
+// went ahead because its slot was the earlier one, and two children ran
+// at once.
+func TestForbidDecidesInTheOrderLaunchesOpened(t *testing.T) {
+	h := newHarness(t, nil)
+	spec := job("*/10 * * * *")
+	spec.Concurrency = state.ConcurrencyForbid
+	h.apply(putJob("a", spec))
+	h.lease(1, 10*time.Second)
+	slot := func(min int) string { return state.Identity("a", t0.Add(time.Duration(min)*time.Minute)) }
+	h.at(t0.Add(10 * time.Minute))
+	h.commit()
+	h.answer(Result{ChildID: "batch/dispatch-a-1210"}) // 12:10 dispatched
+	h.commit()
+	h.at(t0.Add(20 * time.Minute))
+	h.commit()
+	h.answer(Result{Found: false}) // 12:20: 12:10's child is done
+	h.answer(Result{Err: fmt.Errorf("%w: parameterized job not found", ErrRejected)})
+	h.commit() // 12:20 failed
+	h.at(t0.Add(30 * time.Minute))
+	h.commit()
+	h.answer(Result{Found: false})
+	h.wantRequest(OpDispatch, slot(30)) // 12:30 on its way to Nomad
+	h.apply(state.Backfill{Name: "a", From: t0.Add(20 * time.Minute), To: t0.Add(20 * time.Minute), At: h.now})
+	h.step()
+	h.settle()
+	if len(h.d.pending) != 1 {
+		t.Fatalf("the backfill of 12:20 sent %s %s while 12:30 is being dispatched", h.d.pending[1].Op, h.d.pending[1].Identity)
+	}
+	h.answer(Result{ChildID: "batch/dispatch-a-1230"})
+	h.commit()
+	h.at(h.now.Add(DefaultRetryAfter)) // the backfill looks again
+	req := h.wantRequest(OpRunning, slot(20))
+	if req.ChildID != "batch/dispatch-a-1230" {
+		t.Fatalf("the backfill asks about %q, want 12:30's child", req.ChildID)
+	}
+}

@@ -192,9 +192,11 @@ type JobInfo struct {
 	// dispatched, with where it was dispatched (its ID empty if none):
 	// the child the forbid and replace policies look at.
 	LastChild Child
-	// FirstOpen is the scheduled time of the job's earliest open launch,
-	// zero if none.
-	FirstOpen time.Time
+	// FirstOpened is the identity of the job's open launch opened first
+	// (the earliest scheduled of those opened together), "" if none: the
+	// forbid and replace policies decide launches in the order they were
+	// opened, one at a time.
+	FirstOpened string
 	// Content is ContentHash(Spec): an open launch whose Content differs
 	// started under other content and must not be dispatched with this.
 	Content uint64
@@ -209,8 +211,16 @@ func (m *Machine) Info(name string) (JobInfo, bool) {
 	}
 	info := JobInfo{Spec: j.spec(), Version: j.Version, CreatedVersion: j.CreatedVersion, Paused: j.Paused, NextAt: j.NextAt, Content: j.content()}
 	info.LastChild = j.lastChild
-	if len(j.Open) > 0 {
-		info.FirstOpen = j.Open[0].ScheduledAt
+	// j.Open is in scheduled order: the first opened is the one of the
+	// lowest slot, the earliest scheduled among those.
+	first := -1
+	for i, l := range j.Open {
+		if first < 0 || l.StartedSlot < j.Open[first].StartedSlot {
+			first = i
+		}
+	}
+	if first >= 0 {
+		info.FirstOpened = j.Open[first].Identity
 	}
 	return info, true
 }
