@@ -509,6 +509,9 @@ func (s *Server) handlePutJobs(w http.ResponseWriter, r *http.Request) (any, err
 		var out api.PutJobsResult
 		for i, j := range req.Jobs {
 			res, err := s.putJob(ctx, j, specs[i])
+			if err != nil && len(out.Jobs) > 0 {
+				return nil, partialPut(out.Jobs, len(req.Jobs), j.Name, err)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -516,6 +519,25 @@ func (s *Server) handlePutJobs(w http.ResponseWriter, r *http.Request) (any, err
 		}
 		return out, nil
 	})
+}
+
+// partialPut is the error of a POST /v1/jobs that wrote some of its jobs,
+// one at a time, then failed on the next: it names what was written.
+// It is never a 503 nor forwarded (onLeader's answer to a leader change),
+// as those say nothing was done: a client that sent the request again
+// would then get a 409 for its own write of a job it fixed the version of.
+func partialPut(written []api.PutResult, total int, failed string, err error) error {
+	names := make([]string, len(written))
+	for i, w := range written {
+		names[i] = fmt.Sprintf("%s (version %d)", w.Name, w.Version)
+	}
+	done := fmt.Sprintf("%d of %d jobs were written before it: %s", len(written), total, strings.Join(names, ", "))
+	var e *api.Error
+	if errors.As(err, &e) && e.Status != http.StatusServiceUnavailable {
+		return &api.Error{Status: e.Status, Message: e.Message + "; " + done}
+	}
+	return &api.Error{Status: http.StatusInternalServerError,
+		Message: fmt.Sprintf("job %q: %v; %s: send the rest again (jobs sent again with the same spec are left unchanged)", failed, err, done)}
 }
 
 func decodePutJobs(r *http.Request) (api.PutJobs, error) {

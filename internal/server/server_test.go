@@ -824,3 +824,37 @@ func TestDeposedLeaderDoesNotAckAnUnchangedSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestPartlyWrittenPutNamesWhatWasWritten: a POST of several jobs writes
+// them one at a time; one that fails after others were written answers
+// its own error naming those, never as if nothing was done.
+func TestPartlyWrittenPutNamesWhatWasWritten(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	cl := c.client(c.leader(), writeToken)
+	stale := uint64(7)
+	req := api.PutJobs{Jobs: []api.PutJob{
+		{Name: "first", Spec: api.Spec{Schedule: "@daily", NomadJob: "parent"}},
+		{Name: "second", Spec: api.Spec{Schedule: "@daily", NomadJob: "parent"}, IfVersion: &stale},
+	}}
+	_, err := cl.PutJobs(ctx, req)
+	if api.StatusOf(err) != http.StatusConflict || !strings.Contains(err.Error(), "1 of 2 jobs were written before it: first (version 1)") {
+		t.Fatalf("PutJobs: %v; want the second's 409 naming the first as written", err)
+	}
+	if _, err := cl.Job(ctx, "first", 0, api.ReadOptions{}); err != nil {
+		t.Fatalf("the first job: %v", err)
+	}
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{errNotLeading, http.StatusInternalServerError},
+		{&api.Error{Status: http.StatusServiceUnavailable, Message: "no leader"}, http.StatusInternalServerError},
+		{&api.Error{Status: http.StatusConflict, Message: "changed"}, http.StatusConflict},
+	} {
+		err := partialPut([]api.PutResult{{Name: "first", Version: 1}}, 2, "second", tc.err)
+		if api.StatusOf(err) != tc.want || !strings.Contains(err.Error(), "first (version 1)") {
+			t.Errorf("%v: %v; want %d naming the job written", tc.err, err, tc.want)
+		}
+	}
+}
