@@ -38,6 +38,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
@@ -118,9 +119,54 @@ func ParseSubmitted(filename string, src []byte) ([]Cron, error) {
 	return parse(filename, src, evalContext(noFileFunc))
 }
 
+// MaxNesting bounds how deep brackets, braces, parentheses and template
+// interpolations nest in a file: far beyond a cron file's needs.
+const MaxNesting = 32
+
+// checkShape refuses, before the parser sees them, files that would cost
+// the parser or the evaluator without bound: the parser recurses once per
+// nesting level (70,000 levels in 140 KB overflowed the goroutine's stack,
+// a fatal error that killed the server), and a for expression nested in
+// another multiplies the work (six of them in 300 bytes took 2.4 s). A
+// cron file needs neither. Found in review. The lexer does not recurse.
+func checkShape(filename string, src []byte) error {
+	tokens, diags := hclsyntax.LexConfig(src, filename, hcl.InitialPos)
+	if diags.HasErrors() {
+		return &Error{Diagnostics: diags}
+	}
+	depth := 0
+	var prev hclsyntax.TokenType
+	for _, tok := range tokens {
+		switch tok.Type {
+		case hclsyntax.TokenOBrace, hclsyntax.TokenOBrack, hclsyntax.TokenOParen, hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl:
+			depth++
+			if depth > MaxNesting {
+				r := tok.Range
+				return &Error{Diagnostics: hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Nested too deep",
+					Detail: fmt.Sprintf("brackets, braces and parentheses nest at most %d deep in a cron file", MaxNesting), Subject: &r}}}
+			}
+		case hclsyntax.TokenCBrace, hclsyntax.TokenCBrack, hclsyntax.TokenCParen, hclsyntax.TokenTemplateSeqEnd:
+			depth--
+		case hclsyntax.TokenIdent:
+			if string(tok.Bytes) == "for" && (prev == hclsyntax.TokenOBrack || prev == hclsyntax.TokenOBrace) {
+				r := tok.Range
+				return &Error{Diagnostics: hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "For expression not allowed",
+					Detail: "a cron file's values are written out: for expressions are not evaluated", Subject: &r}}}
+			}
+		}
+		if tok.Type != hclsyntax.TokenNewline {
+			prev = tok.Type
+		}
+	}
+	return nil
+}
+
 func parse(filename string, src []byte, ctx *hcl.EvalContext) ([]Cron, error) {
 	if len(src) > MaxFileBytes {
 		return nil, fmt.Errorf("cronfile: %s is larger than %d bytes", filename, MaxFileBytes)
+	}
+	if err := checkShape(filename, src); err != nil {
+		return nil, err
 	}
 	f, diags := hclparse.NewParser().ParseHCL(src, filename)
 	if diags.HasErrors() {

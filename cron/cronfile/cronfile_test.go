@@ -243,3 +243,43 @@ func TestParseSubmittedRefusesFile(t *testing.T) {
 		t.Fatalf("ParseSubmitted without file(): %v, %v", crons, err)
 	}
 }
+
+// TestHostileShapesAreRefused: a file nested deeper than MaxNesting, or
+// with a for expression, is refused before the parser or the evaluator
+// sees it. 70,000 levels of parentheses (140 KB, under MaxFileBytes) once
+// overflowed the parser's stack, a fatal error that killed the server
+// taking the file; nested for expressions cost ten times more per level.
+func TestHostileShapesAreRefused(t *testing.T) {
+	deep := `cron "a" {
+  schedule = ` + strings.Repeat("(", 70000) + `"@daily"` + strings.Repeat(")", 70000) + `
+  nomad { job = "p" }
+}
+`
+	loops := `cron "a" {
+  schedule = "@daily"
+  nomad {
+    job     = "p"
+    payload = jsonencode([for a in [0, 1]: [for b in [0, 1]: b]])
+  }
+}
+`
+	for name, src := range map[string]string{"deep": deep, "for": loops} {
+		_, err := ParseSubmitted("jobs.hcl", []byte(src))
+		want := map[string]string{"deep": "Nested too deep", "for": "For expression not allowed"}[name]
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v; want %q", name, err, want)
+		}
+	}
+	ok := `cron "a" {
+  schedule = "@daily"
+  nomad {
+    job     = "p"
+    meta    = { team = "ops", list = "${"x"}" }
+    payload = jsonencode({ a = [1, [2, [3]]] })
+  }
+}
+`
+	if _, err := ParseSubmitted("jobs.hcl", []byte(ok)); err != nil {
+		t.Fatalf("an ordinary file: %v", err)
+	}
+}
