@@ -115,6 +115,11 @@ func TestParseZone(t *testing.T) {
 			t.Errorf("zone %q: Location() = %v", zone, s.Location())
 		}
 	}
+	// "Local" is Go's name for the host's zone: replicas on hosts in
+	// other zones would launch at other times (found in review).
+	if _, err := Parse("0 9 * * *", Options{TimeZone: "Local"}); err == nil || !strings.Contains(err.Error(), "IANA zone") {
+		t.Errorf("zone Local: %v; want refused", err)
+	}
 }
 
 // TestResolvedReparses checks that the resolved expression is a fixed

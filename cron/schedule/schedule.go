@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -95,6 +96,9 @@ func Parse(expr string, opts Options) (*Schedule, error) {
 		return fail("expression", "longer than %d bytes", MaxExprBytes)
 	}
 	loc, err := loadZone(opts.TimeZone)
+	if errors.Is(err, errHostZone) {
+		return fail("time zone", "%q is the host's own zone, which differs from machine to machine: name an IANA zone such as Europe/Berlin", opts.TimeZone)
+	}
 	if err != nil {
 		return fail("time zone", "unknown time zone %q", opts.TimeZone)
 	}
@@ -214,9 +218,16 @@ func (s *Schedule) impossible(domText, monthText string) string {
 // Failures are not cached, so a zone installed later is found.
 var zones sync.Map // string -> *time.Location
 
+var errHostZone = errors.New("schedule: the host's own time zone")
+
 func loadZone(name string) (*time.Location, error) {
 	if name == "" || name == "UTC" {
 		return time.UTC, nil
+	}
+	if name == "Local" {
+		// Go's name for the host's own zone: each replica would compute
+		// other times. Found in review.
+		return nil, errHostZone
 	}
 	if loc, ok := zones.Load(name); ok {
 		return loc.(*time.Location), nil
