@@ -398,6 +398,14 @@ func (n *Node) StepDown() (ReplicaID, error) {
 	return successor, nil
 }
 
+// maxRound and maxSlot bound the rounds and the snapshot indexes a
+// message may carry: unreachable in practice, far enough from the top of
+// uint64 that nothing computed from them wraps.
+const (
+	maxRound = 1 << 62
+	maxSlot  = 1 << 62
+)
+
 func (n *Node) validate(m Message) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrInvalidMessage, m.Type, fmt.Sprintf(format, args...))
@@ -413,6 +421,15 @@ func (n *Node) validate(m Message) error {
 		return bad("snapshot present only on MsgSnapshot")
 	case !fromBallotOwner(m):
 		return bad("ballot %s is not sender %d's", m.Ballot, m.From)
+	case m.Ballot.Round >= maxRound || m.Promised.Round >= maxRound:
+		// A round this high is no real election's; the next ballot after
+		// it would wrap to round 0 (found in review: the replica panicked
+		// lowering its promise).
+		return bad("ballot round %d or %d out of range", m.Ballot.Round, m.Promised.Round)
+	case m.Snapshot != nil && m.Snapshot.Meta.Index >= maxSlot:
+		// chosen+1 past it would wrap (found in review: the replica
+		// halted at its next campaign).
+		return bad("snapshot index %d out of range", m.Snapshot.Meta.Index)
 	}
 	for i, e := range m.Entries {
 		if e.Kind != EntryNoop && e.Kind != EntryCommand {

@@ -354,6 +354,12 @@ func TestInvalidMessagesRejected(t *testing.T) {
 		// Start == Chosen+1 (wrapped) and halted the replica.
 		"heartbeat from slot zero": {Type: MsgHeartbeat, From: 2, To: 1, Ballot: Ballot{5, 2}, Commit: 10, Round: 1},
 		"prepare from slot zero":   {Type: MsgPrepare, From: 2, To: 1, Ballot: Ballot{5, 2}, Chosen: math.MaxUint64},
+		// Found in review: the next ballot after a round at the top
+		// wrapped to 0 and the replica panicked; a snapshot at the top
+		// index wrapped chosen+1 and halted it.
+		"round at the top": {Type: MsgSnapshotAck, From: 2, To: 1, Ballot: Ballot{math.MaxUint64, 3}, Round: 1, Start: 1, Last: 3},
+		"snapshot index at the top": {Type: MsgSnapshot, From: 2, To: 1, Round: 1, Start: 0, Last: 3,
+			Snapshot: &Snapshot{Meta: SnapshotMeta{Index: math.MaxUint64}, Data: []byte("abc")}},
 	}
 	for name, m := range cases {
 		if err := n.Step(m); !errors.Is(err, ErrInvalidMessage) {
