@@ -45,6 +45,42 @@ type Takeover struct {
 	Disabled bool
 }
 
+// fromNomadCron rewrites a Nomad periodic expression (hashicorp/cronexpr)
+// into paxcron's language with the same launch times. The two differ
+// where the same text means other things, found in review when a
+// takeover changed schedules without a word:
+//   - six fields are minute to day-of-week then a YEAR for Nomad, seconds
+//     first for paxcron: "0 0 * * * *" is daily for Nomad, hourly for
+//     paxcron. Seven fields are seconds to year. The year must be any
+//     (paxcron has none) and is dropped.
+//   - "?" is "any" for Nomad, a value hashed from the job's name for
+//     paxcron: it becomes "*".
+func fromNomadCron(expr string) (string, error) {
+	fields := strings.Fields(expr)
+	if len(fields) == 0 || strings.HasPrefix(fields[0], "@") {
+		return strings.TrimSpace(expr), nil
+	}
+	switch len(fields) {
+	case 5:
+	case 6, 7:
+		year := fields[len(fields)-1]
+		if year != "*" && year != "?" {
+			return "", fmt.Errorf("its year field %q has no equivalent: paxcron schedules have no year", year)
+		}
+		fields = fields[:len(fields)-1]
+	default:
+		return "", fmt.Errorf("%d fields: Nomad reads 5 to 7", len(fields))
+	}
+	for i, f := range fields {
+		if f == "?" {
+			fields[i] = "*"
+		} else if strings.Contains(f, "?") {
+			return "", fmt.Errorf("field %q: paxcron reads '?' as a hashed value, Nomad as any", f)
+		}
+	}
+	return strings.Join(fields, " "), nil
+}
+
 // Parser is the part of Nomad's API client that parses jobspecs
 // (*api.Jobs has it).
 type Parser interface {
@@ -107,12 +143,16 @@ func Convert(job *api.Job) (*Takeover, error) {
 		if err := state.ValidName(name); err != nil {
 			return nil, fmt.Errorf("job %q: it cannot name a cron job: %w", id, err)
 		}
-		s, err := schedule.Parse(expr, schedule.Options{JobName: name, TimeZone: zone})
+		translated, err := fromNomadCron(expr)
 		if err != nil {
-			return nil, fmt.Errorf("job %q: cron %q: %w (paxcron reads five or six fields, without Nomad's optional year field)", id, expr, err)
+			return nil, fmt.Errorf("job %q: cron %q: %w", id, expr, err)
+		}
+		s, err := schedule.Parse(translated, schedule.Options{JobName: name, TimeZone: zone})
+		if err != nil {
+			return nil, fmt.Errorf("job %q: cron %q (as paxcron reads it: %q): %w", id, expr, translated, err)
 		}
 		c := cronfile.Cron{Name: name, Resolved: s.Resolved(), Spec: state.JobSpec{
-			Schedule: expr, TimeZone: zone, Concurrency: concurrency,
+			Schedule: translated, TimeZone: zone, Concurrency: concurrency,
 			// The parent's own scope, as Nomad's parser filled it in: the
 			// dispatches go where it is registered.
 			NomadJob: id, Namespace: deref(job.Namespace), Region: deref(job.Region),

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/cronexpr"
 	"github.com/hashicorp/nomad/api"
 
+	"paxcron/cron/schedule"
 	"paxcron/cron/state"
 	"paxcron/nomad"
 	"paxcron/nomad/nomadtest"
@@ -167,5 +169,42 @@ func TestTakeOverRealPeriodicJob(t *testing.T) {
 	}
 	if !strings.HasPrefix(resp.DispatchedJobID, name+"/dispatch-") {
 		t.Fatalf("child %q", resp.DispatchedJobID)
+	}
+}
+
+// TestNomadCronKeepsItsTimes: a taken-over expression launches when
+// Nomad's own parser (hashicorp/cronexpr, what the agent runs) says it
+// does. Found in review: six fields end in a year for Nomad and start
+// with seconds for paxcron ("0 0 * * * *" went from daily to hourly),
+// and "?" is any for Nomad, a hashed value for paxcron ("30 2 ? * *" went
+// from daily to monthly).
+func TestNomadCronKeepsItsTimes(t *testing.T) {
+	from := time.Date(2026, 3, 1, 10, 7, 0, 0, time.UTC)
+	for _, expr := range []string{
+		"0 0 * * * *", "*/15 * * * * *", "30 2 ? * *", "0 0 ? * MON", "15 10 * * 1-5",
+		"0 30 2 * * ? *", "@daily", "@hourly", "5 4 1 * *",
+	} {
+		translated, err := fromNomadCron(expr)
+		if err != nil {
+			t.Fatalf("%q: %v", expr, err)
+		}
+		s, err := schedule.Parse(translated, schedule.Options{JobName: "report"})
+		if err != nil {
+			t.Fatalf("%q as %q: %v", expr, translated, err)
+		}
+		want := cronexpr.MustParse(expr).NextN(from, 5)
+		at := from
+		for i, w := range want {
+			next, ok := s.Next(at)
+			if !ok || !next.Equal(w) {
+				t.Fatalf("%q as %q: launch %d at %v, Nomad's at %v", expr, translated, i, next, w)
+			}
+			at = next
+		}
+	}
+	for _, expr := range []string{"0 0 1 1 * 2030", "0 0 ?/2 * *"} {
+		if got, err := fromNomadCron(expr); err == nil {
+			t.Errorf("%q: taken as %q; want refused", expr, got)
+		}
 	}
 }
