@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"gocloud.dev/blob"
@@ -46,7 +47,8 @@ type Options struct {
 	// DefaultKeep; negative is an error.
 	Keep int
 	// Prefix is the key prefix of every object inside the bucket: ""
-	// means DefaultPrefix. Stores with different prefixes share a bucket
+	// means the URL's path (s3://bucket/prod: "prod/"; not for file://,
+	// whose path is the folder), or DefaultPrefix without one. Stores with different prefixes share a bucket
 	// without seeing each other.
 	Prefix string
 	// MaxBackupBytes is the largest snapshot uploaded or read back (the
@@ -155,6 +157,14 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
+	}
+	if p := strings.Trim(u.Path, "/"); opts.Prefix == "" && u.Scheme != "file" && p != "" {
+		// The bucket's openers take only the host and drop the path:
+		// s3://bucket/prod and s3://bucket/staging shared one prefix, and
+		// each cluster's pruning deleted the other's backups (found in
+		// review). The path is the prefix; s3://bucket/paxcron keeps the
+		// default's objects where they were.
+		opts.Prefix = p + "/"
 	}
 	opts, err = opts.withDefaults()
 	if err != nil {

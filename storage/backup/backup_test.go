@@ -358,3 +358,31 @@ func age(t *testing.T, dir, key string, d time.Duration) {
 		t.Fatal(err)
 	}
 }
+
+// TestURLPathIsThePrefix: the bucket openers drop a URL's path, so two
+// clusters at s3://bucket/prod and s3://bucket/staging once shared one
+// prefix and pruned each other's backups. The path is now the prefix
+// (s3://bucket/paxcron keeps the default's), except for file://, whose
+// path is the folder.
+func TestURLPathIsThePrefix(t *testing.T) {
+	dir := t.TempDir()
+	for url, want := range map[string]string{
+		"mem://bucket/prod":       "prod/",
+		"mem://bucket/team/cron/": "team/cron/",
+		"mem://bucket/paxcron":    DefaultPrefix,
+		"mem://bucket":            DefaultPrefix,
+		"file://" + dir:           DefaultPrefix,
+	} {
+		s, err := Open(context.Background(), url, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		if s.opts.Prefix != want {
+			t.Errorf("%s: prefix %q, want %q", url, s.opts.Prefix, want)
+		}
+		s.Close()
+	}
+	if s, err := Open(context.Background(), "mem://bucket/prod", Options{Prefix: "set/"}); err != nil || s.opts.Prefix != "set/" {
+		t.Fatalf("an explicit prefix: %v", err)
+	}
+}
