@@ -278,6 +278,22 @@ func (c *Cron) Final(f CronFinal) error {
 		}
 	}
 	for _, j := range f.Jobs {
+		// The job's next slot by the checker's own count (from its last
+		// launch seen, or its creation), not only by the state's NextAt:
+		// a state that zeroed or moved NextAt and never started the job
+		// again passed (found in review, with a planted bug in Resume).
+		from, seen := c.from[incarnation{name: j.Name, version: j.CreatedVersion}]
+		if !seen {
+			from = j.CreatedAt
+		}
+		s, err := c.schedule(j)
+		if err != nil {
+			return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker cannot parse: %v", j.Name, err)
+		}
+		if want, ok := s.Next(from); ok && want.Before(due) {
+			return violation(InvNoSilentSkip, "job %q's slot %s (the next after %s) was never started (the run ended %s; the state says next %s)",
+				j.Name, want.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339), f.End.Format(time.RFC3339), j.NextAt.Format(time.RFC3339))
+		}
 		if !j.NextAt.IsZero() && j.NextAt.Before(due) {
 			return violation(InvNoSilentSkip, "job %q's launch due %s was never started (the run ended %s)", j.Name, j.NextAt.Format(time.RFC3339), f.End.Format(time.RFC3339))
 		}
