@@ -28,6 +28,15 @@ func dispatched(child string) state.Outcome {
 
 func sec(n int) time.Time { return cronT0.Add(time.Duration(n) * time.Second) }
 
+// endJob is job "a" as the state holds it at the end, under expr (the
+// checker counts its next slot from the last launch it saw), its NextAt
+// the state's.
+func endJob(expr string, next time.Time) state.Job {
+	j := cronJob("a", expr, 1)
+	j.NextAt = next
+	return j
+}
+
 func TestCronStartedFollowsSchedule(t *testing.T) {
 	j := cronJob("a", "*/5 * * * * *", 1)
 	c := NewCron()
@@ -101,7 +110,7 @@ func TestCronFinal(t *testing.T) {
 	}
 	final := func(children []NomadChild) CronFinal {
 		return CronFinal{End: sec(10), Bound: 2 * time.Second, HealthyFrom: sec(1), Children: children,
-			Jobs: []state.Job{{Name: "a", NextAt: sec(9)}}}
+			Jobs: []state.Job{endJob("0 0 * * *", sec(9))}}
 	}
 	skippedLate := state.Outcome{Kind: state.OutcomeSkipped, Reason: "missed: no leader could launch it within its catch-up window (3s late, window 2s)"}
 	for _, tc := range []struct {
@@ -130,6 +139,11 @@ func TestCronFinal(t *testing.T) {
 		{name: "a due launch never started", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), dispatched("c3")},
 			mutate: func(f *CronFinal) { f.Jobs[0].NextAt = sec(4) },
 			inv:    InvNoSilentSkip, parts: []string{"never started"}},
+		// The state lost the every-second job's next slot: by its own
+		// count the checker knows sec(4) was due.
+		{name: "a next slot the state forgot", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), dispatched("c3")},
+			mutate: func(f *CronFinal) { f.Jobs[0] = endJob("* * * * * *", time.Time{}) },
+			inv:    InvNoSilentSkip, parts: []string{"slot " + sec(4).Format(time.RFC3339), "never started"}},
 		{name: "missed while healthy", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), skippedLate},
 			mutate: func(f *CronFinal) { f.Children = f.Children[:2] },
 			inv:    InvNoSilentSkip, parts: []string{"while the cluster and Nomad were healthy", "catch-up window"}},
@@ -198,7 +212,7 @@ func TestCronAtLeastOnce(t *testing.T) {
 		j.Spec.AtLeastOnce = true
 		wantOK(t, c.Started(1, startCmd("a", sec(1)), j))
 		wantOK(t, c.Finished(2, finishCmd("a", sec(1), dispatched("c1-again"))))
-		return c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: children, Jobs: []state.Job{{Name: "a", NextAt: sec(9)}}})
+		return c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: children, Jobs: []state.Job{endJob("0 0 * * *", sec(9))}})
 	}
 	first := child(1, "c1", 0)
 	again := child(1, "c1-again", 5*time.Second)
