@@ -359,7 +359,8 @@ func (n *Node) onAccepted(m Message) {
 				pr.catchUpSent = false // a catch-up answered: send the next chunk
 			}
 			l.maybeCatchUp(n, m.From, pr)
-		} else if l.rebuildCaughtUp(n, pr) {
+		}
+		if l.rebuildCaughtUp(n, pr) {
 			n.startPrepare()
 		}
 		return

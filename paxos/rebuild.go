@@ -78,10 +78,14 @@ func maxBallot(a, b Ballot) Ballot {
 }
 
 // rebuildCaughtUp is the leader's side: a rebuilding follower that has
-// learned everything chosen can only vote again after a new phase 1, so the
-// leader runs one (once per election timeout at most).
+// learned everything chosen before this ballot began can only vote again
+// after a new phase 1, so the leader runs one (once per election timeout
+// at most). It need not have learned everything chosen since: under
+// steady writes its reply, sent after its own sync, always trailed the
+// leader by a few slots, no phase 1 ran and it never voted again (found
+// in review). What the new ballot chooses reaches it by catch-up.
 func (l *leadership) rebuildCaughtUp(n *Node, pr *progress) bool {
-	if pr.chosen < n.hs.Chosen || (n.reprepared && n.now-n.reprepareAt < uint64(n.timing.ElectionTicks)) {
+	if pr.chosen+1 < l.start || (n.reprepared && n.now-n.reprepareAt < uint64(n.timing.ElectionTicks)) {
 		return false
 	}
 	n.reprepared, n.reprepareAt = true, n.now
