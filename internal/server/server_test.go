@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"paxcron/cron/launcher"
+	"paxcron/cron/state"
 	"paxcron/internal/api"
 	"paxcron/nomad"
 	"paxcron/paxos"
@@ -856,5 +857,20 @@ func TestPartlyWrittenPutNamesWhatWasWritten(t *testing.T) {
 		if api.StatusOf(err) != tc.want || !strings.Contains(err.Error(), "first (version 1)") {
 			t.Errorf("%v: %v; want %d naming the job written", tc.err, err, tc.want)
 		}
+	}
+}
+
+// TestScheduleThatNeverFiresIsRefused: a schedule with no launch within
+// schedule.SearchYears of the write is refused with a 400; the state once
+// held such a job with no next launch and never looked again. (The fifth
+// Monday of February next falls in 2044.)
+func TestScheduleThatNeverFiresIsRefused(t *testing.T) {
+	spec := state.JobSpec{Schedule: "0 0 * 2 MON#5", NomadJob: "parent"}
+	err := firesSoonEnough("leap", spec, time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
+	if api.StatusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "never fires within 10 years") {
+		t.Fatalf("%v; want a 400 saying it never fires", err)
+	}
+	if err := firesSoonEnough("leap", spec, time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatalf("from 2040: %v", err)
 	}
 }
