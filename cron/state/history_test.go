@@ -85,17 +85,7 @@ func restoredView(m *Machine) stateView {
 // 1 snapshot restores to the state the version 1 code had, with each
 // history cut to its newest HistoryLen launches.
 func TestRestoreVersion1(t *testing.T) {
-	data, err := os.ReadFile("testdata/snapshot-v1.bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden, err := os.ReadFile("testdata/snapshot-v1.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if data[0] != 1 {
-		t.Fatalf("fixture is version %d", data[0])
-	}
+	data, golden := readFixture(t, 1)
 	var want stateView
 	if err := json.Unmarshal(golden, &want); err != nil {
 		t.Fatal(err)
@@ -137,17 +127,7 @@ func TestRestoreVersion1(t *testing.T) {
 // last child taken from its history with the job's target, as that code's
 // Info gave it; written again it is a version 3 snapshot of the same.
 func TestRestoreVersion2(t *testing.T) {
-	data, err := os.ReadFile("testdata/snapshot-v2.bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden, err := os.ReadFile("testdata/snapshot-v2.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if data[0] != 2 {
-		t.Fatalf("fixture is version %d", data[0])
-	}
+	data, golden := readFixture(t, 2)
 	var want struct {
 		View      stateView
 		LastChild map[string]string
@@ -480,6 +460,23 @@ func TestDecimalLen(t *testing.T) {
 	for _, v := range []int64{1772323200, maxUnixSeconds, 1 << 62, math.MaxInt64} {
 		check(v)
 	}
+}
+
+// readFixture returns testdata's snapshot of format version and the
+// state its code gave (JSON).
+func readFixture(t *testing.T, version byte) (data, golden []byte) {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("testdata/snapshot-v%d.bin", version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if golden, err = os.ReadFile(fmt.Sprintf("testdata/snapshot-v%d.json", version)); err != nil {
+		t.Fatal(err)
+	}
+	if data[0] != version {
+		t.Fatalf("fixture is version %d", data[0])
+	}
+	return data, golden
 }
 
 // restored is m written to a snapshot and read back.
