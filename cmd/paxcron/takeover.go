@@ -68,7 +68,7 @@ func runJobTakeover(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer client.Close()
-	t, err := migrate.Parse(client.API().Jobs(), words[0], src)
+	t, err := migrate.Parse(client.API().Jobs(), words[0], src, migrate.Scope{Namespace: cfg.Namespace, Region: cfg.Region})
 	if err != nil {
 		fmt.Fprintf(stderr, "paxcron job takeover: %v\n", err)
 		return 1

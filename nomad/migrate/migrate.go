@@ -87,12 +87,30 @@ type Parser interface {
 	ParseHCLOpts(req *api.JobsParseRequest) (*api.Job, error)
 }
 
+// Scope is the namespace and region of a jobspec that names none: those
+// `nomad job run` would use (NOMAD_NAMESPACE, NOMAD_REGION), empty for
+// Nomad's defaults.
+type Scope struct{ Namespace, Region string }
+
 // Parse reads the jobspec src (named filename in messages) through Nomad's
-// parser and converts it.
-func Parse(p Parser, filename string, src []byte) (*Takeover, error) {
+// parser and converts it. A jobspec that names no namespace or region
+// takes scope's: Nomad's parser would fill in "default" and "global", and
+// the parent would be registered there beside a periodic job that runs
+// on where the operator's `nomad job run` put it (found in review).
+func Parse(p Parser, filename string, src []byte, scope Scope) (*Takeover, error) {
+	raw, err := p.ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(src)})
+	if err != nil {
+		return nil, fmt.Errorf("migrate: Nomad could not parse %s: %w", filename, err)
+	}
 	job, err := p.ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(src), Canonicalize: true})
 	if err != nil {
 		return nil, fmt.Errorf("migrate: Nomad could not parse %s: %w", filename, err)
+	}
+	if deref(raw.Namespace) == "" && scope.Namespace != "" {
+		job.Namespace = &scope.Namespace
+	}
+	if deref(raw.Region) == "" && scope.Region != "" {
+		job.Region = &scope.Region
 	}
 	t, err := Convert(job)
 	if err != nil {

@@ -120,10 +120,10 @@ func TestTakeOverRealPeriodicJob(t *testing.T) {
 	// each run takes over a job of its own.
 	name := fmt.Sprintf("report-%d", takeOverRuns.Add(1))
 	spec := strings.Replace(periodicSpec, `job "report"`, `job "`+name+`"`, 1)
-	if _, err := Parse(c.Jobs(), "bad.nomad.hcl", []byte(`job "x" {`)); err == nil || !strings.Contains(err.Error(), "bad.nomad.hcl") {
+	if _, err := Parse(c.Jobs(), "bad.nomad.hcl", []byte(`job "x" {`), Scope{}); err == nil || !strings.Contains(err.Error(), "bad.nomad.hcl") {
 		t.Fatalf("bad jobspec: %v", err)
 	}
-	tk, err := Parse(c.Jobs(), "report.nomad.hcl", []byte(spec))
+	tk, err := Parse(c.Jobs(), "report.nomad.hcl", []byte(spec), Scope{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +205,51 @@ func TestNomadCronKeepsItsTimes(t *testing.T) {
 	for _, expr := range []string{"0 0 1 1 * 2030", "0 0 ?/2 * *"} {
 		if got, err := fromNomadCron(expr); err == nil {
 			t.Errorf("%q: taken as %q; want refused", expr, got)
+		}
+	}
+}
+
+// scopeParser answers as Nomad's parser does: the jobspec's own namespace
+// and region, filled in with "default" and "global" when canonicalized.
+type scopeParser struct{ namespace, region string }
+
+func (p scopeParser) ParseHCLOpts(req *api.JobsParseRequest) (*api.Job, error) {
+	j := api.NewBatchJob("report", "report", p.region, 50)
+	j.Periodic = &api.PeriodicConfig{Spec: new("0 2 * * *"), SpecType: new("cron")}
+	if p.namespace != "" {
+		j.Namespace = new(p.namespace)
+	}
+	if req.Canonicalize {
+		j.Canonicalize()
+	} else if p.region == "" {
+		j.Region = nil
+	}
+	return j, nil
+}
+
+// TestTakeoverScope: a jobspec that names no namespace or region takes
+// the operator's (NOMAD_NAMESPACE, NOMAD_REGION), as `nomad job run`
+// did, not "default" and "global"; one that names them keeps its own.
+// Found in review: the parent was registered in "default" beside the
+// periodic job, which went on launching in its own namespace.
+func TestTakeoverScope(t *testing.T) {
+	scope := Scope{Namespace: "team", Region: "eu"}
+	for _, tc := range []struct {
+		parser             scopeParser
+		wantNS, wantRegion string
+	}{
+		{scopeParser{}, "team", "eu"},
+		{scopeParser{namespace: "data", region: "us"}, "data", "us"},
+	} {
+		tk, err := Parse(tc.parser, "report.nomad.hcl", []byte("(the fake reads nothing)"), scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ns, r := deref(tk.Parent.Namespace), deref(tk.Parent.Region); ns != tc.wantNS || r != tc.wantRegion {
+			t.Errorf("%+v: parent in %s/%s, want %s/%s", tc.parser, ns, r, tc.wantNS, tc.wantRegion)
+		}
+		if c := tk.Crons[0].Spec; c.Namespace != tc.wantNS || c.Region != tc.wantRegion {
+			t.Errorf("%+v: cron dispatches to %s/%s, want %s/%s", tc.parser, c.Namespace, c.Region, tc.wantNS, tc.wantRegion)
 		}
 	}
 }
