@@ -177,14 +177,7 @@ func TestRestoreVersion2(t *testing.T) {
 // the job's new namespace.
 func TestLastChildOutlivesTheHistory(t *testing.T) {
 	m := New()
-	slot := uint64(0)
-	apply := func(c Command) {
-		t.Helper()
-		slot++
-		if err := m.ApplyCommand(slot, c); err != nil {
-			t.Fatalf("slot %d %s: %v", slot, c.Kind(), err)
-		}
-	}
+	apply := applier(t, m)
 	s := spec("* * * * *")
 	s.Namespace, s.Concurrency = "ns1", ConcurrencyForbid
 	apply(PutJob{Name: "j", Spec: s, At: t0})
@@ -282,14 +275,7 @@ func TestHistoryForms(t *testing.T) {
 // they were.
 func TestHistoryCutAndRepack(t *testing.T) {
 	m := New()
-	slot := uint64(0)
-	apply := func(c Command) {
-		t.Helper()
-		slot++
-		if err := m.ApplyCommand(slot, c); err != nil {
-			t.Fatalf("slot %d %s: %v", slot, c.Kind(), err)
-		}
-	}
+	apply := applier(t, m)
 	apply(put("j", "@hourly", 0, t0))
 	var children []string
 	for i := range HistoryLen + 3 {
@@ -477,6 +463,19 @@ func readFixture(t *testing.T, version byte) (data, golden []byte) {
 		t.Fatalf("fixture is version %d", data[0])
 	}
 	return data, golden
+}
+
+// applier applies commands to m at the next slots, failing t on a
+// refusal.
+func applier(t *testing.T, m *Machine) func(Command) {
+	slot := m.LastSlot()
+	return func(c Command) {
+		t.Helper()
+		slot++
+		if err := m.ApplyCommand(slot, c); err != nil {
+			t.Fatalf("slot %d %s: %v", slot, c.Kind(), err)
+		}
+	}
 }
 
 // restored is m written to a snapshot and read back.
