@@ -131,6 +131,13 @@ type Leadership struct {
 	LeaseUntil time.Time
 }
 
+// Serves reports whether a replica with this leadership may answer from
+// its own state as the cluster's at now (a linearizable read): it leads,
+// has applied everything chosen before its term, and holds the lease.
+func (l Leadership) Serves(now time.Time) bool {
+	return l.Leader && l.CaughtUp && l.LeaseUntil.After(now)
+}
+
 // LeadershipOf derives the Leadership from the node's status. now is the
 // launcher's clock and tick the node's tick interval. The lease is counted
 // in ticks; one tick is taken off, since now may be up to a tick past the

@@ -999,3 +999,23 @@ func TestForbidDecidesInTheOrderLaunchesOpened(t *testing.T) {
 		t.Fatalf("the backfill asks about %q, want 12:30's child", req.ChildID)
 	}
 }
+
+// TestLeadershipServes: only a caught-up leader within its lease answers
+// from its own state as the cluster's.
+func TestLeadershipServes(t *testing.T) {
+	now := t0
+	held := Leadership{Leader: true, CaughtUp: true, LeaseUntil: now.Add(time.Second)}
+	for _, tc := range []struct {
+		l    Leadership
+		want bool
+	}{
+		{held, true},
+		{Leadership{Leader: true, CaughtUp: true, LeaseUntil: now}, false},
+		{Leadership{Leader: true, LeaseUntil: now.Add(time.Second)}, false},
+		{Leadership{CaughtUp: true, LeaseUntil: now.Add(time.Second)}, false},
+	} {
+		if got := tc.l.Serves(now); got != tc.want {
+			t.Errorf("%+v: Serves = %v", tc.l, got)
+		}
+	}
+}

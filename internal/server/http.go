@@ -270,7 +270,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.Re
 	switch {
 	case r.Header.Get(forwardedHeader) != "" && leader != s.cfg.ID:
 		return errForwardedHere(leader)
-	case leader == paxos.None || leader == s.cfg.ID || addr == "" || r.Header.Get(forwardedHeader) != "":
+	case leader == paxos.None || leader == s.cfg.ID || addr == "":
 		return s.errNoLeader(leader)
 	}
 	// A client that knows the leader's address sends its next calls there.
@@ -371,12 +371,9 @@ func (s *Server) readState(w http.ResponseWriter, r *http.Request, fn func(m *st
 	var ferr error
 	err := s.node.Cron(r.Context(), func(l *launcher.Launcher) {
 		now := time.Now()
-		if !stale {
-			lead := s.node.Leadership()
-			if !lead.Leader || !lead.CaughtUp || !lead.LeaseUntil.After(now) {
-				ferr = errNotLeading
-				return
-			}
+		if !stale && !s.node.Leadership().Serves(now) {
+			ferr = errNotLeading
+			return
 		}
 		out, ferr = fn(l.Machine(), now)
 	})
@@ -632,7 +629,7 @@ func (s *Server) putJob(ctx context.Context, j api.PutJob, spec state.JobSpec) (
 			// that state is the cluster's (as readState requires). A
 			// deposed leader that has not noticed yet would otherwise ack
 			// a spec its successor has replaced.
-			if lead := s.node.Leadership(); !lead.Leader || !lead.CaughtUp || !lead.LeaseUntil.After(time.Now()) {
+			if !s.node.Leadership().Serves(time.Now()) {
 				return nil, errNotLeading
 			}
 			return nil, nil
