@@ -353,14 +353,16 @@ func (m *Machine) putJob(c PutJob) error {
 		// backfilled (a backfill walks slots from CreatedAt), can share an
 		// identity (hence a Nomad idempotency token) with one of the old,
 		// whatever the clocks of the writer and the leader said.
-		var started time.Time
-		if ts, ok := m.tombstones[c.Name]; ok {
-			if ts.started.After(at) {
-				at, started = ts.started, ts.started
-			}
+		ts, reused := m.tombstones[c.Name]
+		namesakeLater := reused && ts.started.After(at)
+		if namesakeLater {
+			at = ts.started
 		}
-		j = &job{Job: Job{Name: c.Name, CreatedVersion: m.lastVersion, CreatedAt: at, LastStartedAt: started, born: m.epoch}}
-		if ts, ok := m.tombstones[c.Name]; ok {
+		j = &job{Job: Job{Name: c.Name, CreatedVersion: m.lastVersion, CreatedAt: at, born: m.epoch}}
+		if reused {
+			if namesakeLater {
+				j.LastStartedAt = ts.started
+			}
 			j.LastTriggeredAt = ts.triggered
 			m.forget(c.Name)
 		}
