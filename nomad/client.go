@@ -184,10 +184,8 @@ func (c *Client) Dispatch(ctx context.Context, l Launch) (string, error) {
 		switch {
 		case err == nil:
 		case Permanent(err) && mayLand:
-			var ce *CallError
-			errors.As(err, &ce)
-			return &CallError{Op: "dispatch", Subject: subject, Status: ce.Status, Err: errMayLand,
-				Message: ce.Message + "; but an earlier attempt got no answer and may still make the child, so the outcome is open"}
+			return &CallError{Op: "dispatch", Subject: subject, Err: errMayLand,
+				Message: err.Error() + "; but an earlier attempt got no answer and may still make the child, so the outcome is open"}
 		case !Permanent(err) && !neverSent(err):
 			mayLand = true
 		}
