@@ -18,12 +18,13 @@ func TestScheduleIsSeeded(t *testing.T) {
 	}
 }
 
-// Faults start after the warm-up, heal before the quiet tail, do not
-// overlap, and a three-minute run holds every kind for most seeds.
+// Faults start after the warm-up, heal before the quiet tail, each
+// after the previous one's window closed, and a five-minute run holds
+// every kind for most seeds.
 func TestScheduleBounds(t *testing.T) {
 	complete := 0
 	for seed := uint64(1); seed <= 200; seed++ {
-		for _, d := range []time.Duration{MinDuration, 3 * time.Minute, 30 * time.Minute} {
+		for _, d := range []time.Duration{MinDuration, 5 * time.Minute, 30 * time.Minute} {
 			s := NewSchedule(seed, d)
 			if len(s.Faults) == 0 {
 				t.Fatalf("seed %d, %v: no fault", seed, d)
@@ -39,9 +40,9 @@ func TestScheduleBounds(t *testing.T) {
 				if f.Kind == ClockJump && (f.Offset.Abs() < 10*time.Second || f.Offset.Abs() > 40*time.Second) {
 					t.Fatalf("seed %d: clock jump of %v", seed, f.Offset)
 				}
-				prevEnd = f.At + f.Down
+				prevEnd = f.At + f.Down + f.recovery(f.Down)
 			}
-			if d == 3*time.Minute && len(s.Missing()) == 0 {
+			if d == 5*time.Minute && len(s.Missing()) == 0 {
 				complete++
 			}
 			if d == 30*time.Minute && len(s.Missing()) > 0 {
@@ -49,8 +50,9 @@ func TestScheduleBounds(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("%d of 200 five-minute schedules hold every kind", complete)
 	if complete < 150 {
-		t.Fatalf("only %d of 200 three-minute schedules hold every kind", complete)
+		t.Fatalf("only %d of 200 five-minute schedules hold every kind", complete)
 	}
 }
 
@@ -74,6 +76,27 @@ func TestWindowEnd(t *testing.T) {
 	} {
 		if got := tc.f.WindowEnd(t0, t0.Add(10*time.Second)).Sub(t0); got != tc.want {
 			t.Errorf("%s: window ends %v after the start, want %v", tc.f.Kind, got, tc.want)
+		}
+	}
+}
+
+// The planned windows leave a good share of a run outside them, where
+// the checker judges lateness.
+func TestScheduleLeavesHealthyTime(t *testing.T) {
+	for d, want := range map[time.Duration]float64{5 * time.Minute: 0.15, 30 * time.Minute: 0.35} {
+		least := 1.0
+		for seed := uint64(1); seed <= 200; seed++ {
+			s := NewSchedule(seed, d)
+			covered := time.Duration(0)
+			for _, f := range s.Faults {
+				end := min(f.At+f.Down+f.recovery(f.Down), d)
+				covered += end - f.At
+			}
+			least = min(least, 1-float64(covered)/float64(d))
+		}
+		t.Logf("%v: at least %.0f%% of the run outside the planned windows", d, 100*least)
+		if least < want {
+			t.Errorf("%v: as little as %.0f%% of a run outside the planned windows", d, 100*least)
 		}
 	}
 }
