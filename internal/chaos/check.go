@@ -17,9 +17,22 @@ import (
 type CheckedJob struct {
 	Name         string
 	EverySeconds int64
+	// Policy is the job's concurrency policy: allow, forbid or replace.
+	// With CatchupWindow it tells which skips the job may have.
+	Policy string
+	// CatchupWindow is the job's catch-up window as paxcron holds it (its
+	// default when the spec names none).
+	CatchupWindow time.Duration
 	// From is when the job existed: slots after it are checked.
 	From time.Time
 }
+
+// The concurrency policies a CheckedJob may have.
+const (
+	PolicyAllow   = "allow"
+	PolicyForbid  = "forbid"
+	PolicyReplace = "replace"
+)
 
 // Child is one child job in Nomad's job list.
 type Child struct {
@@ -32,6 +45,11 @@ type Child struct {
 	MetaIdentity string
 	// Submitted is when Nomad registered the child (its SubmitTime).
 	Submitted time.Time
+	// Ended is when the child's last allocation finished, by the task
+	// states Nomad keeps; zero if it has none or one not yet finished
+	// when the checker read it. The forbid policy's skips are judged by
+	// it.
+	Ended time.Time
 }
 
 // Record is one launch outcome paxcron recorded (its history, or the
@@ -43,6 +61,9 @@ type Record struct {
 	Reason   string
 	// Source says where it was read (a replica's log, the API).
 	Source string
+	// At is when the source recorded it (a log line's time; zero where
+	// the source tells none): no earlier than the launcher's decision.
+	At time.Time
 }
 
 // Window is a fault window: from the fault's start to its end plus the
@@ -50,6 +71,10 @@ type Record struct {
 type Window struct {
 	Fault    string
 	From, To time.Time
+	// Ahead is how far a replica's launcher clock ran ahead of true time
+	// in the window (a clock jump forward), so that it decided that much
+	// early.
+	Ahead time.Duration `json:",omitempty"`
 }
 
 // CheckInput is everything the checker judges.
@@ -85,6 +110,7 @@ type Report struct {
 	WrongChild   []string // recorded dispatched to another child than Nomad's
 	Conflicting  []string // two different outcomes recorded for one launch
 	Unexplained  []string // a skip without its reason; failed/unknown outside fault windows
+	Unjustified  []string // a skip its job's policy, the faults and Nomad's view do not explain
 	Stray        []string // a child whose token is no slot of its job, or meta disagrees
 }
 
@@ -106,7 +132,8 @@ func (r *Report) lists() []namedList {
 	return []namedList{
 		{"doubled", &r.Doubled}, {"missing", &r.Missing}, {"late", &r.Late}, {"early", &r.Early},
 		{"lost", &r.Lost}, {"contradicted", &r.Contradicted}, {"wrong child", &r.WrongChild},
-		{"conflicting records", &r.Conflicting}, {"unexplained", &r.Unexplained}, {"stray children", &r.Stray},
+		{"conflicting records", &r.Conflicting}, {"unexplained", &r.Unexplained}, {"unjustified skips", &r.Unjustified},
+		{"stray children", &r.Stray},
 	}
 }
 
@@ -121,11 +148,12 @@ func Check(in CheckInput) *Report {
 	records := dedupeRecords(in.Records, r)
 	jobs := map[string]CheckedJob{}
 	for _, j := range in.Jobs {
-		if j.EverySeconds <= 0 || 60%j.EverySeconds != 0 {
-			panic(fmt.Sprintf("chaos: job %s every %d s: want a divisor of 60", j.Name, j.EverySeconds))
+		if err := j.validate(); err != nil {
+			panic(err)
 		}
 		jobs[j.Name] = j
 	}
+	lastChild := dispatchedChildren(in.Children, records)
 	// Every token: at most one child, and a slot of its job.
 	for _, tok := range sortedKeys(byToken) {
 		cs := byToken[tok]
@@ -146,13 +174,13 @@ func Check(in CheckInput) *Report {
 	for _, j := range in.Jobs {
 		first := (j.From.Unix()/j.EverySeconds + 1) * j.EverySeconds
 		for s := first; s <= in.To.Unix(); s += j.EverySeconds {
-			r.checkSlot(in, j, time.Unix(s, 0), byToken, records)
+			r.checkSlot(in, j, time.Unix(s, 0), byToken, records, lastChild)
 		}
 	}
 	return r
 }
 
-func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken map[string][]Child, records map[string]Record) {
+func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken map[string][]Child, records map[string]Record, last lastChildren) {
 	id := Identity(j.Name, at)
 	r.Slots++
 	window := inWindow(in.Windows, at, in.LateBound)
@@ -182,6 +210,10 @@ func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken ma
 		r.Lost = append(r.Lost, fmt.Sprintf("%s (%s): recorded dispatched to %s (%s), no child in Nomad", id, when, rec.ChildID, rec.Source))
 	case len(cs) == 0 && rec.Outcome == "skipped" && strings.TrimSpace(rec.Reason) == "":
 		r.Unexplained = append(r.Unexplained, fmt.Sprintf("%s (%s): skipped without a reason (%s)", id, when, rec.Source))
+	case len(cs) == 0 && rec.Outcome == "skipped":
+		if why := judgeSkip(in, j, at, rec, last); why != "" {
+			r.Unjustified = append(r.Unjustified, fmt.Sprintf("%s (%s): skipped (%s, %s) but %s", id, when, rec.Reason, rec.Source, why))
+		}
 	case len(cs) == 0 && (rec.Outcome == "failed" || rec.Outcome == "unknown") && window == "":
 		r.Unexplained = append(r.Unexplained, fmt.Sprintf("%s (%s): %s outside every fault window: %s", id, when, rec.Outcome, rec.Reason))
 	case len(cs) > 0 && (rec.Outcome == "skipped" || rec.Outcome == "failed"):
@@ -208,14 +240,136 @@ func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken ma
 	}
 }
 
+// validate checks a job as the checker takes it (from the workload, or
+// from a saved run.json).
+func (j CheckedJob) validate() error {
+	switch {
+	case j.EverySeconds <= 0 || 60%j.EverySeconds != 0:
+		return fmt.Errorf("chaos: job %s every %d s: want a divisor of 60", j.Name, j.EverySeconds)
+	case j.Policy != PolicyAllow && j.Policy != PolicyForbid && j.Policy != PolicyReplace:
+		return fmt.Errorf("chaos: job %s has concurrency policy %q: want %s, %s or %s", j.Name, j.Policy, PolicyAllow, PolicyForbid, PolicyReplace)
+	case j.CatchupWindow <= 0:
+		return fmt.Errorf("chaos: job %s has catch-up window %v: want more than zero", j.Name, j.CatchupWindow)
+	}
+	return nil
+}
+
+// The skips the launcher records, by the wording of its reasons
+// (cron/launcher). The checker reads them to know which rule a skip
+// claims, then judges the claim by its own view; a reason it cannot read
+// is a violation, so that new wording cannot pass unjudged.
+var (
+	forbidReason  = regexp.MustCompile(`^previous child (\S+) still running \(concurrency forbid\)$`)
+	catchupReason = regexp.MustCompile(`catch-up window \((\S+) late, window (\S+)\)$`)
+)
+
+// ForbidSlack is how long after a child's allocation finished the forbid
+// policy may still find it running: Nomad's server learns of a task's
+// end from its client's next update, and a job turns dead after that.
+const ForbidSlack = 5 * time.Second
+
+// judgeSkip says why a recorded skip of job j's slot at is not justified
+// ("" if it is). The workload never pauses or deletes a job, so only two
+// skips can be right: a catch-up skip, for a job with that window, in a
+// fault window, decided once the window had passed; and a forbid skip,
+// for a forbid job, naming the job's last dispatched child, which Nomad
+// did not know finished before the slot.
+func judgeSkip(in CheckInput, j CheckedJob, at time.Time, rec Record, last lastChildren) string {
+	w := window(in.Windows, at, in.LateBound)
+	if m := catchupReason.FindStringSubmatch(rec.Reason); m != nil {
+		late, err1 := time.ParseDuration(m[1])
+		window, err2 := time.ParseDuration(m[2])
+		switch {
+		case err1 != nil || err2 != nil:
+			return "its reason's durations do not parse"
+		case window != j.CatchupWindow:
+			return fmt.Sprintf("the job's catch-up window is %v", j.CatchupWindow)
+		case late <= window-time.Second:
+			// The reason truncates lateness to the second.
+			return fmt.Sprintf("%v late is within the %v window", late, window)
+		case w == nil:
+			return "the slot lies outside every fault window: no fault delayed it"
+		case !rec.At.IsZero() && rec.At.Add(w.Ahead+time.Second).Before(at.Add(window)):
+			return fmt.Sprintf("it was recorded at %s, before its window ran out at %s", clock(rec.At), clock(at.Add(window)))
+		}
+		return ""
+	}
+	m := forbidReason.FindStringSubmatch(rec.Reason)
+	if m == nil {
+		return "the checker knows no such skip: the workload never pauses or deletes a job"
+	}
+	named := m[1]
+	prev, ok := last.before(j.Name, at)
+	ahead := time.Duration(0)
+	if w != nil {
+		ahead = w.Ahead
+	}
+	switch {
+	case j.Policy != PolicyForbid:
+		return fmt.Sprintf("the job's policy is %s", j.Policy)
+	case !ok:
+		return fmt.Sprintf("Nomad has no child the job dispatched before the slot; the reason names %s", named)
+	case prev.ID != named:
+		return fmt.Sprintf("the job's last child before the slot is %s (%s)", prev.ID, prev.Token)
+	case !prev.Ended.IsZero() && prev.Ended.Add(ForbidSlack+ahead).Before(at):
+		return fmt.Sprintf("Nomad says %s finished at %s, more than %v before the slot", named, clock(prev.Ended), ForbidSlack+ahead)
+	}
+	return ""
+}
+
+func clock(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+
+// lastChildren holds, per job, its children recorded dispatched, in slot
+// order: the forbid policy acts on the last of them.
+type lastChildren map[string][]slotChild
+
+type slotChild struct {
+	at time.Time
+	Child
+}
+
+func dispatchedChildren(children []Child, records map[string]Record) lastChildren {
+	out := lastChildren{}
+	for _, c := range children {
+		name, at, ok := SplitIdentity(c.Token)
+		if rec := records[c.Token]; !ok || rec.Outcome != "dispatched" || rec.ChildID != c.ID {
+			continue
+		}
+		out[name] = append(out[name], slotChild{at: at, Child: c})
+	}
+	for _, cs := range out {
+		slices.SortFunc(cs, func(a, b slotChild) int { return a.at.Compare(b.at) })
+	}
+	return out
+}
+
+// before is job's last child recorded dispatched for a slot before at.
+func (l lastChildren) before(job string, at time.Time) (Child, bool) {
+	cs := l[job]
+	i, _ := slices.BinarySearchFunc(cs, at, func(c slotChild, t time.Time) int { return c.at.Compare(t) })
+	if i == 0 {
+		return Child{}, false
+	}
+	return cs[i-1].Child, true
+}
+
+// window is the fault window covering a slot at t (inWindow tells
+// which), or nil.
+func window(ws []Window, t time.Time, lateBound time.Duration) *Window {
+	for i, w := range ws {
+		if !t.Before(w.From.Add(-lateBound)) && !t.After(w.To) {
+			return &ws[i]
+		}
+	}
+	return nil
+}
+
 // inWindow names the fault window covering a slot at t: its launch
 // is judged late only outside them. A slot due up to lateBound before a
 // fault began was still being launched when it struck.
 func inWindow(ws []Window, t time.Time, lateBound time.Duration) string {
-	for _, w := range ws {
-		if !t.Before(w.From.Add(-lateBound)) && !t.After(w.To) {
-			return w.Fault
-		}
+	if w := window(ws, t, lateBound); w != nil {
+		return w.Fault
 	}
 	return ""
 }
@@ -231,6 +385,11 @@ func dedupeRecords(recs []Record, r *Report) map[string]Record {
 		if !ok {
 			out[rec.Identity] = rec
 			continue
+		}
+		if !rec.At.IsZero() && (old.At.IsZero() || rec.At.Before(old.At)) {
+			// The earliest record is nearest the decision.
+			old.At = rec.At
+			out[rec.Identity] = old
 		}
 		if (old.Outcome != rec.Outcome || old.ChildID != rec.ChildID) && !conflicted[rec.Identity] {
 			conflicted[rec.Identity] = true

@@ -5,15 +5,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
 )
 
-// base is a clean run: job "a" every 5 s and job "b" every 10 s over one
-// minute, each slot with one child submitted 200 ms after its time, one
-// slot of "b" skipped by the forbid policy, and a fault window.
+// base is a clean run: job "a" (allow, catch-up window 15 s) every 5 s
+// and job "b-x" (forbid) every 10 s over one minute, each slot with one
+// child submitted 200 ms after its time, one slot of "b-x" skipped by the
+// forbid policy while its previous child runs, and a fault window.
 func base() CheckInput {
 	t0 := time.Unix(1_800_000_000, 0) // divisible by 60
 	in := CheckInput{
-		Jobs:       []CheckedJob{{Name: "a", EverySeconds: 5, From: t0}, {Name: "b-x", EverySeconds: 10, From: t0}},
+		Jobs: []CheckedJob{
+			{Name: "a", EverySeconds: 5, Policy: PolicyAllow, CatchupWindow: 15 * time.Second, From: t0},
+			{Name: "b-x", EverySeconds: 10, Policy: PolicyForbid, CatchupWindow: 5 * time.Minute, From: t0},
+		},
 		To:         t0.Add(time.Minute),
 		LateBound:  3 * time.Second,
 		EarlyBound: time.Second,
@@ -24,15 +30,22 @@ func base() CheckInput {
 			at := time.Unix(s, 0)
 			id := Identity(j.Name, at)
 			if j.Name == "b-x" && s == t0.Unix()+20 {
-				in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", Reason: "previous child p/dispatch-b-x-1799999990-1-ab still running (concurrency forbid)", Source: "replica 1"})
+				in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", Reason: "previous child " + childID("b-x", s-10) + " still running (concurrency forbid)", Source: "replica 1"})
 				continue
 			}
-			child := Child{ID: fmt.Sprintf("p/dispatch-%s-%d-0000", id, s), Token: id, MetaIdentity: id, Submitted: at.Add(200 * time.Millisecond)}
+			child := Child{ID: childID(j.Name, s), Token: id, MetaIdentity: id, Submitted: at.Add(200 * time.Millisecond)}
+			if j.Name == "b-x" {
+				child.Ended = at.Add(13 * time.Second) // runs for 12 s
+			}
 			in.Children = append(in.Children, child)
 			in.Records = append(in.Records, Record{Identity: id, Outcome: "dispatched", ChildID: child.ID, Source: "replica 1"})
 		}
 	}
 	return in
+}
+
+func childID(job string, s int64) string {
+	return fmt.Sprintf("p/dispatch-%s-%d-0000", Identity(job, time.Unix(s, 0)), s)
 }
 
 func TestCheckCleanRunPasses(t *testing.T) {
@@ -90,6 +103,39 @@ func TestCheckCatchesPlantedViolations(t *testing.T) {
 			drop(in, slot(35))
 			in.Records = append(in.Records, Record{Identity: slot(35), Outcome: "skipped", Source: "replica 3"})
 		}, func(r *Report) []string { return r.Unexplained }},
+		{"a forbid skip on an allow job", func(in *CheckInput) {
+			drop(in, slot(25))
+			in.Records = append(in.Records, Record{Identity: slot(25), Outcome: "skipped", Reason: "previous child " + childID("a", t0.Unix()+20) + " still running (concurrency forbid)"})
+		}, func(r *Report) []string { return r.Unjustified }},
+		{"a forbid skip naming a child Nomad saw finish", func(in *CheckInput) {
+			for i, c := range in.Children {
+				if c.ID == childID("b-x", t0.Unix()+10) {
+					in.Children[i].Ended = t0.Add(14 * time.Second) // 6 s before the slot
+				}
+			}
+		}, func(r *Report) []string { return r.Unjustified }},
+		{"a forbid skip naming an older child than the last", func(in *CheckInput) {
+			id := Identity("b-x", t0.Add(60*time.Second))
+			drop(in, id)
+			in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", Reason: "previous child " + childID("b-x", t0.Unix()+10) + " still running (concurrency forbid)"})
+		}, func(r *Report) []string { return r.Unjustified }},
+		{"a skip for a pause the workload never made", func(in *CheckInput) {
+			drop(in, slot(25))
+			in.Records = append(in.Records, Record{Identity: slot(25), Outcome: "skipped", Reason: "job paused"})
+		}, func(r *Report) []string { return r.Unjustified }},
+		{"a catch-up skip outside every fault window", func(in *CheckInput) {
+			drop(in, slot(25))
+			in.Records = append(in.Records, Record{Identity: slot(25), Outcome: "skipped", Reason: "not dispatched within its catch-up window (16s late, window 15s)"})
+		}, func(r *Report) []string { return r.Unjustified }},
+		{"a catch-up skip with another window than the job's", func(in *CheckInput) {
+			drop(in, slot(45))
+			in.Records = append(in.Records, Record{Identity: slot(45), Outcome: "skipped", Reason: "not dispatched within its catch-up window (4s late, window 3s)"})
+		}, func(r *Report) []string { return r.Unjustified }},
+		{"a catch-up skip decided before its window ran out", func(in *CheckInput) {
+			drop(in, slot(45))
+			in.Records = append(in.Records, Record{Identity: slot(45), Outcome: "skipped", At: t0.Add(52 * time.Second),
+				Reason: "missed: no leader could launch it within its catch-up window (16s late, window 15s)"})
+		}, func(r *Report) []string { return r.Unjustified }},
 		{"a child for no slot", func(in *CheckInput) {
 			id := Identity("a", t0.Add(12*time.Second))
 			in.Children = append(in.Children, Child{ID: "p/dispatch-" + id + "-1-bbbb", Token: id, MetaIdentity: id, Submitted: t0.Add(12 * time.Second)})
@@ -121,12 +167,18 @@ func TestCheckFaultWindows(t *testing.T) {
 	setSubmitted(&in, Identity("a", t0.Add(40*time.Second)), t0.Add(47*time.Second))
 	drop(&in, Identity("b-x", t0.Add(50*time.Second)))
 	in.Records = append(in.Records, Record{Identity: Identity("b-x", t0.Add(50*time.Second)), Outcome: "unknown", Reason: "lookup failed"})
+	// A catch-up skip in the window, recorded once the window ran out.
+	drop(&in, Identity("a", t0.Add(50*time.Second)))
+	in.Records = append(in.Records, Record{Identity: Identity("a", t0.Add(50*time.Second)), Outcome: "skipped", At: t0.Add(65*time.Second + 500*time.Millisecond),
+		Reason: "missed: no leader could launch it within its catch-up window (15s late, window 15s)"})
 	if r := Check(in); r.Violations() != 0 || r.InWindows != 5 || r.Unknown != 1 {
-		t.Fatalf("violations %d, in windows %d, unknown %d", r.Violations(), r.InWindows, r.Unknown)
+		var b strings.Builder
+		r.Print(&b)
+		t.Fatalf("violations %d, in windows %d, unknown %d:\n%s", r.Violations(), r.InWindows, r.Unknown, b.String())
 	}
 	in.Windows = nil
-	if r := Check(in); len(r.Late) != 2 || len(r.Unexplained) != 1 {
-		t.Fatalf("without the window: late %v, unexplained %v", r.Late, r.Unexplained)
+	if r := Check(in); len(r.Late) != 2 || len(r.Unexplained) != 1 || len(r.Unjustified) != 1 {
+		t.Fatalf("without the window: late %v, unexplained %v, unjustified %v", r.Late, r.Unexplained, r.Unjustified)
 	}
 }
 
@@ -175,6 +227,46 @@ func setSubmitted(in *CheckInput, id string, at time.Time) {
 	for i := range in.Children {
 		if in.Children[i].Token == id {
 			in.Children[i].Submitted = at
+		}
+	}
+}
+
+// A replica whose clock ran ahead decides a catch-up skip that much
+// early in true time: the window says so, and the skip passes.
+func TestCheckClockAheadExcusesAnEarlySkip(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	in := base()
+	id := Identity("a", t0.Add(45*time.Second))
+	drop(&in, id)
+	in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", At: t0.Add(52 * time.Second),
+		Reason: "not dispatched within its catch-up window (16s late, window 15s)"})
+	if r := Check(in); len(r.Unjustified) != 1 {
+		t.Fatalf("without a clock ahead: unjustified %v", r.Unjustified)
+	}
+	in.Windows[0].Ahead = 20 * time.Second
+	if r := Check(in); r.Violations() != 0 {
+		t.Fatalf("with the clock 20 s ahead: unjustified %v", r.Unjustified)
+	}
+}
+
+func TestAllocsEnded(t *testing.T) {
+	t1, t2 := time.Unix(1_800_000_010, 0), time.Unix(1_800_000_020, 0)
+	done := func(status string, at time.Time) *nomadapi.AllocationListStub {
+		return &nomadapi.AllocationListStub{ClientStatus: status, TaskStates: map[string]*nomadapi.TaskState{"t": {FinishedAt: at}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		allocs []*nomadapi.AllocationListStub
+		want   time.Time
+	}{
+		{"none", nil, time.Time{}},
+		{"one complete", []*nomadapi.AllocationListStub{done("complete", t1)}, t1},
+		{"the later of two", []*nomadapi.AllocationListStub{done("failed", t2), done("complete", t1)}, t2},
+		{"one still running", []*nomadapi.AllocationListStub{done("complete", t1), {ClientStatus: "running"}}, time.Time{}},
+		{"lost before its task started", []*nomadapi.AllocationListStub{{ClientStatus: "lost", ModifyTime: t2.UnixNano()}}, t2},
+	} {
+		if got := allocsEnded(tc.allocs); !got.Equal(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -269,16 +269,17 @@ func launchRecords(output []byte, source string) []Record {
 			continue
 		}
 		var l struct {
-			Msg      string `json:"msg"`
-			Identity string `json:"identity"`
-			Outcome  string `json:"outcome"`
-			Child    string `json:"child"`
-			Reason   string `json:"reason"`
+			Time     time.Time `json:"time"`
+			Msg      string    `json:"msg"`
+			Identity string    `json:"identity"`
+			Outcome  string    `json:"outcome"`
+			Child    string    `json:"child"`
+			Reason   string    `json:"reason"`
 		}
 		if json.Unmarshal(line, &l) != nil || l.Outcome == "" || l.Identity == "" {
 			continue // "launch started" has no outcome
 		}
-		recs = append(recs, Record{Identity: l.Identity, Outcome: l.Outcome, ChildID: l.Child, Reason: l.Reason, Source: source})
+		recs = append(recs, Record{Identity: l.Identity, Outcome: l.Outcome, ChildID: l.Child, Reason: l.Reason, Source: source, At: l.Time})
 	}
 	return recs
 }

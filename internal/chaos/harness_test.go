@@ -3,9 +3,11 @@ package chaos
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
-// The replicas' JSON launch lines become records; other lines, and
+// The replicas' JSON launch lines become records, with the time each was
+// logged; other lines, and
 // "launch started" (no outcome yet), are passed over.
 func TestLaunchRecords(t *testing.T) {
 	out := strings.Join([]string{
@@ -17,8 +19,10 @@ func TestLaunchRecords(t *testing.T) {
 	}, "\n")
 	got := launchRecords([]byte(out), "replica 2")
 	want := []Record{
-		{Identity: "a-1795580328", Outcome: "dispatched", ChildID: "p/dispatch-a-1795580328-1-ab", Source: "replica 2"},
-		{Identity: "b-1795580330", Outcome: "skipped", Reason: "job paused", Source: "replica 2"},
+		{Identity: "a-1795580328", Outcome: "dispatched", ChildID: "p/dispatch-a-1795580328-1-ab", Source: "replica 2",
+			At: time.Date(2026, 11, 25, 4, 18, 48, 0, time.UTC)},
+		{Identity: "b-1795580330", Outcome: "skipped", Reason: "job paused", Source: "replica 2",
+			At: time.Date(2026, 11, 25, 4, 18, 50, 0, time.UTC)},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v", got)

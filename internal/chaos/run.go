@@ -218,7 +218,12 @@ func (r *runner) submit(ctx context.Context) error {
 	from := time.Now().Add(time.Second)
 	counts := map[string]int{}
 	for _, j := range work {
-		r.jobs = append(r.jobs, CheckedJob{Name: j.Name, EverySeconds: j.EverySeconds, From: from})
+		policy := j.Spec.Concurrency
+		if policy == "" {
+			policy = PolicyAllow
+		}
+		r.jobs = append(r.jobs, CheckedJob{Name: j.Name, EverySeconds: j.EverySeconds, Policy: policy,
+			CatchupWindow: time.Duration(j.Spec.CatchupWindow), From: from})
 		counts[strings.TrimRight(strings.TrimPrefix(j.Name, "chaos-"), "-0123456789")]++
 	}
 	r.say("submitted %d cron jobs every 5-30 s (%d allow, %d forbid, %d replace); slots after %s are checked",
@@ -344,6 +349,9 @@ func (r *runner) inject(ctx context.Context, n int, f Fault, leader int) error {
 	}
 	healed := time.Now()
 	w := Window{Fault: what, From: injected, To: f.WindowEnd(injected, healed)}
+	if f.Kind == ClockJump {
+		w.Ahead = max(f.Offset, 0)
+	}
 	r.windows = append(r.windows, w)
 	r.say("fault %s: healed after %v; its window runs to +%v", what, healed.Sub(injected).Round(100*time.Millisecond), w.To.Sub(r.start).Round(time.Second))
 	return nil
@@ -504,6 +512,11 @@ func Recheck(ctx context.Context, dir string, out io.Writer) (*Report, error) {
 	if err := json.Unmarshal(b, &saved); err != nil {
 		return nil, fmt.Errorf("chaos: %s: %w", filepath.Join(dir, "run.json"), err)
 	}
+	for _, j := range saved.Jobs {
+		if err := j.validate(); err != nil {
+			return nil, fmt.Errorf("%w (in %s; a run saved before the checker judged skips by policy has none: judge it with that version)", err, filepath.Join(dir, "run.json"))
+		}
+	}
 	var records []Record
 	for id := 1; id <= 3; id++ {
 		o, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("replica-%d.log", id)))
@@ -580,6 +593,14 @@ func readChild(ctx context.Context, nc *nomadapi.Client, s *nomadapi.JobListStub
 	if j.DispatchIdempotencyToken != nil {
 		c.Token = *j.DispatchIdempotencyToken
 	}
+	if s.ParentID == SlowParent {
+		// Only the slow parent places a task; the forbid jobs dispatch it.
+		allocs, _, err := nc.Jobs().Allocations(s.ID, true, q)
+		if err != nil {
+			return Child{}, fmt.Errorf("chaos: reading child %s's allocations: %w", s.ID, err)
+		}
+		c.Ended = allocsEnded(allocs)
+	}
 	if j.Version != nil && *j.Version > 0 {
 		versions, _, _, err := nc.Jobs().Versions(s.ID, false, q)
 		if err != nil {
@@ -592,4 +613,35 @@ func readChild(ctx context.Context, nc *nomadapi.Client, s *nomadapi.JobListStub
 		}
 	}
 	return c, nil
+}
+
+// allocsEnded is when the last of allocs finished, by its tasks' states;
+// zero if there is none or one has not finished.
+func allocsEnded(allocs []*nomadapi.AllocationListStub) time.Time {
+	var ended time.Time
+	for _, a := range allocs {
+		switch a.ClientStatus {
+		case nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed, nomadapi.AllocClientStatusLost:
+		default:
+			return time.Time{}
+		}
+		if len(a.TaskStates) == 0 {
+			// Lost before a task started: it ended when Nomad last changed it.
+			ended = later(ended, time.Unix(0, a.ModifyTime))
+		}
+		for _, ts := range a.TaskStates {
+			if ts.FinishedAt.IsZero() {
+				return time.Time{}
+			}
+			ended = later(ended, ts.FinishedAt)
+		}
+	}
+	return ended
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

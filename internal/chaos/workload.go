@@ -25,6 +25,10 @@ const (
 	SlowTaskSeconds = 12
 )
 
+// DefaultCatchupWindow is paxcron's default catch-up window (README),
+// which the workload names in each spec that wants it.
+const DefaultCatchupWindow = 5 * time.Minute
+
 // WorkloadJob is one cron job of the workload.
 type WorkloadJob struct {
 	Name         string
@@ -49,6 +53,8 @@ func Workload(n int) []WorkloadJob {
 		every := quick[i%len(quick)]
 		spec := api.Spec{Schedule: fmt.Sprintf("*/%d * * * * *", every), NomadJob: QuickParent,
 			Meta: map[string]string{"chaos": "allow"}}
+		// The default window, named so that the checker knows it.
+		spec.CatchupWindow = api.Duration(DefaultCatchupWindow)
 		switch i % 3 {
 		case 1:
 			spec.Delivery = "at-least-once"
@@ -65,7 +71,8 @@ func Workload(n int) []WorkloadJob {
 		every := slow[k%len(slow)]
 		jobs = append(jobs, WorkloadJob{Name: fmt.Sprintf("chaos-%s-%02d", policy, k+1), EverySeconds: every, Spec: api.Spec{
 			Schedule: fmt.Sprintf("*/%d * * * * *", every), NomadJob: SlowParent, Concurrency: policy,
-			Meta: map[string]string{"chaos": policy},
+			CatchupWindow: api.Duration(DefaultCatchupWindow),
+			Meta:          map[string]string{"chaos": policy},
 		}})
 	}
 	return jobs
