@@ -25,7 +25,7 @@ BENCH_PKGS ?= ./...
 BENCH_SUITES ?= all
 # How long `make chaos` runs its fault schedule, and its extra flags
 # (e.g. CHAOS_FLAGS='-seed 7'; go run ./cmd/paxcron-chaos -h lists them).
-DURATION ?= 5m
+DURATION ?= 6m
 CHAOS_FLAGS ?=
 # How long each fuzz target runs in `make fuzz`.
 FUZZTIME ?= 10s

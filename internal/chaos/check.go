@@ -45,10 +45,9 @@ type Child struct {
 	MetaIdentity string
 	// Submitted is when Nomad registered the child (its SubmitTime).
 	Submitted time.Time
-	// Ended is when the child's last allocation finished, by the task
-	// states Nomad keeps; zero if it has none or one not yet finished
-	// when the checker read it. The forbid policy's skips are judged by
-	// it.
+	// Ended is when Nomad knew the child's allocations had all ended (see
+	// allocsEnded); zero if it has none or one had not when the checker
+	// read it. The forbid policy's skips are judged by it.
 	Ended time.Time
 }
 
@@ -263,9 +262,9 @@ var (
 	catchupReason = regexp.MustCompile(`catch-up window \((\S+) late, window (\S+)\)$`)
 )
 
-// ForbidSlack is how long after a child's allocation finished the forbid
-// policy may still find it running: Nomad's server learns of a task's
-// end from its client's next update, and a job turns dead after that.
+// ForbidSlack is how long after Nomad knew a child's allocations ended
+// the forbid policy may still find it running: the job turns dead after
+// that, and the launcher's call may have been answered just before.
 const ForbidSlack = 5 * time.Second
 
 // judgeSkip says why a recorded skip of job j's slot at is not justified
@@ -312,7 +311,7 @@ func judgeSkip(in CheckInput, j CheckedJob, at time.Time, rec Record, last lastC
 	case prev.ID != named:
 		return fmt.Sprintf("the job's last child before the slot is %s (%s)", prev.ID, prev.Token)
 	case !prev.Ended.IsZero() && prev.Ended.Add(ForbidSlack+ahead).Before(at):
-		return fmt.Sprintf("Nomad says %s finished at %s, more than %v before the slot", named, clock(prev.Ended), ForbidSlack+ahead)
+		return fmt.Sprintf("Nomad knew %s had ended at %s, more than %v before the slot", named, clock(prev.Ended), ForbidSlack+ahead)
 	}
 	return ""
 }

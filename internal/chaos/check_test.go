@@ -251,8 +251,11 @@ func TestCheckClockAheadExcusesAnEarlySkip(t *testing.T) {
 
 func TestAllocsEnded(t *testing.T) {
 	t1, t2 := time.Unix(1_800_000_010, 0), time.Unix(1_800_000_020, 0)
-	done := func(status string, at time.Time) *nomadapi.AllocationListStub {
-		return &nomadapi.AllocationListStub{ClientStatus: status, TaskStates: map[string]*nomadapi.TaskState{"t": {FinishedAt: at}}}
+	alloc := func(status string, modified time.Time) *nomadapi.AllocationListStub {
+		// The task's own end is earlier: an agent down when it ended
+		// reports it later.
+		return &nomadapi.AllocationListStub{ClientStatus: status, ModifyTime: modified.UnixNano(),
+			TaskStates: map[string]*nomadapi.TaskState{"t": {FinishedAt: modified.Add(-time.Minute)}}}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -260,10 +263,10 @@ func TestAllocsEnded(t *testing.T) {
 		want   time.Time
 	}{
 		{"none", nil, time.Time{}},
-		{"one complete", []*nomadapi.AllocationListStub{done("complete", t1)}, t1},
-		{"the later of two", []*nomadapi.AllocationListStub{done("failed", t2), done("complete", t1)}, t2},
-		{"one still running", []*nomadapi.AllocationListStub{done("complete", t1), {ClientStatus: "running"}}, time.Time{}},
-		{"lost before its task started", []*nomadapi.AllocationListStub{{ClientStatus: "lost", ModifyTime: t2.UnixNano()}}, t2},
+		{"one complete", []*nomadapi.AllocationListStub{alloc("complete", t1)}, t1},
+		{"the later of two", []*nomadapi.AllocationListStub{alloc("failed", t2), alloc("complete", t1)}, t2},
+		{"one still running", []*nomadapi.AllocationListStub{alloc("complete", t1), alloc("running", t1)}, time.Time{}},
+		{"lost", []*nomadapi.AllocationListStub{alloc("lost", t2)}, t2},
 	} {
 		if got := allocsEnded(tc.allocs); !got.Equal(tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)

@@ -130,7 +130,7 @@ func QuietTail(d time.Duration) time.Duration { return min(max(d/6, 10*time.Seco
 // of every kind in a shuffled order, each with its own Down time, for as
 // long as they fit before the quiet tail. After each fault's window
 // closes (its heal plus its recovery) comes healthy time drawn from
-// [S/2, S], S = d/40 within [6 s, 30 s], before the next fault: the
+// [S, 2S], S = d/40 within [6 s, 30 s], before the next fault: the
 // checker judges lateness only outside the windows, so windows that ran
 // into each other would leave it little to judge (a review found them
 // covering 85-95% of a five-minute run when the gap was counted from the
@@ -174,7 +174,7 @@ func NewSchedule(seed uint64, d time.Duration) Schedule {
 				return s
 			}
 			s.Faults = append(s.Faults, f)
-			at += f.Down + f.recovery(f.Down) + between(settle/2, settle)
+			at += f.Down + f.recovery(f.Down) + between(settle, 2*settle)
 		}
 	}
 }

@@ -19,12 +19,12 @@ func TestScheduleIsSeeded(t *testing.T) {
 }
 
 // Faults start after the warm-up, heal before the quiet tail, each
-// after the previous one's window closed, and a five-minute run holds
-// every kind for most seeds.
+// after the previous one's window closed, and a six-minute run (CI's)
+// holds every kind for most seeds.
 func TestScheduleBounds(t *testing.T) {
 	complete := 0
 	for seed := uint64(1); seed <= 200; seed++ {
-		for _, d := range []time.Duration{MinDuration, 5 * time.Minute, 30 * time.Minute} {
+		for _, d := range []time.Duration{MinDuration, 6 * time.Minute, 30 * time.Minute} {
 			s := NewSchedule(seed, d)
 			if len(s.Faults) == 0 {
 				t.Fatalf("seed %d, %v: no fault", seed, d)
@@ -42,7 +42,7 @@ func TestScheduleBounds(t *testing.T) {
 				}
 				prevEnd = f.At + f.Down + f.recovery(f.Down)
 			}
-			if d == 5*time.Minute && len(s.Missing()) == 0 {
+			if d == 6*time.Minute && len(s.Missing()) == 0 {
 				complete++
 			}
 			if d == 30*time.Minute && len(s.Missing()) > 0 {
@@ -50,9 +50,9 @@ func TestScheduleBounds(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d of 200 five-minute schedules hold every kind", complete)
+	t.Logf("%d of 200 six-minute schedules hold every kind", complete)
 	if complete < 150 {
-		t.Fatalf("only %d of 200 five-minute schedules hold every kind", complete)
+		t.Fatalf("only %d of 200 six-minute schedules hold every kind", complete)
 	}
 }
 
@@ -81,16 +81,18 @@ func TestWindowEnd(t *testing.T) {
 }
 
 // The planned windows leave a good share of a run outside them, where
-// the checker judges lateness.
+// the checker judges lateness. A slot due up to the lateness bound (5 s
+// by default) before a fault counts as inside its window.
 func TestScheduleLeavesHealthyTime(t *testing.T) {
-	for d, want := range map[time.Duration]float64{5 * time.Minute: 0.15, 30 * time.Minute: 0.35} {
+	const lead = 5 * time.Second
+	for d, want := range map[time.Duration]float64{6 * time.Minute: 0.15, 30 * time.Minute: 0.45} {
 		least := 1.0
 		for seed := uint64(1); seed <= 200; seed++ {
 			s := NewSchedule(seed, d)
 			covered := time.Duration(0)
 			for _, f := range s.Faults {
 				end := min(f.At+f.Down+f.recovery(f.Down), d)
-				covered += end - f.At
+				covered += end - f.At + lead
 			}
 			least = min(least, 1-float64(covered)/float64(d))
 		}
