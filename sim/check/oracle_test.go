@@ -1,0 +1,81 @@
+package check
+
+import (
+	"testing"
+	"time"
+
+	"paxcron/cron/schedule"
+)
+
+// oracleCases are the schedules the simulator gives jobs (sim/cron.go),
+// with a few more of the same forms.
+var oracleCases = []struct{ expr, zone string }{
+	{"* * * * * *", ""},
+	{"*/2 * * * * *", "America/New_York"},
+	{"*/3 * * * * *", "Australia/Sydney"},
+	{"@every 4s", ""},
+	{"*/5 * 2 * * *", "America/New_York"},
+	{"*/5 * 1 * * *", "America/New_York"},
+	{"*/2 * 2 * * *", "Australia/Sydney"},
+	{"*/3 * 2 * * *", "Australia/Lord_Howe"},
+	{"? * * * * *", "Australia/Lord_Howe"},
+	{"*/7 * * * * *", ""},
+	{"@every 3s", "Australia/Sydney"},
+	{"0 0 1 1 *", ""},
+	{"*/10 */15 * * * *", "America/New_York"},
+	{"0 30 2 * * *", "America/New_York"},
+	{"15 0-30/10 1,2 * * *", "Australia/Lord_Howe"},
+	{"? ? * * * *", "Australia/Sydney"},
+}
+
+// The oracle agrees with cron/schedule around every daylight-saving
+// change the simulator's epochs start at, and at the new year, for every
+// schedule the simulator uses. The two share no code: a disagreement is
+// a bug in one of them.
+func TestOracleAgreesWithSchedule(t *testing.T) {
+	starts := []time.Time{
+		time.Date(2026, 3, 8, 6, 59, 30, 0, time.UTC), time.Date(2026, 11, 1, 5, 59, 30, 0, time.UTC),
+		time.Date(2026, 4, 4, 15, 59, 30, 0, time.UTC), time.Date(2026, 10, 3, 15, 59, 30, 0, time.UTC),
+		time.Date(2026, 4, 4, 14, 59, 30, 0, time.UTC), time.Date(2026, 10, 3, 15, 29, 30, 0, time.UTC),
+		time.Date(2026, 12, 31, 23, 59, 30, 0, time.UTC),
+	}
+	for _, c := range oracleCases {
+		for _, job := range []string{"j0", "j5"} {
+			o, err := NewOracle(c.expr, job, c.zone)
+			if err != nil {
+				t.Fatalf("%s in %q: %v", c.expr, c.zone, err)
+			}
+			s, err := schedule.Parse(c.expr, schedule.Options{JobName: job, TimeZone: c.zone})
+			if err != nil {
+				t.Fatalf("%s in %q: %v", c.expr, c.zone, err)
+			}
+			for _, start := range starts {
+				// Two hours from before the change, launch by launch.
+				from, end := start.Add(-90*time.Minute), start.Add(30*time.Minute)
+				for n := 0; from.Before(end); n++ {
+					want, ok := s.Next(from)
+					got, err := o.Next(from, end)
+					if !ok || want.After(end) {
+						if err == nil {
+							t.Fatalf("%s in %q for %s after %s: the oracle says %s, the schedule none by %s", c.expr, c.zone, job, from, got, end)
+						}
+						break
+					}
+					if err != nil || !got.Equal(want) {
+						t.Fatalf("%s in %q for %s after %s: the oracle says %s (%v), the schedule %s", c.expr, c.zone, job, from.UTC(), got.UTC(), err, want.UTC())
+					}
+					from = got
+				}
+			}
+		}
+	}
+}
+
+// The oracle refuses what it does not read.
+func TestOracleRefuses(t *testing.T) {
+	for _, expr := range []string{"* * * * MON", "* * * * * 1-5", "L * * * *", "@every 1500ms", "@hourly", "* * *", "?/5 * * * * *", "0 0 ?/2 * * *"} {
+		if _, err := NewOracle(expr, "j", ""); err == nil {
+			t.Errorf("%q: read", expr)
+		}
+	}
+}
