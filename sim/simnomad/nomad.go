@@ -133,7 +133,9 @@ type Nomad struct {
 	stopped    map[scope]bool
 	byToken    map[tokenKey]int
 	byID       map[idKey]int
-	everID     map[string]bool
+	// everID finds every child ever made by its ID, which is unique over
+	// the run: the checkers' look-up, collected children included.
+	everID map[string]int
 
 	// children is every child ever created, in creation order; live holds
 	// the indices of those not collected yet, in the same order.
@@ -171,7 +173,7 @@ func New(sched *simclock.Scheduler, r *rand.Rand, cfg Config) (*Nomad, error) {
 		stopped:    make(map[scope]bool),
 		byToken:    make(map[tokenKey]int),
 		byID:       make(map[idKey]int),
-		everID:     make(map[string]bool),
+		everID:     make(map[string]int),
 		gcFrom:     sched.Now(),
 		nextGC:     math.MaxInt64,
 	}, nil
@@ -367,7 +369,7 @@ func (n *Nomad) create(sc scope, token string, now time.Duration) string {
 		}
 		// Redraw the rare collision, so that an ID names one child in
 		// the whole record.
-		if !n.everID[id] {
+		if _, taken := n.everID[id]; !taken {
 			break
 		}
 	}
@@ -386,7 +388,7 @@ func (n *Nomad) create(sc scope, token string, now time.Duration) string {
 		n.byToken[tokenKey{sc, token}] = i
 	}
 	n.byID[idKey{sc.namespace, sc.region, id}] = i
-	n.everID[id] = true
+	n.everID[id] = i
 	n.nextGC = min(n.nextGC, n.gcAt(&n.children[i]))
 	n.stats.Created++
 	return id
@@ -475,6 +477,24 @@ func (n *Nomad) ChildByToken(namespace, region, parent, token string) (Child, bo
 		return n.children[i], true
 	}
 	return Child{}, false
+}
+
+// ChildByID returns the child with id, collected or not, as the checkers
+// see it (Children's record of it now).
+func (n *Nomad) ChildByID(id string) (Child, bool) {
+	n.collect(n.sched.Now())
+	if i, ok := n.everID[id]; ok {
+		return n.children[i], true
+	}
+	return Child{}, false
+}
+
+// Refuses reports whether a dispatch of parent in the scope is refused
+// whatever its token: the parent is not registered, or is stopped (a
+// stopped parent's token that has a child still answers with it).
+func (n *Nomad) Refuses(namespace, region, parent string) bool {
+	sc := scopeOf(namespace, region, parent)
+	return !n.registered[sc] || n.stopped[sc]
 }
 
 // Duplicates returns every token that got more than one child in one

@@ -684,3 +684,34 @@ func TestEveryCallGetsExactlyOneResultUnderFaults(t *testing.T) {
 		}
 	}
 }
+
+// ChildByID and Refuses are the checkers' view: a child stays findable by
+// its ID after garbage collection, with its finish and collection times.
+func TestChildByIDAndRefuses(t *testing.T) {
+	h := newHarness(t, 12, fixedConfig())
+	h.n.Register("prod", "", "p")
+	id := mustOK(t, h.do(dispatch("prod", "", "p", "a"))).ChildID
+	c, ok := h.n.ChildByID(id)
+	if !ok || c.ID != id || c.FinishedAt != c.CreatedAt+10*time.Second || c.Collected {
+		t.Fatalf("ChildByID(%q) = %+v, %v", id, c, ok)
+	}
+	h.advance(2 * time.Hour)
+	if c, ok := h.n.ChildByID(id); !ok || !c.Collected || c.CollectedAt != c.FinishedAt+time.Hour {
+		t.Errorf("ChildByID after GC = %+v, %v; want it, collected an hour after it finished", c, ok)
+	}
+	if _, ok := h.n.ChildByID("p/dispatch-none"); ok {
+		t.Error("an unknown child is found")
+	}
+	for _, tc := range []struct {
+		ns, parent string
+		refused    bool
+	}{{"prod", "p", false}, {"", "p", true}, {"prod", "q", true}} {
+		if got := h.n.Refuses(tc.ns, "", tc.parent); got != tc.refused {
+			t.Errorf("Refuses(%q, %q) = %v, want %v", tc.ns, tc.parent, got, tc.refused)
+		}
+	}
+	h.n.StopParent("prod", "", "p")
+	if !h.n.Refuses("prod", "", "p") {
+		t.Error("a stopped parent is not refused")
+	}
+}
