@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"hash/fnv"
 	"time"
 
+	"paxcron/cron/state"
 	"paxcron/storage"
 	"paxcron/storage/memstore"
 )
@@ -31,6 +33,13 @@ type plantedBug struct {
 	// ignoreLease tells a leader's launcher it holds the lease whether or
 	// not it does.
 	ignoreLease bool
+	// falseSkip is a launcher that concludes some of the launches it
+	// starts as skipped, for a reason that does not hold: given replica
+	// n's start, it returns that reason, or "" to leave the launch alone.
+	// The skip is proposed right behind the start, in the leader's term,
+	// and the launcher's own dispatch of it is held back until it is
+	// applied, so that no child betrays it: only the reason is false.
+	falseSkip func(c *cluster, n *node, start state.LaunchStarted) string
 }
 
 var plantedBugs = map[string]*plantedBug{
@@ -45,6 +54,49 @@ var plantedBugs = map[string]*plantedBug{
 	"no-token":           {noToken: true},
 	"fake-success":       {fakeSuccess: true},
 	"ignore-lease":       {ignoreLease: true},
+	// A launcher that says "job paused" of one launch in three of jobs
+	// that are not paused.
+	"false-pause": {falseSkip: func(c *cluster, n *node, start state.LaunchStarted) string {
+		if info, ok := n.machine.Info(start.Job); !ok || info.Paused || !picked(start.Identity, 3) {
+			return ""
+		}
+		return "job paused"
+	}},
+	// A launcher that applies concurrency forbid to jobs whose policy is
+	// allow: their previous child "still runs".
+	"forbid-on-allow": {falseSkip: func(c *cluster, n *node, start state.LaunchStarted) string {
+		info, ok := n.machine.Info(start.Job)
+		if !ok || info.Spec.Concurrency != state.ConcurrencyAllow || info.LastChild.ID == "" {
+			return ""
+		}
+		return forbidReason(info.LastChild.ID)
+	}},
+	// A launcher whose forbid policy does not ask Nomad: it skips a forbid
+	// job's launch although Nomad's record says the previous child has
+	// finished.
+	"stale-forbid": {falseSkip: func(c *cluster, n *node, start state.LaunchStarted) string {
+		info, ok := n.machine.Info(start.Job)
+		if !ok || info.Spec.Concurrency != state.ConcurrencyForbid || info.LastChild.ID == "" {
+			return ""
+		}
+		if ch, ok := c.nomad.ChildByID(info.LastChild.ID); !ok || ch.FinishedAt > c.sched.Now() {
+			return "" // still running: a forbid skip would be true
+		}
+		return forbidReason(info.LastChild.ID)
+	}},
+}
+
+// forbidReason is the launcher's reason for a forbid skip.
+func forbidReason(child string) string {
+	return "previous child " + child + " still running (concurrency forbid)"
+}
+
+// picked reports whether s is one of one in n, by its hash: a stable
+// choice of the launches a planted bug touches.
+func picked(s string, n uint32) bool {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return h.Sum32()%n == 0
 }
 
 // PlantedBugs lists the bugs Options.Bug accepts.

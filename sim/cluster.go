@@ -87,6 +87,9 @@ type cluster struct {
 	// healthyFrom is when, after healing, a leader held the lease (plus a
 	// settling margin): from then on launches must be on time.
 	healthyFrom time.Time
+	// heldBack holds the launches a planted false skip concludes, until a
+	// conclusion of theirs is applied: their dispatches never reach Nomad.
+	heldBack map[string]bool
 }
 
 func newCluster(opts Options) (*cluster, error) {
@@ -107,6 +110,7 @@ func newCluster(opts Options) (*cluster, error) {
 		pending:   map[string]paxos.ReplicaID{},
 		faults:    map[string]int{},
 		cronCheck: check.NewCron(),
+		heldBack:  map[string]bool{},
 	}
 	netRand := rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64()))
 	var err error

@@ -115,8 +115,40 @@ func (c *cluster) proposer(n *node) func(state.Command) error {
 			return err
 		}
 		c.checks.Proposed(data)
-		_, err = n.rep.Propose(data)
-		return err
+		if _, err = n.rep.Propose(data); err != nil {
+			return err
+		}
+		if start, ok := cmd.(state.LaunchStarted); ok {
+			c.plantFalseSkip(n, start)
+		}
+		return nil
+	}
+}
+
+// plantFalseSkip proposes, behind replica n's start, the false skip a
+// falseSkip planted bug makes of it, and holds the launcher's dispatch of
+// it back until a conclusion of the launch is applied.
+func (c *cluster) plantFalseSkip(n *node, start state.LaunchStarted) {
+	bug := plantedBugs[c.opts.Bug]
+	if bug == nil || bug.falseSkip == nil {
+		return
+	}
+	reason := bug.falseSkip(c, n, start)
+	if reason == "" {
+		return
+	}
+	ballot := n.rep.Node().Status().Ballot
+	skip := state.LaunchFinished{Job: start.Job, ScheduledAt: start.ScheduledAt, LaunchKind: state.LaunchScheduled,
+		Term:    state.Term{Round: ballot.Round, Replica: uint64(ballot.Replica)},
+		Outcome: state.Outcome{Kind: state.OutcomeSkipped, Reason: reason}}
+	data, err := state.Encode(skip)
+	if err != nil {
+		panic(fmt.Sprintf("sim: planted bug built an invalid skip: %v", err))
+	}
+	c.checks.Proposed(data)
+	if _, err := n.rep.Propose(data); err == nil {
+		c.heldBack[start.Identity] = true
+		c.faults["planted false skip"]++ // not a fault: proof the bug acted
 	}
 }
 
@@ -156,6 +188,9 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 		case state.LaunchStarted, state.LaunchFinished, state.Trigger, state.Backfill:
 			c.logf("slot %d: %s %+v (err: %v)", slot, cmd.Kind(), cmd, err)
 		}
+	}
+	if f, ok := cmd.(state.LaunchFinished); ok {
+		delete(c.heldBack, state.LaunchIdentity(f.Job, f.ScheduledAt, f.LaunchKind))
 	}
 	if err != nil {
 		return
@@ -221,6 +256,14 @@ func (d *simDispatcher) Submit(req launcher.Request) {
 	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.fakeSuccess && req.Op == launcher.OpDispatch {
 		c.sched.After(time.Millisecond, func() {
 			d.done(launcher.Result{ID: req.ID, ChildID: req.Spec.NomadJob + "/dispatch-" + req.Identity + "-fake"})
+		})
+		return
+	}
+	if c.heldBack[req.Identity] && req.Op == launcher.OpDispatch {
+		// A planted false skip is on its way: Nomad never hears of the
+		// launch, and the launcher only learns that the call failed.
+		c.sched.After(time.Millisecond, func() {
+			d.done(launcher.Result{ID: req.ID, Err: errors.New("sim: dispatch held back by a planted bug")})
 		})
 		return
 	}
