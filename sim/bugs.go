@@ -101,7 +101,8 @@ func picked(s string, n uint32) bool {
 
 // PlantedBugs lists the bugs Options.Bug accepts.
 func PlantedBugs() []string {
-	return []string{"ack-on-propose", "clock-beyond-bound", "fake-success", "forget-horizon", "ignore-lease", "no-token", "unsynced-promise", "wipe-as-voter"}
+	return []string{"ack-on-propose", "clock-beyond-bound", "fake-success", "false-pause", "forbid-on-allow", "forget-horizon", "ignore-lease", "no-token",
+		"stale-forbid", "unsynced-promise", "wipe-as-voter"}
 }
 
 // forgetfulStore drops every hard state write: promises never reach the

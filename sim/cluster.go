@@ -87,6 +87,9 @@ type cluster struct {
 	// healthyFrom is when, after healing, a leader held the lease (plus a
 	// settling margin): from then on launches must be on time.
 	healthyFrom time.Time
+	// healthy are the healthy intervals before the faults healed, closed
+	// (the tail, from healthyFrom, is added at the end).
+	healthy []check.Interval
 	// heldBack holds the launches a planted false skip concludes, until a
 	// conclusion of theirs is applied: their dispatches never reach Nomad.
 	heldBack map[string]bool
@@ -97,20 +100,19 @@ func newCluster(opts Options) (*cluster, error) {
 		return nil, err
 	}
 	c := &cluster{
-		opts:      opts,
-		rng:       rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
-		detector:  rand.New(rand.NewPCG(opts.Seed, 0xd37ec7)),
-		sched:     simclock.NewScheduler(),
-		checks:    check.NewConsensus(),
-		lease:     check.NewLease(),
-		live:      check.NewLiveness(opts.LivenessBound),
-		corrupt:   check.NewCorruption(),
-		trace:     check.NewTrace(),
-		slotHash:  map[uint64]uint64{},
-		pending:   map[string]paxos.ReplicaID{},
-		faults:    map[string]int{},
-		cronCheck: check.NewCron(),
-		heldBack:  map[string]bool{},
+		opts:     opts,
+		rng:      rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
+		detector: rand.New(rand.NewPCG(opts.Seed, 0xd37ec7)),
+		sched:    simclock.NewScheduler(),
+		checks:   check.NewConsensus(),
+		lease:    check.NewLease(),
+		live:     check.NewLiveness(opts.LivenessBound),
+		corrupt:  check.NewCorruption(),
+		trace:    check.NewTrace(),
+		slotHash: map[uint64]uint64{},
+		pending:  map[string]paxos.ReplicaID{},
+		faults:   map[string]int{},
+		heldBack: map[string]bool{},
 	}
 	netRand := rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64()))
 	var err error
@@ -121,6 +123,7 @@ func newCluster(opts Options) (*cluster, error) {
 	if c.nomad, err = newNomad(c); err != nil {
 		return nil, err
 	}
+	c.cronCheck = check.NewCron(check.CronConfig{Nomad: nomadView{c}, ClockMargin: clockMargin(opts)})
 	for i := 1; i <= opts.Replicas; i++ {
 		c.members.Voters = append(c.members.Voters, paxos.ReplicaID(i))
 	}

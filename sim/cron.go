@@ -195,23 +195,28 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 	if err != nil {
 		return
 	}
+	now := c.trueWall()
 	switch cmd := cmd.(type) {
 	case state.Takeover:
+		c.fail(c.cronCheck.Applied(slot, now, cmd, state.Job{}))
 		// A client's writes right behind a takeover, so that some land
 		// while the new leader builds its heap a step at a time
 		// (BuildStep): it must take them in.
 		for _, d := range []time.Duration{time.Millisecond, 4 * time.Millisecond, 15 * time.Millisecond} {
 			c.sched.After(d, c.proposeOnce)
 		}
+	case state.PutJob, state.DeleteJob, state.Pause, state.Resume:
+		j, _ := n.machine.Job(state.JobOf(cmd))
+		c.fail(c.cronCheck.Applied(slot, now, cmd, j))
 	case state.LaunchStarted:
 		j, ok := n.machine.Job(cmd.Job)
 		if !ok {
 			c.fail(fmt.Errorf("replica %d accepted the start of %s for a job it does not have", n.id, cmd.Identity))
 			return
 		}
-		c.fail(c.cronCheck.Started(slot, cmd, j))
+		c.fail(c.cronCheck.Started(slot, now, cmd, j))
 	case state.LaunchFinished:
-		c.fail(c.cronCheck.Finished(slot, cmd))
+		c.fail(c.cronCheck.Finished(slot, now, cmd))
 	case state.Trigger, state.Backfill:
 		job := state.JobOf(cmd)
 		j, ok := n.machine.Job(job)
@@ -221,7 +226,7 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 		}
 		for _, l := range j.Open {
 			if l.StartedSlot == slot {
-				c.fail(c.cronCheck.Opened(slot, l, j))
+				c.fail(c.cronCheck.Opened(slot, now, l, j))
 				c.openedByKind[l.Kind]++
 			}
 		}
@@ -339,14 +344,14 @@ func (c *cluster) cronFinal() error {
 	}
 	var children []check.NomadChild
 	for _, ch := range c.nomad.Children() {
-		nc := check.NomadChild{ID: ch.ID, Token: ch.Token, CreatedAt: c.opts.Epoch.Add(ch.CreatedAt)}
-		if ch.Collected {
-			nc.CollectedAt = c.opts.Epoch.Add(ch.CollectedAt)
-		}
-		children = append(children, nc)
+		children = append(children, c.checkerChild(ch))
+	}
+	healthy := c.healthy
+	if !c.healthyFrom.IsZero() {
+		healthy = append(healthy, check.Interval{From: c.healthyFrom, To: c.trueWall()})
 	}
 	err := c.cronCheck.Final(check.CronFinal{
-		End: c.trueWall(), Bound: c.opts.LatenessBound, HealthyFrom: c.healthyFrom,
+		End: c.trueWall(), Bound: c.opts.LatenessBound, Healthy: healthy,
 		Children: children, Jobs: ref.machine.Jobs(), Open: ref.machine.OpenLaunches(),
 	})
 	if err != nil && c.opts.Log != nil {
@@ -359,6 +364,31 @@ func (c *cluster) cronFinal() error {
 		}
 	}
 	return err
+}
+
+// checkerChild is Nomad's record of a child as the cron checker reads it,
+// on the scheduled times' clock.
+func (c *cluster) checkerChild(ch simnomad.Child) check.NomadChild {
+	nc := check.NomadChild{ID: ch.ID, Token: ch.Token, CreatedAt: c.opts.Epoch.Add(ch.CreatedAt), FinishedAt: c.opts.Epoch.Add(ch.FinishedAt)}
+	if ch.Collected {
+		nc.CollectedAt = c.opts.Epoch.Add(ch.CollectedAt)
+	}
+	return nc
+}
+
+// nomadView is the cron checker's view of the run's Nomad.
+type nomadView struct{ c *cluster }
+
+func (v nomadView) Refuses(t state.Target) bool {
+	return v.c.nomad.Refuses(t.Namespace, t.Region, t.NomadJob)
+}
+
+func (v nomadView) Child(id string) (check.NomadChild, bool) {
+	ch, ok := v.c.nomad.ChildByID(id)
+	if !ok {
+		return check.NomadChild{}, false
+	}
+	return v.c.checkerChild(ch), true
 }
 
 // Nomad faults.
@@ -406,6 +436,7 @@ func (c *cluster) cronStats() CronStats {
 		Manual: c.openedByKind[state.LaunchManual], Backfilled: c.openedByKind[state.LaunchBackfill]}
 	_, st.Calls = c.cronCheck.Stats()
 	st.SecondChildren = c.cronCheck.SecondChildren()
+	st.Checked = c.cronCheck.Counts()
 	var ref *node
 	for _, n := range c.nodes {
 		if n.up && (ref == nil || n.rep.Applied() > ref.rep.Applied()) {
@@ -416,4 +447,15 @@ func (c *cluster) cronStats() CronStats {
 		st.Launches = ref.machine.Stats().Launches
 	}
 	return st
+}
+
+// clockMargin bounds how far a replica's wall clock runs ahead of true
+// time in a run: every clock starts on true time and drifts at most its
+// bound (or a planted bug's) for the run's whole duration, and none jumps.
+func clockMargin(o Options) time.Duration {
+	ppm := o.Timing.MaxClockDriftPPM
+	if bug := plantedBugs[o.Bug]; bug != nil {
+		ppm = max(ppm, bug.clockDriftPPM)
+	}
+	return o.Duration/1_000_000*time.Duration(ppm) + time.Millisecond
 }

@@ -29,9 +29,14 @@ type Result struct {
 
 // String is a one-line summary.
 func (s CronStats) String() string {
-	l := s.Launches
-	return fmt.Sprintf("launches: started=%d (manual %d, backfilled %d) dispatched=%d skipped=%d failed=%d unknown=%d; calls=%d takeovers=%d nomad: created=%d dedup=%d lost-replies=%d",
-		l.Started, s.Manual, s.Backfilled, l.Dispatched, l.Skipped, l.Failed, l.Unknown, s.Calls, s.Promotions, s.Nomad.Created, s.Nomad.Deduplicated, s.Nomad.RepliesLost)
+	l, k := s.Launches, s.Checked
+	var justified uint64
+	for _, n := range k.Justified {
+		justified += n
+	}
+	return fmt.Sprintf("launches: started=%d (manual %d, backfilled %d) dispatched=%d skipped=%d failed=%d unknown=%d; calls=%d takeovers=%d nomad: created=%d dedup=%d lost-replies=%d; checked: justified=%d on-time=%d (before the tail %d) dropped-by-delete=%d",
+		l.Started, s.Manual, s.Backfilled, l.Dispatched, l.Skipped, l.Failed, l.Unknown, s.Calls, s.Promotions, s.Nomad.Created, s.Nomad.Deduplicated, s.Nomad.RepliesLost,
+		justified, k.OnTime, k.OnTimeEarly, k.DroppedByDelete)
 }
 
 // CronStats is what the cron layer did in a run.
@@ -49,6 +54,8 @@ type CronStats struct {
 	// the leader dispatched again.
 	SecondChildren uint64
 	Nomad          simnomad.Stats
+	// Checked is what the cron checker judged.
+	Checked check.CronCounts
 }
 
 // FaultSummary lists the injected faults in a stable order.

@@ -98,6 +98,9 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		"forget-horizon":     {"invariant 7"},
 		"no-token":           {"invariant 7"},
 		"fake-success":       {"invariant 8"},
+		"false-pause":        {"invariant 8"},
+		"forbid-on-allow":    {"invariant 8"},
+		"stale-forbid":       {"invariant 8"},
 		"ignore-lease":       {"invariant 9"},
 	}
 	for _, bug := range PlantedBugs() {
@@ -155,6 +158,7 @@ func TestAtLeastOnceIsExercised(t *testing.T) {
 func TestCronIsExercised(t *testing.T) {
 	skipUnderRace(t)
 	var l CronStats
+	justified := map[string]uint64{}
 	for seed := range uint64(20) {
 		r := Run(DefaultOptions(seed))
 		if r.Err != nil {
@@ -177,6 +181,17 @@ func TestCronIsExercised(t *testing.T) {
 		l.Nomad.FailedDown += c.Nomad.FailedDown
 		l.Nomad.Rejected += c.Nomad.Rejected
 		l.Nomad.Collected += c.Nomad.Collected
+		for k, n := range c.Checked.Justified {
+			justified[k] += n
+		}
+	}
+	// The checker judged every common kind of skip and failure against
+	// its own view (the rarer failures of forbid and replace, which need
+	// Nomad to fail them until their window ends, are left to the swarm).
+	for _, k := range []string{"paused", "deleted", "catch-up window", "concurrency forbid", "refused by Nomad", "retries ran out"} {
+		if justified[k] == 0 {
+			t.Errorf("across 20 seeds, the checker justified no skip or failure as %q: %v", k, justified)
+		}
 	}
 	for what, n := range map[string]uint64{
 		"launches started": l.Launches.Started, "dispatched": l.Launches.Dispatched, "skipped": l.Launches.Skipped,

@@ -21,13 +21,16 @@ import (
 //   - 8, no silent skip: each job's launches follow its schedule with no
 //     slot jumped over; every launch is concluded, and a "dispatched"
 //     record names a child that exists; a child that exists is recorded
-//     dispatched (or unknown, fail closed), never skipped or failed; at
-//     the end nothing due is left unstarted; and while the cluster and
-//     Nomad are healthy every launch is dispatched within the lateness
-//     bound, or skipped by a policy (paused, forbid, deleted).
+//     dispatched (or unknown, fail closed), never skipped or failed; every
+//     skip and failure is justified by its kind against the checker's own
+//     view (see justify); at the end nothing due is left unstarted; and in
+//     every healthy interval each launch is dispatched within the lateness
+//     bound, or skipped by a policy (paused, forbid, deleted), and no job
+//     is deleted with a slot overdue.
 //   - 9, the Nomad half: a replica calls Nomad only while it believes it
 //     holds the lease (Lease checks that one replica at most believes so).
 type Cron struct {
+	cfg      CronConfig
 	launches map[string]*cronLaunch // by identity
 	// from is, per job incarnation, the time its next launch counts
 	// from: its creation, or its last accepted start.
@@ -36,6 +39,55 @@ type Cron struct {
 	calls          uint64
 	starts         uint64
 	secondChildren uint64
+
+	// jobs is the checker's view of each job name, from the log.
+	jobs map[string]*jobView
+	// term is the last takeover chosen, at slot termSlot, first applied
+	// at true time termAt.
+	term     state.Term
+	termSlot uint64
+	termAt   time.Time
+	// deleted lists the slots each deleted job still owed, for Final to
+	// judge against the healthy intervals.
+	deleted []deletedSlot
+	counts  CronCounts
+}
+
+// CronConfig configures a Cron checker.
+type CronConfig struct {
+	// Nomad is the checker's view of Nomad. Required.
+	Nomad NomadView
+	// ClockMargin bounds how far ahead of true time a replica's wall
+	// clock may run: a leader that found a launch beyond its catch-up
+	// window on its own clock found it no earlier than that much before
+	// the true window's end.
+	ClockMargin time.Duration
+}
+
+// CronCounts is what the checker judged: a rule that judged nothing in a
+// swarm of runs proves nothing.
+type CronCounts struct {
+	// Justified counts skips and failures by reason, each checked against
+	// the checker's view.
+	Justified map[string]uint64
+	// OnTime counts the launches judged against the lateness bound in a
+	// healthy interval; OnTimeEarly those in an interval before the last.
+	OnTime      uint64
+	OnTimeEarly uint64
+	// DroppedByDelete counts the slots jobs owed when they were deleted,
+	// due before the deletion, that no healthy interval held.
+	DroppedByDelete uint64
+	// OverdueJudged counts those a healthy interval held (each then a
+	// violation, so it stays zero in a passing run).
+	OverdueJudged uint64
+}
+
+// deletedSlot is a slot a job owed when a DeleteJob removed it.
+type deletedSlot struct {
+	job        string
+	at         time.Time
+	deletedAt  time.Time
+	scheduleAt time.Time
 }
 
 type incarnation struct {
@@ -58,16 +110,35 @@ type cronLaunch struct {
 	finished bool
 	outcome  state.Outcome
 	earlier  []state.Outcome
-	forced   bool
+	// force: the latest attempt was forced past the pause and the
+	// concurrency policy.
+	force bool
 	// atLeastOnce: the job asked for at-least-once launches when it was
 	// started, so a second child is allowed once Nomad forgot the first.
 	atLeastOnce bool
+	// inc is the job incarnation (CreatedVersion) it was opened for, and
+	// target where it dispatches.
+	inc    uint64
+	target state.Target
+	// openedAt is when its latest attempt's slot was first applied.
+	openedAt time.Time
+	// scheduleAt is when its job's schedule was last set before it
+	// started (jobView.scheduleAt).
+	scheduleAt time.Time
 }
 
-// NewCron returns an empty cron checker.
-func NewCron() *Cron {
-	return &Cron{launches: map[string]*cronLaunch{}, from: map[incarnation]time.Time{}, scheds: map[string]*schedule.Schedule{}}
+// NewCron returns an empty cron checker. A config without a Nomad view
+// is a programmer error and panics.
+func NewCron(cfg CronConfig) *Cron {
+	if cfg.Nomad == nil {
+		panic("check: NewCron without a Nomad view")
+	}
+	return &Cron{cfg: cfg, launches: map[string]*cronLaunch{}, from: map[incarnation]time.Time{}, scheds: map[string]*schedule.Schedule{},
+		jobs: map[string]*jobView{}, counts: CronCounts{Justified: map[string]uint64{}}}
 }
+
+// Counts returns what the checker judged so far (Final adds its own).
+func (c *Cron) Counts() CronCounts { return c.counts }
 
 // Stats reports how much the checker saw: starts accepted and Nomad calls.
 func (c *Cron) Stats() (starts, calls uint64) { return c.starts, c.calls }
@@ -76,16 +147,18 @@ func (c *Cron) Stats() (starts, calls uint64) { return c.starts, c.calls }
 // at-least-once launches dispatched again once Nomad forgot the first.
 func (c *Cron) SecondChildren() uint64 { return c.secondChildren }
 
-// Started records a LaunchStarted chosen at slot that the state accepted;
-// job is the job as the state holds it right after. It checks that the
-// launch is the job's next slot by its schedule, counted from its last
-// launch (or its creation), so that no due slot was jumped over.
-func (c *Cron) Started(slot uint64, cmd state.LaunchStarted, job state.Job) error {
+// Started records a LaunchStarted chosen at slot, first applied at true
+// time now, that the state accepted; job is the job as the state holds it
+// right after. It checks that the launch is the job's next slot by its
+// schedule, counted from its last launch (or its creation), so that no due
+// slot was jumped over.
+func (c *Cron) Started(slot uint64, now time.Time, cmd state.LaunchStarted, job state.Job) error {
 	at := cmd.ScheduledAt.UTC()
 	if prev, ok := c.launches[cmd.Identity]; ok {
 		return violation(InvAtMostOnce, "launch %s started at slot %d and again at slot %d", cmd.Identity, prev.slot, slot)
 	}
-	c.launches[cmd.Identity] = &cronLaunch{job: cmd.Job, at: at, due: at, slot: slot, atLeastOnce: job.Spec.AtLeastOnce}
+	c.launches[cmd.Identity] = &cronLaunch{job: cmd.Job, at: at, due: at, slot: slot, atLeastOnce: job.Spec.AtLeastOnce,
+		inc: job.CreatedVersion, target: job.Spec.Target(), openedAt: now, scheduleAt: c.view(cmd.Job).scheduleAt}
 	c.starts++
 	inc := incarnation{name: job.Name, version: job.CreatedVersion}
 	from, seen := c.from[inc]
@@ -144,21 +217,26 @@ func (c *Cron) schedule(job state.Job) (*schedule.Schedule, error) {
 	return s, nil
 }
 
-// Opened records a launch a Trigger or Backfill opened at slot. A manual
-// launch has its own identity; a backfill reopens a slot that did not
-// run: its earlier attempts were skipped or failed (or, forced, unknown).
-func (c *Cron) Opened(slot uint64, l state.Launch, job state.Job) error {
+// Opened records a launch a Trigger or Backfill opened at slot, first
+// applied at true time now. A manual launch has its own identity; a
+// backfill reopens a slot that did not run: its earlier attempts were
+// skipped or failed (or, forced, unknown).
+func (c *Cron) Opened(slot uint64, now time.Time, l state.Launch, job state.Job) error {
 	prev, seen := c.launches[l.Identity]
+	opened := func() *cronLaunch {
+		return &cronLaunch{job: l.Job, at: l.ScheduledAt, due: l.StartedAt, kind: l.Kind, slot: slot, force: l.Force, atLeastOnce: job.Spec.AtLeastOnce,
+			inc: job.CreatedVersion, target: l.Target, openedAt: now}
+	}
 	switch {
 	case l.Kind == state.LaunchManual && seen:
 		return violation(InvAtMostOnce, "manual launch %s opened at slot %d and again at slot %d", l.Identity, prev.slot, slot)
 	case l.Kind == state.LaunchManual:
-		c.launches[l.Identity] = &cronLaunch{job: l.Job, at: l.ScheduledAt, due: l.StartedAt, kind: l.Kind, slot: slot, forced: l.Force, atLeastOnce: job.Spec.AtLeastOnce}
+		c.launches[l.Identity] = opened()
 		return nil
 	case !seen && !l.Force:
 		return violation(InvAtMostOnce, "backfill of %s at slot %d, a slot the checker never saw start, without force", l.Identity, slot)
 	case !seen:
-		c.launches[l.Identity] = &cronLaunch{job: l.Job, at: l.ScheduledAt, due: l.StartedAt, kind: l.Kind, slot: slot, forced: true, atLeastOnce: job.Spec.AtLeastOnce}
+		c.launches[l.Identity] = opened()
 		return nil
 	case !prev.finished:
 		return violation(InvAtMostOnce, "backfill of %s at slot %d while its launch from slot %d is open", l.Identity, slot, prev.slot)
@@ -172,15 +250,16 @@ func (c *Cron) Opened(slot uint64, l state.Launch, job state.Job) error {
 	default:
 		return violation(InvAtMostOnce, "backfill of %s at slot %d, which ran (%s %s)", l.Identity, slot, prev.outcome.Kind, prev.outcome.ChildID)
 	}
-	prev.earlier = append(prev.earlier, prev.outcome)
-	prev.kind, prev.slot, prev.due, prev.finished, prev.outcome = l.Kind, slot, l.StartedAt, false, state.Outcome{}
-	prev.forced = prev.forced || l.Force
-	prev.atLeastOnce = job.Spec.AtLeastOnce
+	earlier := append(prev.earlier, prev.outcome)
+	*prev = *opened()
+	prev.earlier = earlier
 	return nil
 }
 
-// Finished records a LaunchFinished the state accepted.
-func (c *Cron) Finished(slot uint64, cmd state.LaunchFinished) error {
+// Finished records a LaunchFinished chosen at slot, first applied at true
+// time now, that the state accepted, and judges a skip or a failure
+// (justify).
+func (c *Cron) Finished(slot uint64, now time.Time, cmd state.LaunchFinished) error {
 	id := state.LaunchIdentity(cmd.Job, cmd.ScheduledAt, cmd.LaunchKind)
 	l, ok := c.launches[id]
 	switch {
@@ -188,9 +267,22 @@ func (c *Cron) Finished(slot uint64, cmd state.LaunchFinished) error {
 		return violation(InvNoSilentSkip, "launch %s finished at slot %d but never started", id, slot)
 	case l.finished:
 		return violation(InvNoSilentSkip, "launch %s finished twice (%s, then %s at slot %d)", id, l.outcome.Kind, cmd.Outcome.Kind, slot)
+	case cmd.Term != c.term:
+		// The state refuses an earlier term's; a later one's means a
+		// leader concluded before its takeover was chosen, on a state
+		// that may lack its predecessor's work.
+		return violation(InvNoSilentSkip, "launch %s was concluded %s at slot %d in term %s, but the last takeover chosen is %s's (slot %d)",
+			id, cmd.Outcome.Kind, slot, cmd.Term, c.term, c.termSlot)
 	}
 	l.finished, l.outcome = true, cmd.Outcome
-	return nil
+	v := c.view(l.job)
+	if cmd.Outcome.Kind == state.OutcomeDispatched && v.current().inc == l.inc && l.inc != 0 {
+		v.change(slot, func(e *jobEra) { e.lastChild = cmd.Outcome.ChildID })
+	}
+	if cmd.Outcome.Kind != state.OutcomeSkipped && cmd.Outcome.Kind != state.OutcomeFailed {
+		return nil
+	}
+	return c.justify(id, l, slot, now, cmd.Outcome)
 }
 
 // Call checks a call replica id made to Nomad at true time at.
@@ -208,9 +300,25 @@ type NomadChild struct {
 	Token string
 	// CreatedAt is on the same clock as the scheduled times.
 	CreatedAt time.Time
+	// FinishedAt is when it finished (or was stopped), or, while it runs,
+	// when it will unless stopped first.
+	FinishedAt time.Time
 	// CollectedAt is when Nomad's garbage collection removed it, and its
 	// token was forgotten; zero if never.
 	CollectedAt time.Time
+}
+
+// Interval is a stretch of true time in which the cluster and Nomad were
+// healthy, less the settling time at its start: a launch due at or after
+// From, and at least the lateness bound before To, must be on time.
+type Interval struct {
+	From, To time.Time
+}
+
+// holds reports whether iv judges a launch due at at: its whole lateness
+// window lies inside.
+func (iv Interval) holds(at time.Time, bound time.Duration) bool {
+	return !at.Before(iv.From) && at.Add(bound).Before(iv.To)
 }
 
 // CronFinal is the state at the end of a run.
@@ -220,9 +328,9 @@ type CronFinal struct {
 	// Bound is the lateness bound: a launch due before End-Bound must be
 	// concluded, and while healthy, dispatched within Bound of its time.
 	Bound time.Duration
-	// HealthyFrom is when a leader held the lease after the last fault
-	// healed, with Nomad up (zero: never).
-	HealthyFrom time.Time
+	// Healthy are the healthy intervals, in order; the last is usually
+	// the healed tail of the run, to End.
+	Healthy []Interval
 	// Children is every child Nomad ever made.
 	Children []NomadChild
 	// Jobs and Open are an up-to-date replica's final state.
@@ -270,12 +378,12 @@ func (c *Cron) Final(f CronFinal) error {
 		case len(chs) > 0 && l.outcome.Kind != state.OutcomeDispatched && l.outcome.Kind != state.OutcomeUnknown:
 			return violation(InvNoSilentSkip, "launch %s is recorded %s (%s), but Nomad made child %s", id, l.outcome.Kind, l.outcome.Reason, chs[0].ID)
 		}
-		if f.HealthyFrom.IsZero() || l.at.Before(f.HealthyFrom) || !l.at.Before(due) || l.kind != state.LaunchScheduled || len(l.earlier) > 0 {
-			continue
-		}
-		if err := healthyOutcome(id, l, chs, f.Bound); err != nil {
+		if err := c.onTime(id, l, chs, f); err != nil {
 			return err
 		}
+	}
+	if err := c.judgeDeleted(f); err != nil {
+		return err
 	}
 	for _, j := range f.Jobs {
 		// The job's next slot by the checker's own count (from its last
@@ -306,28 +414,71 @@ func (c *Cron) Final(f CronFinal) error {
 	return nil
 }
 
-// healthyOutcome checks a launch due while the cluster and Nomad were
-// healthy: dispatched within the bound, or skipped or failed for a reason
-// that has nothing to do with the cluster's health.
-func healthyOutcome(id string, l *cronLaunch, chs []NomadChild, bound time.Duration) error {
+// healthyAt returns the index of a healthy interval that judges a slot due
+// at, its schedule set at scheduleAt (a slot due before its job had that
+// schedule was late before anyone knew of it), or -1.
+func healthyAt(f CronFinal, at, scheduleAt time.Time) int {
+	if at.Before(scheduleAt) {
+		return -1
+	}
+	return slices.IndexFunc(f.Healthy, func(iv Interval) bool { return iv.holds(at, f.Bound) })
+}
+
+// onTime checks a concluded scheduled launch due in a healthy interval (a
+// first attempt: a backfill is the operator's, late by design):
+// dispatched within the bound, or skipped or failed for a reason that has
+// nothing to do with the cluster's health (justify has checked that the
+// reason holds).
+func (c *Cron) onTime(id string, l *cronLaunch, chs []NomadChild, f CronFinal) error {
+	if l.kind != state.LaunchScheduled || len(l.earlier) > 0 || !l.at.Add(f.Bound).Before(f.End) {
+		return nil
+	}
+	iv := healthyAt(f, l.at, l.scheduleAt)
+	if iv < 0 {
+		return nil
+	}
+	c.counts.OnTime++
+	if iv < len(f.Healthy)-1 {
+		c.counts.OnTimeEarly++
+	}
 	o := l.outcome
 	switch o.Kind {
 	case state.OutcomeDispatched:
 		i := slices.IndexFunc(chs, func(ch NomadChild) bool { return ch.ID == o.ChildID })
-		if late := chs[i].CreatedAt.Sub(l.at); late > bound {
-			return violation(InvNoSilentSkip, "launch %s, due %s while healthy, was dispatched %v late (bound %v)", id, l.at.Format(time.RFC3339), late, bound)
+		if late := chs[i].CreatedAt.Sub(l.at); late > f.Bound {
+			return violation(InvNoSilentSkip, "launch %s, due %s while healthy (interval %d, from %s to %s), was dispatched %v late (bound %v)",
+				id, l.at.Format(time.RFC3339), iv, f.Healthy[iv].From.Format(time.RFC3339Nano), f.Healthy[iv].To.Format(time.RFC3339Nano), late, f.Bound)
 		}
 		return nil
-	case state.OutcomeSkipped:
-		if !strings.Contains(o.Reason, "catch-up window") {
-			return nil // paused, forbid, deleted
-		}
-	case state.OutcomeFailed:
-		if strings.Contains(o.Reason, "refused") {
-			return nil // a target Nomad does not have
+	case state.OutcomeSkipped, state.OutcomeFailed:
+		if r, err := classify(o); err == nil {
+			switch r.class {
+			case reasonPaused, reasonForbid, reasonDeleted, reasonRefused:
+				return nil
+			}
 		}
 	}
-	return violation(InvNoSilentSkip, "launch %s, due %s while the cluster and Nomad were healthy, ended %s: %s", id, l.at.Format(time.RFC3339), o.Kind, o.Reason)
+	return violation(InvNoSilentSkip, "launch %s, due %s while the cluster and Nomad were healthy (interval %d, from %s to %s), ended %s: %s",
+		id, l.at.Format(time.RFC3339), iv, f.Healthy[iv].From.Format(time.RFC3339Nano), f.Healthy[iv].To.Format(time.RFC3339Nano), o.Kind, o.Reason)
+}
+
+// judgeDeleted judges the slots deleted jobs owed. A slot due a lateness
+// bound before its job's deletion, in a healthy interval, should have
+// been launched by then: its loss is a silent skip. Any other is counted:
+// the faults (or a schedule set too late) explain it, and the deletion
+// was the operator's.
+func (c *Cron) judgeDeleted(f CronFinal) error {
+	for _, d := range c.deleted {
+		iv := healthyAt(f, d.at, d.scheduleAt)
+		if iv < 0 || !d.at.Add(f.Bound).Before(d.deletedAt) {
+			c.counts.DroppedByDelete++
+			continue
+		}
+		c.counts.OverdueJudged++
+		return violation(InvNoSilentSkip, "job %q's slot %s, due while healthy (interval %d, from %s to %s), never started before the job was deleted at %s",
+			d.job, d.at.Format(time.RFC3339), iv, f.Healthy[iv].From.Format(time.RFC3339Nano), f.Healthy[iv].To.Format(time.RFC3339Nano), d.deletedAt.Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 func childIDs(chs []NomadChild) string {

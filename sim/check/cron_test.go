@@ -28,6 +28,29 @@ func dispatched(child string) state.Outcome {
 
 func sec(n int) time.Time { return cronT0.Add(time.Duration(n) * time.Second) }
 
+// fakeNomad is the checker's view of a Nomad with the parent jobs that
+// refused does not list, and children.
+type fakeNomad struct {
+	refused  map[string]bool // by NomadJob
+	children map[string]NomadChild
+}
+
+func (n *fakeNomad) Refuses(t state.Target) bool { return n.refused[t.NomadJob] }
+
+func (n *fakeNomad) Child(id string) (NomadChild, bool) {
+	ch, ok := n.children[id]
+	return ch, ok
+}
+
+func newCron() *Cron { return NewCron(CronConfig{Nomad: &fakeNomad{}}) }
+
+// put records job j created (or replaced) at slot, as the log chose it
+// at j.CreatedAt.
+func put(t *testing.T, c *Cron, slot uint64, j state.Job) {
+	t.Helper()
+	wantOK(t, c.Applied(slot, j.CreatedAt, state.PutJob{Name: j.Name, Spec: j.Spec, At: j.CreatedAt}, j))
+}
+
 // endJob is job "a" as the state holds it at the end, under expr (the
 // checker counts its next slot from the last launch it saw), its NextAt
 // the state's.
@@ -39,11 +62,11 @@ func endJob(expr string, next time.Time) state.Job {
 
 func TestCronStartedFollowsSchedule(t *testing.T) {
 	j := cronJob("a", "*/5 * * * * *", 1)
-	c := NewCron()
+	c := newCron()
 	runSteps(t, []step{
-		func() error { return c.Started(1, startCmd("a", sec(5)), j) },   // 06:59:45
-		func() error { return c.Started(2, startCmd("a", sec(10)), j) },  // 06:59:50
-		func() error { return c.Started(3, startCmd("a", sec(20)), j) }}, // planted: 06:59:55 jumped over
+		func() error { return c.Started(1, sec(5), startCmd("a", sec(5)), j) },    // 06:59:45
+		func() error { return c.Started(2, sec(10), startCmd("a", sec(10)), j) },  // 06:59:50
+		func() error { return c.Started(3, sec(20), startCmd("a", sec(20)), j) }}, // planted: 06:59:55 jumped over
 		InvNoSilentSkip, `job "a"`, "06:59:55", "jumped over")
 }
 
@@ -52,33 +75,33 @@ func TestCronStartedAcrossDSTAndRecreation(t *testing.T) {
 	// an every-10-seconds schedule in local time keeps its cadence.
 	j := cronJob("ny", "*/10 * * * * *", 1)
 	j.Spec.TimeZone = "America/New_York"
-	c := NewCron()
+	c := newCron()
 	for i, s := range []int{10, 20, 30, 40} {
-		wantOK(t, c.Started(uint64(i+1), startCmd("ny", sec(s)), j))
+		wantOK(t, c.Started(uint64(i+1), sec(s), startCmd("ny", sec(s)), j))
 	}
 	// Deleted with its 06:59:40+40 launch open, re-created at version 2:
 	// it counts from that launch.
 	j2 := cronJob("ny", "*/10 * * * * *", 2)
 	j2.Spec.TimeZone = "America/New_York"
 	j2.CreatedAt = sec(35)
-	wantOK(t, c.Started(5, startCmd("ny", sec(50)), j2))
+	wantOK(t, c.Started(5, sec(50), startCmd("ny", sec(50)), j2))
 	// A launch already started is a double start.
-	wantViolation(t, c.Started(6, startCmd("ny", sec(50)), j2), InvAtMostOnce, "ny-", "slot 5", "slot 6")
+	wantViolation(t, c.Started(6, sec(50), startCmd("ny", sec(50)), j2), InvAtMostOnce, "ny-", "slot 5", "slot 6")
 }
 
 func TestCronFinished(t *testing.T) {
-	c := NewCron()
+	c := newCron()
 	j := cronJob("a", "* * * * * *", 1)
 	runSteps(t, []step{
-		func() error { return c.Started(1, startCmd("a", sec(1)), j) },
-		func() error { return c.Finished(2, finishCmd("a", sec(1), dispatched("x"))) },
-		func() error { return c.Finished(3, finishCmd("a", sec(2), dispatched("y"))) }}, // planted: never started
+		func() error { return c.Started(1, sec(1), startCmd("a", sec(1)), j) },
+		func() error { return c.Finished(2, sec(10), finishCmd("a", sec(1), dispatched("x"))) },
+		func() error { return c.Finished(3, sec(10), finishCmd("a", sec(2), dispatched("y"))) }}, // planted: never started
 		InvNoSilentSkip, "never started")
-	wantViolation(t, c.Finished(4, finishCmd("a", sec(1), dispatched("x"))), InvNoSilentSkip, "finished twice")
+	wantViolation(t, c.Finished(4, sec(10), finishCmd("a", sec(1), dispatched("x"))), InvNoSilentSkip, "finished twice")
 }
 
 func TestCronCallNeedsLease(t *testing.T) {
-	c := NewCron()
+	c := newCron()
 	req := launcher.Request{Op: launcher.OpDispatch, Identity: "a-1"}
 	wantOK(t, c.Call(time.Second, 1, req, true))
 	wantViolation(t, c.Call(time.Second, 2, req, false), InvLease, "replica 2", "dispatch a-1", "without holding the lease")
@@ -88,10 +111,11 @@ func TestCronCallNeedsLease(t *testing.T) {
 // the caller finishes them and gives Nomad's children.
 func cronRun(t *testing.T) *Cron {
 	t.Helper()
-	c := NewCron()
+	c := newCron()
 	j := cronJob("a", "* * * * * *", 1)
+	put(t, c, 1, j)
 	for s := 1; s <= 3; s++ {
-		wantOK(t, c.Started(uint64(s), startCmd("a", sec(s)), j))
+		wantOK(t, c.Started(uint64(1+s), sec(s), startCmd("a", sec(s)), j))
 	}
 	return c
 }
@@ -103,25 +127,31 @@ func child(s int, id string, late time.Duration) NomadChild {
 func TestCronFinal(t *testing.T) {
 	ms := 100 * time.Millisecond
 	good := []NomadChild{child(1, "c1", ms), child(2, "c2", ms), child(3, "c3", ms)}
-	finishAll := func(c *Cron, outcomes ...state.Outcome) {
+	finishAll := func(t *testing.T, c *Cron, outcomes ...state.Outcome) {
 		for i, o := range outcomes {
-			wantOK(t, c.Finished(uint64(10+i), finishCmd("a", sec(i+1), o)))
+			wantOK(t, c.Finished(uint64(10+i), sec(10), finishCmd("a", sec(i+1), o)))
 		}
 	}
 	final := func(children []NomadChild) CronFinal {
-		return CronFinal{End: sec(10), Bound: 2 * time.Second, HealthyFrom: sec(1), Children: children,
+		return CronFinal{End: sec(10), Bound: 2 * time.Second, Healthy: []Interval{{From: sec(1), To: sec(10)}}, Children: children,
 			Jobs: []state.Job{endJob("0 0 * * *", sec(9))}}
 	}
 	skippedLate := state.Outcome{Kind: state.OutcomeSkipped, Reason: "missed: no leader could launch it within its catch-up window (3s late, window 2s)"}
+	window2s := func(t *testing.T, c *Cron) {
+		j := cronJob("a", "* * * * * *", 1)
+		j.Spec.CatchupWindow = 2 * time.Second
+		put(t, c, 5, j)
+	}
 	for _, tc := range []struct {
 		name     string
+		before   func(*testing.T, *Cron) // before the outcomes
 		outcomes []state.Outcome
 		mutate   func(*CronFinal)
 		inv      Invariant
 		parts    []string
 	}{
 		{name: "all dispatched", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), dispatched("c3")}},
-		{name: "paused is fine while healthy", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), {Kind: state.OutcomeSkipped, Reason: "job paused"}},
+		{name: "paused is fine while healthy", before: func(t *testing.T, c *Cron) { wantOK(t, c.Applied(5, sec(3), state.Pause{Name: "a"}, state.Job{})) }, outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), {Kind: state.OutcomeSkipped, Reason: "job paused"}},
 			mutate: func(f *CronFinal) { f.Children = f.Children[:2] }},
 		{name: "two children for one launch", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), dispatched("c3")},
 			mutate: func(f *CronFinal) { f.Children = append(f.Children, child(2, "c2-again", time.Second)) },
@@ -132,7 +162,7 @@ func TestCronFinal(t *testing.T) {
 		{name: "dispatched without a child", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), dispatched("c3")},
 			mutate: func(f *CronFinal) { f.Children = f.Children[:2] },
 			inv:    InvNoSilentSkip, parts: []string{"recorded dispatched as c3", "no child"}},
-		{name: "a child recorded as failed", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), {Kind: state.OutcomeFailed, Reason: "timeout"}},
+		{name: "a child recorded as failed", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), {Kind: state.OutcomeFailed, Reason: "dispatch failed 3 times, last: timeout"}},
 			inv: InvNoSilentSkip, parts: []string{"recorded failed", "made child c3"}},
 		{name: "open at the end", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2")},
 			inv: InvNoSilentSkip, parts: []string{"still open at the end"}},
@@ -144,18 +174,21 @@ func TestCronFinal(t *testing.T) {
 		{name: "a next slot the state forgot", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), dispatched("c3")},
 			mutate: func(f *CronFinal) { f.Jobs[0] = endJob("* * * * * *", time.Time{}) },
 			inv:    InvNoSilentSkip, parts: []string{"slot " + sec(4).Format(time.RFC3339), "never started"}},
-		{name: "missed while healthy", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), skippedLate},
+		{name: "missed while healthy", before: window2s, outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), skippedLate},
 			mutate: func(f *CronFinal) { f.Children = f.Children[:2] },
 			inv:    InvNoSilentSkip, parts: []string{"while the cluster and Nomad were healthy", "catch-up window"}},
-		{name: "missed before healthy is recorded, fine", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), skippedLate},
-			mutate: func(f *CronFinal) { f.Children = f.Children[:2]; f.HealthyFrom = sec(4) }},
+		{name: "missed before healthy is recorded, fine", before: window2s, outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), skippedLate},
+			mutate: func(f *CronFinal) { f.Children = f.Children[:2]; f.Healthy[0].From = sec(4) }},
 		{name: "dispatched too late while healthy", outcomes: []state.Outcome{dispatched("c1"), dispatched("c2"), dispatched("c3")},
 			mutate: func(f *CronFinal) { f.Children[2].CreatedAt = sec(3).Add(3 * time.Second) },
 			inv:    InvNoSilentSkip, parts: []string{"3s late", "bound 2s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cronRun(t)
-			finishAll(c, tc.outcomes...)
+			if tc.before != nil {
+				tc.before(t, c)
+			}
+			finishAll(t, c, tc.outcomes...)
 			f := final(append([]NomadChild(nil), good...))
 			if tc.mutate != nil {
 				tc.mutate(&f)
@@ -179,22 +212,23 @@ func TestCronOpened(t *testing.T) {
 		return state.Launch{Job: "a", ScheduledAt: sec(s), StartedAt: sec(5), Kind: state.LaunchBackfill, Identity: state.Identity("a", sec(s)), Force: force}
 	}
 	c := cronRun(t) // slots 1-3 started
-	wantOK(t, c.Finished(10, finishCmd("a", sec(1), dispatched("c1"))))
-	wantOK(t, c.Finished(11, finishCmd("a", sec(2), skipped)))
-	wantOK(t, c.Finished(12, finishCmd("a", sec(3), state.Outcome{Kind: state.OutcomeUnknown})))
-	wantOK(t, c.Opened(13, manual(4), state.Job{}))
-	wantViolation(t, c.Opened(14, manual(4), state.Job{}), InvAtMostOnce, "manual launch", "slot 13", "slot 14")
-	wantViolation(t, c.Opened(15, backfill(1, true), state.Job{}), InvAtMostOnce, "which ran", "c1")
-	wantViolation(t, c.Opened(16, backfill(3, false), state.Job{}), InvAtMostOnce, "unknown, without force")
-	wantViolation(t, c.Opened(17, backfill(8, false), state.Job{}), InvAtMostOnce, "never saw start")
-	wantOK(t, c.Opened(18, backfill(2, false), state.Job{}))
-	wantViolation(t, c.Opened(19, backfill(2, false), state.Job{}), InvAtMostOnce, "while its launch from slot 18 is open")
+	wantOK(t, c.Applied(9, sec(5), state.Pause{Name: "a"}, state.Job{}))
+	wantOK(t, c.Finished(10, sec(10), finishCmd("a", sec(1), dispatched("c1"))))
+	wantOK(t, c.Finished(11, sec(10), finishCmd("a", sec(2), skipped)))
+	wantOK(t, c.Finished(12, sec(10), finishCmd("a", sec(3), state.Outcome{Kind: state.OutcomeUnknown})))
+	wantOK(t, c.Opened(13, sec(5), manual(4), state.Job{}))
+	wantViolation(t, c.Opened(14, sec(5), manual(4), state.Job{}), InvAtMostOnce, "manual launch", "slot 13", "slot 14")
+	wantViolation(t, c.Opened(15, sec(5), backfill(1, true), state.Job{}), InvAtMostOnce, "which ran", "c1")
+	wantViolation(t, c.Opened(16, sec(5), backfill(3, false), state.Job{}), InvAtMostOnce, "unknown, without force")
+	wantViolation(t, c.Opened(17, sec(5), backfill(8, false), state.Job{}), InvAtMostOnce, "never saw start")
+	wantOK(t, c.Opened(18, sec(5), backfill(2, false), state.Job{}))
+	wantViolation(t, c.Opened(19, sec(5), backfill(2, false), state.Job{}), InvAtMostOnce, "while its launch from slot 18 is open")
 	f := finishCmd("a", sec(2), dispatched("c2"))
 	f.LaunchKind = state.LaunchBackfill
-	wantOK(t, c.Finished(20, f))
+	wantOK(t, c.Finished(20, sec(10), f))
 	mf := finishCmd("a", sec(4), dispatched("m4"))
 	mf.LaunchKind = state.LaunchManual
-	wantOK(t, c.Finished(21, mf))
+	wantOK(t, c.Finished(21, sec(10), mf))
 	// The backfilled slot's child exists, its first record said skipped:
 	// fine, the latest says dispatched.
 	err := c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: []NomadChild{
@@ -207,11 +241,11 @@ func TestCronOpened(t *testing.T) {
 // second child for a launch, but only after Nomad forgot the first.
 func TestCronAtLeastOnce(t *testing.T) {
 	run := func(children []NomadChild) error {
-		c := NewCron()
+		c := newCron()
 		j := cronJob("a", "* * * * * *", 1)
 		j.Spec.AtLeastOnce = true
-		wantOK(t, c.Started(1, startCmd("a", sec(1)), j))
-		wantOK(t, c.Finished(2, finishCmd("a", sec(1), dispatched("c1-again"))))
+		wantOK(t, c.Started(1, sec(1), startCmd("a", sec(1)), j))
+		wantOK(t, c.Finished(2, sec(10), finishCmd("a", sec(1), dispatched("c1-again"))))
 		return c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: children, Jobs: []state.Job{endJob("0 0 * * *", sec(9))}})
 	}
 	first := child(1, "c1", 0)
@@ -224,9 +258,9 @@ func TestCronAtLeastOnce(t *testing.T) {
 	late.CollectedAt = sec(1).Add(6 * time.Second) // collected after the second was made
 	wantViolation(t, run([]NomadChild{late, again}), InvAtMostOnce, "while Nomad still had c1")
 	// At most once (the default) allows no second child, collected or not.
-	c := NewCron()
-	wantOK(t, c.Started(1, startCmd("a", sec(1)), cronJob("a", "* * * * * *", 1)))
-	wantOK(t, c.Finished(2, finishCmd("a", sec(1), dispatched("c1-again"))))
+	c := newCron()
+	wantOK(t, c.Started(1, sec(1), startCmd("a", sec(1)), cronJob("a", "* * * * * *", 1)))
+	wantOK(t, c.Finished(2, sec(10), finishCmd("a", sec(1), dispatched("c1-again"))))
 	err := c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: []NomadChild{collected, again}, Jobs: []state.Job{{Name: "a", NextAt: sec(9)}}})
 	wantViolation(t, err, InvAtMostOnce, "2 children")
 }

@@ -1,0 +1,381 @@
+package check
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"paxcron/cron/state"
+)
+
+// The cron checker's own view, to judge a skip or a failure by what it
+// says happened rather than by its text: each job's pause state, policy,
+// catch-up window, last child and deletion, kept from the commands chosen
+// in the log, and Nomad's record of its children.
+
+// NomadView is what the cron checker asks of Nomad.
+type NomadView interface {
+	// Refuses reports whether Nomad refuses every dispatch to t: it has
+	// no such parameterized job.
+	Refuses(t state.Target) bool
+	// Child returns Nomad's record of child id, collected or not.
+	Child(id string) (NomadChild, bool)
+}
+
+// jobEra is one job name's state, as the log set it, from the command
+// chosen at slot from until the next era's.
+type jobEra struct {
+	from uint64
+	// inc is the live incarnation's CreatedVersion; 0 while no job of the
+	// name exists.
+	inc       uint64
+	paused    bool
+	policy    state.Concurrency
+	window    time.Duration
+	lastChild string // the child of its latest launch concluded dispatched
+}
+
+// jobView is the checker's record of one job name.
+type jobView struct {
+	// eras are oldest first, from the one in effect at the last takeover
+	// on: every conclusion is judged against a leader's state at or after
+	// its own takeover (see Cron.justify), so older eras are dropped then.
+	eras []jobEra
+	// job is the live incarnation: its name, spec, CreatedAt and
+	// CreatedVersion, for the slots it owes when it is deleted.
+	job state.Job
+	// scheduleAt is when the live incarnation's schedule was last set (its
+	// creation, or a new schedule or zone): a slot due before it could not
+	// be launched on time.
+	scheduleAt time.Time
+}
+
+// current returns the era in effect now.
+func (v *jobView) current() jobEra {
+	if len(v.eras) == 0 {
+		return jobEra{}
+	}
+	return v.eras[len(v.eras)-1]
+}
+
+// change appends the era that command slot began, as edit makes it from
+// the current one.
+func (v *jobView) change(slot uint64, edit func(*jobEra)) {
+	e := v.current()
+	e.from = slot
+	edit(&e)
+	v.eras = append(v.eras, e)
+}
+
+// since returns the eras in effect at some slot at or after lo: a
+// state a leader may have decided on, once it had applied slot lo.
+func (v *jobView) since(lo uint64) []jobEra {
+	i := len(v.eras)
+	for i > 0 && v.eras[i-1].from > lo {
+		i--
+	}
+	if i > 0 {
+		i-- // the one in effect at lo
+	}
+	return v.eras[i:]
+}
+
+// forget drops the eras no longer in effect at slot lo.
+func (v *jobView) forget(lo uint64) {
+	keep := v.since(lo)
+	v.eras = append(v.eras[:0], keep...)
+}
+
+// reasonClass is what a skip or a failure says happened.
+type reasonClass uint8
+
+const (
+	reasonPaused reasonClass = iota + 1
+	// reasonDeleted: skipped, the job deleted before the dispatch.
+	reasonDeleted
+	// reasonCatchup: skipped, beyond the catch-up window.
+	reasonCatchup
+	// reasonForbid: skipped, the previous child still running.
+	reasonForbid
+	// reasonRefused: failed, Nomad refused the dispatch.
+	reasonRefused
+	// reasonRunningUnknown: failed, forbid could not ask Nomad whether
+	// the previous child runs.
+	reasonRunningUnknown
+	// reasonStopFailed: failed, replace could not stop the previous child.
+	reasonStopFailed
+	// reasonDeletedAfterFailure: failed, a dispatch failed and the job
+	// was deleted since.
+	reasonDeletedAfterFailure
+	// reasonRetriesOut: failed, the dispatch kept failing until the
+	// launch's time was up.
+	reasonRetriesOut
+)
+
+var reasonNames = map[reasonClass]string{
+	reasonPaused: "paused", reasonDeleted: "deleted", reasonCatchup: "catch-up window", reasonForbid: "concurrency forbid",
+	reasonRefused: "refused by Nomad", reasonRunningUnknown: "forbid without an answer", reasonStopFailed: "replace without a stop",
+	reasonDeletedAfterFailure: "deleted after a failed dispatch", reasonRetriesOut: "retries ran out",
+}
+
+func (r reasonClass) String() string { return reasonNames[r] }
+
+// reason is a skip's or a failure's reason, read.
+type reason struct {
+	class  reasonClass
+	child  string        // the previous child it names (forbid, replace)
+	window time.Duration // the catch-up window it names
+}
+
+// reasonTexts are the launcher's reasons (cron/launcher: startDue, decide,
+// Done, lookedUp, retryOrConclude), one pattern each, anchored at both
+// ends where the launcher adds nothing after.
+var reasonTexts = []struct {
+	kind  state.OutcomeKind
+	class reasonClass
+	re    *regexp.Regexp
+}{
+	{state.OutcomeSkipped, reasonPaused, regexp.MustCompile(`^job paused$`)},
+	{state.OutcomeSkipped, reasonDeleted, regexp.MustCompile(`^job deleted before it was dispatched$`)},
+	{state.OutcomeSkipped, reasonCatchup, regexp.MustCompile(`^missed: no leader could launch it within its catch-up window \(\S+ late, window (?P<window>\S+)\)$`)},
+	{state.OutcomeSkipped, reasonCatchup, regexp.MustCompile(`^not dispatched within its catch-up window \(\S+ late, window (?P<window>\S+)\)$`)},
+	{state.OutcomeSkipped, reasonForbid, regexp.MustCompile(`^previous child (?P<child>\S+) still running \(concurrency forbid\)$`)},
+	{state.OutcomeFailed, reasonRefused, regexp.MustCompile(`^Nomad refused the dispatch: `)},
+	{state.OutcomeFailed, reasonRunningUnknown, regexp.MustCompile(`^could not tell whether the previous child (?P<child>\S+) still runs: `)},
+	{state.OutcomeFailed, reasonStopFailed, regexp.MustCompile(`^could not stop the previous child (?P<child>\S+) \(concurrency replace\): `)},
+	{state.OutcomeFailed, reasonDeletedAfterFailure, regexp.MustCompile(`^dispatch failed \(.*\) and the job was deleted since$`)},
+	{state.OutcomeFailed, reasonRetriesOut, regexp.MustCompile(`^dispatch failed \d+ times, last: `)},
+}
+
+// classify reads the reason of a skipped or failed outcome. A text that
+// matches none of the launcher's is an error: the checker cannot judge
+// it, and a new reason needs its rule here.
+func classify(o state.Outcome) (reason, error) {
+	for _, t := range reasonTexts {
+		m := t.re.FindStringSubmatch(o.Reason)
+		if t.kind != o.Kind || m == nil {
+			continue
+		}
+		r := reason{class: t.class}
+		if i := t.re.SubexpIndex("child"); i > 0 {
+			r.child = m[i]
+		}
+		if i := t.re.SubexpIndex("window"); i > 0 {
+			w, err := time.ParseDuration(m[i])
+			if err != nil {
+				return reason{}, fmt.Errorf("window %q: %v", m[i], err)
+			}
+			r.window = w
+		}
+		return r, nil
+	}
+	return reason{}, fmt.Errorf("no %s reason of the launcher's reads so", o.Kind)
+}
+
+// view returns the checker's view of job name, empty if the log never
+// named it.
+func (c *Cron) view(name string) *jobView {
+	v, ok := c.jobs[name]
+	if !ok {
+		v = &jobView{}
+		c.jobs[name] = v
+	}
+	return v
+}
+
+// Applied records a PutJob, DeleteJob, Pause, Resume or Takeover chosen at
+// slot, first applied at true time now, that the state accepted; job is
+// the job as the state holds it right after (for a PutJob: only its
+// CreatedVersion and CreatedAt are read, the state's own numbering and
+// the instant its schedule counts from). Other commands are a programmer
+// error.
+func (c *Cron) Applied(slot uint64, now time.Time, cmd state.Command, job state.Job) error {
+	switch cmd := cmd.(type) {
+	case state.PutJob:
+		c.putJob(slot, now, cmd, job)
+	case state.Pause:
+		c.view(cmd.Name).change(slot, func(e *jobEra) { e.paused = true })
+	case state.Resume:
+		c.view(cmd.Name).change(slot, func(e *jobEra) { e.paused = false })
+	case state.DeleteJob:
+		return c.deleteJob(slot, now, cmd.Name)
+	case state.Takeover:
+		c.term, c.termSlot, c.termAt = cmd.Term, slot, now
+		//detlint:maprange each view is pruned on its own; the order cannot matter
+		for _, v := range c.jobs {
+			v.forget(slot)
+		}
+	default:
+		panic(fmt.Sprintf("check: Cron.Applied given a %s", cmd.Kind()))
+	}
+	return nil
+}
+
+// putJob records a job created (none of its name lives) or replaced.
+func (c *Cron) putJob(slot uint64, now time.Time, cmd state.PutJob, job state.Job) {
+	v := c.view(cmd.Name)
+	created := v.current().inc == 0
+	spec := cmd.Spec
+	if spec.Concurrency == "" {
+		spec.Concurrency = state.ConcurrencyAllow
+	}
+	if spec.CatchupWindow == 0 {
+		spec.CatchupWindow = state.DefaultCatchupWindow
+	}
+	if created || spec.Schedule != v.job.Spec.Schedule || spec.TimeZone != v.job.Spec.TimeZone {
+		v.scheduleAt = now
+	}
+	if created {
+		v.job = state.Job{Name: cmd.Name, CreatedVersion: job.CreatedVersion, CreatedAt: job.CreatedAt}
+	}
+	v.job.Spec = spec
+	v.change(slot, func(e *jobEra) {
+		if created {
+			*e = jobEra{from: slot, inc: job.CreatedVersion}
+		}
+		e.policy, e.window = spec.Concurrency, spec.CatchupWindow
+	})
+}
+
+// deleteJob records a job deleted, and the slots it owed: those due
+// before now that never started. The state keeps no record of them;
+// Final judges them against the healthy intervals (deletedSlot).
+func (c *Cron) deleteJob(slot uint64, now time.Time, name string) error {
+	v := c.view(name)
+	inc := incarnation{name: name, version: v.job.CreatedVersion}
+	from, seen := c.from[inc]
+	if !seen {
+		from = c.namesakeFrom(v.job)
+	}
+	s, err := c.schedule(v.job)
+	if err != nil {
+		return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker cannot parse: %v", name, err)
+	}
+	// A slot is enough to judge; a few more only count.
+	for range 16 {
+		next, ok := s.Next(from)
+		if !ok || !next.Before(now) {
+			break
+		}
+		c.deleted = append(c.deleted, deletedSlot{job: name, at: next.UTC(), deletedAt: now, scheduleAt: v.scheduleAt})
+		from = next
+	}
+	v.change(slot, func(e *jobEra) { *e = jobEra{from: slot} })
+	v.job = state.Job{}
+	return nil
+}
+
+// namesakeFrom is when a job that never started counts its first slot
+// from: its creation, or the latest launch of a deleted namesake after it
+// (see followsNamesake).
+func (c *Cron) namesakeFrom(job state.Job) time.Time {
+	from := job.CreatedAt
+	//detlint:maprange the latest is taken; the order cannot matter
+	for _, l := range c.launches {
+		if l.job == job.Name && l.inc != job.CreatedVersion && l.kind != state.LaunchManual && l.at.After(from) {
+			from = l.at
+		}
+	}
+	return from
+}
+
+// justify judges a launch concluded skipped or failed with o at slot
+// (first applied at true time now) against the checker's view: the
+// deciding leader's state was the log up to some slot P, with P at or
+// after its own takeover (termSlot: a launcher acts on nothing before its
+// Takeover is applied, and the conclusion carries that takeover's term)
+// and before slot; so some era in effect in [termSlot, slot) must bear the
+// reason out. A reason the launcher gives only for a launch it holds open
+// (a decision after a look-up, a policy, a dispatch) also had the launch's
+// own slot applied: then from there. Nomad's answers are judged in true
+// time over the same span, from the first application of the later of
+// those slots (the leader applied it no earlier) to now (the conclusion
+// was proposed before it was chosen).
+func (c *Cron) justify(id string, l *cronLaunch, slot uint64, now time.Time, o state.Outcome) error {
+	r, err := classify(o)
+	if err != nil {
+		return violation(InvNoSilentSkip, "launch %s ended %s (%q): %v", id, o.Kind, o.Reason, err)
+	}
+	lo, loAt := c.termSlot, c.termAt
+	if r.class != reasonPaused && r.class != reasonCatchup && l.slot > lo {
+		// Those two the launcher also decides as it proposes the start.
+		lo, loAt = l.slot, l.openedAt
+	}
+	eras := c.view(l.job).since(lo)
+	mine := func(want func(e jobEra) bool) bool {
+		for _, e := range eras {
+			if e.inc == l.inc && want(e) {
+				return true
+			}
+		}
+		return false
+	}
+	var why string
+	switch r.class {
+	case reasonPaused:
+		if l.force || !mine(func(e jobEra) bool { return e.paused }) {
+			why = "the job was not paused (or the launch was forced)"
+		}
+	case reasonDeleted, reasonDeletedAfterFailure:
+		if c.view(l.job).current().inc == l.inc {
+			why = "its job was never deleted"
+		}
+	case reasonCatchup:
+		end := l.due.Add(r.window)
+		switch {
+		case !mine(func(e jobEra) bool { return e.window == r.window }):
+			why = fmt.Sprintf("the job's catch-up window was never %v", r.window)
+		case !now.Add(c.cfg.ClockMargin).After(end):
+			why = fmt.Sprintf("it was concluded at %s, before its window ended (%s, less %v of clock margin)",
+				now.Format(time.RFC3339Nano), end.Format(time.RFC3339), c.cfg.ClockMargin)
+		}
+	case reasonForbid, reasonRunningUnknown, reasonStopFailed:
+		policy := state.ConcurrencyForbid
+		if r.class == reasonStopFailed {
+			policy = state.ConcurrencyReplace
+		}
+		switch {
+		case l.force:
+			why = "the launch was forced past the policy"
+		case !mine(func(e jobEra) bool { return e.policy == policy && e.lastChild == r.child }):
+			why = fmt.Sprintf("the job never had policy %s with last child %s", policy, r.child)
+		case r.class == reasonForbid:
+			why = c.stillRunning(r.child, loAt, now)
+		}
+	case reasonRefused:
+		if !c.cfg.Nomad.Refuses(l.target) {
+			why = fmt.Sprintf("Nomad has %s and takes its dispatches", targetName(l.target))
+		}
+	case reasonRetriesOut:
+		// Nomad's errors: judged by health alone (Final).
+	}
+	if why != "" {
+		return violation(InvNoSilentSkip, "launch %s was %s at slot %d for %q (%s), but %s (the checker's view from slot %d)",
+			id, o.Kind, slot, o.Reason, r.class, why, lo)
+	}
+	c.counts.Justified[r.class.String()]++
+	return nil
+}
+
+// stillRunning says why Nomad could not have answered that child ran at
+// some instant in [from, to], or "" if it could.
+func (c *Cron) stillRunning(child string, from, to time.Time) string {
+	ch, ok := c.cfg.Nomad.Child(child)
+	switch {
+	case !ok:
+		return fmt.Sprintf("Nomad never had child %s", child)
+	case ch.CreatedAt.After(to):
+		return fmt.Sprintf("Nomad made child %s only at %s", child, ch.CreatedAt.Format(time.RFC3339Nano))
+	case !ch.FinishedAt.After(from):
+		return fmt.Sprintf("Nomad's child %s had finished at %s, before the launcher could ask (from %s)",
+			child, ch.FinishedAt.Format(time.RFC3339Nano), from.Format(time.RFC3339Nano))
+	case !ch.CollectedAt.IsZero() && !ch.CollectedAt.After(from):
+		return fmt.Sprintf("Nomad had collected child %s at %s, before the launcher could ask (from %s)",
+			child, ch.CollectedAt.Format(time.RFC3339Nano), from.Format(time.RFC3339Nano))
+	}
+	return ""
+}
+
+func targetName(t state.Target) string {
+	return fmt.Sprintf("job %q (namespace %q, region %q)", t.NomadJob, t.Namespace, t.Region)
+}

@@ -1,0 +1,260 @@
+package check
+
+import (
+	"testing"
+	"time"
+
+	"paxcron/cron/state"
+)
+
+// The launcher's reasons, as cron/launcher writes them, are read by kind.
+func TestCronClassify(t *testing.T) {
+	skipped := func(r string) state.Outcome { return state.Outcome{Kind: state.OutcomeSkipped, Reason: r} }
+	failed := func(r string) state.Outcome { return state.Outcome{Kind: state.OutcomeFailed, Reason: r} }
+	for _, tc := range []struct {
+		o      state.Outcome
+		class  reasonClass // 0: not the launcher's
+		child  string
+		window time.Duration
+	}{
+		{o: skipped("job paused"), class: reasonPaused},
+		{o: skipped("job deleted before it was dispatched"), class: reasonDeleted},
+		{o: skipped("missed: no leader could launch it within its catch-up window (12s late, window 10s)"), class: reasonCatchup, window: 10 * time.Second},
+		{o: skipped("not dispatched within its catch-up window (5m3s late, window 5m0s)"), class: reasonCatchup, window: 5 * time.Minute},
+		{o: skipped("previous child batch/dispatch-j1-1-2-ab still running (concurrency forbid)"), class: reasonForbid, child: "batch/dispatch-j1-1-2-ab"},
+		{o: failed(`Nomad refused the dispatch: launcher: rejected: parameterized job "missing" not found`), class: reasonRefused},
+		{o: failed("could not tell whether the previous child c7 still runs: deadline exceeded"), class: reasonRunningUnknown, child: "c7"},
+		{o: failed("could not stop the previous child c7 (concurrency replace): connection refused"), class: reasonStopFailed, child: "c7"},
+		{o: failed("dispatch failed (dial tcp: connection refused (again)) and the job was deleted since"), class: reasonDeletedAfterFailure},
+		{o: failed("dispatch failed 4 times, last: connection refused"), class: reasonRetriesOut},
+		// A reason under the other kind, or any other text, is no reason.
+		{o: failed("job paused")},
+		{o: skipped("Nomad refused the dispatch: no")},
+		{o: skipped("job paused, sort of")},
+		{o: skipped("because")},
+		{o: skipped("missed: no leader could launch it within its catch-up window (1s late, window soon)")},
+	} {
+		r, err := classify(tc.o)
+		if tc.class == 0 {
+			if err == nil {
+				t.Errorf("%s %q read as %s", tc.o.Kind, tc.o.Reason, r.class)
+			}
+			continue
+		}
+		if err != nil || r != (reason{class: tc.class, child: tc.child, window: tc.window}) {
+			t.Errorf("%s %q: got %+v, %v; want %s child %q window %v", tc.o.Kind, tc.o.Reason, r, err, tc.class, tc.child, tc.window)
+		}
+	}
+}
+
+// justifyCase is a history around one launch of job "a" (every second,
+// created at slot 1): its launch of sec(1) started at slot 2 and
+// dispatched as child x1 at slot 3, its launch of sec(2) started at slot 4
+// at sec(2). The case's steps follow from slot 5 (a takeover at slot 10,
+// at sec(2), unless they take over themselves), then sec(2)'s launch is
+// concluded at slot 20, at now.
+type justifyCase struct {
+	name    string
+	policy  state.Concurrency
+	target  string // the Nomad job; "batch" if empty
+	steps   []state.Command
+	manual  bool // conclude a forced manual launch of sec(2) instead
+	outcome state.Outcome
+	now     time.Time
+	term    state.Term // the conclusion's, if not the takeover's
+	x1      NomadChild // Nomad's record of x1, if not running sec(1)-sec(5)
+	parts   []string   // the violation's, or none if justified
+}
+
+func (tc justifyCase) run(t *testing.T) error {
+	t.Helper()
+	x1 := NomadChild{ID: "x1", CreatedAt: sec(1), FinishedAt: sec(5)}
+	if tc.x1.ID != "" {
+		x1 = tc.x1
+	}
+	nomad := &fakeNomad{refused: map[string]bool{"missing": true}, children: map[string]NomadChild{x1.ID: x1}}
+	c := NewCron(CronConfig{Nomad: nomad})
+	j := cronJob("a", "* * * * * *", 1)
+	j.Spec.Concurrency = tc.policy
+	if tc.target != "" {
+		j.Spec.NomadJob = tc.target
+	}
+	put(t, c, 1, j)
+	wantOK(t, c.Started(2, sec(1), startCmd("a", sec(1)), j))
+	wantOK(t, c.Finished(3, sec(1), finishCmd("a", sec(1), dispatched("x1"))))
+	wantOK(t, c.Started(4, sec(2), startCmd("a", sec(2)), j))
+	slot, tookOver := uint64(5), false
+	for _, cmd := range tc.steps {
+		after := j
+		if p, ok := cmd.(state.PutJob); ok && p.IfVersion == 0 {
+			after = cronJob("a", "* * * * * *", 2) // re-created
+		}
+		if _, ok := cmd.(state.Takeover); ok {
+			tookOver = true
+		}
+		wantOK(t, c.Applied(slot, sec(2), cmd, after))
+		slot++
+	}
+	if !tookOver {
+		wantOK(t, c.Applied(10, sec(2), state.Takeover{Term: state.Term{Round: 1, Replica: 1}}, state.Job{}))
+	}
+	f := finishCmd("a", sec(2), tc.outcome)
+	f.Term = c.term
+	if tc.term != (state.Term{}) {
+		f.Term = tc.term
+	}
+	if tc.manual {
+		l := state.Launch{Job: "a", ScheduledAt: sec(2), StartedAt: sec(2), Kind: state.LaunchManual, Force: true,
+			Identity: state.LaunchIdentity("a", sec(2), state.LaunchManual), Target: j.Spec.Target()}
+		wantOK(t, c.Opened(15, sec(2), l, j))
+		f.LaunchKind = state.LaunchManual
+	}
+	now := tc.now
+	if now.IsZero() {
+		now = sec(3)
+	}
+	return c.Finished(20, now, f)
+}
+
+func TestCronJustifiesSkipsAndFailures(t *testing.T) {
+	skipped := func(r string) state.Outcome { return state.Outcome{Kind: state.OutcomeSkipped, Reason: r} }
+	failed := func(r string) state.Outcome { return state.Outcome{Kind: state.OutcomeFailed, Reason: r} }
+	paused := skipped("job paused")
+	deleted := skipped("job deleted before it was dispatched")
+	forbid := skipped("previous child x1 still running (concurrency forbid)")
+	window2s := cronJob("a", "* * * * * *", 1).Spec
+	window2s.CatchupWindow = 2 * time.Second
+	pause, resume := state.Pause{Name: "a"}, state.Resume{Name: "a"}
+	term2 := state.Takeover{Term: state.Term{Round: 2, Replica: 1}}
+	for _, tc := range []justifyCase{
+		{name: "paused", steps: []state.Command{pause}, outcome: paused},
+		{name: "paused, never", outcome: paused, parts: []string{`"job paused"`, "was not paused", "view from slot 10"}},
+		{name: "paused, resumed before the takeover", steps: []state.Command{pause, resume, term2}, outcome: paused, parts: []string{"was not paused"}},
+		{name: "paused, resumed after the takeover", steps: []state.Command{pause, term2, resume}, outcome: paused},
+		{name: "paused, a forced launch", steps: []state.Command{pause}, manual: true, outcome: paused, parts: []string{"forced"}},
+		{name: "deleted", steps: []state.Command{state.DeleteJob{Name: "a"}}, outcome: deleted},
+		{name: "deleted and created again", steps: []state.Command{state.DeleteJob{Name: "a"}, state.PutJob{Name: "a", Spec: window2s}}, outcome: deleted},
+		{name: "deleted, never", outcome: deleted, parts: []string{"never deleted"}},
+		{name: "deleted after a failure", steps: []state.Command{state.DeleteJob{Name: "a"}}, outcome: failed("dispatch failed (timeout) and the job was deleted since")},
+		{name: "deleted after a failure, never", outcome: failed("dispatch failed (timeout) and the job was deleted since"), parts: []string{"never deleted"}},
+		{name: "catch-up", steps: []state.Command{state.PutJob{Name: "a", Spec: window2s, IfVersion: 1}}, now: sec(5),
+			outcome: skipped("not dispatched within its catch-up window (3s late, window 2s)")},
+		{name: "catch-up, another window", now: sec(5), outcome: skipped("not dispatched within its catch-up window (3s late, window 2s)"),
+			parts: []string{"catch-up window was never 2s"}},
+		{name: "catch-up, concluded in time", steps: []state.Command{state.PutJob{Name: "a", Spec: window2s, IfVersion: 1}}, now: sec(4),
+			outcome: skipped("missed: no leader could launch it within its catch-up window (3s late, window 2s)"), parts: []string{"before its window ended"}},
+		{name: "forbid", policy: state.ConcurrencyForbid, outcome: forbid},
+		{name: "forbid, policy allow", policy: state.ConcurrencyAllow, outcome: forbid, parts: []string{"never had policy forbid with last child x1"}},
+		{name: "forbid, not the last child", policy: state.ConcurrencyForbid, outcome: skipped("previous child x0 still running (concurrency forbid)"),
+			parts: []string{"last child x0"}},
+		{name: "forbid, a forced launch", policy: state.ConcurrencyForbid, manual: true, outcome: forbid, parts: []string{"forced"}},
+		{name: "forbid, the child had finished", policy: state.ConcurrencyForbid, outcome: forbid,
+			x1: NomadChild{ID: "x1", CreatedAt: sec(1), FinishedAt: sec(1).Add(500 * time.Millisecond)}, parts: []string{"x1 had finished", "before the launcher could ask"}},
+		{name: "forbid, the child finished after the launch opened", policy: state.ConcurrencyForbid, outcome: forbid,
+			x1: NomadChild{ID: "x1", CreatedAt: sec(1), FinishedAt: sec(2).Add(time.Millisecond)}},
+		{name: "forbid, the child was collected", policy: state.ConcurrencyForbid, outcome: forbid,
+			x1: NomadChild{ID: "x1", CreatedAt: sec(1), FinishedAt: sec(5), CollectedAt: sec(1)}, parts: []string{"collected child x1"}},
+		{name: "forbid, Nomad never had the child", policy: state.ConcurrencyForbid, outcome: forbid,
+			x1: NomadChild{ID: "other"}, parts: []string{"never had child x1"}},
+		{name: "forbid without an answer", policy: state.ConcurrencyForbid, outcome: failed("could not tell whether the previous child x1 still runs: timeout")},
+		{name: "forbid without an answer, policy replace", policy: state.ConcurrencyReplace, outcome: failed("could not tell whether the previous child x1 still runs: timeout"),
+			parts: []string{"policy forbid"}},
+		{name: "replace without a stop", policy: state.ConcurrencyReplace, outcome: failed("could not stop the previous child x1 (concurrency replace): timeout")},
+		{name: "replace without a stop, policy forbid", policy: state.ConcurrencyForbid, outcome: failed("could not stop the previous child x1 (concurrency replace): timeout"),
+			parts: []string{"policy replace"}},
+		{name: "refused", target: "missing", outcome: failed("Nomad refused the dispatch: not found")},
+		{name: "refused, Nomad has the job", outcome: failed("Nomad refused the dispatch: not found"), parts: []string{`Nomad has job "batch"`}},
+		{name: "retries ran out", outcome: failed("dispatch failed 3 times, last: timeout")},
+		{name: "no reason of the launcher's", outcome: skipped("it felt right"), parts: []string{`"it felt right"`, "no skipped reason"}},
+		{name: "concluded in a term never taken over", term: state.Term{Round: 9, Replica: 2}, outcome: dispatched("x2"), parts: []string{"term 9.2", "last takeover chosen is 1.1's"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.run(t)
+			if len(tc.parts) == 0 {
+				wantOK(t, err)
+				return
+			}
+			wantViolation(t, err, InvNoSilentSkip, append(tc.parts, "a-")...)
+		})
+	}
+}
+
+// cronLate is job "a" every second, created at sec(0), its schedule
+// chosen at scheduleAt, with launches 1-6 started on time and dispatched,
+// that of sec(2) 3 s late.
+func cronLate(t *testing.T, scheduleAt time.Time) (*Cron, []NomadChild) {
+	t.Helper()
+	c := newCron()
+	j := cronJob("a", "* * * * * *", 1)
+	j.CreatedAt = sec(0)
+	wantOK(t, c.Applied(1, scheduleAt, state.PutJob{Name: "a", Spec: j.Spec, At: sec(0)}, j))
+	var children []NomadChild
+	for s := 1; s <= 6; s++ {
+		late := 100 * time.Millisecond
+		if s == 2 {
+			late = 3 * time.Second
+		}
+		wantOK(t, c.Started(uint64(2*s), sec(s), startCmd("a", sec(s)), j))
+		ch := child(s, "c"+string(rune('0'+s)), late)
+		wantOK(t, c.Finished(uint64(2*s+1), ch.CreatedAt, finishCmd("a", sec(s), dispatched(ch.ID))))
+		children = append(children, ch)
+	}
+	return c, children
+}
+
+// Every healthy interval is judged, not only the last.
+func TestCronOnTimeInEveryInterval(t *testing.T) {
+	final := func(children []NomadChild, healthy ...Interval) CronFinal {
+		return CronFinal{End: sec(20), Bound: 2 * time.Second, Healthy: healthy, Children: children,
+			Jobs: []state.Job{endJob("0 0 * * *", sec(30))}}
+	}
+	early, tail := Interval{From: sec(1), To: sec(5)}, Interval{From: sec(8), To: sec(20)}
+	c, children := cronLate(t, sec(0))
+	wantViolation(t, c.Final(final(children, early, tail)), InvNoSilentSkip, "due "+sec(2).Format(time.RFC3339), "interval 0", "3s late")
+	if n := c.Counts(); n.OnTime != 2 || n.OnTimeEarly != 2 {
+		t.Errorf("counts %+v: want launches 1 and 2 judged, in the early interval", n)
+	}
+	c, children = cronLate(t, sec(0))
+	wantOK(t, c.Final(final(children, Interval{From: sec(3), To: sec(5)}, tail)))
+	// The interval must hold the whole lateness window.
+	c, children = cronLate(t, sec(0))
+	wantOK(t, c.Final(final(children, Interval{From: sec(1), To: sec(4)}, tail)))
+	// A slot due before its schedule was chosen was late before anyone
+	// knew of it.
+	c, children = cronLate(t, sec(2).Add(time.Millisecond))
+	wantOK(t, c.Final(final(children, early, tail)))
+	if n := c.Counts(); n.OnTime != 0 {
+		t.Errorf("counts %+v: want nothing judged", n)
+	}
+}
+
+// A job deleted with a slot overdue while healthy lost it silently.
+func TestCronDeletedWithSlotOverdue(t *testing.T) {
+	run := func(deletedAt time.Time, healthy ...Interval) (*Cron, error) {
+		c := newCron()
+		j := cronJob("a", "* * * * * *", 1)
+		j.CreatedAt = sec(0)
+		put(t, c, 1, j)
+		var children []NomadChild
+		for s := 1; s <= 2; s++ {
+			wantOK(t, c.Started(uint64(2*s), sec(s), startCmd("a", sec(s)), j))
+			children = append(children, child(s, "c"+string(rune('0'+s)), 0))
+			wantOK(t, c.Finished(uint64(2*s+1), sec(s), finishCmd("a", sec(s), dispatched(children[s-1].ID))))
+		}
+		wantOK(t, c.Applied(9, deletedAt, state.DeleteJob{Name: "a"}, state.Job{}))
+		return c, c.Final(CronFinal{End: sec(20), Bound: 2 * time.Second, Healthy: healthy, Children: children})
+	}
+	_, err := run(sec(8), Interval{From: sec(1), To: sec(20)})
+	wantViolation(t, err, InvNoSilentSkip, `job "a"'s slot `+sec(3).Format(time.RFC3339), "never started before the job was deleted")
+	c, err := run(sec(8), Interval{From: sec(6), To: sec(20)})
+	wantOK(t, err)
+	if n := c.Counts(); n.DroppedByDelete != 5 || n.OverdueJudged != 0 {
+		t.Errorf("counts %+v: want slots 3-7 dropped by the delete, none judged", n)
+	}
+	// Deleted within the bound of the slot: it could still be starting.
+	c, err = run(sec(4), Interval{From: sec(1), To: sec(20)})
+	wantOK(t, err)
+	if n := c.Counts(); n.DroppedByDelete != 1 {
+		t.Errorf("counts %+v: want slot 3 dropped by the delete", n)
+	}
+}
