@@ -40,6 +40,10 @@ type plantedBug struct {
 	// and the launcher's own dispatch of it is held back until it is
 	// applied, so that no child betrays it: only the reason is false.
 	falseSkip func(c *cluster, n *node, start state.LaunchStarted) string
+	// stallBeforeHeal leaves the launchers unstepped for 6 s of every 10
+	// until the faults heal, as a launcher stuck in a loop would be while
+	// its replica keeps the lease: launches come due and wait.
+	stallBeforeHeal bool
 }
 
 var plantedBugs = map[string]*plantedBug{
@@ -54,6 +58,7 @@ var plantedBugs = map[string]*plantedBug{
 	"no-token":           {noToken: true},
 	"fake-success":       {fakeSuccess: true},
 	"ignore-lease":       {ignoreLease: true},
+	"stall-before-heal":  {stallBeforeHeal: true},
 	// A launcher that says "job paused" of one launch in three of jobs
 	// that are not paused.
 	"false-pause": {falseSkip: func(c *cluster, n *node, start state.LaunchStarted) string {
@@ -102,7 +107,7 @@ func picked(s string, n uint32) bool {
 // PlantedBugs lists the bugs Options.Bug accepts.
 func PlantedBugs() []string {
 	return []string{"ack-on-propose", "clock-beyond-bound", "fake-success", "false-pause", "forbid-on-allow", "forget-horizon", "ignore-lease", "no-token",
-		"stale-forbid", "unsynced-promise", "wipe-as-voter"}
+		"stale-forbid", "stall-before-heal", "unsynced-promise", "wipe-as-voter"}
 }
 
 // forgetfulStore drops every hard state write: promises never reach the

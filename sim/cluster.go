@@ -33,6 +33,9 @@ type node struct {
 	stepping bool // inside stepLauncher
 	up       bool
 	wiped    bool // restarts as a rebuilding learner
+	// crashArmed is set from arming a crash in the next write until the
+	// replica crashes (or the faults heal).
+	crashArmed bool
 	// corrupted is set from injecting a flipped byte until it is found;
 	// the disk may be lost then, so it counts as impaired.
 	corrupted bool
@@ -88,8 +91,14 @@ type cluster struct {
 	// settling margin): from then on launches must be on time.
 	healthyFrom time.Time
 	// healthy are the healthy intervals before the faults healed, closed
-	// (the tail, from healthyFrom, is added at the end).
+	// (the tail, from healthyFrom, is added at the end); health is the
+	// one under way (see health.go).
 	healthy []check.Interval
+	health  health
+	// nomadFlaky and handingOver are faults under way: Nomad losing
+	// replies, a leader draining before it steps down.
+	nomadFlaky  bool
+	handingOver bool
 	// heldBack holds the launches a planted false skip concludes, until a
 	// conclusion of theirs is applied: their dispatches never reach Nomad.
 	heldBack map[string]bool
@@ -361,6 +370,7 @@ func (c *cluster) crash(n *node, why string) {
 	c.trace.Record("crash " + why)
 	c.logf("replica %d crashes: %s", n.id, why)
 	n.up = false
+	n.crashArmed = false
 	n.rep = nil
 	n.launcher, n.machine = nil, nil
 	n.tick.Cancel()

@@ -166,7 +166,9 @@ func (c *cluster) stepLauncher(n *node) {
 		lead.LeaseUntil = now.Add(time.Hour)
 	}
 	was := n.launcher.Leading()
-	n.launcher.Step(now, lead)
+	if bug := plantedBugs[c.opts.Bug]; bug == nil || !bug.stallBeforeHeal || c.healed || c.sched.Now()%(10*time.Second) >= 6*time.Second {
+		n.launcher.Step(now, lead)
+	}
 	c.fail(n.launcher.CheckSchedule())
 	if !was && n.launcher.Leading() {
 		c.promotions++
@@ -414,6 +416,7 @@ func (c *cluster) faultNomadFlaky() bool {
 	if err := c.nomad.SetConfig(cfg); err != nil {
 		panic(err)
 	}
+	c.nomadFlaky = true
 	c.sched.After(time.Second+time.Duration(c.rng.Int64N(int64(3*time.Second))), c.nomadNormal)
 	return true
 }
@@ -428,6 +431,7 @@ func (c *cluster) nomadNormal() {
 	if err := c.nomad.SetConfig(cfg); err != nil {
 		panic(err)
 	}
+	c.nomadFlaky = false
 }
 
 // cronStats gathers the run's cron counters.

@@ -45,12 +45,14 @@ func (c *cluster) injectFault() {
 		return
 	}
 	defer c.sched.After(c.expDuration(c.opts.FaultEvery), c.injectFault)
+	c.observeHealth() // the interval under way held until now
 	for range 8 {
 		f := faultKinds[c.rng.IntN(len(faultKinds))]
 		if f.inject(c) {
 			c.faults[f.name]++
 			c.trace.Record("fault " + f.name)
 			c.logf("fault: %s", f.name)
+			c.observeHealth()
 			return
 		}
 	}
@@ -115,6 +117,7 @@ func (c *cluster) faultCrashDuringWrite() bool {
 		return false
 	}
 	n.disk.CrashDuringNextSave()
+	n.crashArmed = true
 	return true
 }
 
@@ -239,10 +242,12 @@ func (c *cluster) faultHandover() bool {
 	}
 	l, incarnation := leader.launcher, leader.incarnation
 	l.SetDraining(true)
+	c.handingOver = true
 	deadline := c.sched.Now() + 5*time.Second
 	var check func()
 	check = func() {
 		if !leader.up || leader.incarnation != incarnation {
+			c.handingOver = false
 			return // crashed meanwhile: a restarted launcher does not drain
 		}
 		if !l.Drained() && c.sched.Now() < deadline {
@@ -250,6 +255,7 @@ func (c *cluster) faultHandover() bool {
 			return
 		}
 		l.SetDraining(false)
+		c.handingOver = false
 		if successor, err := leader.rep.Node().StepDown(); err == nil {
 			c.faults["step down"]++
 			c.trace.Record("step down")

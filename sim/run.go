@@ -178,6 +178,7 @@ func (c *cluster) proposeOnce() {
 // probe runs the periodic checks.
 func (c *cluster) probe() {
 	now := c.sched.Now()
+	c.observeHealth()
 	if c.healed {
 		if l := c.leader(); l != nil {
 			if _, ok := l.rep.Node().LeaseValidUntil(); ok {
@@ -196,6 +197,8 @@ func (c *cluster) probe() {
 
 // heal ends the fault phase: every replica up, the network whole.
 func (c *cluster) heal() {
+	c.observeHealth()
+	c.endHealthy() // the tail is judged from healthyFrom
 	c.healed = true
 	c.trace.Record("heal")
 	c.net.Heal()
@@ -206,6 +209,7 @@ func (c *cluster) heal() {
 	}
 	for _, n := range c.nodes {
 		n.disk.CancelCrashDuringNextSave()
+		n.crashArmed = false
 		if !n.up {
 			n.restart.Cancel()
 			c.start(n)

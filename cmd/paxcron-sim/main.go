@@ -41,13 +41,14 @@ Flags:
 	start := fs.Uint64("start", 0, "first seed")
 	replicas := fs.Int("replicas", 3, "replicas per cluster (3 or 5)")
 	duration := fs.Duration("duration", 0, "simulated time per seed (default 60s; faults stop at 75%)")
+	faultEvery := fs.Duration("fault-every", 0, "mean simulated time between injected faults (default 700ms); a calmer run leaves healthy intervals between faults, in which launches are held to the lateness bound")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel (results are the same)")
 	bug := fs.String("bug", "", "plant a known bug to see the checkers catch it: "+strings.Join(sim.PlantedBugs(), ", "))
 	verbose := fs.Bool("v", false, "print each seed's result and, for a single seed, its event log")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() > 0 || *seeds == 0 || *workers < 1 || (*replicas != 3 && *replicas != 5) {
+	if fs.NArg() > 0 || *seeds == 0 || *workers < 1 || (*replicas != 3 && *replicas != 5) || *faultEvery < 0 {
 		fs.Usage()
 		return 2
 	}
@@ -55,6 +56,9 @@ Flags:
 		o := sim.DefaultOptions(seed)
 		o.Replicas = *replicas
 		o.Bug = *bug
+		if *faultEvery > 0 {
+			o.FaultEvery = *faultEvery
+		}
 		if *duration > 0 {
 			o.Duration = *duration
 			o.HealAt = *duration * 3 / 4
@@ -73,8 +77,8 @@ Flags:
 		simulated += r.SimTime
 		if r.Err != nil {
 			failed++
-			fmt.Fprintf(stdout, "FAIL seed %d (trace %016x): %v\n  faults: %s\n  replay: go run ./cmd/paxcron-sim -seeds 1 -start %d -replicas %d%s -v\n",
-				r.Seed, r.TraceHash, r.Err, r.FaultSummary(), r.Seed, *replicas, bugFlag(*bug))
+			fmt.Fprintf(stdout, "FAIL seed %d (trace %016x): %v\n  faults: %s\n  replay: go run ./cmd/paxcron-sim -seeds 1 -start %d -replicas %d%s%s -v\n",
+				r.Seed, r.TraceHash, r.Err, r.FaultSummary(), r.Seed, *replicas, bugFlag(*bug), faultEveryFlag(*faultEvery))
 		} else if *verbose {
 			fmt.Fprintf(stdout, "ok   seed %d (trace %016x) acked=%d events=%d %s faults: %s\n", r.Seed, r.TraceHash, r.Acked, r.Events, r.Cron, r.FaultSummary())
 		}
@@ -87,6 +91,13 @@ Flags:
 		return 1
 	}
 	return 0
+}
+
+func faultEveryFlag(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return " -fault-every " + d.String()
 }
 
 func bugFlag(bug string) string {
