@@ -34,7 +34,9 @@ type Cron struct {
 	launches map[string]*cronLaunch // by identity
 	// from is, per job incarnation, the time its next launch counts
 	// from: its creation, or its last accepted start.
-	from           map[incarnation]time.Time
+	from map[incarnation]time.Time
+	// startSlot is, per job incarnation, the slot of its last start.
+	startSlot      map[incarnation]uint64
 	scheds         map[string]*schedule.Schedule
 	calls          uint64
 	starts         uint64
@@ -122,6 +124,11 @@ type cronLaunch struct {
 	target state.Target
 	// openedAt is when its latest attempt's slot was first applied.
 	openedAt time.Time
+	// decidedFrom is the earliest slot a leader may have decided on it
+	// from: its own slot, but for a scheduled launch, which the leader
+	// may skip as it proposes the start, the slot of its job's previous
+	// start (the state's next launch was this one only from there on).
+	decidedFrom uint64
 	// scheduleAt is when its job's schedule was last set before it
 	// started (jobView.scheduleAt).
 	scheduleAt time.Time
@@ -133,7 +140,7 @@ func NewCron(cfg CronConfig) *Cron {
 	if cfg.Nomad == nil {
 		panic("check: NewCron without a Nomad view")
 	}
-	return &Cron{cfg: cfg, launches: map[string]*cronLaunch{}, from: map[incarnation]time.Time{}, scheds: map[string]*schedule.Schedule{},
+	return &Cron{cfg: cfg, launches: map[string]*cronLaunch{}, from: map[incarnation]time.Time{}, startSlot: map[incarnation]uint64{}, scheds: map[string]*schedule.Schedule{},
 		jobs: map[string]*jobView{}, counts: CronCounts{Justified: map[string]uint64{}}}
 }
 
@@ -161,6 +168,8 @@ func (c *Cron) Started(slot uint64, now time.Time, cmd state.LaunchStarted, job 
 		inc: job.CreatedVersion, target: job.Spec.Target(), openedAt: now, scheduleAt: c.view(cmd.Job).scheduleAt}
 	c.starts++
 	inc := incarnation{name: job.Name, version: job.CreatedVersion}
+	c.launches[cmd.Identity].decidedFrom = c.startSlot[inc]
+	c.startSlot[inc] = slot
 	from, seen := c.from[inc]
 	c.from[inc] = at
 	s, err := c.schedule(job)
@@ -225,7 +234,7 @@ func (c *Cron) Opened(slot uint64, now time.Time, l state.Launch, job state.Job)
 	prev, seen := c.launches[l.Identity]
 	opened := func() *cronLaunch {
 		return &cronLaunch{job: l.Job, at: l.ScheduledAt, due: l.StartedAt, kind: l.Kind, slot: slot, force: l.Force, atLeastOnce: job.Spec.AtLeastOnce,
-			inc: job.CreatedVersion, target: l.Target, openedAt: now}
+			inc: job.CreatedVersion, target: l.Target, openedAt: now, decidedFrom: slot}
 	}
 	switch {
 	case l.Kind == state.LaunchManual && seen:

@@ -281,24 +281,28 @@ func (c *Cron) namesakeFrom(job state.Job) time.Time {
 
 // justify judges a launch concluded skipped or failed with o at slot
 // (first applied at true time now) against the checker's view: the
-// deciding leader's state was the log up to some slot P, with P at or
-// after its own takeover (termSlot: a launcher acts on nothing before its
-// Takeover is applied, and the conclusion carries that takeover's term)
-// and before slot; so some era in effect in [termSlot, slot) must bear the
-// reason out. A reason the launcher gives only for a launch it holds open
-// (a decision after a look-up, a policy, a dispatch) also had the launch's
-// own slot applied: then from there. Nomad's answers are judged in true
-// time over the same span, from the first application of the later of
-// those slots (the leader applied it no earlier) to now (the conclusion
-// was proposed before it was chosen).
+// deciding leader's state was the log up to some slot P before slot, at
+// or after its own takeover (termSlot: a launcher acts on nothing before
+// its Takeover is applied, and the conclusion carries that takeover's
+// term), and at or after the launch's decidedFrom; so some era in effect
+// in [max(termSlot, decidedFrom), slot) must bear the reason out. A reason
+// the launcher gives only for a launch it holds open (a policy, a
+// dispatch, a look-up) had the launch's own slot applied too: then from
+// the later of that and termSlot. Nomad's answers are judged in true time
+// over the same span, from the first application of that slot (the leader
+// applied it no earlier) to now (the conclusion was proposed before it
+// was chosen).
 func (c *Cron) justify(id string, l *cronLaunch, slot uint64, now time.Time, o state.Outcome) error {
 	r, err := classify(o)
 	if err != nil {
 		return violation(InvNoSilentSkip, "launch %s ended %s (%q): %v", id, o.Kind, o.Reason, err)
 	}
 	lo, loAt := c.termSlot, c.termAt
-	if r.class != reasonPaused && r.class != reasonCatchup && l.slot > lo {
+	switch {
+	case r.class == reasonPaused || r.class == reasonCatchup:
 		// Those two the launcher also decides as it proposes the start.
+		lo = max(lo, l.decidedFrom)
+	case l.slot > lo:
 		lo, loAt = l.slot, l.openedAt
 	}
 	eras := c.view(l.job).since(lo)

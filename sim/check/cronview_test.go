@@ -258,3 +258,26 @@ func TestCronDeletedWithSlotOverdue(t *testing.T) {
 		t.Errorf("counts %+v: want slot 3 dropped by the delete", n)
 	}
 }
+
+// A scheduled launch skipped as paused was decided on a state that had
+// its job's previous start: a pause lifted before that does not bear the
+// skip out, even within one term.
+func TestCronPausedBeforeThePreviousStart(t *testing.T) {
+	c := newCron()
+	j := cronJob("a", "* * * * * *", 1)
+	wantOK(t, c.Applied(1, sec(0), state.Takeover{Term: state.Term{Round: 1, Replica: 1}}, state.Job{}))
+	put(t, c, 2, j)
+	wantOK(t, c.Applied(3, sec(0), state.Pause{Name: "a"}, state.Job{}))
+	wantOK(t, c.Applied(4, sec(0), state.Resume{Name: "a"}, state.Job{}))
+	wantOK(t, c.Started(5, sec(1), startCmd("a", sec(1)), j))
+	wantOK(t, c.Started(6, sec(2), startCmd("a", sec(2)), j))
+	paused := state.Outcome{Kind: state.OutcomeSkipped, Reason: "job paused"}
+	skip := func(at time.Time) state.LaunchFinished {
+		f := finishCmd("a", at, paused)
+		f.Term = state.Term{Round: 1, Replica: 1}
+		return f
+	}
+	// The first launch's start may have been decided while it was paused.
+	wantOK(t, c.Finished(7, sec(3), skip(sec(1))))
+	wantViolation(t, c.Finished(8, sec(3), skip(sec(2))), InvNoSilentSkip, "a-", "was not paused", "view from slot 5")
+}
