@@ -8,6 +8,9 @@
 //     replicas learn, apply and acknowledge; Consensus wires them together;
 //   - Promises (5) and Ballots watch the messages replicas send;
 //   - Liveness (6) watches for progress after the last fault heals;
+//   - Cron (7, 8, and the Nomad half of 9) judges the cron layer from the
+//     commands chosen in the log and Nomad's record, with its own view of
+//     each job; Lease (9) watches who believes it holds the lease;
 //   - Corruption (12) keeps the books on flipped bytes;
 //   - Trace hashes a run's events for the determinism invariant (13).
 //
