@@ -1,13 +1,13 @@
 package check
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"paxcron/cron/launcher"
-	"paxcron/cron/schedule"
 	"paxcron/cron/state"
 	"paxcron/paxos"
 )
@@ -36,8 +36,10 @@ type Cron struct {
 	// from: its creation, or its last accepted start.
 	from map[incarnation]time.Time
 	// startSlot is, per job incarnation, the slot of its last start.
-	startSlot      map[incarnation]uint64
-	scheds         map[string]*schedule.Schedule
+	startSlot map[incarnation]uint64
+	// oracles read each job's schedule (Oracle), by job name, expression
+	// and zone.
+	oracles        map[string]*Oracle
 	calls          uint64
 	starts         uint64
 	secondChildren uint64
@@ -140,7 +142,7 @@ func NewCron(cfg CronConfig) *Cron {
 	if cfg.Nomad == nil {
 		panic("check: NewCron without a Nomad view")
 	}
-	return &Cron{cfg: cfg, launches: map[string]*cronLaunch{}, from: map[incarnation]time.Time{}, startSlot: map[incarnation]uint64{}, scheds: map[string]*schedule.Schedule{},
+	return &Cron{cfg: cfg, launches: map[string]*cronLaunch{}, from: map[incarnation]time.Time{}, startSlot: map[incarnation]uint64{}, oracles: map[string]*Oracle{},
 		jobs: map[string]*jobView{}, counts: CronCounts{Justified: map[string]uint64{}}}
 }
 
@@ -174,7 +176,7 @@ func (c *Cron) Started(slot uint64, now time.Time, cmd state.LaunchStarted, job 
 	c.from[inc] = at
 	s, err := c.schedule(job)
 	if err != nil {
-		return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker cannot parse: %v", job.Name, err)
+		return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker's oracle cannot read: %v", job.Name, err)
 	}
 	if !seen {
 		from = job.CreatedAt
@@ -182,9 +184,15 @@ func (c *Cron) Started(slot uint64, now time.Time, cmd state.LaunchStarted, job 
 			return nil
 		}
 	}
-	want, ok := s.Next(from)
-	if !ok || !want.Equal(at) {
-		return violation(InvNoSilentSkip, "job %q (%s in %s) started its launch at %s, but its next slot after %s is %s: a slot was jumped over",
+	want, err := s.Next(from, at)
+	switch {
+	case errors.Is(err, errNoLaunch):
+		return violation(InvNoSilentSkip, "job %q (%s in %s) started its launch at %s, but by the checker's oracle it has no slot in (%s, %s]",
+			job.Name, job.Spec.Schedule, zoneName(job.Spec.TimeZone), at.Format(time.RFC3339), from.Format(time.RFC3339), at.Format(time.RFC3339))
+	case err != nil:
+		return violation(InvNoSilentSkip, "job %q started its launch at %s, counting from %s: %v", job.Name, at.Format(time.RFC3339), from.Format(time.RFC3339), err)
+	case !want.Equal(at):
+		return violation(InvNoSilentSkip, "job %q (%s in %s) started its launch at %s, but its next slot after %s is %s by the checker's oracle: a slot was jumped over",
 			job.Name, job.Spec.Schedule, zoneName(job.Spec.TimeZone), at.Format(time.RFC3339), from.Format(time.RFC3339), want.UTC().Format(time.RFC3339))
 	}
 	return nil
@@ -193,13 +201,13 @@ func (c *Cron) Started(slot uint64, now time.Time, cmd state.LaunchStarted, job 
 // followsNamesake reports whether a re-created job's first launch at is
 // the slot after a launch of its deleted namesake: the state counts a job
 // created while such launches are open from the last of them.
-func (c *Cron) followsNamesake(s *schedule.Schedule, job state.Job, at time.Time) bool {
+func (c *Cron) followsNamesake(s *Oracle, job state.Job, at time.Time) bool {
 	//detlint:maprange any match will do; the answer does not depend on the order
 	for _, l := range c.launches {
 		if l.job != job.Name || !l.at.After(job.CreatedAt) || !l.at.Before(at) {
 			continue
 		}
-		if next, ok := s.Next(l.at); ok && next.Equal(at) {
+		if next, err := s.Next(l.at, at); err == nil && next.Equal(at) {
 			return true
 		}
 	}
@@ -213,16 +221,18 @@ func zoneName(tz string) string {
 	return tz
 }
 
-func (c *Cron) schedule(job state.Job) (*schedule.Schedule, error) {
+// schedule is the checker's own reading of job's schedule: its Oracle,
+// not cron/schedule, so that a wrong launch time there is caught here.
+func (c *Cron) schedule(job state.Job) (*Oracle, error) {
 	key := job.Name + "\x00" + job.Spec.Schedule + "\x00" + job.Spec.TimeZone
-	if s, ok := c.scheds[key]; ok {
+	if s, ok := c.oracles[key]; ok {
 		return s, nil
 	}
-	s, err := schedule.Parse(job.Spec.Schedule, schedule.Options{JobName: job.Name, TimeZone: job.Spec.TimeZone})
+	s, err := NewOracle(job.Spec.Schedule, job.Name, job.Spec.TimeZone)
 	if err != nil {
 		return nil, err
 	}
-	c.scheds[key] = s
+	c.oracles[key] = s
 	return s, nil
 }
 
@@ -405,9 +415,13 @@ func (c *Cron) Final(f CronFinal) error {
 		}
 		s, err := c.schedule(j)
 		if err != nil {
-			return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker cannot parse: %v", j.Name, err)
+			return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker's oracle cannot read: %v", j.Name, err)
 		}
-		if want, ok := s.Next(from); ok && want.Before(due) {
+		want, err := s.Next(from, due)
+		if err != nil && !errors.Is(err, errNoLaunch) {
+			return violation(InvNoSilentSkip, "job %q, counting from %s: %v", j.Name, from.UTC().Format(time.RFC3339), err)
+		}
+		if err == nil && want.Before(due) {
 			return violation(InvNoSilentSkip, "job %q's slot %s (the next after %s) was never started (the run ended %s; the state says next %s)",
 				j.Name, want.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339), f.End.Format(time.RFC3339), j.NextAt.Format(time.RFC3339))
 		}

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -249,12 +250,15 @@ func (c *Cron) deleteJob(slot uint64, now time.Time, name string) error {
 	}
 	s, err := c.schedule(v.job)
 	if err != nil {
-		return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker cannot parse: %v", name, err)
+		return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker's oracle cannot read: %v", name, err)
 	}
 	// A slot is enough to judge; a few more only count.
 	for range 16 {
-		next, ok := s.Next(from)
-		if !ok || !next.Before(now) {
+		next, err := s.Next(from, now)
+		if err != nil && !errors.Is(err, errNoLaunch) {
+			return violation(InvNoSilentSkip, "job %q deleted, counting its slots from %s: %v", name, from.UTC().Format(time.RFC3339), err)
+		}
+		if err != nil || !next.Before(now) {
 			break
 		}
 		c.deleted = append(c.deleted, deletedSlot{job: name, at: next.UTC(), deletedAt: now, scheduleAt: v.scheduleAt})

@@ -10,7 +10,8 @@
 //   - Liveness (6) watches for progress after the last fault heals;
 //   - Cron (7, 8, and the Nomad half of 9) judges the cron layer from the
 //     commands chosen in the log and Nomad's record, with its own view of
-//     each job; Lease (9) watches who believes it holds the lease;
+//     each job and its own reading of each schedule (Oracle); Lease (9)
+//     watches who believes it holds the lease;
 //   - Corruption (12) keeps the books on flipped bytes;
 //   - Trace hashes a run's events for the determinism invariant (13).
 //

@@ -138,12 +138,17 @@ func oracleField(text, job, field string, lo, hi int, set *[61]bool) error {
 // errNoLaunch says the oracle found no launch in the span asked.
 var errNoLaunch = errors.New("no launch")
 
+// MaxOracleSpan bounds the span Next walks, second by second: a simulated
+// run is minutes long, so a longer span is itself a sign of a launch far
+// from its time.
+const MaxOracleSpan = 24 * time.Hour
+
 // Next is the first launch after from and no later than limit, by the
-// documented rules; errNoLaunch if there is none. limit - from must be
-// under a day: the oracle walks every second.
+// documented rules; errNoLaunch if there is none, and an error if limit
+// is more than MaxOracleSpan after from.
 func (o *Oracle) Next(from, limit time.Time) (time.Time, error) {
-	if limit.Sub(from) > 24*time.Hour {
-		panic(fmt.Sprintf("oracle: a span of %v: the oracle walks seconds, at most a day", limit.Sub(from)))
+	if limit.Sub(from) > MaxOracleSpan {
+		return time.Time{}, fmt.Errorf("oracle: a span of %v from %s: the oracle walks at most %v", limit.Sub(from), from.UTC().Format(time.RFC3339), MaxOracleSpan)
 	}
 	t := from.Truncate(time.Second).Add(time.Second)
 	if o.every > 0 {
