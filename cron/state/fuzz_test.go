@@ -45,8 +45,10 @@ func FuzzDecodeCommand(f *testing.F) {
 }
 
 // FuzzRestore checks that Restore never panics on any bytes (a snapshot
-// comes from a peer or a backup), and that a state it accepts snapshots to
-// bytes that restore to the same snapshot again.
+// comes from a peer or a backup), that a state it accepts snapshots to
+// bytes that restore to the same snapshot again, and that SnapshotTerm
+// (which reads the header alone) never panics and reads the restored
+// state's term from what Restore accepts.
 func FuzzRestore(f *testing.F) {
 	m := New()
 	for i, c := range sampleCommands() {
@@ -62,9 +64,13 @@ func FuzzRestore(f *testing.F) {
 	f.Add(good[:len(good)/2])
 	f.Add([]byte{snapshotVersion})
 	f.Fuzz(func(t *testing.T, b []byte) {
+		term, termErr := SnapshotTerm(b)
 		r := New()
 		if err := r.Restore(b); err != nil {
 			return
+		}
+		if termErr != nil || term != r.Term() {
+			t.Fatalf("SnapshotTerm: %v, %v; the restored state's term is %v", term, termErr, r.Term())
 		}
 		s1, err := r.Snapshot()
 		if err != nil {

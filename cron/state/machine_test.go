@@ -531,6 +531,29 @@ func TestTakeoverFencesConclusions(t *testing.T) {
 	}
 }
 
+// TestSnapshotTerm: the term read from a snapshot's header alone is the
+// last Takeover's, and a header that does not decode is an error.
+func TestSnapshotTerm(t *testing.T) {
+	term := Term{Round: 7, Replica: 3}
+	m := run(t, []step{{put("j", "0 * * * *", 0, t0), nil}, {Takeover{Term: term}, nil}})
+	data, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := SnapshotTerm(data); err != nil || got != term {
+		t.Errorf("SnapshotTerm: %v, %v; want %v", got, err, term)
+	}
+	empty, _ := New().Snapshot()
+	if got, err := SnapshotTerm(empty); err != nil || got != (Term{}) {
+		t.Errorf("SnapshotTerm of a state with no Takeover: %v, %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, {9}, {snapshotVersion}, data[:3]} {
+		if _, err := SnapshotTerm(bad); !errors.Is(err, ErrSnapshot) {
+			t.Errorf("SnapshotTerm(%x): %v, want ErrSnapshot", bad, err)
+		}
+	}
+}
+
 // TestNamesStayInOrder: the cached order of job names follows creations,
 // deletions and re-creations between snapshots.
 func TestNamesStayInOrder(t *testing.T) {

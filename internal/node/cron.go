@@ -453,6 +453,17 @@ type SnapshotSummary struct {
 	Commands uint64
 	Hash     uint64
 	Stats    state.Stats
+	// Term is the last Takeover's (zero before the first).
+	Term state.Term
+}
+
+// SnapshotTerm reads the term of the last Takeover a cron-mode snapshot's
+// data records, from its header alone (state.SnapshotTerm).
+func SnapshotTerm(data []byte) (state.Term, error) {
+	if len(data) < hashSnapshotBytes {
+		return state.Term{}, fmt.Errorf("node: a snapshot of %d bytes, shorter than its hash", len(data))
+	}
+	return state.SnapshotTerm(data[hashSnapshotBytes:])
 }
 
 // RestoreState decodes the cron state of a cron-mode snapshot's data.
@@ -481,7 +492,7 @@ func DescribeSnapshot(data []byte) (SnapshotSummary, error) {
 	if err := m.Restore(data[hashSnapshotBytes:]); err != nil {
 		return SnapshotSummary{}, err
 	}
-	sum := SnapshotSummary{Jobs: m.JobCount(), Open: m.OpenCount(), LastSlot: m.LastSlot(), Commands: h.Commands(), Hash: h.Hash(), Stats: m.Stats()}
+	sum := SnapshotSummary{Jobs: m.JobCount(), Open: m.OpenCount(), LastSlot: m.LastSlot(), Commands: h.Commands(), Hash: h.Hash(), Stats: m.Stats(), Term: m.Term()}
 	for after := ""; ; {
 		page, more := m.JobsPage("", after, 1000)
 		for _, j := range page {

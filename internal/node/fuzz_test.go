@@ -33,7 +33,8 @@ func fuzzSnapshot(tb testing.TB, cmds ...state.Command) []byte {
 // peer, a backup or a file given to `snapshot restore`). No input may
 // panic; DescribeSnapshot and RestoreState agree on what decodes; and a
 // state that decodes, snapshotted again behind the same hash, is
-// described the same.
+// described the same; SnapshotTerm, reading the header alone, reads the
+// term of every snapshot that decodes.
 func FuzzDescribeSnapshot(f *testing.F) {
 	at := time.Unix(1772323200, 0).UTC()
 	spec := state.JobSpec{Schedule: "*/5 * * * * *", NomadJob: "report", Meta: map[string]string{"team": "a"}}
@@ -42,6 +43,7 @@ func FuzzDescribeSnapshot(f *testing.F) {
 		state.PutJob{Name: "b", Spec: spec, At: at},
 		state.Pause{Name: "b"},
 		state.Trigger{Name: "a", At: at.Add(time.Minute)},
+		state.Takeover{Term: state.Term{Round: 4, Replica: 2}},
 	)
 	f.Add(full)
 	f.Add(fuzzSnapshot(f))
@@ -57,6 +59,9 @@ func FuzzDescribeSnapshot(f *testing.F) {
 		}
 		if err != nil {
 			return
+		}
+		if term, err := SnapshotTerm(data); err != nil || term != m.Term() || sum.Term != term {
+			t.Fatalf("SnapshotTerm: %v, %v; the state's term is %v, the summary's %v", term, err, m.Term(), sum.Term)
 		}
 		if sum.Jobs != m.JobCount() || sum.Open != m.OpenCount() || sum.LastSlot != m.LastSlot() {
 			t.Fatalf("summary %+v of a state with %d jobs, %d open, last slot %d", sum, m.JobCount(), m.OpenCount(), m.LastSlot())
