@@ -23,7 +23,7 @@ var (
 	// ErrCorrupt: a backup's bytes or manifest do not check out.
 	ErrCorrupt = errors.New("backup: corrupt")
 	// ErrConflict: a different snapshot is (or is being) backed up at the
-	// same index.
+	// same generation and index.
 	ErrConflict = errors.New("backup: conflict")
 )
 
@@ -89,6 +89,12 @@ func (o Options) withDefaults() (Options, error) {
 
 // Meta is what a restore needs to know of a snapshot, besides its bytes.
 type Meta struct {
+	// Generation ranks backups before Index (doc.go, "Generations"): the
+	// caller's promise is that along one history it never decreases, and
+	// that a history restored from a backup or a snapshot file starts
+	// above every generation in the store. 0 is the generation of the
+	// backups older binaries wrote, without one.
+	Generation uint64 `json:"generation,omitempty"`
 	// Index is the log slot the snapshot is at (> 0).
 	Index uint64 `json:"index"`
 	// Membership is the IDs of the cluster's replicas at Index: at least
@@ -100,6 +106,8 @@ type Meta struct {
 	// reads no clock). Stored in UTC.
 	TakenAt time.Time `json:"taken_at"`
 }
+
+func (m Meta) rank() rank { return rank{gen: m.Generation, index: m.Index} }
 
 // validate checks m; its errors name the index but no sentinel.
 func (m Meta) validate() error {
@@ -133,7 +141,8 @@ type Info struct {
 
 // Skipped is a backup LatestValid passed over, and why.
 type Skipped struct {
-	Index uint64
+	Generation uint64
+	Index      uint64
 	// Key is the object at fault: the data object, or the manifest when
 	// that could not be read.
 	Key string
@@ -215,22 +224,80 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// List returns the complete backups, newest first. A manifest that does
-// not decode is an error (ErrCorrupt) rather than a gap in the list.
-func (s *Store) List(ctx context.Context) ([]Info, error) {
+// Listed is one manifest of the store as Scan found it: the backup it
+// describes, or why it does not describe one.
+type Listed struct {
+	// Generation and Index are the manifest's key's.
+	Generation uint64
+	Index      uint64
+	// Manifest is the manifest object's key.
+	Manifest string
+	// Info is the backup; zero when Err is set.
+	Info Info
+	// Err, when set, wraps ErrCorrupt: the manifest does not decode or
+	// does not describe a backup at its key. The data is not read.
+	Err error
+}
+
+// Scan reads every manifest, newest backup first, and reports each one
+// that does not check out in place rather than stopping at it: an
+// operator choosing a backup to restore sees the damage and what is
+// left. A manifest gone since the listing was pruned meanwhile, and is
+// left out. Any error but ErrCorrupt stops it.
+func (s *Store) Scan(ctx context.Context) ([]Listed, error) {
 	manifests, err := s.list(ctx, manifestDir)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Info, 0, len(manifests))
+	out := make([]Listed, 0, len(manifests))
 	for _, m := range manifests {
-		info, err := s.readManifest(ctx, m.index)
-		if err != nil {
+		info, err := s.readManifest(ctx, m.rank)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			continue
+		case err != nil && !errors.Is(err, ErrCorrupt):
 			return nil, err
 		}
-		out = append(out, info)
+		out = append(out, Listed{Generation: m.rank.gen, Index: m.rank.index, Manifest: m.key, Info: info, Err: err})
 	}
 	return out, nil
+}
+
+// List returns the complete backups, newest first: by generation, then by
+// index. A manifest that does not decode is an error (ErrCorrupt) rather
+// than a gap in the list (Scan reports it in place).
+func (s *Store) List(ctx context.Context) ([]Info, error) {
+	listed, err := s.Scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Info, 0, len(listed))
+	for _, l := range listed {
+		if l.Err != nil {
+			return nil, l.Err
+		}
+		out = append(out, l.Info)
+	}
+	return out, nil
+}
+
+// HighestGeneration is the highest generation of any object in the store
+// (0 when it is empty): a restore starts its history above it (doc.go,
+// "Generations"). It reads keys only, so that a damaged manifest cannot
+// hide a generation, and counts data objects without a manifest too: one
+// may be an upload under way.
+func (s *Store) HighestGeneration(ctx context.Context) (uint64, error) {
+	var highest uint64
+	for _, dir := range []string{manifestDir, dataDir} {
+		objects, err := s.list(ctx, dir)
+		if err != nil {
+			return 0, err
+		}
+		if len(objects) > 0 {
+			highest = max(highest, objects[0].rank.gen)
+		}
+	}
+	return highest, nil
 }
 
 // Latest reads the newest backup and verifies it. A corrupt newest backup
@@ -245,7 +312,7 @@ func (s *Store) Latest(ctx context.Context) (Info, []byte, error) {
 	if len(manifests) == 0 {
 		return Info{}, nil, fmt.Errorf("%w: no backup in %s under %q", ErrNotFound, s.url, s.opts.Prefix)
 	}
-	return s.fetchIndex(ctx, manifests[0].index)
+	return s.fetchRank(ctx, manifests[0].rank)
 }
 
 // LatestValid reads the newest backup that verifies, for disaster
@@ -259,7 +326,7 @@ func (s *Store) LatestValid(ctx context.Context) (Info, []byte, []Skipped, error
 	}
 	var skipped []Skipped
 	for _, m := range manifests {
-		info, data, err := s.fetchIndex(ctx, m.index)
+		info, data, err := s.fetchRank(ctx, m.rank)
 		if err == nil {
 			return info, data, skipped, nil
 		}
@@ -267,7 +334,7 @@ func (s *Store) LatestValid(ctx context.Context) (Info, []byte, []Skipped, error
 			return Info{}, nil, skipped, err
 		}
 		key := orElse(info.Key, m.key)
-		skipped = append(skipped, Skipped{Index: m.index, Key: key, Err: err})
+		skipped = append(skipped, Skipped{Generation: m.rank.gen, Index: m.rank.index, Key: key, Err: err})
 	}
 	return Info{}, nil, skipped, fmt.Errorf("%w: no backup in %s under %q verifies (%d corrupt)", ErrNotFound, s.url, s.opts.Prefix, len(skipped))
 }
@@ -283,16 +350,16 @@ func orElse(a, b string) string {
 // Fetch reads the backup whose data object is key (an Info.Key) and
 // verifies it.
 func (s *Store) Fetch(ctx context.Context, key string) (Info, []byte, error) {
-	index, _, ok := s.parseDataKey(key)
+	r, _, ok := s.parseDataKey(key)
 	if !ok {
 		return Info{}, nil, fmt.Errorf("%w: %q is not a backup's key under %q", ErrNotFound, key, s.opts.Prefix)
 	}
-	info, err := s.readManifest(ctx, index)
+	info, err := s.readManifest(ctx, r)
 	if err != nil {
 		return Info{}, nil, err
 	}
 	if info.Key != key {
-		return Info{}, nil, fmt.Errorf("%w: the backup at index %d is %s, not %s", ErrNotFound, index, info.Key, key)
+		return Info{}, nil, fmt.Errorf("%w: the backup at %v is %s, not %s", ErrNotFound, r, info.Key, key)
 	}
 	data, err := s.readData(ctx, info)
 	if err != nil {
@@ -301,10 +368,10 @@ func (s *Store) Fetch(ctx context.Context, key string) (Info, []byte, error) {
 	return info, data, nil
 }
 
-// fetchIndex reads and verifies the backup at index. On ErrCorrupt of its
+// fetchRank reads and verifies the backup at r. On ErrCorrupt of its
 // data, the Info read from the manifest is returned with the error.
-func (s *Store) fetchIndex(ctx context.Context, index uint64) (Info, []byte, error) {
-	info, err := s.readManifest(ctx, index)
+func (s *Store) fetchRank(ctx context.Context, r rank) (Info, []byte, error) {
+	info, err := s.readManifest(ctx, r)
 	if err != nil {
 		return Info{}, nil, err
 	}

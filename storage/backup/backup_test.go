@@ -42,6 +42,9 @@ func snap(i uint64) []byte {
 	return bytes.Repeat([]byte(fmt.Sprintf("state at %d;", i)), 100+int(i))
 }
 
+// at is the rank of index i in generation 0.
+func at(i uint64) rank { return rank{index: i} }
+
 func meta(i uint64) Meta {
 	return Meta{Index: i, Membership: []uint64{1, 2, 3}, Cluster: "test", TakenAt: time.Date(2026, 3, 1, 0, 0, int(i), 0, time.UTC)}
 }
@@ -79,7 +82,7 @@ func indexes(infos []Info) string {
 }
 
 func sameInfo(a, b Info) bool {
-	return a.Index == b.Index && slices.Equal(a.Membership, b.Membership) && a.Cluster == b.Cluster &&
+	return a.rank() == b.rank() && slices.Equal(a.Membership, b.Membership) && a.Cluster == b.Cluster &&
 		a.TakenAt.Equal(b.TakenAt) && a.Key == b.Key && a.Size == b.Size && a.SHA256 == b.SHA256
 }
 
@@ -134,7 +137,7 @@ func TestRoundTripAndPrune(t *testing.T) {
 			uploaded := upload(t, s, 10, 20, 30, 40, 50, 60, 70)
 			for _, info := range uploaded {
 				i := info.Index
-				if info.Size != int64(len(snap(i))) || info.SHA256 != sha256Hex(snap(i)) || !sameInfo(info, Info{Meta: meta(i), Key: s.dataKey(i, info.SHA256), Size: info.Size, SHA256: info.SHA256}) {
+				if info.Size != int64(len(snap(i))) || info.SHA256 != sha256Hex(snap(i)) || !sameInfo(info, Info{Meta: meta(i), Key: s.dataKey(at(i), info.SHA256), Size: info.Size, SHA256: info.SHA256}) {
 					t.Fatalf("upload %d: %+v", i, info)
 				}
 			}
@@ -159,7 +162,7 @@ func TestRoundTripAndPrune(t *testing.T) {
 
 			var want []string
 			for _, info := range list {
-				want = append(want, info.Key, s.manifestKey(info.Index))
+				want = append(want, info.Key, s.manifestKey(info.rank()))
 			}
 			slices.Sort(want)
 			if got := keys(t, s); !slices.Equal(got, want) {
@@ -267,7 +270,7 @@ func TestCorruptManifestIsDetected(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t, "mem://", Options{})
 			upload(t, s, 1, 2)
-			key := s.manifestKey(2)
+			key := s.manifestKey(at(2))
 			rewrite(t, s, key, func(b []byte) []byte {
 				edited := tc.edit(string(b))
 				if edited == string(b) {
@@ -296,14 +299,14 @@ func TestHalfWrittenUploadIsInvisibleAndPruned(t *testing.T) {
 	s := open(t, "file://"+dir, Options{Keep: 2})
 	// A data object with no manifest: an upload that died half-way, two
 	// hours ago.
-	dead := s.dataKey(5, sha256Hex(snap(5)))
+	dead := s.dataKey(at(5), sha256Hex(snap(5)))
 	if err := s.bucket.WriteAll(ctx, dead, snap(5), nil); err != nil {
 		t.Fatal(err)
 	}
 	age(t, dir, dead, 2*time.Hour)
 	// One at an older index written just now is an upload under way
 	// (the race a concurrent upload's prune would lose): kept.
-	young := s.dataKey(4, sha256Hex(snap(4)))
+	young := s.dataKey(at(4), sha256Hex(snap(4)))
 	if err := s.bucket.WriteAll(ctx, young, snap(4), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +326,7 @@ func TestHalfWrittenUploadIsInvisibleAndPruned(t *testing.T) {
 		t.Fatalf("a data object written just now (an upload under way) was pruned (%v)", err)
 	}
 	// One newer than every backup may be an upload under way: kept.
-	inFlight := s.dataKey(99, sha256Hex(snap(99)))
+	inFlight := s.dataKey(at(99), sha256Hex(snap(99)))
 	if err := s.bucket.WriteAll(ctx, inFlight, snap(99), nil); err != nil {
 		t.Fatal(err)
 	}

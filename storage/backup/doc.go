@@ -7,20 +7,47 @@
 //
 // It owns nothing else: when to take a snapshot, its encoding and how a
 // restore installs one belong to the caller, which hands over the bytes
-// and a Meta (index, membership, cluster, time taken).
+// and a Meta (generation, index, membership, cluster, time taken); so
+// does choosing the generation, whose rules are the caller's (below).
 //
 // # Layout
 //
 // Under a prefix (default "paxcron/"), the backup of the snapshot at log
-// index I is two objects:
+// index I in generation G is two objects:
 //
-//	snapshots/<I>-<SHA-256 of the data>.snap   the snapshot's bytes
-//	manifests/<I>.json                         Meta, key, size, SHA-256
+//	snapshots/<G>-<I>-<SHA-256 of the data>.snap   the snapshot's bytes
+//	manifests/<G>-<I>.json                         Meta, key, size, SHA-256
 //
-// I is written in 20 digits, zero-padded, so that keys sort by index and
-// a listing of manifests/ finds the newest backup without reading any
-// other. The data object is named by its checksum so that it is never
-// overwritten by other bytes, even by two uploads racing at one index.
+// G and I are written in 20 digits, zero-padded, so that keys sort by
+// rank and a listing of manifests/ finds the newest backup without
+// reading any other. The data object is named by its checksum so that it
+// is never overwritten by other bytes, even by two uploads racing at one
+// rank. In generation 0 the keys are the first layout's, which had no
+// generation (snapshots/<I>-<SHA-256>.snap, manifests/<I>.json), and so
+// are its manifests: the backups older binaries wrote are generation 0,
+// listed, fetched and restored as before (testdata/layout1 holds some).
+// Older binaries see no key of a later generation (their parser refuses
+// it), so they neither list nor delete them.
+//
+// # Generations
+//
+// Backups rank by (generation, index), newest first: Latest is the
+// newest by rank and pruning keeps the newest Keep by rank. The index
+// alone ranks the snapshots of one history, but not across a restore: a
+// cluster restored from an older snapshot (a file, or a backup that is not
+// the newest) backs up at indexes below its lost history's backups, and
+// ranked by index, pruning deleted the restored cluster's backups at once
+// and Latest brought back the state of before the disaster.
+//
+// This package only orders by the generation its caller gives (Meta). The
+// caller's promise is that along one history the generation never
+// decreases, and that a restore starts a history whose generations are
+// all above HighestGeneration (of the store it backs up to) and the
+// restored snapshot's. paxcron's server (internal/server, "Backup
+// generations") takes the round of the state's last Takeover, which every
+// replica reads alike from its replicated state, and the restore makes
+// every ballot of the restored cluster, and so every Takeover, higher than
+// those.
 //
 // # Why the manifest is written last
 //
@@ -29,8 +56,8 @@
 // first and the manifest last, with a write-if-absent: a backup exists
 // exactly when its manifest does, and the manifest vouches for bytes
 // that are already there. A reader therefore never takes a half-written
-// upload for a backup, and at each index one manifest wins. Data objects
-// without a manifest are invisible; those older than the newest kept
+// upload for a backup, and at each rank one manifest wins. Data objects
+// without a manifest are invisible; those ranked below the newest kept
 // backup are leftovers and the next upload's pruning deletes them (newer
 // ones may be uploads under way). Pruning deletes a backup's manifest
 // before its data, for the same reason.
@@ -42,5 +69,7 @@
 // object, never a restore from damaged bytes. Latest returns the newest
 // backup's error rather than falling back silently, since an older backup
 // loses more; LatestValid falls back to the newest backup that verifies
-// and lists the ones it skipped, for an operator who chose to.
+// and lists the ones it skipped, for an operator who chose to. List stops
+// at a manifest that does not decode; Scan reports it in its place, for an
+// operator looking at what is left.
 package backup

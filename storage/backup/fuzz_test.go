@@ -8,8 +8,9 @@ import (
 )
 
 // FuzzReadManifest puts any bytes in a bucket as the manifest of the
-// backup at index 7, beside that backup's data, and reads it as a
-// restore would. No input may panic; a refusal wraps ErrCorrupt (List,
+// backup at index 7 (generation 0: the first layout, whose manifests the
+// corpus holds), beside that backup's data, and reads it as a restore
+// would. No input may panic; a refusal wraps ErrCorrupt (List,
 // Latest) or ErrNotFound (LatestValid, which skips it); what is accepted
 // describes the data at index 7 with a valid Meta, and written again as a
 // manifest reads back the same.
@@ -21,11 +22,12 @@ func FuzzReadManifest(f *testing.F) {
 	}
 	f.Cleanup(func() { s.Close() })
 	const index = 7
+	r := at(index)
 	info, err := s.Upload(ctx, meta(index), snap(index))
 	if err != nil {
 		f.Fatal(err)
 	}
-	good, err := s.bucket.ReadAll(ctx, s.manifestKey(index))
+	good, err := s.bucket.ReadAll(ctx, s.manifestKey(r))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -35,6 +37,7 @@ func FuzzReadManifest(f *testing.F) {
 	for _, bad := range []func(m *manifest){
 		func(m *manifest) { m.Version = 2 },
 		func(m *manifest) { m.Index = 8 },
+		func(m *manifest) { m.Generation = 3 },
 		func(m *manifest) { m.Membership = nil },
 		func(m *manifest) { m.Membership = []uint64{1, 1} },
 		func(m *manifest) { m.Membership = []uint64{0} },
@@ -54,11 +57,11 @@ func FuzzReadManifest(f *testing.F) {
 	f.Add([]byte("null"))
 	f.Add([]byte("[]"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		key := s.manifestKey(index)
+		key := s.manifestKey(r)
 		if err := s.bucket.WriteAll(ctx, key, b, nil); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.readManifest(ctx, index)
+		got, err := s.readManifest(ctx, r)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("refused with %v, want ErrCorrupt", err)
@@ -71,29 +74,29 @@ func FuzzReadManifest(f *testing.F) {
 			}
 			return
 		}
-		checkManifestRead(t, s, got, index)
+		checkManifestRead(t, s, got, r)
 	})
 }
 
-func checkManifestRead(t *testing.T, s *Store, got Info, index uint64) {
+func checkManifestRead(t *testing.T, s *Store, got Info, r rank) {
 	t.Helper()
 	ctx := context.Background()
-	if err := got.Meta.validate(); err != nil || got.Index != index || got.Key != s.dataKey(index, got.SHA256) {
+	if err := got.Meta.validate(); err != nil || got.rank() != r || got.Key != s.dataKey(r, got.SHA256) {
 		t.Fatalf("accepted %+v: %v", got, err)
 	}
 	b, err := json.Marshal(manifest{Version: schemaVersion, Info: got})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.bucket.WriteAll(ctx, s.manifestKey(index), b, nil); err != nil {
+	if err := s.bucket.WriteAll(ctx, s.manifestKey(r), b, nil); err != nil {
 		t.Fatal(err)
 	}
-	again, err := s.readManifest(ctx, index)
+	again, err := s.readManifest(ctx, r)
 	if err != nil || !sameInfo(again, got) {
 		t.Fatalf("rewritten, %+v read back as %+v, %v", got, again, err)
 	}
 	// The data is checked against what the manifest says, whatever it says.
-	if _, data, err := s.fetchIndex(ctx, index); err == nil {
+	if _, data, err := s.fetchRank(ctx, r); err == nil {
 		if int64(len(data)) != got.Size || sha256Hex(data) != got.SHA256 {
 			t.Fatalf("fetched %d bytes that do not match %+v", len(data), got)
 		}
@@ -103,28 +106,35 @@ func checkManifestRead(t *testing.T, s *Store, got Info, index uint64) {
 }
 
 // FuzzObjectKeys: an object key is taken for a backup's data or manifest
-// only if it is exactly the key the layout builds for what it parses to;
-// keys outside the prefix never are.
+// only if it is exactly the key the layout builds for what it parses to
+// (so a rank has one key, in one of the two layouts); keys outside the
+// prefix never are.
 func FuzzObjectKeys(f *testing.F) {
 	s := &Store{opts: Options{Prefix: DefaultPrefix}}
 	sum := sha256Hex([]byte("x"))
-	f.Add(s.dataKey(7, sum))
-	f.Add(s.manifestKey(7))
-	f.Add(s.manifestKey(0))
-	f.Add(s.dataKey(1<<64-1, sum))
+	f.Add(s.dataKey(at(7), sum))
+	f.Add(s.manifestKey(at(7)))
+	f.Add(s.manifestKey(at(0)))
+	f.Add(s.dataKey(at(1<<64-1), sum))
+	f.Add(s.dataKey(rank{gen: 3, index: 7}, sum))
+	f.Add(s.manifestKey(rank{gen: 3, index: 7}))
+	f.Add(s.manifestKey(rank{gen: 1<<64 - 1, index: 1<<64 - 1}))
+	f.Add("paxcron/manifests/00000000000000000000-00000000000000000007.json")
+	f.Add("paxcron/manifests/00000000000000000003-00000000000000000007-00000000000000000001.json")
+	f.Add("paxcron/snapshots/00000000000000000000-00000000000000000007-" + sum + ".snap")
 	f.Add("paxcron/manifests/+0000000000000000007.json")
 	f.Add("paxcron/manifests/../manifests/00000000000000000007.json")
 	f.Add("paxcron/snapshots/00000000000000000007-" + sum + "-" + sum + ".snap")
 	f.Add("other/manifests/00000000000000000007.json")
 	f.Fuzz(func(t *testing.T, key string) {
-		if index, ok := s.parseManifestKey(key); ok {
-			if index == 0 || s.manifestKey(index) != key {
-				t.Fatalf("%q parsed as the manifest at %d, whose key is %q", key, index, s.manifestKey(index))
+		if r, ok := s.parseManifestKey(key); ok {
+			if r.index == 0 || s.manifestKey(r) != key {
+				t.Fatalf("%q parsed as the manifest at %v, whose key is %q", key, r, s.manifestKey(r))
 			}
 		}
-		if index, sum, ok := s.parseDataKey(key); ok {
-			if index == 0 || !isSHA256Hex(sum) || s.dataKey(index, sum) != key {
-				t.Fatalf("%q parsed as the data at %d, %s", key, index, sum)
+		if r, sum, ok := s.parseDataKey(key); ok {
+			if r.index == 0 || !isSHA256Hex(sum) || s.dataKey(r, sum) != key {
+				t.Fatalf("%q parsed as the data at %v, %s", key, r, sum)
 			}
 		}
 	})

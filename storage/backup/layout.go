@@ -2,6 +2,7 @@ package backup
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,10 +22,13 @@ import (
 // The object layout (doc.go tells why). Every key is under the store's
 // prefix:
 //
-//	snapshots/<index>-<sha256>.snap   the snapshot's bytes
-//	manifests/<index>.json            its Info, written last
+//	snapshots/<rank>-<sha256>.snap   the snapshot's bytes
+//	manifests/<rank>.json            its Info, written last
 //
-// <index> is 20 decimal digits, zero-padded, so that keys sort by index;
+// <rank> is <generation>-<index>, each 20 decimal digits, zero-padded, so
+// that keys of one layout sort as backups rank; in generation 0 it is
+// <index> alone, the first layout's, which had no generation: backups
+// older binaries wrote are generation 0 and read as they always were.
 // <sha256> is the data's SHA-256 in lowercase hex, so that a data object
 // is never overwritten by other bytes.
 const (
@@ -32,7 +36,7 @@ const (
 	dataExt       = ".snap"
 	manifestDir   = "manifests/"
 	manifestExt   = ".json"
-	indexDigits   = 20 // math.MaxUint64 has 20 digits
+	rankDigits    = 20 // math.MaxUint64 has 20 digits
 	sha256HexLen  = 2 * sha256.Size
 	schemaVersion = 1
 
@@ -41,41 +45,89 @@ const (
 	maxManifestBytes = 1 << 20
 )
 
-// manifest is the JSON of a manifest object.
+// manifest is the JSON of a manifest object. The generation was added
+// without a new version: it is omitted in generation 0, so a manifest of
+// the first layout is one of generation 0, and the version it had.
 type manifest struct {
 	Version int `json:"version"`
 	Info
 }
 
-func (s *Store) dataKey(index uint64, sum string) string {
-	return fmt.Sprintf("%s%s%0*d-%s%s", s.opts.Prefix, dataDir, indexDigits, index, sum, dataExt)
+// rank orders backups: by generation, then by log index (doc.go,
+// "Generations"). Every backup has a rank of its own: its manifest's key.
+type rank struct {
+	gen, index uint64
 }
 
-func (s *Store) manifestKey(index uint64) string {
-	return fmt.Sprintf("%s%s%0*d%s", s.opts.Prefix, manifestDir, indexDigits, index, manifestExt)
+func (r rank) compare(o rank) int {
+	if c := cmp.Compare(r.gen, o.gen); c != 0 {
+		return c
+	}
+	return cmp.Compare(r.index, o.index)
+}
+
+func (r rank) String() string {
+	return fmt.Sprintf("generation %d, index %d", r.gen, r.index)
+}
+
+// name is the rank as keys write it.
+func (r rank) name() string {
+	if r.gen == 0 {
+		return fmt.Sprintf("%0*d", rankDigits, r.index)
+	}
+	return fmt.Sprintf("%0*d-%0*d", rankDigits, r.gen, rankDigits, r.index)
+}
+
+// parseRank is the inverse of rank.name: the index is > 0, and so is a
+// generation that is written.
+func parseRank(name string) (rank, bool) {
+	gen, index, two := strings.Cut(name, "-")
+	if !two {
+		n, ok := parseDigits(name)
+		return rank{index: n}, ok && n > 0
+	}
+	g, ok := parseDigits(gen)
+	n, ok2 := parseDigits(index)
+	return rank{gen: g, index: n}, ok && ok2 && g > 0 && n > 0
+}
+
+func parseDigits(digits string) (uint64, bool) {
+	if len(digits) != rankDigits {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	return n, err == nil
+}
+
+func (s *Store) dataKey(r rank, sum string) string {
+	return s.opts.Prefix + dataDir + r.name() + "-" + sum + dataExt
+}
+
+func (s *Store) manifestKey(r rank) string {
+	return s.opts.Prefix + manifestDir + r.name() + manifestExt
 }
 
 // parseDataKey is the inverse of dataKey.
-func (s *Store) parseDataKey(key string) (index uint64, sum string, ok bool) {
+func (s *Store) parseDataKey(key string) (r rank, sum string, ok bool) {
 	name, ok := s.cutName(key, dataDir, dataExt)
 	if !ok {
-		return 0, "", false
+		return rank{}, "", false
 	}
-	digits, sum, ok := strings.Cut(name, "-")
-	if !ok || !isSHA256Hex(sum) {
-		return 0, "", false
+	i := strings.LastIndexByte(name, '-')
+	if i < 0 || !isSHA256Hex(name[i+1:]) {
+		return rank{}, "", false
 	}
-	index, ok = parseIndex(digits)
-	return index, sum, ok
+	r, ok = parseRank(name[:i])
+	return r, name[i+1:], ok
 }
 
 // parseManifestKey is the inverse of manifestKey.
-func (s *Store) parseManifestKey(key string) (uint64, bool) {
+func (s *Store) parseManifestKey(key string) (rank, bool) {
 	name, ok := s.cutName(key, manifestDir, manifestExt)
 	if !ok {
-		return 0, false
+		return rank{}, false
 	}
-	return parseIndex(name)
+	return parseRank(name)
 }
 
 // cutName returns key without the prefix, dir and ext it must have.
@@ -85,14 +137,6 @@ func (s *Store) cutName(key, dir, ext string) (string, bool) {
 		return "", false
 	}
 	return strings.CutSuffix(rest, ext)
-}
-
-func parseIndex(digits string) (uint64, bool) {
-	if len(digits) != indexDigits {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(digits, 10, 64)
-	return n, err == nil && n > 0
 }
 
 func isSHA256Hex(s string) bool {
@@ -109,15 +153,16 @@ func sha256Hex(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// object is one object of the layout, by its index.
+// object is one object of the layout, by its rank.
 type object struct {
-	index uint64
-	key   string
-	mod   time.Time // the blob store's modification time
+	rank rank
+	key  string
+	mod  time.Time // the blob store's modification time
 }
 
-// list returns dir's objects (manifestDir or dataDir), newest index
-// first. Keys outside the layout are not ours, and left out.
+// list returns dir's objects (manifestDir or dataDir), newest rank first
+// (the two layouts' keys do not sort together: ranks do). Keys outside
+// the layout are not ours, and left out.
 func (s *Store) list(ctx context.Context, dir string) ([]object, error) {
 	var out []object
 	it := s.bucket.List(&blob.ListOptions{Prefix: s.opts.Prefix + dir})
@@ -134,31 +179,36 @@ func (s *Store) list(ctx context.Context, dir string) ([]object, error) {
 			out = append(out, o)
 		}
 	}
-	slices.SortFunc(out, func(a, b object) int { return strings.Compare(b.key, a.key) })
+	slices.SortFunc(out, func(a, b object) int {
+		if c := b.rank.compare(a.rank); c != 0 {
+			return c
+		}
+		return strings.Compare(b.key, a.key) // data objects of one rank
+	})
 	return out, nil
 }
 
 func (s *Store) parseObject(dir, key string) (object, bool) {
-	var index uint64
+	var r rank
 	var ok bool
 	switch dir {
 	case manifestDir:
-		index, ok = s.parseManifestKey(key)
+		r, ok = s.parseManifestKey(key)
 	case dataDir:
-		index, _, ok = s.parseDataKey(key)
+		r, _, ok = s.parseDataKey(key)
 	default:
 		panic(fmt.Sprintf("backup: listing unknown folder %q", dir))
 	}
-	return object{index: index, key: key}, ok
+	return object{rank: r, key: key}, ok
 }
 
-// readManifest reads and checks the manifest at index: ErrNotFound if
-// there is none, ErrCorrupt if it does not describe a backup at index.
-func (s *Store) readManifest(ctx context.Context, index uint64) (Info, error) {
-	key := s.manifestKey(index)
+// readManifest reads and checks the manifest at r: ErrNotFound if there
+// is none, ErrCorrupt if it does not describe a backup at r.
+func (s *Store) readManifest(ctx context.Context, r rank) (Info, error) {
+	key := s.manifestKey(r)
 	b, err := s.readObject(ctx, key, maxManifestBytes)
 	if gcerrors.Code(err) == gcerrors.NotFound {
-		return Info{}, fmt.Errorf("%w: no backup at index %d (no manifest %s)", ErrNotFound, index, key)
+		return Info{}, fmt.Errorf("%w: no backup at %v (no manifest %s)", ErrNotFound, r, key)
 	}
 	if err != nil {
 		return Info{}, fmt.Errorf("backup: reading manifest %s: %w", key, err)
@@ -170,22 +220,22 @@ func (s *Store) readManifest(ctx context.Context, index uint64) (Info, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Info{}, fmt.Errorf("%w: manifest %s does not decode: %v", ErrCorrupt, key, err)
 	}
-	if err := s.checkManifest(m, index); err != nil {
+	if err := s.checkManifest(m, r); err != nil {
 		return Info{}, fmt.Errorf("%w: manifest %s: %v", ErrCorrupt, key, err)
 	}
 	return m.Info, nil
 }
 
-func (s *Store) checkManifest(m manifest, index uint64) error {
+func (s *Store) checkManifest(m manifest, r rank) error {
 	switch {
 	case m.Version != schemaVersion:
 		return fmt.Errorf("version %d, want %d", m.Version, schemaVersion)
-	case m.Index != index:
-		return fmt.Errorf("describes index %d", m.Index)
+	case m.rank() != r:
+		return fmt.Errorf("describes %v", m.rank())
 	case !isSHA256Hex(m.SHA256):
 		return fmt.Errorf("SHA-256 %q is not 64 lowercase hex digits", m.SHA256)
-	case m.Key != s.dataKey(index, m.SHA256):
-		return fmt.Errorf("data key %q, want %q", m.Key, s.dataKey(index, m.SHA256))
+	case m.Key != s.dataKey(r, m.SHA256):
+		return fmt.Errorf("data key %q, want %q", m.Key, s.dataKey(r, m.SHA256))
 	case m.Size < 0:
 		return fmt.Errorf("size %d", m.Size)
 	}
@@ -199,7 +249,7 @@ func (s *Store) readData(ctx context.Context, info Info) ([]byte, error) {
 	}
 	data, err := s.readObject(ctx, info.Key, info.Size)
 	if gcerrors.Code(err) == gcerrors.NotFound {
-		return nil, fmt.Errorf("%w: backup %d's data object %s is missing", ErrCorrupt, info.Index, info.Key)
+		return nil, fmt.Errorf("%w: the data object %s of the backup at %v is missing", ErrCorrupt, info.Key, info.rank())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("backup: reading %s: %w", info.Key, err)

@@ -12,14 +12,15 @@ import (
 	"gocloud.dev/gcerrors"
 )
 
-// Upload stores data as the backup at meta.Index, then prunes the store
-// to the newest Keep backups. It returns the backup's Info.
+// Upload stores data as the backup at meta's generation and index, then
+// prunes the store to the newest Keep backups. It returns the backup's
+// Info.
 //
 // The data object is written first and the manifest last, with a
-// write-if-absent: of two uploads at one index (two leaders, one stale,
-// or a retry), one manifest wins. Uploading the same bytes again succeeds
-// and returns the stored Info (its Meta, not meta); other bytes at an
-// index that has a backup are ErrConflict, and the backup stays as it was.
+// write-if-absent: of two uploads at one rank (two leaders, one stale, or
+// a retry), one manifest wins. Uploading the same bytes again succeeds
+// and returns the stored Info (its Meta, not meta); other bytes at a rank
+// that has a backup are ErrConflict, and the backup stays as it was.
 //
 // When only pruning fails the backup is complete: the Info is returned
 // with the error, and the next upload prunes again.
@@ -28,7 +29,7 @@ func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error
 	if err != nil {
 		return Info{}, err
 	}
-	prev, err := s.readManifest(ctx, meta.Index)
+	prev, err := s.readManifest(ctx, meta.rank())
 	switch {
 	case err == nil:
 		return s.again(ctx, prev, info, data)
@@ -53,15 +54,15 @@ func (s *Store) newInfo(meta Meta, data []byte) (Info, error) {
 		return Info{}, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if int64(len(data)) > s.opts.MaxBackupBytes {
-		return Info{}, fmt.Errorf("%w: index %d: a snapshot of %d bytes is over MaxBackupBytes (%d)", ErrConfig, meta.Index, len(data), s.opts.MaxBackupBytes)
+		return Info{}, fmt.Errorf("%w: %v: a snapshot of %d bytes is over MaxBackupBytes (%d)", ErrConfig, meta.rank(), len(data), s.opts.MaxBackupBytes)
 	}
 	meta.Membership = slices.Clone(meta.Membership)
 	meta.TakenAt = meta.TakenAt.UTC()
 	sum := sha256Hex(data)
-	return Info{Meta: meta, Key: s.dataKey(meta.Index, sum), Size: int64(len(data)), SHA256: sum}, nil
+	return Info{Meta: meta, Key: s.dataKey(meta.rank(), sum), Size: int64(len(data)), SHA256: sum}, nil
 }
 
-// again answers an upload at an index that has a backup, prev. The same
+// again answers an upload at a rank that has a backup, prev. The same
 // bytes are written again: that repairs a data object lost or damaged
 // since, and is safe, as the key names the bytes.
 func (s *Store) again(ctx context.Context, prev, info Info, data []byte) (Info, error) {
@@ -78,8 +79,8 @@ func (s *Store) again(ctx context.Context, prev, info Info, data []byte) (Info, 
 }
 
 func conflict(prev, info Info) error {
-	return fmt.Errorf("%w: index %d already holds a different snapshot (%s, %d bytes); this one is %d bytes with SHA-256 %s",
-		ErrConflict, info.Index, prev.Key, prev.Size, info.Size, info.SHA256)
+	return fmt.Errorf("%w: %v already holds a different snapshot (%s, %d bytes); this one is %d bytes with SHA-256 %s",
+		ErrConflict, info.rank(), prev.Key, prev.Size, info.Size, info.SHA256)
 }
 
 func (s *Store) writeData(ctx context.Context, info Info, data []byte) error {
@@ -95,7 +96,7 @@ func (s *Store) writeData(ctx context.Context, info Info, data []byte) error {
 // success if that one has the same bytes), and undoes itself if a
 // concurrent prune took the data meanwhile (ErrConflict: try again).
 func (s *Store) commit(ctx context.Context, info Info) error {
-	key := s.manifestKey(info.Index)
+	key := s.manifestKey(info.rank())
 	b, err := json.MarshalIndent(manifest{Version: schemaVersion, Info: info}, "", "  ")
 	if err != nil {
 		panic(fmt.Sprintf("backup: encoding a manifest: %v", err))
@@ -113,14 +114,14 @@ func (s *Store) commit(ctx context.Context, info Info) error {
 
 // lost answers a manifest write that found one written meanwhile.
 func (s *Store) lost(ctx context.Context, info Info) error {
-	prev, err := s.readManifest(ctx, info.Index)
+	prev, err := s.readManifest(ctx, info.rank())
 	if errors.Is(err, ErrNotFound) {
-		// It appeared, and a concurrent prune took it again: this index
-		// is older than the backups kept.
-		return fmt.Errorf("%w: another upload at index %d won, and its backup was pruned since", ErrConflict, info.Index)
+		// It appeared, and a concurrent prune took it again: this rank is
+		// older than the backups kept.
+		return fmt.Errorf("%w: another upload at %v won, and its backup was pruned since", ErrConflict, info.rank())
 	}
 	if err != nil {
-		return fmt.Errorf("backup: a manifest appeared at index %d while uploading: %w", info.Index, err)
+		return fmt.Errorf("backup: a manifest appeared at %v while uploading: %w", info.rank(), err)
 	}
 	if prev.SHA256 == info.SHA256 && prev.Size == info.Size {
 		return nil
@@ -142,35 +143,35 @@ func (s *Store) checkCommitted(ctx context.Context, info Info) error {
 	if ok {
 		return nil
 	}
-	key := s.manifestKey(info.Index)
+	key := s.manifestKey(info.rank())
 	if err := s.delete(ctx, key); err != nil {
 		return fmt.Errorf("backup: %s was pruned during the upload, and its manifest stays: %w", info.Key, err)
 	}
 	return fmt.Errorf("%w: %s was pruned by a concurrent upload of a newer backup before its manifest was written", ErrConflict, info.Key)
 }
 
-// prune deletes the manifests of all but the newest Keep backups (a backup
-// stops existing with its manifest), then the data objects at indexes
-// older than the newest kept backup that no kept backup owns: those of
-// the pruned backups, and leftovers of uploads that died before their
-// manifest. Data at a newer index may be an upload under way: kept.
+// prune deletes the manifests of all but the newest Keep backups by rank
+// (a backup stops existing with its manifest), then the data objects at
+// ranks older than the newest kept backup that no kept backup owns: those
+// of the pruned backups, and leftovers of uploads that died before their
+// manifest. Data at a newer rank may be an upload under way: kept.
 func (s *Store) prune(ctx context.Context) error {
 	manifests, err := s.list(ctx, manifestDir)
 	if err != nil || len(manifests) == 0 {
 		return err
 	}
 	keep := min(len(manifests), s.opts.Keep)
-	var pruned []uint64
+	var pruned []rank
 	for _, m := range manifests[keep:] {
 		if err := s.delete(ctx, m.key); err != nil {
 			return err
 		}
-		pruned = append(pruned, m.index)
+		pruned = append(pruned, m.rank)
 	}
-	kept := make([]uint64, keep)
+	kept := make([]rank, keep)
 	newest := manifests[0].mod
 	for i, m := range manifests[:keep] {
-		kept[i] = m.index
+		kept[i] = m.rank
 		if m.mod.After(newest) {
 			newest = m.mod
 		}
@@ -179,18 +180,18 @@ func (s *Store) prune(ctx context.Context) error {
 }
 
 // sweep deletes the data objects of the backups just pruned, and those
-// older than kept[0] at no index in kept that were written before cutoff:
+// ranked below kept[0] at no rank in kept that were written before cutoff:
 // leftovers of uploads that died before their manifest. A younger one may
 // be an upload under way, its manifest about to be written (deleting it
 // would leave a manifest without data).
-func (s *Store) sweep(ctx context.Context, kept, pruned []uint64, cutoff time.Time) error {
+func (s *Store) sweep(ctx context.Context, kept, pruned []rank, cutoff time.Time) error {
 	data, err := s.list(ctx, dataDir)
 	if err != nil {
 		return err
 	}
 	for _, d := range data {
-		leftover := d.index < kept[0] && !slices.Contains(kept, d.index) && d.mod.Before(cutoff)
-		if !leftover && !slices.Contains(pruned, d.index) {
+		leftover := d.rank.compare(kept[0]) < 0 && !slices.Contains(kept, d.rank) && d.mod.Before(cutoff)
+		if !leftover && !slices.Contains(pruned, d.rank) {
 			continue
 		}
 		if err := s.delete(ctx, d.key); err != nil {

@@ -139,7 +139,7 @@ func TestConcurrentUploads(t *testing.T) {
 	// so kept until it is older than OrphanGrace; never at a kept index.
 	backups := 0
 	for _, key := range keys(t, s) {
-		if index, _, ok := s.parseDataKey(key); ok && index < 19 {
+		if r, _, ok := s.parseDataKey(key); ok && r.index < 19 {
 			continue
 		}
 		backups++
@@ -156,11 +156,11 @@ func TestFetchUnknownKeys(t *testing.T) {
 	for _, key := range []string{
 		"",
 		"paxcron/snapshots/x.snap",
-		s.manifestKey(7),
+		s.manifestKey(at(7)),
 		strings.Replace(info.Key, "paxcron/", "other/", 1),
-		s.dataKey(7, sha256Hex([]byte("other"))),
-		s.dataKey(8, info.SHA256),
-		s.dataKey(0, info.SHA256),
+		s.dataKey(at(7), sha256Hex([]byte("other"))),
+		s.dataKey(at(8), info.SHA256),
+		s.dataKey(at(0), info.SHA256),
 	} {
 		_, _, err := s.Fetch(ctx, key)
 		wantErr(t, fmt.Sprintf("Fetch(%q)", key), err, ErrNotFound)
