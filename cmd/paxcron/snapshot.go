@@ -238,7 +238,7 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 	for _, id := range info.Membership {
 		snap.Meta.Membership.Voters = append(snap.Meta.Membership.Voters, paxos.ReplicaID(id))
 	}
-	if err := server.RestoreStore(*dataDir, snap, members); err != nil {
+	if _, err := server.RestoreStore(*dataDir, snap, members, 0); err != nil {
 		return fail(exitFailed, "%v", err)
 	}
 	fmt.Fprintf(stdout, "restored the state at log index %d (taken %s) into %s: start this replica without -bootstrap\n",

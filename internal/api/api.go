@@ -222,11 +222,13 @@ type Status struct {
 
 // BackupInfo describes one backup of a snapshot.
 type BackupInfo struct {
-	Index   uint64    `json:"index"`
-	TakenAt time.Time `json:"taken_at"`
-	Key     string    `json:"key"`
-	Size    int64     `json:"size"`
-	SHA256  string    `json:"sha256"`
+	// Generation ranks backups before Index (storage/backup).
+	Generation uint64    `json:"generation,omitempty"`
+	Index      uint64    `json:"index"`
+	TakenAt    time.Time `json:"taken_at"`
+	Key        string    `json:"key"`
+	Size       int64     `json:"size"`
+	SHA256     string    `json:"sha256"`
 }
 
 // Duration is a time.Duration that travels as a Go duration string.

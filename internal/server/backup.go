@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,6 +27,28 @@ import (
 // backups uploads the leader's snapshots to the blob store: after each
 // local snapshot the leader takes (followers do not upload: one copy per
 // snapshot interval is enough, and the leader's is the newest).
+//
+// # Backup generations
+//
+// Backups rank by generation, then index (storage/backup, "Generations"),
+// and a snapshot's generation is the round of the last Takeover its state
+// records (BackupGeneration). That is replicated state: every replica
+// reads the same generation from the snapshot at an index, so the
+// replicas of one cluster agree without a word, whichever leads and
+// whenever it was restored. Along one history it never decreases, as the
+// state refuses a Takeover from a term below the one it holds.
+//
+// A restore (RestoreStore) promises every restored acceptor to round
+// above, the highest generation in the backup target and the snapshot's
+// own, plus one: a ballot a quorum accepts is higher, so the restored
+// cluster's first Takeover, and every backup after it, has a generation
+// above every backup of the lost history. Replicas restored at different
+// times may be promised to different rounds; that costs an election at
+// most, and the generation is still the replicated state's. Until its
+// first Takeover is applied, the restored cluster's snapshots have the
+// restored generation and rank below the lost history's newest backups
+// (which pruning then keeps a little longer); the leader proposes its
+// Takeover before anything else.
 type backups struct {
 	store *backup.Store
 	wake  chan struct{} // holds a signal while an upload is due
@@ -62,7 +85,38 @@ func (s *Server) openBackups() error {
 func (b *backups) record(info backup.Info) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.last = &api.BackupInfo{Index: info.Index, TakenAt: info.TakenAt, Key: info.Key, Size: info.Size, SHA256: info.SHA256}
+	i := apiBackupInfo(info)
+	b.last = &i
+}
+
+func apiBackupInfo(info backup.Info) api.BackupInfo {
+	return api.BackupInfo{Generation: info.Generation, Index: info.Index, TakenAt: info.TakenAt, Key: info.Key, Size: info.Size, SHA256: info.SHA256}
+}
+
+// BackupGeneration is the generation the backup of a snapshot's data
+// ranks in: the round of the last Takeover its state records (see
+// "Backup generations" above). An error if the state's header does not
+// decode.
+func BackupGeneration(data []byte) (uint64, error) {
+	term, err := node.SnapshotTerm(data)
+	if err != nil {
+		return 0, fmt.Errorf("server: the snapshot's generation: %w", err)
+	}
+	return term.Round, nil
+}
+
+// backupMeta describes snap for a backup or a snapshot file, taken now.
+func backupMeta(snap paxos.Snapshot) (backup.Meta, error) {
+	meta := backup.Meta{Index: snap.Meta.Index, Cluster: backupCluster, TakenAt: time.Now().UTC()}
+	for _, id := range snap.Meta.Membership.Voters {
+		meta.Membership = append(meta.Membership, uint64(id))
+	}
+	if meta.Index == 0 {
+		return meta, nil
+	}
+	gen, err := BackupGeneration(snap.Data)
+	meta.Generation = gen
+	return meta, err
 }
 
 func (b *backups) lastInfo() *api.BackupInfo {
@@ -101,9 +155,13 @@ func (s *Server) backupLoop() {
 }
 
 func (s *Server) uploadBackup(ctx context.Context, snap paxos.Snapshot) (backup.Info, error) {
-	meta := backup.Meta{Index: snap.Meta.Index, Cluster: backupCluster, TakenAt: time.Now().UTC()}
-	for _, id := range snap.Meta.Membership.Voters {
-		meta.Membership = append(meta.Membership, uint64(id))
+	meta, err := backupMeta(snap)
+	if err != nil {
+		// The replica applied this state: a header it cannot read back
+		// is a bug, and an upload at a wrong generation could be pruned
+		// at once or outrank newer backups.
+		s.metrics.backupErrors.Inc()
+		return backup.Info{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -114,7 +172,7 @@ func (s *Server) uploadBackup(ctx context.Context, snap paxos.Snapshot) (backup.
 	}
 	s.backups.record(info)
 	s.metrics.backupTime.Set(float64(info.TakenAt.Unix()))
-	s.log.Info("snapshot backed up", "index", info.Index, "bytes", info.Size, "key", info.Key, "url", s.backups.store.URL())
+	s.log.Info("snapshot backed up", "generation", info.Generation, "index", info.Index, "bytes", info.Size, "key", info.Key, "url", s.backups.store.URL())
 	return info, nil
 }
 
@@ -126,12 +184,12 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) (any, er
 	if err != nil {
 		return nil, err
 	}
-	meta := backup.Meta{Index: snap.Meta.Index, Cluster: backupCluster, TakenAt: time.Now().UTC()}
-	for _, id := range snap.Meta.Membership.Voters {
-		meta.Membership = append(meta.Membership, uint64(id))
-	}
+	meta, err := backupMeta(snap)
 	if meta.Index == 0 {
 		return nil, &api.Error{Status: http.StatusConflict, Message: "nothing applied yet: no state to save"}
+	}
+	if err != nil {
+		return nil, err
 	}
 	file, err := backup.EncodeFile(backup.NewInfo(meta, snap.Data), snap.Data)
 	if err != nil {
@@ -162,7 +220,7 @@ func (s *Server) handleBackupNow(w http.ResponseWriter, r *http.Request) (any, e
 		if err != nil {
 			return nil, &api.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("uploading to %s: %v", s.backups.store.URL(), err)}
 		}
-		return api.BackupInfo{Index: info.Index, TakenAt: info.TakenAt, Key: info.Key, Size: info.Size, SHA256: info.SHA256}, nil
+		return apiBackupInfo(info), nil
 	})
 }
 
@@ -174,40 +232,59 @@ var ErrNotEmpty = errors.New("server: the store is not empty")
 // every disk. Every replica is restored from the same snapshot and
 // started without -bootstrap; none remembers a promise, so none can
 // contradict one. Its membership must be members.
-func RestoreStore(dataDir string, snap paxos.Snapshot, members []paxos.ReplicaID) error {
+//
+// above is the highest backup generation the restored cluster's backups
+// must outrank: the backup target's HighestGeneration (0 if unknown).
+// The restored acceptor is promised to a round above it and above the
+// snapshot's generation ("Backup generations"); RestoreStore returns the
+// round, the lowest generation the restored cluster's backups can have
+// once its first leader took over.
+func RestoreStore(dataDir string, snap paxos.Snapshot, members []paxos.ReplicaID, above uint64) (uint64, error) {
 	if snap.Meta.Index == 0 {
-		return errors.New("server: a snapshot at index 0 restores nothing")
+		return 0, errors.New("server: a snapshot at index 0 restores nothing")
 	}
 	if !sameMembers(snap.Meta.Membership.Voters, members) {
-		return fmt.Errorf("server: the snapshot's members are %v, this cluster's %v", snap.Meta.Membership.Voters, members)
+		return 0, fmt.Errorf("server: the snapshot's members are %v, this cluster's %v", snap.Meta.Membership.Voters, members)
+	}
+	m, err := node.RestoreState(snap.Data)
+	if err != nil {
+		return 0, fmt.Errorf("server: the snapshot does not decode: %w", err)
+	}
+	// The state remembers the term of the last leader that took over; a
+	// new leader's launcher must take over in a later one. The restored
+	// acceptors start promised above it, so the first ballot is above it
+	// (the old cluster is gone: nobody else can hold it), and above the
+	// generations of the backups it must outrank.
+	term := m.Term()
+	highest := max(term.Round, above)
+	if highest == math.MaxUint64 {
+		return 0, fmt.Errorf("server: generation %d leaves no round to restore into", highest)
+	}
+	promised := paxos.Ballot{Round: highest + 1}
+	if !(paxos.Ballot{Round: term.Round, Replica: paxos.ReplicaID(term.Replica)}).Less(promised) {
+		panic(fmt.Sprintf("server: restore promise %v is not above the state's term %v", promised, term))
 	}
 	dir := filepath.Join(dataDir, "store")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("server: creating the data folder: %w", err)
+		return 0, fmt.Errorf("server: creating the data folder: %w", err)
 	}
 	st, err := pebblestore.Open(dir, pebblestore.Options{FS: vfs.Default, Logger: quietPebble{}})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer st.Close()
 	empty, err := storeIsEmpty(st)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !empty {
-		return fmt.Errorf("%w: %s holds a replica's state; restore only into empty folders (move the old one aside first)", ErrNotEmpty, dataDir)
+		return 0, fmt.Errorf("%w: %s holds a replica's state; restore only into empty folders (move the old one aside first)", ErrNotEmpty, dataDir)
 	}
-	// The state remembers the term of the last leader that took over; a
-	// new leader's launcher must take over in a later one. The restored
-	// acceptors start promised to that term, so the first ballot is above
-	// it (the old cluster is gone: nobody else can hold it).
-	m, err := node.RestoreState(snap.Data)
-	if err != nil {
-		return fmt.Errorf("server: the snapshot does not decode: %w", err)
+	hs := paxos.HardState{Promised: promised}
+	if err := st.Save(storage.Update{Snapshot: &snap, HardState: &hs}); err != nil {
+		return 0, err
 	}
-	term := m.Term()
-	hs := paxos.HardState{Promised: paxos.Ballot{Round: term.Round, Replica: paxos.ReplicaID(term.Replica)}}
-	return st.Save(storage.Update{Snapshot: &snap, HardState: &hs})
+	return promised.Round, nil
 }
 
 func sameMembers(a, b []paxos.ReplicaID) bool {

@@ -87,11 +87,11 @@ func TestBackupAndDisasterRecovery(t *testing.T) {
 	c.nomad.mu.Unlock()
 	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: latest.Index, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}}, Data: data}
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
-		if err := RestoreStore(c.dirs[id-1], snap, []paxos.ReplicaID{1, 2, 3}); err != nil {
+		if _, err := RestoreStore(c.dirs[id-1], snap, []paxos.ReplicaID{1, 2, 3}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := RestoreStore(c.dirs[0], snap, []paxos.ReplicaID{1, 2, 3}); !errors.Is(err, ErrNotEmpty) {
+	if _, err := RestoreStore(c.dirs[0], snap, []paxos.ReplicaID{1, 2, 3}, 0); !errors.Is(err, ErrNotEmpty) {
 		t.Fatalf("a second restore into the same folder: %v, want ErrNotEmpty", err)
 	}
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
@@ -135,11 +135,171 @@ func (c *cluster) finishedIn(data []byte) map[string]bool {
 
 func TestRestoreStoreChecks(t *testing.T) {
 	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: 5, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}}, Data: []byte("x")}
-	if err := RestoreStore(t.TempDir(), snap, []paxos.ReplicaID{1, 2, 4}); err == nil {
+	if _, err := RestoreStore(t.TempDir(), snap, []paxos.ReplicaID{1, 2, 4}, 0); err == nil {
 		t.Error("restored a snapshot of other members")
 	}
 	snap.Meta.Index = 0
-	if err := RestoreStore(t.TempDir(), snap, []paxos.ReplicaID{1, 2, 3}); err == nil {
+	if _, err := RestoreStore(t.TempDir(), snap, []paxos.ReplicaID{1, 2, 3}, 0); err == nil {
 		t.Error("restored a snapshot at index 0")
+	}
+}
+
+// A cluster restored from a snapshot older than its newest backups backs
+// up at log indexes below theirs. Its backups must still rank above
+// them: pruning kept the lost history's and deleted the restored
+// cluster's at once, and Latest brought back the state of before the
+// disaster (found in review). Then the same restore again, with replicas
+// restored at different times and a leader change: each history's
+// backups outrank the one before, and within one, the newest state is
+// Latest.
+func TestBackupsOfARestoredClusterOutrankTheLostHistorys(t *testing.T) {
+	target := "file://" + t.TempDir()
+	c := startClusterWith(t, func(cfg *Config) {
+		cfg.Backup, cfg.BackupKeep = target, 3
+		// Backups on demand only: BackupNow below.
+		cfg.Snapshots = replica.SnapshotPolicy{EveryEntries: 1 << 40}
+	})
+	ctx := context.Background()
+	st, err := backup.Open(ctx, target, backup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	older := putAndBackUp(t, c, "old-0")
+	_, olderData, err := st.Fetch(ctx, older.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The history goes on well past that backup, then is lost.
+	w := c.client(c.leader(), writeToken)
+	for i := 1; i <= 17; i++ {
+		putYearly(t, w, fmt.Sprintf("old-%d", i))
+	}
+	var lost []api.BackupInfo
+	for i := 18; i <= 20; i++ {
+		lost = append(lost, putAndBackUp(t, c, fmt.Sprintf("old-%d", i)))
+	}
+	loseEveryDisk(c)
+	restoreInto(t, c, st, older.Index, olderData, 1, 2, 3)
+	var restored []api.BackupInfo
+	for i := 1; i <= 3; i++ {
+		restored = append(restored, putAndBackUp(t, c, fmt.Sprintf("new-%d", i)))
+	}
+	if restored[2].Index >= lost[0].Index {
+		t.Fatalf("the restored cluster is at index %d, past the lost history's %d: the test shows nothing", restored[2].Index, lost[0].Index)
+	}
+	if restored[0].Generation <= lost[2].Generation {
+		t.Fatalf("the restored cluster backs up in generation %d, the lost history did in %d", restored[0].Generation, lost[2].Generation)
+	}
+	checkBackups(t, st, "new-3", restored)
+
+	// The same disaster and restore again. Replicas 1 and 2 run and back
+	// up before replica 3 is restored, which sees a higher generation in
+	// the store; then the leader changes.
+	loseEveryDisk(c)
+	restoreInto(t, c, st, older.Index, olderData, 1, 2)
+	again := []api.BackupInfo{putAndBackUp(t, c, "again-1")}
+	restoreInto(t, c, st, older.Index, olderData, 3)
+	again = append(again, putAndBackUp(t, c, "again-2"))
+	leader := c.leader()
+	c.servers[leader-1].Close()
+	c.servers[leader-1] = nil
+	again = append(again, putAndBackUp(t, c, "again-3"))
+	if again[0].Generation <= restored[2].Generation {
+		t.Fatalf("restored again, the cluster backs up in generation %d, the first restore did in %d", again[0].Generation, restored[2].Generation)
+	}
+	checkBackups(t, st, "again-3", again)
+}
+
+// checkBackups checks that the store keeps want, newest last, and that
+// Latest holds the job named newest.
+func checkBackups(t *testing.T, st *backup.Store, newest string, want []api.BackupInfo) {
+	t.Helper()
+	ctx := context.Background()
+	list, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, info := range list {
+		if i >= len(want) || info.Key != want[len(want)-1-i].Key {
+			t.Errorf("backup %d of %d is %s", i+1, len(list), info.Key)
+		}
+	}
+	if len(list) != len(want) {
+		t.Errorf("%d backups, want %d", len(list), len(want))
+	}
+	_, data, err := st.Latest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := node.RestoreState(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Job(newest); !ok {
+		t.Errorf("Latest is not the newest state: it holds %d jobs, not %s", m.JobCount(), newest)
+	}
+}
+
+// putYearly creates a job that does not launch during a test.
+func putYearly(t *testing.T, w *api.Client, name string) {
+	t.Helper()
+	if _, err := w.PutJobs(context.Background(), yearly(name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func yearly(name string) api.PutJobs {
+	return api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: api.Spec{Schedule: "0 0 0 1 1 *", NomadJob: "p"}}}}
+}
+
+// putAndBackUp creates a job and backs the state up through the leader
+// that launches, trying again while leadership moves (putting the same
+// job again changes nothing).
+func putAndBackUp(t *testing.T, c *cluster, name string) api.BackupInfo {
+	t.Helper()
+	ctx := context.Background()
+	var info api.BackupInfo
+	eventually(t, "a write and a backup", func() bool {
+		w := c.client(c.leader(), writeToken)
+		if _, err := w.PutJobs(ctx, yearly(name)); err != nil {
+			return false
+		}
+		var err error
+		info, err = w.BackupNow(ctx)
+		return err == nil
+	})
+	return info
+}
+
+// loseEveryDisk stops every replica and gives each an empty folder.
+func loseEveryDisk(c *cluster) {
+	for i, s := range c.servers {
+		if s != nil {
+			s.Close()
+		}
+		c.servers[i] = nil
+		c.dirs[i] = c.t.TempDir()
+	}
+}
+
+// restoreInto restores replicas ids from the snapshot at index, above
+// st's generations, as `paxcron operator snapshot restore` does, and
+// starts them.
+func restoreInto(t *testing.T, c *cluster, st *backup.Store, index uint64, data []byte, ids ...paxos.ReplicaID) {
+	t.Helper()
+	above, err := st.HighestGeneration(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: index, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}}, Data: data}
+	for _, id := range ids {
+		round, err := RestoreStore(c.dirs[id-1], snap, []paxos.ReplicaID{1, 2, 3}, above)
+		if err != nil || round <= above {
+			t.Fatalf("RestoreStore: round %d, %v; want above %d", round, err, above)
+		}
+	}
+	for _, id := range ids {
+		c.start(id, false)
 	}
 }
