@@ -437,6 +437,7 @@ Subcommands:
   backup             have the leader upload the state to the backup target now
   snapshot save      save the cluster's state to a file
   snapshot inspect   check a snapshot file and say what it holds
+  snapshot list      list the backups at a backup target, newest first
   snapshot restore   rebuild a replica's data folder from a snapshot (disaster recovery)
 
 Run "paxcron operator <subcommand> -h" for a subcommand's flags.
@@ -492,7 +493,7 @@ the newest snapshot and backup.`,
 			fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
 		}
 		if b := st.LastBackup; b != nil {
-			fmt.Fprintf(tw, "Last backup\tindex %d at %s (%s)\n", b.Index, b.TakenAt.Local().Format(time.RFC3339), b.Key)
+			fmt.Fprintf(tw, "Last backup\tgeneration %d, index %d at %s (%s)\n", b.Generation, b.Index, b.TakenAt.Local().Format(time.RFC3339), b.Key)
 		}
 		tw.Flush()
 		fmt.Fprintln(out, "\nReplicas")
@@ -517,7 +518,9 @@ func runSnapshot(args []string, stdout, stderr io.Writer, getenv func(string) st
 		return runSnapshotInspect(args[1:], stdout, stderr)
 	case "restore":
 		return runSnapshotRestore(args[1:], stdout, stderr)
+	case "list":
+		return runSnapshotList(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "paxcron operator snapshot: unknown subcommand %q (save, inspect, restore)\n", args[0])
+	fmt.Fprintf(stderr, "paxcron operator snapshot: unknown subcommand %q (save, inspect, list, restore)\n", args[0])
 	return exitUsage
 }

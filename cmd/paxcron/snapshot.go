@@ -46,7 +46,7 @@ payloads: it needs a write token. Restore it with
 		if f.json {
 			return printJSON(out, info)
 		}
-		fmt.Fprintf(out, "saved the state at log index %d to %s (%d bytes, SHA-256 %s)\n", index, words[0], buf.Len(), info.SHA256)
+		fmt.Fprintf(out, "saved the state at log index %d (generation %d) to %s (%d bytes, SHA-256 %s)\n", index, info.Generation, words[0], buf.Len(), info.SHA256)
 		return nil
 	},
 }
@@ -55,7 +55,8 @@ var operatorBackup = apiCommand{
 	usage: `Usage: paxcron operator backup [flags]
 
 Has the leader upload the cluster's state to its backup target now
-(backup.url), rather than at its next snapshot.`,
+(backup.url), rather than at its next snapshot. "paxcron operator
+snapshot list -backup URL" lists the backups there.`,
 	args: 0,
 	action: func(ctx context.Context, c *api.Client, f *apiFlags, _ []string, out io.Writer) error {
 		info, err := c.BackupNow(ctx)
@@ -65,7 +66,7 @@ Has the leader upload the cluster's state to its backup target now
 		if f.json {
 			return printJSON(out, info)
 		}
-		fmt.Fprintf(out, "backed up the state at log index %d as %s (%d bytes)\n", info.Index, info.Key, info.Size)
+		fmt.Fprintf(out, "backed up the state at log index %d as %s (generation %d, %d bytes)\n", info.Index, info.Key, info.Generation, info.Size)
 		return nil
 	},
 }
@@ -143,7 +144,8 @@ func runSnapshotInspect(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	l := sum.Stats.Launches
 	for _, kv := range [][2]string{
-		{"Log index", strconv.FormatUint(info.Index, 10)}, {"Members", fmt.Sprint(info.Membership)},
+		{"Log index", strconv.FormatUint(info.Index, 10)}, {"Generation", fmt.Sprintf("%d (the round of the last takeover, %v)", sum.Term.Round, sum.Term)},
+		{"Members", fmt.Sprint(info.Membership)},
 		{"Taken at", info.TakenAt.Local().Format(time.RFC3339)}, {"Size", fmt.Sprintf("%d bytes, SHA-256 %s (verified)", info.Size, info.SHA256)},
 		{"Jobs", fmt.Sprintf("%d (%d paused)", sum.Jobs, sum.Paused)},
 		{"Launches", fmt.Sprintf("%d open; %d started, %d dispatched, %d failed, %d skipped, %d unknown", sum.Open, l.Started, l.Dispatched, l.Failed, l.Skipped, l.Unknown)},
@@ -166,20 +168,38 @@ under their identities, so Nomad's idempotency tokens keep them from
 running twice (within its job_gc_threshold).
 
 The snapshot comes from a file ("snapshot save") or from the backups at
--backup (the newest, or -key), checked against its checksum. A folder that
-holds a replica's state is refused.
+-backup, checked against its checksum: the newest; with -skip-corrupt,
+the newest that verifies (it names those it skips); or the one chosen
+with -key or -index ("snapshot list" shows them).
+
+Backups rank by generation, then log index. The restored cluster backs
+up in a generation above every one at -backup and the snapshot's own, so
+that its backups rank above those of the history it replaces, which
+pruning then deletes first. With -file, give -backup too (the cluster's
+backup.url): the file is restored, and the backup target only read for
+its generations. A folder that holds a replica's state is refused.
 
 Flags:
 `
 
+// restoreFlags are the flags of "snapshot restore".
+type restoreFlags struct {
+	dataDir, members, file, backupURL, key string
+	index                                  uint64
+	skipCorrupt                            bool
+}
+
 func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("paxcron operator snapshot restore", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", "", "the replica's data folder (its data_dir), empty")
-	membersFlag := fs.String("cluster-members", "", "the cluster's replica IDs, e.g. 1,2,3 (they must be the snapshot's)")
-	file := fs.String("file", "", "a snapshot file saved with `snapshot save`")
-	backupURL := fs.String("backup", "", "the backup target (backup.url): file:///path, s3://..., gs://..., azblob://...")
-	key := fs.String("key", "", "with -backup: this backup (its key) instead of the newest")
+	var f restoreFlags
+	fs.StringVar(&f.dataDir, "data-dir", "", "the replica's data folder (its data_dir), empty")
+	fs.StringVar(&f.members, "cluster-members", "", "the cluster's replica IDs, e.g. 1,2,3 (they must be the snapshot's)")
+	fs.StringVar(&f.file, "file", "", "a snapshot file saved with `snapshot save`")
+	fs.StringVar(&f.backupURL, "backup", "", "the backup target (backup.url): file:///path, s3://..., gs://..., azblob://...")
+	fs.StringVar(&f.key, "key", "", "with -backup: this backup (its key) instead of the newest")
+	fs.Uint64Var(&f.index, "index", 0, "with -backup: the backup at this log index instead of the newest")
+	fs.BoolVar(&f.skipCorrupt, "skip-corrupt", false, "with -backup: the newest backup that verifies, skipping newer corrupt ones")
 	fs.Usage = func() { fmt.Fprint(stderr, snapshotRestoreUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -191,59 +211,148 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "paxcron operator snapshot restore: "+format+"\n", a...)
 		return code
 	}
-	members, err := parseMembers(*membersFlag)
-	switch {
-	case fs.NArg() > 0:
-		return fail(exitUsage, "unexpected argument %q", fs.Arg(0))
-	case *dataDir == "":
-		return fail(exitUsage, "-data-dir is required")
-	case err != nil:
+	members, err := parseMembers(f.members)
+	if err != nil {
 		return fail(exitUsage, "-cluster-members: %v", err)
-	case (*file == "") == (*backupURL == ""):
-		return fail(exitUsage, "give one of -file and -backup")
-	case *key != "" && *backupURL == "":
-		return fail(exitUsage, "-key goes with -backup")
 	}
-	var info backup.Info
-	var data []byte
+	if msg := f.check(fs); msg != "" {
+		return fail(exitUsage, "%s", msg)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if *file != "" {
-		b, err := os.ReadFile(*file)
-		if err != nil {
-			return fail(exitFailed, "%v", err)
-		}
-		if info, data, err = backup.DecodeFile(b); err != nil {
-			return fail(exitFailed, "%s: %v", *file, err)
-		}
-	} else {
-		st, err := backup.Open(ctx, *backupURL, backup.Options{})
-		if err != nil {
+	var st *backup.Store
+	if f.backupURL != "" {
+		if st, err = backup.Open(ctx, f.backupURL, backup.Options{}); err != nil {
 			return fail(exitUsage, "%v", err)
 		}
 		defer st.Close()
-		if *key != "" {
-			info, data, err = st.Fetch(ctx, *key)
-		} else {
-			info, data, err = st.Latest(ctx)
-		}
-		if err != nil {
+	}
+	info, data, err := restoreSource(ctx, f, st, stderr)
+	if err != nil {
+		return fail(exitFailed, "%v", err)
+	}
+	gen, err := checkRestored(info, data)
+	if err != nil {
+		return fail(exitFailed, "%v", err)
+	}
+	var above uint64
+	if st != nil {
+		if above, err = st.HighestGeneration(ctx); err != nil {
 			return fail(exitFailed, "%v", err)
 		}
-	}
-	if _, err := node.DescribeSnapshot(data); err != nil {
-		return fail(exitFailed, "the snapshot at %d does not decode: %v", info.Index, err)
+	} else {
+		fmt.Fprintf(stderr, "paxcron operator snapshot restore: warning: without -backup, the restore knows of no generation but the file's (%d): a backup of a later one at the cluster's backup target will outrank the restored cluster's backups, which pruning then deletes first; give -backup with the cluster's backup.url\n", gen)
 	}
 	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: info.Index}, Data: data}
 	for _, id := range info.Membership {
 		snap.Meta.Membership.Voters = append(snap.Meta.Membership.Voters, paxos.ReplicaID(id))
 	}
-	if _, err := server.RestoreStore(*dataDir, snap, members, 0); err != nil {
+	round, err := server.RestoreStore(f.dataDir, snap, members, above)
+	if err != nil {
 		return fail(exitFailed, "%v", err)
 	}
-	fmt.Fprintf(stdout, "restored the state at log index %d (taken %s) into %s: start this replica without -bootstrap\n",
-		info.Index, info.TakenAt.Local().Format(time.RFC3339), *dataDir)
+	fmt.Fprintf(stdout, "restored the state at log index %d (generation %d, taken %s) into %s: start this replica without -bootstrap\n",
+		info.Index, gen, info.TakenAt.Local().Format(time.RFC3339), f.dataDir)
+	fmt.Fprintf(stdout, "once a leader takes over, the cluster backs up in generation %d or later, above every backup of generation %d or below\n", round, max(above, gen))
 	return exitOK
+}
+
+// check returns what is wrong with the flags' combination, or "".
+func (f restoreFlags) check(fs *flag.FlagSet) string {
+	choices := 0
+	for _, set := range []bool{f.key != "", f.index != 0, f.skipCorrupt} {
+		if set {
+			choices++
+		}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Sprintf("unexpected argument %q", fs.Arg(0))
+	case f.dataDir == "":
+		return "-data-dir is required"
+	case f.file == "" && f.backupURL == "":
+		return "give -file or -backup (or both: the file is restored, above the backups' generations)"
+	case choices > 0 && (f.backupURL == "" || f.file != ""):
+		return "-key, -index and -skip-corrupt choose a backup at -backup, without -file"
+	case choices > 1:
+		return "give at most one of -key, -index and -skip-corrupt"
+	}
+	return ""
+}
+
+// restoreSource reads the snapshot to restore, as f chooses it, and says
+// on stderr which backups -skip-corrupt passed over.
+func restoreSource(ctx context.Context, f restoreFlags, st *backup.Store, stderr io.Writer) (backup.Info, []byte, error) {
+	switch {
+	case f.file != "":
+		b, err := os.ReadFile(f.file)
+		if err != nil {
+			return backup.Info{}, nil, err
+		}
+		info, data, err := backup.DecodeFile(b)
+		if err != nil {
+			return backup.Info{}, nil, fmt.Errorf("%s: %w", f.file, err)
+		}
+		return info, data, nil
+	case f.key != "":
+		return st.Fetch(ctx, f.key)
+	case f.index != 0:
+		return fetchAtIndex(ctx, st, f.index)
+	case f.skipCorrupt:
+		info, data, skipped, err := st.LatestValid(ctx)
+		for _, s := range skipped {
+			fmt.Fprintf(stderr, "paxcron operator snapshot restore: skipped the backup of generation %d at index %d: %v\n", s.Generation, s.Index, s.Err)
+		}
+		return info, data, err
+	}
+	info, data, err := st.Latest(ctx)
+	if errors.Is(err, backup.ErrCorrupt) {
+		err = fmt.Errorf("%w (-skip-corrupt restores the newest backup that verifies; \"snapshot list\" shows them all)", err)
+	}
+	return info, data, err
+}
+
+// fetchAtIndex reads the one backup at a log index: several generations
+// may hold one each (histories before and after a restore).
+func fetchAtIndex(ctx context.Context, st *backup.Store, index uint64) (backup.Info, []byte, error) {
+	listed, err := st.Scan(ctx)
+	if err != nil {
+		return backup.Info{}, nil, err
+	}
+	var found []backup.Listed
+	var gens []uint64
+	for _, l := range listed {
+		if l.Index == index {
+			found, gens = append(found, l), append(gens, l.Generation)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return backup.Info{}, nil, fmt.Errorf("no backup at log index %d in %s (\"snapshot list\" shows those there are)", index, st.URL())
+	case len(found) > 1:
+		return backup.Info{}, nil, fmt.Errorf("%d backups at log index %d, of generations %v: choose one with -key (\"snapshot list\" shows their keys)", len(found), index, gens)
+	case found[0].Err != nil:
+		return backup.Info{}, nil, found[0].Err
+	}
+	return st.Fetch(ctx, found[0].Info.Key)
+}
+
+// checkRestored returns the generation of a snapshot's state, and
+// refuses one that does not decode or whose generation is not the one its
+// manifest or header says (generation 0: written before generations, it
+// says none).
+func checkRestored(info backup.Info, data []byte) (uint64, error) {
+	if _, err := node.DescribeSnapshot(data); err != nil {
+		return 0, fmt.Errorf("the snapshot at %d does not decode: %w", info.Index, err)
+	}
+	gen, err := server.BackupGeneration(data)
+	if err != nil {
+		return 0, err
+	}
+	if info.Generation != 0 && info.Generation != gen {
+		return 0, fmt.Errorf("the snapshot at %d is described as of generation %d, but its state's is %d: it is not the snapshot its description was written for", info.Index, info.Generation, gen)
+	}
+	return gen, nil
 }
 
 func parseMembers(s string) ([]paxos.ReplicaID, error) {
