@@ -167,7 +167,7 @@ tr.attention td{background:#fff6f6}tr.notice td{background:#fffaf0}
 <div class="card"><span>Launching here</span><b>{{if .Status.Launching}}yes, lease {{dur .Status.Lease}}{{else}}no{{end}}</b></div>
 <div class="card"><span>Log</span><b>chosen {{.Status.Chosen}} · applied {{.Status.Applied}}</b></div>
 <div class="card"><span>Snapshot</span><b>{{if .Status.LastSnapshot}}at {{.Status.LastSnapshot}}{{else}}none yet{{end}}</b></div>
-<div class="card"><span>Backup</span><b>{{with .Status.LastBackup}}at {{.Index}}, {{when .TakenAt}}{{else}}none{{end}}</b></div>
+<div class="card"><span>Backup</span><b>{{with .Status.LastBackup}}at {{.Index}} (generation {{.Generation}}), {{when .TakenAt}}{{else}}none{{end}}</b></div>
 <div class="card"><span>Jobs</span><b>{{.Status.Jobs}} · {{.Status.Open}} open</b></div>
 </div>
 {{if .Status.Rebuilding}}<div class="warn">This replica lost its disk and is catching up from its peers: it votes again once it cannot contradict what it forgot.</div>{{end}}
