@@ -38,11 +38,11 @@ import (
 // whenever it was restored. Along one history it never decreases, as the
 // state refuses a Takeover from a term below the one it holds.
 //
-// A restore (RestoreStore) promises every restored acceptor to round
-// above, the highest generation in the backup target and the snapshot's
-// own, plus one: a ballot a quorum accepts is higher, so the restored
-// cluster's first Takeover, and every backup after it, has a generation
-// above every backup of the lost history. Replicas restored at different
+// A restore (RestoreStore) promises every restored acceptor to the round
+// after the highest of the backup target's generations and the
+// snapshot's own. A ballot a quorum accepts is above that promise, so the
+// restored cluster's first Takeover, and every backup after it, is of a
+// generation above every backup of the lost history. Replicas restored at different
 // times may be promised to different rounds; that costs an election at
 // most, and the generation is still the replicated state's. Until its
 // first Takeover is applied, the restored cluster's snapshots have the
