@@ -398,11 +398,12 @@ func (n *Node) StepDown() (ReplicaID, error) {
 	return successor, nil
 }
 
-// maxRound and maxSlot bound the rounds and the snapshot indexes a
+// MaxRound and maxSlot bound the rounds and the snapshot indexes a
 // message may carry: unreachable in practice, far enough from the top of
-// uint64 that nothing computed from them wraps.
+// uint64 that nothing computed from them wraps. A replica promised to a
+// round at or above MaxRound could never be reached by a valid message.
 const (
-	maxRound = 1 << 62
+	MaxRound = 1 << 62
 	maxSlot  = 1 << 62
 )
 
@@ -421,7 +422,7 @@ func (n *Node) validate(m Message) error {
 		return bad("snapshot present only on MsgSnapshot")
 	case !fromBallotOwner(m):
 		return bad("ballot %s is not sender %d's", m.Ballot, m.From)
-	case m.Ballot.Round >= maxRound || m.Promised.Round >= maxRound:
+	case m.Ballot.Round >= MaxRound || m.Promised.Round >= MaxRound:
 		// A round this high is no real election's; the next ballot after
 		// it would wrap to round 0 (found in review: the replica panicked
 		// lowering its promise).

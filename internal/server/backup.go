@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -257,8 +256,12 @@ func RestoreStore(dataDir string, snap paxos.Snapshot, members []paxos.ReplicaID
 	// generations of the backups it must outrank.
 	term := m.Term()
 	highest := max(term.Round, above)
-	if highest == math.MaxUint64 {
-		return 0, fmt.Errorf("server: generation %d leaves no round to restore into", highest)
+	if highest >= paxos.MaxRound/2 {
+		// Rounds count elections: no real cluster comes near. A promise
+		// there would leave the restored cluster few rounds, or (at
+		// MaxRound) none its peers accept, so it could never elect.
+		return 0, fmt.Errorf("server: generation %d (the snapshot's %d, the backup target's highest %d) is beyond any round a cluster reaches; a stray or damaged object key in the target? `paxcron operator snapshot list` shows them",
+			highest, term.Round, above)
 	}
 	promised := paxos.Ballot{Round: highest + 1}
 	if !(paxos.Ballot{Round: term.Round, Replica: paxos.ReplicaID(term.Replica)}).Less(promised) {

@@ -5,10 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 
 	"paxcron/cron/replica"
+	"paxcron/cron/state"
 	"paxcron/internal/api"
+	"paxcron/internal/hashsm"
 	"paxcron/internal/node"
 	"paxcron/paxos"
 	"paxcron/storage/backup"
@@ -301,5 +305,28 @@ func restoreInto(t *testing.T, c *cluster, st *backup.Store, index uint64, data 
 	}
 	for _, id := range ids {
 		c.start(id, false)
+	}
+}
+
+// A generation far beyond any real round (a stray or damaged key in the
+// backup target) is refused: the restored replicas would be promised to
+// a round no valid message can carry, and never elect a leader.
+func TestRestoreStoreRefusesAnAbsurdGeneration(t *testing.T) {
+	hash, err := (&hashsm.Machine{}).Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.New().Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: 5, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}}, Data: append(hash, st...)}
+	for _, above := range []uint64{paxos.MaxRound - 1, paxos.MaxRound, math.MaxUint64} {
+		if _, err := RestoreStore(t.TempDir(), snap, []paxos.ReplicaID{1, 2, 3}, above); err == nil || !strings.Contains(err.Error(), "beyond any round") {
+			t.Errorf("above %d: %v, want a refusal", above, err)
+		}
+	}
+	if round, err := RestoreStore(t.TempDir(), snap, []paxos.ReplicaID{1, 2, 3}, 41); err != nil || round != 42 {
+		t.Errorf("above 41: round %d, %v; want 42", round, err)
 	}
 }
