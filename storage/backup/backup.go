@@ -156,6 +156,8 @@ type Store struct {
 	bucket *blob.Bucket
 	opts   Options
 	url    string // for messages: no credentials, no query
+	// dir is the folder of a file:// store (folder.go), "" for others.
+	dir string
 }
 
 // Open opens the bucket at rawURL: file:///path (the folder must exist),
@@ -179,11 +181,20 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	dir := ""
+	if u.Scheme == "file" {
+		if err := checkFolderPrefix(opts.Prefix); err != nil {
+			return nil, err
+		}
+		rawURL, dir = fileStoreURL(u)
+	}
 	b, err := blob.OpenBucket(ctx, rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("backup: opening %s: %w", redact(u), err)
 	}
-	return newStore(b, opts, redact(u)), nil
+	s := newStore(b, opts, redact(u))
+	s.dir = dir
+	return s, nil
 }
 
 // newStore wraps an open bucket; opts must have their defaults.

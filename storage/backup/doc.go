@@ -62,6 +62,10 @@
 // ones may be uploads under way). Pruning deletes a backup's manifest
 // before its data, for the same reason.
 //
+// A file:// store also needs what the driver does not do: temporary
+// files beside the objects, a sync of each object before the next step,
+// and sweeping temporary files a killed writer left (folder.go).
+//
 // # Checksums
 //
 // Fetch, Latest and LatestValid read the data back and check its size and

@@ -88,7 +88,7 @@ func (s *Store) writeData(ctx context.Context, info Info, data []byte) error {
 	if err := s.bucket.WriteAll(ctx, info.Key, data, opts); err != nil {
 		return fmt.Errorf("backup: writing %s: %w", info.Key, err)
 	}
-	return nil
+	return s.syncWritten(info.Key)
 }
 
 // commit writes info's manifest if there is none: from then on the backup
@@ -108,6 +108,9 @@ func (s *Store) commit(ctx context.Context, info Info) error {
 	}
 	if err != nil {
 		return fmt.Errorf("backup: writing manifest %s: %w", key, err)
+	}
+	if err := s.syncWritten(key); err != nil {
+		return err
 	}
 	return s.checkCommitted(ctx, info)
 }
@@ -176,7 +179,13 @@ func (s *Store) prune(ctx context.Context) error {
 			newest = m.mod
 		}
 	}
-	return s.sweep(ctx, kept, pruned, newest.Add(-s.opts.OrphanGrace))
+	cutoff := newest.Add(-s.opts.OrphanGrace)
+	for _, dir := range []string{dataDir, manifestDir} {
+		if err := s.sweepTemps(ctx, dir, cutoff); err != nil {
+			return err
+		}
+	}
+	return s.sweep(ctx, kept, pruned, cutoff)
 }
 
 // sweep deletes the data objects of the backups just pruned, and those

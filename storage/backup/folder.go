@@ -1,0 +1,136 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// A file:// store is a folder, written by gocloud's fileblob driver, which
+// needs three things it does not do by itself (all found in review):
+//
+//   - It writes each object to a temporary file in os.TempDir and renames
+//     it into place, which fails ("invalid cross-device link") for every
+//     upload when the folder is on another file system than /tmp: a
+//     backup disk, the very place a backup should go. So Open asks for
+//     temporary files beside the objects (no_tmp_dir), unless the URL says
+//     otherwise.
+//   - It never syncs. The manifest vouches for data that, after a power
+//     cut, could be empty, and pruning has already deleted the older
+//     backups on its word. So each object written is synced, with its
+//     attributes file and the folders up to the store's, before the next
+//     step: the data before its manifest is written, the manifest before
+//     pruning.
+//   - A process killed mid-write leaves its temporary file beside the
+//     objects, where nothing lists it as a backup. Pruning deletes those
+//     older than OrphanGrace.
+
+// fileStoreURL returns rawURL with temporary files kept beside the
+// objects, and the folder a file:// URL names.
+func fileStoreURL(u *url.URL) (rawURL, dir string) {
+	c := *u
+	q := c.Query()
+	if q.Get("no_tmp_dir") == "" {
+		q.Set("no_tmp_dir", "true")
+	}
+	c.RawQuery = q.Encode()
+	return c.String(), filepath.Clean(filepath.FromSlash(u.Path))
+}
+
+// checkFolderPrefix refuses a prefix that fileblob would escape on disk:
+// the store syncs each object at the path its key names.
+func checkFolderPrefix(prefix string) error {
+	for _, r := range prefix {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.', r == '/':
+		default:
+			return fmt.Errorf("%w: prefix %q: a file:// store takes letters, digits and - _ . / only", ErrConfig, prefix)
+		}
+	}
+	for part := range strings.SplitSeq(strings.TrimSuffix(prefix, "/"), "/") {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("%w: prefix %q: want a relative path without . or .. or empty parts", ErrConfig, prefix)
+		}
+	}
+	return nil
+}
+
+// syncPath makes what was written at path durable; tests replace it to
+// see the order of syncs.
+var syncPath = func(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// attrsExt is the suffix of fileblob's attributes file beside an object.
+const attrsExt = ".attrs"
+
+// syncWritten makes the object at key durable in a file:// store (a
+// no-op for the others): the file, its attributes file if there is one,
+// and every folder from its own up to the store's, whose entries the
+// rename and any folder made for it changed.
+func (s *Store) syncWritten(key string) error {
+	if s.dir == "" {
+		return nil
+	}
+	path := filepath.Join(s.dir, filepath.FromSlash(key))
+	if err := syncPath(path); err != nil {
+		return fmt.Errorf("backup: syncing %s: %w", path, err)
+	}
+	if err := syncPath(path + attrsExt); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("backup: syncing %s: %w", path+attrsExt, err)
+	}
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		if err := syncPath(d); err != nil {
+			return fmt.Errorf("backup: syncing folder %s: %w", d, err)
+		}
+		if d == s.dir || len(d) <= len(s.dir) {
+			return nil
+		}
+	}
+}
+
+// tempSuffix ends the name of fileblob's temporary files.
+const tempSuffix = ".tmp"
+
+// sweepTemps deletes the temporary files under dir of a file:// store
+// written before cutoff: a writer killed mid-write left them.
+func (s *Store) sweepTemps(ctx context.Context, dir string, cutoff time.Time) error {
+	if s.dir == "" {
+		return nil
+	}
+	root := filepath.Join(s.dir, filepath.FromSlash(s.opts.Prefix+dir))
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("backup: reading %s: %w", root, err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), tempSuffix) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || !info.ModTime().Before(cutoff) {
+			continue // gone meanwhile, or an upload under way
+		}
+		if err := os.Remove(filepath.Join(root, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("backup: deleting a leftover temporary file: %w", err)
+		}
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,109 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A file:// store on another file system than os.TempDir failed every
+// upload: fileblob wrote each object in the temporary folder and renamed
+// it across. With the temporary folder unusable (as good as another
+// file system for the rename) uploads still work: temporary files are
+// made beside the objects.
+func TestFolderStoreKeepsTemporaryFilesBesideItsObjects(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "gone"))
+	dir := t.TempDir()
+	s := open(t, "file://"+dir, Options{})
+	upload(t, s, 1, 2)
+	if _, _, err := s.Latest(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Each object is synced, with its folders, before the next step: the data
+// before its manifest exists, the manifest before the upload returns.
+func TestFolderStoreSyncsEachObjectBeforeTheNext(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, "file://"+dir, Options{})
+	var synced []string
+	manifestAtDataSync := true
+	defer func(old func(string) error) { syncPath = old }(syncPath)
+	syncPath = func(path string) error {
+		if strings.HasSuffix(path, dataExt) {
+			_, err := os.Stat(filepath.Join(dir, filepath.FromSlash(s.manifestKey(rank{gen: 4, index: 7}))))
+			manifestAtDataSync = err == nil
+		}
+		synced = append(synced, path)
+		return nil
+	}
+	info, err := s.Upload(context.Background(), Meta{Generation: 4, Index: 7, Membership: []uint64{1}, TakenAt: time.Now()}, []byte("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, filepath.FromSlash(info.Key))
+	manifest := filepath.Join(dir, filepath.FromSlash(s.manifestKey(info.rank())))
+	for _, want := range []string{data, filepath.Dir(data), manifest, filepath.Dir(manifest), filepath.Join(dir, "paxcron"), dir} {
+		if !slices.Contains(synced, want) {
+			t.Errorf("%s was not synced; synced: %q", want, synced)
+		}
+	}
+	if manifestAtDataSync {
+		t.Error("the manifest existed when the data was synced")
+	}
+	if slices.Index(synced, data) > slices.Index(synced, manifest) {
+		t.Errorf("the manifest was synced before its data: %q", synced)
+	}
+
+	// A failed sync fails the upload: the manifest must not vouch for it.
+	syncPath = func(string) error { return errors.New("disk on fire") }
+	if _, err := s.Upload(context.Background(), meta(9), snap(9)); err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Fatalf("an upload whose sync failed: %v", err)
+	}
+	if _, err := s.readManifest(context.Background(), at(9)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a manifest was written for data that did not sync: %v", err)
+	}
+}
+
+// A writer killed mid-write leaves its temporary file; pruning deletes
+// those older than the orphan grace, and leaves younger ones alone.
+func TestFolderStoreSweepsLeftoverTemporaryFiles(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, "file://"+dir, Options{OrphanGrace: time.Minute})
+	upload(t, s, 1)
+	folder := filepath.Join(dir, "paxcron", "snapshots")
+	old, young := filepath.Join(folder, "x.snap.18ec1b.tmp"), filepath.Join(folder, "y.snap.18ec1c.tmp")
+	for _, p := range []string{old, young} {
+		if err := os.WriteFile(p, []byte("half"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hourAgo := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(old, hourAgo, hourAgo); err != nil {
+		t.Fatal(err)
+	}
+	upload(t, s, 2)
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("an hour-old temporary file is still there: %v", err)
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Errorf("a fresh temporary file (an upload under way) was deleted: %v", err)
+	}
+}
+
+func TestFolderStoreRefusesPrefixesItCannotSync(t *testing.T) {
+	for _, prefix := range []string{"../up/", "a/../b/", "/abs/", "a//b/", "sp ace/", "ünï/", "./x/"} {
+		_, err := Open(context.Background(), "file://"+t.TempDir(), Options{Prefix: prefix})
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("prefix %q: %v, want ErrConfig", prefix, err)
+		}
+	}
+	if _, err := Open(context.Background(), "file://"+t.TempDir(), Options{Prefix: "prod/paxcron-2_a.b/"}); err != nil {
+		t.Errorf("a plain prefix: %v", err)
+	}
+}
