@@ -49,6 +49,14 @@ type Child struct {
 	// allocsEnded); zero if it has none or one had not when the checker
 	// read it. The forbid policy's skips are judged by it.
 	Ended time.Time
+	// Placed: Nomad made an allocation for it (the slow parent's
+	// children). TaskEnded is then when the last of its tasks ended, by
+	// their states (this host's clock); zero while one had not.
+	Placed    bool
+	TaskEnded time.Time
+	// StopAsked is when the child was stopped (the replace policy): the
+	// first of its job versions with Stop set; zero if never.
+	StopAsked time.Time
 }
 
 // Record is one launch outcome paxcron recorded (its history, or the
@@ -110,6 +118,7 @@ type Report struct {
 	Conflicting  []string // two different outcomes recorded for one launch
 	Unexplained  []string // a skip without its reason; failed/unknown outside fault windows
 	Unjustified  []string // a skip its job's policy, the faults and Nomad's view do not explain
+	Overlapping  []string // a forbid child made while the one before ran; a replace child before the one before was stopped
 	Stray        []string // a child whose token is no slot of its job, or meta disagrees
 }
 
@@ -132,6 +141,7 @@ func (r *Report) lists() []namedList {
 		{"doubled", &r.Doubled}, {"missing", &r.Missing}, {"late", &r.Late}, {"early", &r.Early},
 		{"lost", &r.Lost}, {"contradicted", &r.Contradicted}, {"wrong child", &r.WrongChild},
 		{"conflicting records", &r.Conflicting}, {"unexplained", &r.Unexplained}, {"unjustified skips", &r.Unjustified},
+		{"overlapping children", &r.Overlapping},
 		{"stray children", &r.Stray},
 	}
 }
@@ -170,6 +180,7 @@ func Check(in CheckInput) *Report {
 			r.Stray = append(r.Stray, fmt.Sprintf("%s: token %q is no slot of a workload job", childIDs(cs), tok))
 		}
 	}
+	r.checkPolicies(in.Jobs, byToken)
 	for _, j := range in.Jobs {
 		first := (j.From.Unix()/j.EverySeconds + 1) * j.EverySeconds
 		for s := first; s <= in.To.Unix(); s += j.EverySeconds {
@@ -237,6 +248,66 @@ func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken ma
 	case late < -in.EarlyBound:
 		r.Early = append(r.Early, fmt.Sprintf("%s (%s): child submitted %v before its time, outside every fault window", id, when, (-late).Round(time.Millisecond)))
 	}
+}
+
+// PolicySlack is how far the checker lets two children of a forbid or
+// replace job overlap: Nomad's times come from its server and its client
+// on this host, rounded differently.
+const PolicySlack = time.Second
+
+// checkPolicies checks, for each forbid or replace job, every child
+// against the one Nomad made for the job's slot before it, whoever
+// recorded what: a forbid child must come after the one before had
+// ended (the launcher asks Nomad, which counts a pending or running
+// allocation as running), and a replace child after the one before was
+// stopped or had ended (the launcher stops it first; its tasks may still
+// be exiting, by design).
+func (r *Report) checkPolicies(jobs []CheckedJob, byToken map[string][]Child) {
+	byJob := map[string][]slotChild{}
+	for tok, cs := range byToken {
+		name, at, ok := SplitIdentity(tok)
+		if !ok || len(cs) != 1 {
+			continue // not a slot, or doubled: reported as such
+		}
+		byJob[name] = append(byJob[name], slotChild{at: at, Child: cs[0]})
+	}
+	for _, j := range jobs {
+		if j.Policy == PolicyAllow {
+			continue
+		}
+		cs := byJob[j.Name]
+		slices.SortFunc(cs, func(a, b slotChild) int { return a.at.Compare(b.at) })
+		for i := 1; i < len(cs); i++ {
+			prev, next := cs[i-1].Child, cs[i].Child
+			ended := prev.Placed && !prev.TaskEnded.IsZero() && !prev.TaskEnded.After(next.Submitted.Add(PolicySlack))
+			if !prev.Placed {
+				ended = true // nothing ran
+			}
+			stopped := !prev.StopAsked.IsZero() && !prev.StopAsked.After(next.Submitted.Add(PolicySlack))
+			switch {
+			case j.Policy == PolicyForbid && !ended:
+				r.Overlapping = append(r.Overlapping, fmt.Sprintf("%s: child %s made at %s while %s still ran (%s)",
+					j.Name, next.ID, clock(next.Submitted), prev.ID, endedText(prev)))
+			case j.Policy == PolicyReplace && !ended && !stopped:
+				r.Overlapping = append(r.Overlapping, fmt.Sprintf("%s: child %s made at %s before %s was stopped (%s; stop asked %s)",
+					j.Name, next.ID, clock(next.Submitted), prev.ID, endedText(prev), clockOrNever(prev.StopAsked)))
+			}
+		}
+	}
+}
+
+func endedText(c Child) string {
+	if c.TaskEnded.IsZero() {
+		return "not ended when the checker read it"
+	}
+	return "ended " + clock(c.TaskEnded)
+}
+
+func clockOrNever(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return clock(t)
 }
 
 // validate checks a job as the checker takes it (from the workload, or

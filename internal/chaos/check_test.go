@@ -9,16 +9,19 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 )
 
-// base is a clean run: job "a" (allow, catch-up window 15 s) every 5 s
-// and job "b-x" (forbid) every 10 s over one minute, each slot with one
-// child submitted 200 ms after its time, one slot of "b-x" skipped by the
-// forbid policy while its previous child runs, and a fault window.
+// base is a clean run: job "a" (allow, catch-up window 15 s) every 5 s,
+// job "b-x" (forbid) every 10 s and job "c-r" (replace) every 20 s over
+// one minute, each slot with one child submitted 200 ms after its time,
+// one slot of "b-x" skipped by the forbid policy while its previous child
+// runs, "b-x"'s children running 9 s and "c-r"'s until 2 s after they
+// are stopped, as the next is made; and a fault window.
 func base() CheckInput {
 	t0 := time.Unix(1_800_000_000, 0) // divisible by 60
 	in := CheckInput{
 		Jobs: []CheckedJob{
 			{Name: "a", EverySeconds: 5, Policy: PolicyAllow, CatchupWindow: 15 * time.Second, From: t0},
 			{Name: "b-x", EverySeconds: 10, Policy: PolicyForbid, CatchupWindow: 5 * time.Minute, From: t0},
+			{Name: "c-r", EverySeconds: 20, Policy: PolicyReplace, CatchupWindow: 5 * time.Minute, From: t0},
 		},
 		To:         t0.Add(time.Minute),
 		LateBound:  3 * time.Second,
@@ -34,8 +37,16 @@ func base() CheckInput {
 				continue
 			}
 			child := Child{ID: childID(j.Name, s), Token: id, MetaIdentity: id, Submitted: at.Add(200 * time.Millisecond)}
-			if j.Name == "b-x" {
-				child.Ended = at.Add(13 * time.Second) // runs for 12 s
+			switch j.Name {
+			case "b-x":
+				child.Placed, child.TaskEnded, child.Ended = true, at.Add(9*time.Second), at.Add(9500*time.Millisecond)
+			case "c-r":
+				// Stopped as the next is made, it ends a little later.
+				child.Placed, child.StopAsked = true, at.Add(20*time.Second)
+				child.TaskEnded, child.Ended = at.Add(22*time.Second), at.Add(22*time.Second)
+				if s == in.To.Unix() {
+					child.StopAsked, child.TaskEnded, child.Ended = time.Time{}, time.Time{}, time.Time{}
+				}
 			}
 			in.Children = append(in.Children, child)
 			in.Records = append(in.Records, Record{Identity: id, Outcome: "dispatched", ChildID: child.ID, Source: "replica 1"})
@@ -55,7 +66,7 @@ func TestCheckCleanRunPasses(t *testing.T) {
 		r.Print(&b)
 		t.Fatalf("a clean run has violations:\n%s", b.String())
 	}
-	if r.Slots != 12+6 || r.Dispatched != 17 || r.Skips["previous child <child> still running (concurrency forbid)"] != 1 {
+	if r.Slots != 12+6+3 || r.Dispatched != 20 || r.Skips["previous child <child> still running (concurrency forbid)"] != 1 {
 		t.Fatalf("counts: slots %d dispatched %d skips %v", r.Slots, r.Dispatched, r.Skips)
 	}
 	if !strings.HasPrefix(r.Verdict(), "VERDICT: PASS") {
@@ -136,6 +147,18 @@ func TestCheckCatchesPlantedViolations(t *testing.T) {
 			in.Records = append(in.Records, Record{Identity: slot(45), Outcome: "skipped", At: t0.Add(52 * time.Second),
 				Reason: "missed: no leader could launch it within its catch-up window (16s late, window 15s)"})
 		}, func(r *Report) []string { return r.Unjustified }},
+		{"a forbid child made while the one before still ran", func(in *CheckInput) {
+			setChild(in, childID("b-x", t0.Unix()+30), func(c *Child) { c.TaskEnded = t0.Add(41500 * time.Millisecond) })
+		}, func(r *Report) []string { return r.Overlapping }},
+		{"a forbid child made while the one before had not ended at the end", func(in *CheckInput) {
+			setChild(in, childID("b-x", t0.Unix()+50), func(c *Child) { c.TaskEnded = time.Time{} })
+		}, func(r *Report) []string { return r.Overlapping }},
+		{"a replace child made before the one before was stopped", func(in *CheckInput) {
+			setChild(in, childID("c-r", t0.Unix()+20), func(c *Child) { c.StopAsked = time.Time{} })
+		}, func(r *Report) []string { return r.Overlapping }},
+		{"a replace child made before the stop was asked", func(in *CheckInput) {
+			setChild(in, childID("c-r", t0.Unix()+40), func(c *Child) { c.StopAsked = t0.Add(62 * time.Second) })
+		}, func(r *Report) []string { return r.Overlapping }},
 		{"a child for no slot", func(in *CheckInput) {
 			id := Identity("a", t0.Add(12*time.Second))
 			in.Children = append(in.Children, Child{ID: "p/dispatch-" + id + "-1-bbbb", Token: id, MetaIdentity: id, Submitted: t0.Add(12 * time.Second)})
@@ -171,7 +194,7 @@ func TestCheckFaultWindows(t *testing.T) {
 	drop(&in, Identity("a", t0.Add(50*time.Second)))
 	in.Records = append(in.Records, Record{Identity: Identity("a", t0.Add(50*time.Second)), Outcome: "skipped", At: t0.Add(65*time.Second + 500*time.Millisecond),
 		Reason: "missed: no leader could launch it within its catch-up window (15s late, window 15s)"})
-	if r := Check(in); r.Violations() != 0 || r.InWindows != 5 || r.Unknown != 1 {
+	if r := Check(in); r.Violations() != 0 || r.InWindows != 6 || r.Unknown != 1 {
 		var b strings.Builder
 		r.Print(&b)
 		t.Fatalf("violations %d, in windows %d, unknown %d:\n%s", r.Violations(), r.InWindows, r.Unknown, b.String())
@@ -223,6 +246,16 @@ func removeChild(in *CheckInput, id string) {
 	in.Children = cs
 }
 
+func setChild(in *CheckInput, id string, edit func(*Child)) {
+	for i := range in.Children {
+		if in.Children[i].ID == id {
+			edit(&in.Children[i])
+			return
+		}
+	}
+	panic("no child " + id)
+}
+
 func setSubmitted(in *CheckInput, id string, at time.Time) {
 	for i := range in.Children {
 		if in.Children[i].Token == id {
@@ -269,6 +302,29 @@ func TestAllocsEnded(t *testing.T) {
 		{"lost", []*nomadapi.AllocationListStub{alloc("lost", t2)}, t2},
 	} {
 		if got := allocsEnded(tc.allocs); !got.Equal(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestTasksEnded(t *testing.T) {
+	t1, t2 := time.Unix(1_800_000_010, 0), time.Unix(1_800_000_020, 0)
+	alloc := func(status string, finished time.Time) *nomadapi.AllocationListStub {
+		return &nomadapi.AllocationListStub{ClientStatus: status, ModifyTime: finished.Add(time.Minute).UnixNano(),
+			TaskStates: map[string]*nomadapi.TaskState{"t": {FinishedAt: finished}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		allocs []*nomadapi.AllocationListStub
+		want   time.Time
+	}{
+		{"none", nil, time.Time{}},
+		{"one complete", []*nomadapi.AllocationListStub{alloc("complete", t1)}, t1},
+		{"the later of two", []*nomadapi.AllocationListStub{alloc("failed", t2), alloc("complete", t1)}, t2},
+		{"one still running", []*nomadapi.AllocationListStub{alloc("complete", t1), alloc("running", time.Time{})}, time.Time{}},
+		{"lost before its task started", []*nomadapi.AllocationListStub{{ClientStatus: "lost", ModifyTime: t2.UnixNano()}}, t2},
+	} {
+		if got := tasksEnded(tc.allocs); !got.Equal(tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

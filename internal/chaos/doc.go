@@ -6,8 +6,8 @@
 // then an independent checker that proves from Nomad's own job list and
 // paxcron's recorded launches that no slot got two children, every slot
 // got a child or a recorded skip that its job's policy, the faults and
-// Nomad's view justify, and launches were on time outside the fault
-// windows.
+// Nomad's view justify, no forbid or replace job had two children at
+// once, and launches were on time outside the fault windows.
 //
 // The pure parts, the schedule (schedule.go) and the checker (check.go),
 // take no clock and start nothing, so that their tests plant violations

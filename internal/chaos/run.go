@@ -600,6 +600,7 @@ func readChild(ctx context.Context, nc *nomadapi.Client, s *nomadapi.JobListStub
 			return Child{}, fmt.Errorf("chaos: reading child %s's allocations: %w", s.ID, err)
 		}
 		c.Ended = allocsEnded(allocs)
+		c.Placed, c.TaskEnded = len(allocs) > 0, tasksEnded(allocs)
 	}
 	if j.Version != nil && *j.Version > 0 {
 		versions, _, _, err := nc.Jobs().Versions(s.ID, false, q)
@@ -607,8 +608,15 @@ func readChild(ctx context.Context, nc *nomadapi.Client, s *nomadapi.JobListStub
 			return Child{}, fmt.Errorf("chaos: reading child %s's versions: %w", s.ID, err)
 		}
 		for _, v := range versions {
-			if v.SubmitTime != nil && time.Unix(0, *v.SubmitTime).Before(c.Submitted) {
-				c.Submitted = time.Unix(0, *v.SubmitTime)
+			if v.SubmitTime == nil {
+				continue
+			}
+			at := time.Unix(0, *v.SubmitTime)
+			if at.Before(c.Submitted) {
+				c.Submitted = at
+			}
+			if v.Stop != nil && *v.Stop && (c.StopAsked.IsZero() || at.Before(c.StopAsked)) {
+				c.StopAsked = at
 			}
 		}
 	}
@@ -635,4 +643,35 @@ func allocsEnded(allocs []*nomadapi.AllocationListStub) time.Time {
 		}
 	}
 	return ended
+}
+
+// tasksEnded is when the last task of allocs ended, by the task states;
+// zero if there is none or one has not ended. An allocation lost before
+// its task started ended when Nomad last changed it.
+func tasksEnded(allocs []*nomadapi.AllocationListStub) time.Time {
+	var ended time.Time
+	for _, a := range allocs {
+		switch a.ClientStatus {
+		case nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed, nomadapi.AllocClientStatusLost:
+		default:
+			return time.Time{}
+		}
+		if len(a.TaskStates) == 0 {
+			ended = later(ended, time.Unix(0, a.ModifyTime))
+		}
+		for _, ts := range a.TaskStates {
+			if ts.FinishedAt.IsZero() {
+				return time.Time{}
+			}
+			ended = later(ended, ts.FinishedAt)
+		}
+	}
+	return ended
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
