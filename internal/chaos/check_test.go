@@ -283,49 +283,28 @@ func TestCheckClockAheadExcusesAnEarlySkip(t *testing.T) {
 }
 
 func TestAllocsEnded(t *testing.T) {
-	t1, t2 := time.Unix(1_800_000_010, 0), time.Unix(1_800_000_020, 0)
-	alloc := func(status string, modified time.Time) *nomadapi.AllocationListStub {
-		// The task's own end is earlier: an agent down when it ended
-		// reports it later.
+	t1, t2, t3 := time.Unix(1_800_000_010, 0), time.Unix(1_800_000_020, 0), time.Unix(1_800_000_030, 0)
+	// The server learns of a task's end later than it happened: an agent
+	// down when it ended reports it when it is back.
+	alloc := func(status string, finished, modified time.Time) *nomadapi.AllocationListStub {
 		return &nomadapi.AllocationListStub{ClientStatus: status, ModifyTime: modified.UnixNano(),
-			TaskStates: map[string]*nomadapi.TaskState{"t": {FinishedAt: modified.Add(-time.Minute)}}}
-	}
-	for _, tc := range []struct {
-		name   string
-		allocs []*nomadapi.AllocationListStub
-		want   time.Time
-	}{
-		{"none", nil, time.Time{}},
-		{"one complete", []*nomadapi.AllocationListStub{alloc("complete", t1)}, t1},
-		{"the later of two", []*nomadapi.AllocationListStub{alloc("failed", t2), alloc("complete", t1)}, t2},
-		{"one still running", []*nomadapi.AllocationListStub{alloc("complete", t1), alloc("running", t1)}, time.Time{}},
-		{"lost", []*nomadapi.AllocationListStub{alloc("lost", t2)}, t2},
-	} {
-		if got := allocsEnded(tc.allocs); !got.Equal(tc.want) {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestTasksEnded(t *testing.T) {
-	t1, t2 := time.Unix(1_800_000_010, 0), time.Unix(1_800_000_020, 0)
-	alloc := func(status string, finished time.Time) *nomadapi.AllocationListStub {
-		return &nomadapi.AllocationListStub{ClientStatus: status, ModifyTime: finished.Add(time.Minute).UnixNano(),
 			TaskStates: map[string]*nomadapi.TaskState{"t": {FinishedAt: finished}}}
 	}
 	for _, tc := range []struct {
-		name   string
-		allocs []*nomadapi.AllocationListStub
-		want   time.Time
+		name        string
+		allocs      []*nomadapi.AllocationListStub
+		known, task time.Time
 	}{
-		{"none", nil, time.Time{}},
-		{"one complete", []*nomadapi.AllocationListStub{alloc("complete", t1)}, t1},
-		{"the later of two", []*nomadapi.AllocationListStub{alloc("failed", t2), alloc("complete", t1)}, t2},
-		{"one still running", []*nomadapi.AllocationListStub{alloc("complete", t1), alloc("running", time.Time{})}, time.Time{}},
-		{"lost before its task started", []*nomadapi.AllocationListStub{{ClientStatus: "lost", ModifyTime: t2.UnixNano()}}, t2},
+		{"none", nil, time.Time{}, time.Time{}},
+		{"one complete", []*nomadapi.AllocationListStub{alloc("complete", t1, t3)}, t3, t1},
+		{"the later of two", []*nomadapi.AllocationListStub{alloc("failed", t2, t3), alloc("complete", t1, t2)}, t3, t2},
+		{"one still running", []*nomadapi.AllocationListStub{alloc("complete", t1, t2), alloc("running", time.Time{}, t2)}, time.Time{}, time.Time{}},
+		{"lost before its task started", []*nomadapi.AllocationListStub{{ClientStatus: "lost", ModifyTime: t2.UnixNano()}}, t2, t2},
+		{"terminal with a task not ended", []*nomadapi.AllocationListStub{alloc("lost", time.Time{}, t2)}, t2, time.Time{}},
 	} {
-		if got := tasksEnded(tc.allocs); !got.Equal(tc.want) {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		known, task := allocsEnded(tc.allocs)
+		if !known.Equal(tc.known) || !task.Equal(tc.task) {
+			t.Errorf("%s: known %v, tasks %v; want %v, %v", tc.name, known, task, tc.known, tc.task)
 		}
 	}
 }

@@ -599,8 +599,8 @@ func readChild(ctx context.Context, nc *nomadapi.Client, s *nomadapi.JobListStub
 		if err != nil {
 			return Child{}, fmt.Errorf("chaos: reading child %s's allocations: %w", s.ID, err)
 		}
-		c.Ended = allocsEnded(allocs)
-		c.Placed, c.TaskEnded = len(allocs) > 0, tasksEnded(allocs)
+		c.Placed = len(allocs) > 0
+		c.Ended, c.TaskEnded = allocsEnded(allocs)
 	}
 	if j.Version != nil && *j.Version > 0 {
 		versions, _, _, err := nc.Jobs().Versions(s.ID, false, q)
@@ -623,50 +623,39 @@ func readChild(ctx context.Context, nc *nomadapi.Client, s *nomadapi.JobListStub
 	return c, nil
 }
 
-// allocsEnded is when Nomad's server knew the last of allocs had ended:
-// the latest of their last changes (ModifyTime, the server's clock), once
-// every one is terminal; zero if there is none or one is not. Not the
-// tasks' own FinishedAt: a task that ends while its Nomad agent is down
-// is known to the server only once the agent is back (the first chaos
-// run with this check found forbid skips "wrong" by that lag, in a Nomad
-// restart's window), and the launcher asks the server.
-func allocsEnded(allocs []*nomadapi.AllocationListStub) time.Time {
-	var ended time.Time
+// allocsEnded reads when allocs ended, two ways; both zero if there is
+// none or one is not terminal.
+//
+// known is when Nomad's server knew the last had ended: the latest of
+// their last changes (ModifyTime, the server's clock). The launcher asks
+// the server, and a task that ends while its Nomad agent is down is known
+// to the server only once the agent is back (the first chaos run with
+// the forbid check found skips "wrong" by that lag, in a Nomad restart's
+// window). tasks is when the last task ended by the task states (zero if
+// one has not), for the overlap of two children; an allocation lost
+// before its task started ended at its last change.
+func allocsEnded(allocs []*nomadapi.AllocationListStub) (known, tasks time.Time) {
+	tasksDone := true
 	for _, a := range allocs {
 		switch a.ClientStatus {
 		case nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed, nomadapi.AllocClientStatusLost:
 		default:
-			return time.Time{}
+			return time.Time{}, time.Time{}
 		}
-		if t := time.Unix(0, a.ModifyTime); t.After(ended) {
-			ended = t
-		}
-	}
-	return ended
-}
-
-// tasksEnded is when the last task of allocs ended, by the task states;
-// zero if there is none or one has not ended. An allocation lost before
-// its task started ended when Nomad last changed it.
-func tasksEnded(allocs []*nomadapi.AllocationListStub) time.Time {
-	var ended time.Time
-	for _, a := range allocs {
-		switch a.ClientStatus {
-		case nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed, nomadapi.AllocClientStatusLost:
-		default:
-			return time.Time{}
-		}
+		changed := time.Unix(0, a.ModifyTime)
+		known = later(known, changed)
 		if len(a.TaskStates) == 0 {
-			ended = later(ended, time.Unix(0, a.ModifyTime))
+			tasks = later(tasks, changed)
 		}
 		for _, ts := range a.TaskStates {
-			if ts.FinishedAt.IsZero() {
-				return time.Time{}
-			}
-			ended = later(ended, ts.FinishedAt)
+			tasksDone = tasksDone && !ts.FinishedAt.IsZero()
+			tasks = later(tasks, ts.FinishedAt)
 		}
 	}
-	return ended
+	if !tasksDone {
+		tasks = time.Time{}
+	}
+	return known, tasks
 }
 
 func later(a, b time.Time) time.Time {
