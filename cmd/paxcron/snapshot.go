@@ -167,6 +167,11 @@ what happened after it is lost, and launches due since are launched again
 under their identities, so Nomad's idempotency tokens keep them from
 running twice (within its job_gc_threshold).
 
+Not for one lost disk while the other replicas run: start that replica
+on an empty data folder instead, and it rejoins from its peers. Restored
+beside running peers it would vote without the promises it had made,
+which can undo a launch already chosen.
+
 The snapshot comes from a file ("snapshot save") or from the backups at
 -backup, checked against its checksum: the newest; with -skip-corrupt,
 the newest that verifies (it names those it skips); or the one chosen
