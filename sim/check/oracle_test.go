@@ -1,6 +1,9 @@
 package check
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +80,67 @@ func TestOracleRefuses(t *testing.T) {
 		if _, err := NewOracle(expr, "j", ""); err == nil {
 			t.Errorf("%q: read", expr)
 		}
+	}
+}
+
+// Random expressions of the forms the oracle reads, in zones with and
+// without daylight saving time, from random instants near a change: the
+// oracle and cron/schedule agree launch by launch.
+func TestOracleAgreesOnRandomExpressions(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	menus := [][]string{
+		{"*", "0", "30", "*/15", "*/7", "5,35", "0-10/5", "?", "59", "10/20", "1-3"},
+		{"*", "*/2", "0", "1-3", "?", "*/10", "15,45", "59"},
+		{"*", "*", "1", "2", "3", "1-3", "*/2", "0,2", "?", "1,2", "2-4/2"},
+		{"*", "*", "1", "8", "1-10", "*/2", "?"},
+		{"*", "*", "3", "10", "3,4,10,11", "*/2"},
+	}
+	zones := []string{"", "America/New_York", "Australia/Sydney", "Australia/Lord_Howe", "Europe/London"}
+	changes := []time.Time{
+		time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC), time.Date(2026, 11, 1, 6, 0, 0, 0, time.UTC),
+		time.Date(2026, 4, 4, 16, 0, 0, 0, time.UTC), time.Date(2026, 10, 3, 16, 0, 0, 0, time.UTC),
+		time.Date(2026, 4, 4, 15, 0, 0, 0, time.UTC), time.Date(2026, 10, 3, 15, 30, 0, 0, time.UTC),
+		time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC), time.Date(2026, 10, 25, 1, 0, 0, 0, time.UTC),
+	}
+	compared, launches := 0, 0
+	for i := 0; i < 300; i++ {
+		fields := make([]string, 0, 6)
+		for _, m := range menus {
+			fields = append(fields, m[r.IntN(len(m))])
+		}
+		expr := strings.Join(append(fields, "*"), " ")
+		zone := zones[r.IntN(len(zones))]
+		job := fmt.Sprintf("job%d", i)
+		s, err := schedule.Parse(expr, schedule.Options{JobName: job, TimeZone: zone})
+		if err != nil {
+			continue // e.g. a day or month no instant near the changes has
+		}
+		o, err := NewOracle(expr, job, zone)
+		if err != nil {
+			t.Fatalf("%q: %v", expr, err)
+		}
+		compared++
+		change := changes[r.IntN(len(changes))]
+		from := change.Add(-time.Duration(r.IntN(3*3600)) * time.Second)
+		end := from.Add(4 * time.Hour)
+		for n := 0; n < 200; n++ {
+			want, ok := s.Next(from)
+			got, err := o.Next(from, end)
+			if !ok || want.After(end) {
+				if err == nil {
+					t.Fatalf("%q in %q (%s) after %s: the oracle says %s, the schedule none by %s", expr, zone, job, from.UTC(), got.UTC(), end.UTC())
+				}
+				break
+			}
+			if err != nil || !got.Equal(want) {
+				t.Fatalf("%q in %q (%s) after %s: the oracle says %s (%v), the schedule %s", expr, zone, job, from.UTC(), got.UTC(), err, want.UTC())
+			}
+			from = got
+			launches++
+		}
+	}
+	t.Logf("%d expressions compared, %d launches", compared, launches)
+	if compared < 250 || launches < 1500 {
+		t.Fatalf("only %d expressions and %d launches compared", compared, launches)
 	}
 }
