@@ -161,7 +161,10 @@ const (
 	phaseLookup phase = iota + 1
 	// phaseDecide: about to dispatch; check the job, window and policy.
 	phaseDecide
-	// phaseRunning: the forbid policy asks whether the last child runs.
+	// phaseLookupUnknown: the forbid or replace policy looks up a launch
+	// of the job concluded unknown, whose child may run unrecorded.
+	phaseLookupUnknown
+	// phaseRunning: the forbid policy asks whether a previous child runs.
 	phaseRunning
 	// phaseStop: the replace policy stops the last child.
 	phaseStop
@@ -192,10 +195,18 @@ type task struct {
 	mayHaveRun bool
 	sentAt     time.Time // when the last call was sent
 	lastErr    string
-	// lastChild is the child the forbid or replace policy acts on, and
-	// where it was dispatched.
-	lastChild state.Child
-	finish    state.LaunchFinished
+	// previous lists the children the forbid or replace policy acts on,
+	// each with where it was dispatched: the job's last child recorded
+	// dispatched, then those found for its launches concluded unknown.
+	// The calls are about previous[0].
+	previous []state.Child
+	// unknown lists the job's launches concluded unknown still to look
+	// up (the calls are about unknown[0]), at unknownTarget, the job's
+	// target when the policy was decided; policy is that policy.
+	unknown       []state.UnknownLaunch
+	unknownTarget state.Target
+	policy        state.Concurrency
+	finish        state.LaunchFinished
 	// proposedAt is when finish (phaseFinish) was last proposed; zero
 	// when it still has to be.
 	proposedAt time.Time
@@ -898,10 +909,12 @@ func (l *Launcher) advance(t *task) {
 		l.call(t, OpLookup, target(t.launch.Target), "")
 	case phaseDecide:
 		l.decide(t)
+	case phaseLookupUnknown:
+		l.call(t, OpLookup, target(t.unknownTarget), "")
 	case phaseRunning:
-		l.call(t, OpRunning, target(t.lastChild.Target), t.lastChild.ID)
+		l.call(t, OpRunning, target(t.previous[0].Target), t.previous[0].ID)
 	case phaseStop:
-		l.call(t, OpStop, target(t.lastChild.Target), t.lastChild.ID)
+		l.call(t, OpStop, target(t.previous[0].Target), t.previous[0].ID)
 	case phaseDispatch:
 		info, ok := l.m.Info(t.launch.Job)
 		if !l.sameJob(t, info, ok) {
@@ -953,16 +966,47 @@ func (l *Launcher) decide(t *task) {
 		l.delay(t, phaseDecide, l.cfg.RetryAfter)
 		return
 	}
-	t.lastChild = info.LastChild
-	switch {
-	case t.lastChild.ID == "":
-		t.phase = phaseDispatch
-	case info.Spec.Concurrency == state.ConcurrencyForbid:
-		t.phase = phaseRunning
-	default:
-		t.phase = phaseStop
+	t.policy, t.previous, t.unknown, t.unknownTarget = info.Spec.Concurrency, nil, nil, info.Spec.Target()
+	if info.LastChild.ID != "" {
+		t.previous = append(t.previous, info.LastChild)
 	}
+	for _, u := range info.Unknown {
+		if u.Identity != t.launch.Identity {
+			t.unknown = append(t.unknown, u)
+		}
+	}
+	l.nextPolicyStep(t)
+}
+
+// nextPolicyStep moves t on through its policy now.
+func (l *Launcher) nextPolicyStep(t *task) {
+	l.policyPhase(t)
 	l.advance(t)
+}
+
+// queueNextPolicyStep moves t on through its policy at the next step (a
+// result came in: calls are made while stepping).
+func (l *Launcher) queueNextPolicyStep(t *task) {
+	l.policyPhase(t)
+	l.queue = append(l.queue, t)
+}
+
+// policyPhase is t's next phase in its policy: the unknown launches
+// looked up, then each previous child asked about (forbid) or stopped
+// (replace), then the dispatch.
+func (l *Launcher) policyPhase(t *task) {
+	switch {
+	case len(t.unknown) > 0:
+		t.phase = phaseLookupUnknown
+	case len(t.previous) == 0:
+		t.phase = phaseDispatch
+	case t.policy == state.ConcurrencyForbid:
+		t.phase = phaseRunning
+	case t.policy == state.ConcurrencyReplace:
+		t.phase = phaseStop
+	default:
+		panic(fmt.Sprintf("launcher: launch %s: a policy step under concurrency %q", t.launch.Identity, t.policy))
+	}
 }
 
 // sameJob reports whether the job info (ok: it exists) is the one t's
@@ -995,10 +1039,15 @@ func (l *Launcher) call(t *task, op Op, spec state.JobSpec, child string) {
 		l.mem.calls[t.call] = t.launch.Identity
 	}
 	l.stats.Calls[op]++
-	l.cfg.Dispatcher.Submit(Request{
+	req := Request{
 		ID: t.call, Op: op, Job: t.launch.Job, ScheduledAt: t.launch.ScheduledAt, Identity: t.launch.Identity,
 		Spec: spec, ChildID: child, Deadline: l.lead.LeaseUntil,
-	})
+	}
+	if t.phase == phaseLookupUnknown {
+		// About another launch of the job: its child, by its token.
+		req.ScheduledAt, req.Identity = t.unknown[0].ScheduledAt, t.unknown[0].Identity
+	}
+	l.cfg.Dispatcher.Submit(req)
 }
 
 // Done hands the launcher a Dispatcher's Result. Call Step after it.
@@ -1017,23 +1066,34 @@ func (l *Launcher) Done(r Result) {
 	switch t.phase {
 	case phaseLookup:
 		l.lookedUp(t, r)
+	case phaseLookupUnknown:
+		u := t.unknown[0]
+		switch {
+		case r.Err != nil:
+			l.retryOrConclude(t, phaseLookupUnknown, r.Err, state.OutcomeFailed, "could not look up launch "+u.Identity+" (outcome unknown) for the concurrency policy")
+			return
+		case r.Found && !slices.ContainsFunc(t.previous, func(c state.Child) bool { return c.ID == r.ChildID }):
+			t.previous = append(t.previous, state.Child{ID: r.ChildID, Target: t.unknownTarget})
+		}
+		t.unknown = t.unknown[1:]
+		l.queueNextPolicyStep(t)
 	case phaseRunning:
 		switch {
 		case r.Err != nil:
-			l.retryOrConclude(t, phaseRunning, r.Err, state.OutcomeFailed, "could not tell whether the previous child "+t.lastChild.ID+" still runs")
+			l.retryOrConclude(t, phaseRunning, r.Err, state.OutcomeFailed, "could not tell whether the previous child "+t.previous[0].ID+" still runs")
 		case r.Found:
-			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: fmt.Sprintf("previous child %s still running (concurrency forbid)", t.lastChild.ID)})
+			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: fmt.Sprintf("previous child %s still running (concurrency forbid)", t.previous[0].ID)})
 		default:
-			t.phase = phaseDispatch
-			l.queue = append(l.queue, t)
+			t.previous = t.previous[1:]
+			l.queueNextPolicyStep(t)
 		}
 	case phaseStop:
 		if r.Err != nil {
-			l.retryOrConclude(t, phaseStop, r.Err, state.OutcomeFailed, "could not stop the previous child "+t.lastChild.ID+" (concurrency replace)")
+			l.retryOrConclude(t, phaseStop, r.Err, state.OutcomeFailed, "could not stop the previous child "+t.previous[0].ID+" (concurrency replace)")
 			return
 		}
-		t.phase = phaseDispatch
-		l.queue = append(l.queue, t)
+		t.previous = t.previous[1:]
+		l.queueNextPolicyStep(t)
 	case phaseDispatch:
 		switch {
 		case r.Err == nil:

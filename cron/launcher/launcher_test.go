@@ -1019,3 +1019,71 @@ func TestLeadershipServes(t *testing.T) {
 		}
 	}
 }
+
+// TestPoliciesLookUpLaunchesConcludedUnknown: a launch concluded unknown
+// may have a child the state never learnt of. Found in the simulator: a
+// forbid job ran two children at once, the next slot having asked only
+// about the last child recorded dispatched. The forbid and replace
+// policies now look such launches up and act on the children found.
+func TestPoliciesLookUpLaunchesConcludedUnknown(t *testing.T) {
+	const childA, childB = "batch/dispatch-a-1772366460-1772366460-aaaaaaaa", "batch/dispatch-a-1772366520-1772366521-bbbbbbbb"
+	s1, s2, s3 := t0.Add(time.Minute), t0.Add(2*time.Minute), t0.Add(3*time.Minute)
+	history := func(h *harness, policy state.Concurrency) {
+		spec := job("@every 1m")
+		spec.Concurrency = policy
+		h.apply(putJob("a", spec),
+			state.LaunchStarted{Job: "a", ScheduledAt: s1, Identity: state.Identity("a", s1), SpecVersion: 1, At: s1},
+			state.LaunchFinished{Job: "a", ScheduledAt: s1, Outcome: state.Outcome{Kind: state.OutcomeDispatched, ChildID: childA}},
+			state.LaunchStarted{Job: "a", ScheduledAt: s2, Identity: state.Identity("a", s2), SpecVersion: 1, At: s2},
+			state.LaunchFinished{Job: "a", ScheduledAt: s2, Outcome: state.Outcome{Kind: state.OutcomeUnknown, Reason: "could not look the launch up in Nomad: down"}})
+		h.lease(1, 10*time.Second)
+		h.at(s3)
+		h.commit()
+		if req := h.wantRequest(OpLookup, "a-1772366520"); req.Spec.NomadJob != spec.NomadJob {
+			t.Fatalf("looked up in %q, want the job's %q", req.Spec.NomadJob, spec.NomadJob)
+		}
+	}
+	t.Run("forbid", func(t *testing.T) {
+		h := newHarness(t, nil)
+		history(h, state.ConcurrencyForbid)
+		h.answer(Result{Found: true, ChildID: childB}) // the lookup of a-1772366520
+		h.commit()
+		req := h.wantRequest(OpRunning, "a-1772366580")
+		if req.ChildID != childA {
+			t.Fatalf("asked about %s first, want the last child recorded, %s", req.ChildID, childA)
+		}
+		h.answer(Result{Found: false})
+		h.commit()
+		if req := h.wantRequest(OpRunning, "a-1772366580"); req.ChildID != childB {
+			t.Fatalf("asked about %s, want the unknown launch's child %s", req.ChildID, childB)
+		}
+		h.answer(Result{Found: true})
+		h.wantProposed("finished a-1772366580 skipped previous child " + childB + " still running (concurrency forbid)")
+	})
+	t.Run("replace", func(t *testing.T) {
+		h := newHarness(t, nil)
+		history(h, state.ConcurrencyReplace)
+		h.answer(Result{Found: true, ChildID: childB})
+		h.commit()
+		for _, child := range []string{childA, childB} {
+			if req := h.wantRequest(OpStop, "a-1772366580"); req.ChildID != child {
+				t.Fatalf("stopped %s, want %s", req.ChildID, child)
+			}
+			h.answer(Result{})
+			h.commit()
+		}
+		h.wantRequest(OpDispatch, "a-1772366580")
+	})
+	t.Run("nothing found", func(t *testing.T) {
+		h := newHarness(t, nil)
+		history(h, state.ConcurrencyForbid)
+		h.answer(Result{Found: false})
+		h.commit()
+		if req := h.wantRequest(OpRunning, "a-1772366580"); req.ChildID != childA {
+			t.Fatalf("asked about %s, want %s", req.ChildID, childA)
+		}
+		h.answer(Result{Found: false})
+		h.commit()
+		h.wantRequest(OpDispatch, "a-1772366580")
+	})
+}

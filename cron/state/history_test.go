@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -199,6 +200,46 @@ func TestLastChildOutlivesTheHistory(t *testing.T) {
 		if info, _ := mm.Info("j"); info.LastChild != want {
 			t.Fatalf("last child %+v, want %+v", info.LastChild, want)
 		}
+	}
+}
+
+// TestInfoListsUnknownLaunches: a launch concluded unknown may have a
+// child the state never learnt of; Info lists those still in the history,
+// of this incarnation only, for the forbid and replace policies to look
+// up (found in the simulator: a forbid job ran two children at once).
+func TestInfoListsUnknownLaunches(t *testing.T) {
+	m := New()
+	apply := applier(t, m)
+	s := spec("* * * * *")
+	s.Concurrency = ConcurrencyForbid
+	apply(PutJob{Name: "j", Spec: s, At: t0})
+	var ats []time.Time
+	launch := func(o Outcome) {
+		j := mustJob(t, m, "j")
+		ats = append(ats, j.NextAt)
+		apply(LaunchStarted{Job: "j", ScheduledAt: j.NextAt, Identity: Identity("j", j.NextAt), SpecVersion: j.Version, At: j.NextAt})
+		apply(LaunchFinished{Job: "j", ScheduledAt: j.NextAt, Outcome: o})
+	}
+	unknown := Outcome{Kind: OutcomeUnknown, Reason: "could not look the launch up in Nomad"}
+	launch(unknown)
+	launch(Outcome{Kind: OutcomeDispatched, ChildID: "batch/dispatch-j-1-1-00000001"})
+	launch(unknown)
+	launch(Outcome{Kind: OutcomeSkipped, Reason: "job paused"})
+	want := []UnknownLaunch{
+		{Identity: Identity("j", ats[0]), ScheduledAt: ats[0], Kind: LaunchScheduled},
+		{Identity: Identity("j", ats[2]), ScheduledAt: ats[2], Kind: LaunchScheduled},
+	}
+	for _, mm := range []*Machine{m, restored(t, m)} {
+		if info, _ := mm.Info("j"); !slices.Equal(info.Unknown, want) {
+			t.Fatalf("unknown launches %+v, want %+v", info.Unknown, want)
+		}
+	}
+	// They leave with the history.
+	for range HistoryLen {
+		launch(Outcome{Kind: OutcomeSkipped, Reason: "job paused"})
+	}
+	if info, _ := m.Info("j"); len(info.Unknown) != 0 {
+		t.Fatalf("unknown launches %+v after the history moved on", info.Unknown)
 	}
 }
 

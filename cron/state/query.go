@@ -192,6 +192,12 @@ type JobInfo struct {
 	// dispatched, with where it was dispatched (its ID empty if none):
 	// the child the forbid and replace policies look at.
 	LastChild Child
+	// Unknown lists the launches of this job (this incarnation) in its
+	// history that concluded unknown, oldest first: each may have a child
+	// in Nomad that the state never learnt of, and that the forbid and
+	// replace policies must look up and act on as well (found in the
+	// simulator: a forbid job ran two children at once after one).
+	Unknown []UnknownLaunch
 	// FirstOpened is the identity of the job's open launch opened first
 	// (the earliest scheduled of those opened together), "" if none: the
 	// forbid and replace policies decide launches in the order they were
@@ -200,6 +206,14 @@ type JobInfo struct {
 	// Content is ContentHash(Spec): an open launch whose Content differs
 	// started under other content and must not be dispatched with this.
 	Content uint64
+}
+
+// UnknownLaunch is a launch concluded unknown: its identity is the token
+// its child, if any, carries in Nomad.
+type UnknownLaunch struct {
+	Identity    string
+	ScheduledAt time.Time
+	Kind        LaunchKind
 }
 
 // Info returns what the launcher needs of the named job, without copying
@@ -211,6 +225,13 @@ func (m *Machine) Info(name string) (JobInfo, bool) {
 	}
 	info := JobInfo{Spec: j.spec(), Version: j.Version, CreatedVersion: j.CreatedVersion, Paused: j.Paused, NextAt: j.NextAt, Content: j.content()}
 	info.LastChild = j.lastChild
+	j.hist.each(func(e *histEntry) bool {
+		if e.outcome == OutcomeUnknown && e.specVersion >= j.CreatedVersion {
+			at := time.Unix(e.scheduled, 0).UTC()
+			info.Unknown = append(info.Unknown, UnknownLaunch{Identity: LaunchIdentity(name, at, e.kind), ScheduledAt: at, Kind: e.kind})
+		}
+		return true
+	})
 	// j.Open is in scheduled order: the first opened is the one of the
 	// lowest slot, the earliest scheduled among those.
 	first := -1

@@ -269,7 +269,7 @@ func (r *Report) checkPolicies(jobs []CheckedJob, byToken map[string][]Child) {
 		if !ok || len(cs) != 1 {
 			continue // not a slot, or doubled: reported as such
 		}
-		byJob[name] = append(byJob[name], slotChild{at: at, Child: cs[0]})
+		byJob[name] = append(byJob[name], slotChild{job: name, at: at, Child: cs[0]})
 	}
 	for _, j := range jobs {
 		if j.Policy == PolicyAllow {
@@ -370,6 +370,11 @@ func judgeSkip(in CheckInput, j CheckedJob, at time.Time, rec Record, last lastC
 	}
 	named := m[1]
 	prev, ok := last.before(j.Name, at)
+	if u, found := last.ofUnknown[named]; found && u.job == j.Name && u.at.Before(at) {
+		// The policy also acts on the children of launches concluded
+		// unknown, which it looks up.
+		prev, ok = u.Child, true
+	}
 	ahead := time.Duration(0)
 	if w != nil {
 		ahead = w.Ahead
@@ -380,7 +385,7 @@ func judgeSkip(in CheckInput, j CheckedJob, at time.Time, rec Record, last lastC
 	case !ok:
 		return fmt.Sprintf("Nomad has no child the job dispatched before the slot; the reason names %s", named)
 	case prev.ID != named:
-		return fmt.Sprintf("the job's last child before the slot is %s (%s)", prev.ID, prev.Token)
+		return fmt.Sprintf("the job's last child before the slot is %s (%s), and %s is no child of a launch recorded unknown", prev.ID, prev.Token, named)
 	case !prev.Ended.IsZero() && prev.Ended.Add(ForbidSlack+ahead).Before(at):
 		return fmt.Sprintf("Nomad knew %s had ended at %s, more than %v before the slot", named, clock(prev.Ended), ForbidSlack+ahead)
 	}
@@ -390,24 +395,34 @@ func judgeSkip(in CheckInput, j CheckedJob, at time.Time, rec Record, last lastC
 func clock(t time.Time) string { return t.UTC().Format("15:04:05.000") }
 
 // lastChildren holds, per job, its children recorded dispatched, in slot
-// order: the forbid policy acts on the last of them.
-type lastChildren map[string][]slotChild
+// order: the forbid policy acts on the last of them, and on the children
+// of launches recorded unknown (ofUnknown, by child ID), which it looks
+// up.
+type lastChildren struct {
+	dispatched map[string][]slotChild
+	ofUnknown  map[string]slotChild
+}
 
 type slotChild struct {
-	at time.Time
+	job string
+	at  time.Time
 	Child
 }
 
 func dispatchedChildren(children []Child, records map[string]Record) lastChildren {
-	out := lastChildren{}
+	out := lastChildren{dispatched: map[string][]slotChild{}, ofUnknown: map[string]slotChild{}}
 	for _, c := range children {
 		name, at, ok := SplitIdentity(c.Token)
-		if rec := records[c.Token]; !ok || rec.Outcome != "dispatched" || rec.ChildID != c.ID {
-			continue
+		rec := records[c.Token]
+		switch {
+		case !ok:
+		case rec.Outcome == "dispatched" && rec.ChildID == c.ID:
+			out.dispatched[name] = append(out.dispatched[name], slotChild{job: name, at: at, Child: c})
+		case rec.Outcome == "unknown":
+			out.ofUnknown[c.ID] = slotChild{job: name, at: at, Child: c}
 		}
-		out[name] = append(out[name], slotChild{at: at, Child: c})
 	}
-	for _, cs := range out {
+	for _, cs := range out.dispatched {
 		slices.SortFunc(cs, func(a, b slotChild) int { return a.at.Compare(b.at) })
 	}
 	return out
@@ -415,7 +430,7 @@ func dispatchedChildren(children []Child, records map[string]Record) lastChildre
 
 // before is job's last child recorded dispatched for a slot before at.
 func (l lastChildren) before(job string, at time.Time) (Child, bool) {
-	cs := l[job]
+	cs := l.dispatched[job]
 	i, _ := slices.BinarySearchFunc(cs, at, func(c slotChild, t time.Time) int { return c.at.Compare(t) })
 	if i == 0 {
 		return Child{}, false

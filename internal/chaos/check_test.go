@@ -308,3 +308,33 @@ func TestAllocsEnded(t *testing.T) {
 		}
 	}
 }
+
+// The forbid policy also acts on the child of a launch recorded unknown
+// (it looks such launches up): a skip naming that child is justified.
+func TestCheckForbidSkipNamingTheChildOfAnUnknownLaunch(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	in := base()
+	s30, s40 := Identity("b-x", t0.Add(30*time.Second)), Identity("b-x", t0.Add(40*time.Second))
+	for i, rec := range in.Records {
+		if rec.Identity == s30 {
+			in.Records[i] = Record{Identity: s30, Outcome: "unknown", Reason: "could not look the launch up in Nomad: timeout", Source: rec.Source}
+		}
+	}
+	drop(&in, s40)
+	in.Records = append(in.Records, Record{Identity: s40, Outcome: "skipped", Reason: "previous child " + childID("b-x", t0.Unix()+30) + " still running (concurrency forbid)"})
+	if r := Check(in); r.Violations() != 0 {
+		var b strings.Builder
+		r.Print(&b)
+		t.Fatalf("a skip naming the unknown launch's child:\n%s", b.String())
+	}
+	// The same skip, the launch recorded dispatched to another child: not
+	// the last child, and no unknown launch's.
+	for i, rec := range in.Records {
+		if rec.Identity == s30 {
+			in.Records[i] = Record{Identity: s30, Outcome: "dispatched", ChildID: "p/other", Source: rec.Source}
+		}
+	}
+	if r := Check(in); len(r.Unjustified) != 1 {
+		t.Fatalf("unjustified %v, want the skip", r.Unjustified)
+	}
+}

@@ -111,12 +111,16 @@ const (
 	// reasonRetriesOut: failed, the dispatch kept failing until the
 	// launch's time was up.
 	reasonRetriesOut
+	// reasonUnknownLookupFailed: failed, the forbid or replace policy
+	// could not look up a launch of the job concluded unknown.
+	reasonUnknownLookupFailed
 )
 
 var reasonNames = map[reasonClass]string{
 	reasonPaused: "paused", reasonDeleted: "deleted", reasonCatchup: "catch-up window", reasonForbid: "concurrency forbid",
 	reasonRefused: "refused by Nomad", reasonRunningUnknown: "forbid without an answer", reasonStopFailed: "replace without a stop",
 	reasonDeletedAfterFailure: "deleted after a failed dispatch", reasonRetriesOut: "retries ran out",
+	reasonUnknownLookupFailed: "policy without a look-up of an unknown launch",
 }
 
 func (r reasonClass) String() string { return reasonNames[r] }
@@ -125,6 +129,7 @@ func (r reasonClass) String() string { return reasonNames[r] }
 type reason struct {
 	class  reasonClass
 	child  string        // the previous child it names (forbid, replace)
+	launch string        // the unknown launch it names (its look-up failed)
 	window time.Duration // the catch-up window it names
 }
 
@@ -146,6 +151,7 @@ var reasonTexts = []struct {
 	{state.OutcomeFailed, reasonStopFailed, regexp.MustCompile(`^could not stop the previous child (?P<child>\S+) \(concurrency replace\): `)},
 	{state.OutcomeFailed, reasonDeletedAfterFailure, regexp.MustCompile(`^dispatch failed \(.*\) and the job was deleted since$`)},
 	{state.OutcomeFailed, reasonRetriesOut, regexp.MustCompile(`^dispatch failed \d+ times, last: `)},
+	{state.OutcomeFailed, reasonUnknownLookupFailed, regexp.MustCompile(`^could not look up launch (?P<launch>\S+) \(outcome unknown\) for the concurrency policy: `)},
 }
 
 // classify reads the reason of a skipped or failed outcome. A text that
@@ -160,6 +166,9 @@ func classify(o state.Outcome) (reason, error) {
 		r := reason{class: t.class}
 		if i := t.re.SubexpIndex("child"); i > 0 {
 			r.child = m[i]
+		}
+		if i := t.re.SubexpIndex("launch"); i > 0 {
+			r.launch = m[i]
 		}
 		if i := t.re.SubexpIndex("window"); i > 0 {
 			w, err := time.ParseDuration(m[i])
@@ -345,8 +354,9 @@ func (c *Cron) justify(id string, l *cronLaunch, slot uint64, now time.Time, o s
 		switch {
 		case l.force:
 			why = "the launch was forced past the policy"
-		case !mine(func(e jobEra) bool { return e.policy == policy && e.lastChild == r.child }):
-			why = fmt.Sprintf("the job never had policy %s with last child %s", policy, r.child)
+		case !mine(func(e jobEra) bool { return e.policy == policy && e.lastChild == r.child }) &&
+			!(mine(func(e jobEra) bool { return e.policy == policy }) && c.childOfUnknown(l, r.child)):
+			why = fmt.Sprintf("the job never had policy %s with last child %s, nor is it the child of a launch of the job concluded unknown", policy, r.child)
 		case r.class == reasonForbid:
 			why = c.stillRunning(r.child, loAt, now)
 		}
@@ -356,6 +366,20 @@ func (c *Cron) justify(id string, l *cronLaunch, slot uint64, now time.Time, o s
 		}
 	case reasonRetriesOut:
 		// Nomad's errors: judged by health alone (Final).
+	case reasonUnknownLookupFailed:
+		// Nomad's errors, judged by health alone, about a launch that
+		// did conclude unknown, under a policy that looks it up.
+		u := c.launches[r.launch]
+		switch {
+		case l.force:
+			why = "the launch was forced past the policy"
+		case !mine(func(e jobEra) bool {
+			return e.policy == state.ConcurrencyForbid || e.policy == state.ConcurrencyReplace
+		}):
+			why = "the job's policy was never forbid or replace"
+		case u == nil || u.job != l.job || u.inc != l.inc || !u.finished || u.outcome.Kind != state.OutcomeUnknown:
+			why = fmt.Sprintf("%s is no launch of the job concluded unknown", r.launch)
+		}
 	}
 	if why != "" {
 		return violation(InvNoSilentSkip, "launch %s was %s at slot %d for %q (%s), but %s (the checker's view from slot %d)",
@@ -363,6 +387,18 @@ func (c *Cron) justify(id string, l *cronLaunch, slot uint64, now time.Time, o s
 	}
 	c.counts.Justified[r.class.String()]++
 	return nil
+}
+
+// childOfUnknown reports whether Nomad's child is that of a launch of l's
+// job incarnation concluded unknown: the forbid and replace policies look
+// those up and act on the children found.
+func (c *Cron) childOfUnknown(l *cronLaunch, child string) bool {
+	ch, ok := c.cfg.Nomad.Child(child)
+	if !ok {
+		return false
+	}
+	u := c.launches[ch.Token]
+	return u != nil && u.job == l.job && u.inc == l.inc && u.finished && u.outcome.Kind == state.OutcomeUnknown
 }
 
 // stillRunning says why Nomad could not have answered that child ran at

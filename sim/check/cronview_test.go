@@ -1,6 +1,7 @@
 package check
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -280,4 +281,44 @@ func TestCronPausedBeforeThePreviousStart(t *testing.T) {
 	// The first launch's start may have been decided while it was paused.
 	wantOK(t, c.Finished(7, sec(3), skip(sec(1))))
 	wantViolation(t, c.Finished(8, sec(3), skip(sec(2))), InvNoSilentSkip, "a-", "was not paused", "view from slot 5")
+}
+
+// The forbid and replace policies act on the children of launches
+// concluded unknown too: a skip naming one is justified, a skip naming a
+// child of no such launch is not, and a failed look-up of an unknown
+// launch must name one.
+func TestCronJustifiesTheChildOfAnUnknownLaunch(t *testing.T) {
+	unknownID := state.LaunchIdentity("a", sec(1), state.LaunchScheduled)
+	run := func(o state.Outcome, x0Token string) error {
+		t.Helper()
+		x0 := NomadChild{ID: "x0", Token: x0Token, CreatedAt: sec(1), FinishedAt: sec(9)}
+		c := NewCron(CronConfig{Nomad: &fakeNomad{children: map[string]NomadChild{"x0": x0}}})
+		j := cronJob("a", "* * * * * *", 1)
+		j.Spec.Concurrency = state.ConcurrencyForbid
+		put(t, c, 1, j)
+		wantOK(t, c.Applied(2, sec(0), state.Takeover{Term: state.Term{Round: 1, Replica: 1}}, state.Job{}))
+		wantOK(t, c.Started(3, sec(1), startCmd("a", sec(1)), j))
+		f := finishCmd("a", sec(1), state.Outcome{Kind: state.OutcomeUnknown, Reason: "could not look the launch up in Nomad: down"})
+		f.Term = c.term
+		wantOK(t, c.Finished(4, sec(1), f))
+		wantOK(t, c.Started(5, sec(2), startCmd("a", sec(2)), j))
+		f = finishCmd("a", sec(2), o)
+		f.Term = c.term
+		return c.Finished(6, sec(3), f)
+	}
+	skip := state.Outcome{Kind: state.OutcomeSkipped, Reason: "previous child x0 still running (concurrency forbid)"}
+	if err := run(skip, unknownID); err != nil {
+		t.Fatalf("a skip naming the unknown launch's child: %v", err)
+	}
+	if err := run(skip, "a-other"); err == nil || !strings.Contains(err.Error(), "nor is it the child of a launch of the job concluded unknown") {
+		t.Fatalf("a skip naming a child of no launch of the job: %v", err)
+	}
+	failed := state.Outcome{Kind: state.OutcomeFailed, Reason: "could not look up launch " + unknownID + " (outcome unknown) for the concurrency policy: timeout"}
+	if err := run(failed, unknownID); err != nil {
+		t.Fatalf("a failed look-up of the unknown launch: %v", err)
+	}
+	failed.Reason = "could not look up launch a-1 (outcome unknown) for the concurrency policy: timeout"
+	if err := run(failed, unknownID); err == nil || !strings.Contains(err.Error(), "no launch of the job concluded unknown") {
+		t.Fatalf("a failed look-up of no unknown launch: %v", err)
+	}
 }
