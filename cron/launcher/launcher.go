@@ -970,7 +970,7 @@ func (l *Launcher) decide(t *task) {
 	if info.LastChild.ID != "" {
 		t.previous = append(t.previous, info.LastChild)
 	}
-	for _, u := range info.Unknown {
+	for _, u := range l.m.Unknown(t.launch.Job) {
 		if u.Identity != t.launch.Identity {
 			t.unknown = append(t.unknown, u)
 		}

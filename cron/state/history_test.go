@@ -203,11 +203,11 @@ func TestLastChildOutlivesTheHistory(t *testing.T) {
 	}
 }
 
-// TestInfoListsUnknownLaunches: a launch concluded unknown may have a
-// child the state never learnt of; Info lists those still in the history,
+// TestUnknownLaunches: a launch concluded unknown may have a child the
+// state never learnt of; Unknown lists those still in the history,
 // of this incarnation only, for the forbid and replace policies to look
 // up (found in the simulator: a forbid job ran two children at once).
-func TestInfoListsUnknownLaunches(t *testing.T) {
+func TestUnknownLaunches(t *testing.T) {
 	m := New()
 	apply := applier(t, m)
 	s := spec("* * * * *")
@@ -230,16 +230,16 @@ func TestInfoListsUnknownLaunches(t *testing.T) {
 		{Identity: Identity("j", ats[2]), ScheduledAt: ats[2], Kind: LaunchScheduled},
 	}
 	for _, mm := range []*Machine{m, restored(t, m)} {
-		if info, _ := mm.Info("j"); !slices.Equal(info.Unknown, want) {
-			t.Fatalf("unknown launches %+v, want %+v", info.Unknown, want)
+		if got := mm.Unknown("j"); !slices.Equal(got, want) {
+			t.Fatalf("unknown launches %+v, want %+v", got, want)
 		}
 	}
 	// They leave with the history.
 	for range HistoryLen {
 		launch(Outcome{Kind: OutcomeSkipped, Reason: "job paused"})
 	}
-	if info, _ := m.Info("j"); len(info.Unknown) != 0 {
-		t.Fatalf("unknown launches %+v after the history moved on", info.Unknown)
+	if got := m.Unknown("j"); len(got) != 0 {
+		t.Fatalf("unknown launches %+v after the history moved on", got)
 	}
 }
 

@@ -192,12 +192,6 @@ type JobInfo struct {
 	// dispatched, with where it was dispatched (its ID empty if none):
 	// the child the forbid and replace policies look at.
 	LastChild Child
-	// Unknown lists the launches of this job (this incarnation) in its
-	// history that concluded unknown, oldest first: each may have a child
-	// in Nomad that the state never learnt of, and that the forbid and
-	// replace policies must look up and act on as well (found in the
-	// simulator: a forbid job ran two children at once after one).
-	Unknown []UnknownLaunch
 	// FirstOpened is the identity of the job's open launch opened first
 	// (the earliest scheduled of those opened together), "" if none: the
 	// forbid and replace policies decide launches in the order they were
@@ -216,6 +210,28 @@ type UnknownLaunch struct {
 	Kind        LaunchKind
 }
 
+// Unknown lists the named job's launches in its history (this
+// incarnation's) that concluded unknown, oldest first: each may have a
+// child in Nomad that the state never learnt of, which the forbid and
+// replace policies look up and act on beside the last child (found in
+// the simulator: a forbid job ran two children at once after one). Nil
+// if none, or no such job.
+func (m *Machine) Unknown(name string) []UnknownLaunch {
+	j, ok := m.jobs[name]
+	if !ok {
+		return nil
+	}
+	var out []UnknownLaunch
+	j.hist.each(func(e *histEntry) bool {
+		if e.outcome == OutcomeUnknown && e.specVersion >= j.CreatedVersion {
+			at := time.Unix(e.scheduled, 0).UTC()
+			out = append(out, UnknownLaunch{Identity: LaunchIdentity(name, at, e.kind), ScheduledAt: at, Kind: e.kind})
+		}
+		return true
+	})
+	return out
+}
+
 // Info returns what the launcher needs of the named job, without copying
 // its history.
 func (m *Machine) Info(name string) (JobInfo, bool) {
@@ -225,13 +241,6 @@ func (m *Machine) Info(name string) (JobInfo, bool) {
 	}
 	info := JobInfo{Spec: j.spec(), Version: j.Version, CreatedVersion: j.CreatedVersion, Paused: j.Paused, NextAt: j.NextAt, Content: j.content()}
 	info.LastChild = j.lastChild
-	j.hist.each(func(e *histEntry) bool {
-		if e.outcome == OutcomeUnknown && e.specVersion >= j.CreatedVersion {
-			at := time.Unix(e.scheduled, 0).UTC()
-			info.Unknown = append(info.Unknown, UnknownLaunch{Identity: LaunchIdentity(name, at, e.kind), ScheduledAt: at, Kind: e.kind})
-		}
-		return true
-	})
 	// j.Open is in scheduled order: the first opened is the one of the
 	// lowest slot, the earliest scheduled among those.
 	first := -1
