@@ -74,10 +74,10 @@ func NewOracle(expr, name, zone string) (*Oracle, error) {
 			return nil, fmt.Errorf("oracle: %q: %s: %w", expr, fd.name, err)
 		}
 	}
-	o.cadence = !strings.Contains(f[2], ",") && (f[2] == "*" || strings.HasPrefix(f[2], "*/") || strings.HasPrefix(f[2], "?/"))
-	if o.cadence && strings.HasPrefix(f[2], "?/") {
-		return nil, fmt.Errorf("oracle: %q: a hashed hour step is not read", expr)
-	}
+	// One term over the whole range, stepped or not (a hashed step, ?/n,
+	// is refused above).
+	hourRange, _, _ := strings.Cut(f[2], "/")
+	o.cadence = !strings.Contains(f[2], ",") && (hourRange == "*" || hourRange == "0-23")
 	return o, nil
 }
 

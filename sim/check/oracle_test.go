@@ -29,6 +29,7 @@ var oracleCases = []struct{ expr, zone string }{
 	{"0 30 2 * * *", "America/New_York"},
 	{"15 0-30/10 1,2 * * *", "Australia/Lord_Howe"},
 	{"? ? * * * *", "Australia/Sydney"},
+	{"0 0 0-23/2 * * *", "America/New_York"}, // a cadence over the whole range
 }
 
 // The oracle agrees with cron/schedule around every daylight-saving
@@ -53,24 +54,32 @@ func TestOracleAgreesWithSchedule(t *testing.T) {
 				t.Fatalf("%s in %q: %v", c.expr, c.zone, err)
 			}
 			for _, start := range starts {
-				// Two hours from before the change, launch by launch.
-				from, end := start.Add(-90*time.Minute), start.Add(30*time.Minute)
-				for n := 0; from.Before(end); n++ {
-					want, ok := s.Next(from)
-					got, err := o.Next(from, end)
-					if !ok || want.After(end) {
-						if err == nil {
-							t.Fatalf("%s in %q for %s after %s: the oracle says %s, the schedule none by %s", c.expr, c.zone, job, from, got, end)
-						}
-						break
-					}
-					if err != nil || !got.Equal(want) {
-						t.Fatalf("%s in %q for %s after %s: the oracle says %s (%v), the schedule %s", c.expr, c.zone, job, from.UTC(), got.UTC(), err, want.UTC())
-					}
-					from = got
-				}
+				// Two hours from before the change.
+				agree(t, fmt.Sprintf("%s in %q for %s", c.expr, c.zone, job), s, o, start.Add(-90*time.Minute), start.Add(30*time.Minute))
 			}
 		}
+	}
+}
+
+// agree compares the oracle and the schedule launch by launch in (from,
+// end], and returns how many launches it compared.
+func agree(t *testing.T, what string, s *schedule.Schedule, o *Oracle, from, end time.Time) int {
+	t.Helper()
+	n := 0
+	for {
+		want, ok := s.Next(from)
+		got, err := o.Next(from, end)
+		if !ok || want.After(end) {
+			if err == nil {
+				t.Fatalf("%s after %s: the oracle says %s, the schedule none by %s", what, from.UTC(), got.UTC(), end.UTC())
+			}
+			return n
+		}
+		if err != nil || !got.Equal(want) {
+			t.Fatalf("%s after %s: the oracle says %s (%v), the schedule %s", what, from.UTC(), got.UTC(), err, want.UTC())
+		}
+		from = got
+		n++
 	}
 }
 
@@ -91,7 +100,7 @@ func TestOracleAgreesOnRandomExpressions(t *testing.T) {
 	menus := [][]string{
 		{"*", "0", "30", "*/15", "*/7", "5,35", "0-10/5", "?", "59", "10/20", "1-3"},
 		{"*", "*/2", "0", "1-3", "?", "*/10", "15,45", "59"},
-		{"*", "*", "1", "2", "3", "1-3", "*/2", "0,2", "?", "1,2", "2-4/2"},
+		{"*", "*", "1", "2", "3", "1-3", "*/2", "0,2", "?", "1,2", "2-4/2", "0-23/2", "0-23", "1/2"},
 		{"*", "*", "1", "8", "1-10", "*/2", "?"},
 		{"*", "*", "3", "10", "3,4,10,11", "*/2"},
 	}
@@ -122,22 +131,7 @@ func TestOracleAgreesOnRandomExpressions(t *testing.T) {
 		compared++
 		change := changes[r.IntN(len(changes))]
 		from := change.Add(-time.Duration(r.IntN(3*3600)) * time.Second)
-		end := from.Add(4 * time.Hour)
-		for n := 0; n < 200; n++ {
-			want, ok := s.Next(from)
-			got, err := o.Next(from, end)
-			if !ok || want.After(end) {
-				if err == nil {
-					t.Fatalf("%q in %q (%s) after %s: the oracle says %s, the schedule none by %s", expr, zone, job, from.UTC(), got.UTC(), end.UTC())
-				}
-				break
-			}
-			if err != nil || !got.Equal(want) {
-				t.Fatalf("%q in %q (%s) after %s: the oracle says %s (%v), the schedule %s", expr, zone, job, from.UTC(), got.UTC(), err, want.UTC())
-			}
-			from = got
-			launches++
-		}
+		launches += agree(t, fmt.Sprintf("%q in %q (%s)", expr, zone, job), s, o, from, from.Add(4*time.Hour))
 	}
 	t.Logf("%d expressions compared, %d launches", compared, launches)
 	if compared < 250 || launches < 1500 {
