@@ -193,8 +193,8 @@ func Check(in CheckInput) *Report {
 func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken map[string][]Child, records map[string]Record, last lastChildren) {
 	id := Identity(j.Name, at)
 	r.Slots++
-	window := inWindow(in.Windows, at, in.LateBound)
-	if window != "" {
+	w := window(in.Windows, at, in.LateBound)
+	if w != nil {
 		r.InWindows++
 	}
 	cs := byToken[id]
@@ -221,10 +221,10 @@ func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken ma
 	case len(cs) == 0 && rec.Outcome == "skipped" && strings.TrimSpace(rec.Reason) == "":
 		r.Unexplained = append(r.Unexplained, fmt.Sprintf("%s (%s): skipped without a reason (%s)", id, when, rec.Source))
 	case len(cs) == 0 && rec.Outcome == "skipped":
-		if why := judgeSkip(in, j, at, rec, last); why != "" {
+		if why := judgeSkip(j, at, rec, w, last); why != "" {
 			r.Unjustified = append(r.Unjustified, fmt.Sprintf("%s (%s): skipped (%s, %s) but %s", id, when, rec.Reason, rec.Source, why))
 		}
-	case len(cs) == 0 && (rec.Outcome == "failed" || rec.Outcome == "unknown") && window == "":
+	case len(cs) == 0 && (rec.Outcome == "failed" || rec.Outcome == "unknown") && w == nil:
 		r.Unexplained = append(r.Unexplained, fmt.Sprintf("%s (%s): %s outside every fault window: %s", id, when, rec.Outcome, rec.Reason))
 	case len(cs) > 0 && (rec.Outcome == "skipped" || rec.Outcome == "failed"):
 		r.Contradicted = append(r.Contradicted, fmt.Sprintf("%s (%s): recorded %s (%s) yet Nomad has %s", id, when, rec.Outcome, rec.Reason, childIDs(cs)))
@@ -238,7 +238,7 @@ func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken ma
 	for _, c := range cs[1:] {
 		late = min(late, c.Submitted.Sub(at))
 	}
-	if window != "" {
+	if w != nil {
 		return
 	}
 	r.MaxLateOutside = max(r.MaxLateOutside, late)
@@ -338,14 +338,13 @@ var (
 // that, and the launcher's call may have been answered just before.
 const ForbidSlack = 5 * time.Second
 
-// judgeSkip says why a recorded skip of job j's slot at is not justified
-// ("" if it is). The workload never pauses or deletes a job, so only two
+// judgeSkip says why a recorded skip of job j's slot at, in fault window
+// w (nil if none), is not justified ("" if it is). The workload never pauses or deletes a job, so only two
 // skips can be right: a catch-up skip, for a job with that window, in a
 // fault window, decided once the window had passed; and a forbid skip,
 // for a forbid job, naming the job's last dispatched child, which Nomad
 // did not know finished before the slot.
-func judgeSkip(in CheckInput, j CheckedJob, at time.Time, rec Record, last lastChildren) string {
-	w := window(in.Windows, at, in.LateBound)
+func judgeSkip(j CheckedJob, at time.Time, rec Record, w *Window, last lastChildren) string {
 	if m := catchupReason.FindStringSubmatch(rec.Reason); m != nil {
 		late, err1 := time.ParseDuration(m[1])
 		window, err2 := time.ParseDuration(m[2])
@@ -438,8 +437,9 @@ func (l lastChildren) before(job string, at time.Time) (Child, bool) {
 	return cs[i-1].Child, true
 }
 
-// window is the fault window covering a slot at t (inWindow tells
-// which), or nil.
+// window is the fault window covering a slot at t, or nil: its launch is
+// judged late only outside them. A slot due up to lateBound before a
+// fault began was still being launched when it struck.
 func window(ws []Window, t time.Time, lateBound time.Duration) *Window {
 	for i, w := range ws {
 		if !t.Before(w.From.Add(-lateBound)) && !t.After(w.To) {
@@ -447,16 +447,6 @@ func window(ws []Window, t time.Time, lateBound time.Duration) *Window {
 		}
 	}
 	return nil
-}
-
-// inWindow names the fault window covering a slot at t: its launch
-// is judged late only outside them. A slot due up to lateBound before a
-// fault began was still being launched when it struck.
-func inWindow(ws []Window, t time.Time, lateBound time.Duration) string {
-	if w := window(ws, t, lateBound); w != nil {
-		return w.Fault
-	}
-	return ""
 }
 
 // dedupeRecords keeps one record per identity; two sources that disagree
