@@ -35,11 +35,12 @@ type plantedBug struct {
 	ignoreLease bool
 	// falseSkip is a launcher that concludes some of the launches it
 	// starts as skipped, for a reason that does not hold: given replica
-	// n's start, it returns that reason, or "" to leave the launch alone.
+	// n's start, it returns that skip, or the zero Outcome to leave the
+	// launch alone.
 	// The skip is proposed right behind the start, in the leader's term,
 	// and the launcher's own dispatch of it is held back until it is
 	// applied, so that no child betrays it: only the reason is false.
-	falseSkip func(c *cluster, n *node, start state.LaunchStarted) string
+	falseSkip func(c *cluster, n *node, start state.LaunchStarted) state.Outcome
 	// stallBeforeHeal leaves the launchers unstepped for 6 s of every 10
 	// until the faults heal, as a launcher stuck in a loop would be while
 	// its replica keeps the lease: launches come due and wait.
@@ -61,39 +62,39 @@ var plantedBugs = map[string]*plantedBug{
 	"stall-before-heal":  {stallBeforeHeal: true},
 	// A launcher that says "job paused" of one launch in three of jobs
 	// that are not paused.
-	"false-pause": {falseSkip: func(c *cluster, n *node, start state.LaunchStarted) string {
+	"false-pause": {falseSkip: func(c *cluster, n *node, start state.LaunchStarted) state.Outcome {
 		if info, ok := n.machine.Info(start.Job); !ok || info.Paused || !picked(start.Identity, 3) {
-			return ""
+			return state.Outcome{}
 		}
-		return "job paused"
+		return state.Outcome{Kind: state.OutcomeSkipped, Reason: "job paused"}
 	}},
 	// A launcher that applies concurrency forbid to jobs whose policy is
 	// allow: their previous child "still runs".
-	"forbid-on-allow": {falseSkip: func(c *cluster, n *node, start state.LaunchStarted) string {
+	"forbid-on-allow": {falseSkip: func(c *cluster, n *node, start state.LaunchStarted) state.Outcome {
 		info, ok := n.machine.Info(start.Job)
 		if !ok || info.Spec.Concurrency != state.ConcurrencyAllow || info.LastChild.ID == "" {
-			return ""
+			return state.Outcome{}
 		}
-		return forbidReason(info.LastChild.ID)
+		return forbidSkip(info.LastChild.ID)
 	}},
 	// A launcher whose forbid policy does not ask Nomad: it skips a forbid
 	// job's launch although Nomad's record says the previous child has
 	// finished.
-	"stale-forbid": {falseSkip: func(c *cluster, n *node, start state.LaunchStarted) string {
+	"stale-forbid": {falseSkip: func(c *cluster, n *node, start state.LaunchStarted) state.Outcome {
 		info, ok := n.machine.Info(start.Job)
 		if !ok || info.Spec.Concurrency != state.ConcurrencyForbid || info.LastChild.ID == "" {
-			return ""
+			return state.Outcome{}
 		}
 		if ch, ok := c.nomad.ChildByID(info.LastChild.ID); !ok || ch.FinishedAt > c.sched.Now() {
-			return "" // still running: a forbid skip would be true
+			return state.Outcome{} // still running: a forbid skip would be true
 		}
-		return forbidReason(info.LastChild.ID)
+		return forbidSkip(info.LastChild.ID)
 	}},
 }
 
-// forbidReason is the launcher's reason for a forbid skip.
-func forbidReason(child string) string {
-	return "previous child " + child + " still running (concurrency forbid)"
+// forbidSkip is the launcher's forbid skip, naming child.
+func forbidSkip(child string) state.Outcome {
+	return state.Outcome{Kind: state.OutcomeSkipped, ChildID: child, Reason: "previous child " + child + " still running (concurrency forbid)"}
 }
 
 // picked reports whether s is one of one in n, by its hash: a stable

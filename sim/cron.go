@@ -133,14 +133,14 @@ func (c *cluster) plantFalseSkip(n *node, start state.LaunchStarted) {
 	if bug == nil || bug.falseSkip == nil {
 		return
 	}
-	reason := bug.falseSkip(c, n, start)
-	if reason == "" {
+	outcome := bug.falseSkip(c, n, start)
+	if outcome.Kind == "" {
 		return
 	}
 	ballot := n.rep.Node().Status().Ballot
 	skip := state.LaunchFinished{Job: start.Job, ScheduledAt: start.ScheduledAt, LaunchKind: state.LaunchScheduled,
 		Term:    state.Term{Round: ballot.Round, Replica: uint64(ballot.Replica)},
-		Outcome: state.Outcome{Kind: state.OutcomeSkipped, Reason: reason}}
+		Outcome: outcome}
 	data, err := state.Encode(skip)
 	if err != nil {
 		panic(fmt.Sprintf("sim: planted bug built an invalid skip: %v", err))

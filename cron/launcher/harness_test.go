@@ -186,10 +186,7 @@ func describe(cs []state.Command) string {
 			parts = append(parts, "takeover "+c.Term.String())
 		case state.LaunchFinished:
 			o := c.Outcome
-			detail := o.ChildID
-			if detail == "" {
-				detail = o.Reason
-			}
+			detail := strings.TrimSpace(o.ChildID + " " + o.Reason)
 			parts = append(parts, fmt.Sprintf("finished %s %s %s", state.LaunchIdentity(c.Job, c.ScheduledAt, c.LaunchKind), o.Kind, detail))
 		default:
 			parts = append(parts, c.Kind().String())

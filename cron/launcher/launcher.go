@@ -1082,7 +1082,11 @@ func (l *Launcher) Done(r Result) {
 		case r.Err != nil:
 			l.retryOrConclude(t, phaseRunning, r.Err, state.OutcomeFailed, "could not tell whether the previous child "+t.previous[0].ID+" still runs")
 		case r.Found:
-			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: fmt.Sprintf("previous child %s still running (concurrency forbid)", t.previous[0].ID)})
+			// The child is named as well as told of: one found for a launch
+			// concluded unknown becomes the job's last child, looked at
+			// after that launch has left the history.
+			c := t.previous[0].ID
+			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, ChildID: c, Reason: fmt.Sprintf("previous child %s still running (concurrency forbid)", c)})
 		default:
 			t.previous = t.previous[1:]
 			l.queueNextPolicyStep(t)

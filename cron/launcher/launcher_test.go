@@ -302,7 +302,7 @@ func TestConcurrencyPolicies(t *testing.T) {
 		want    []Op
 		outcome string
 	}{
-		{state.ConcurrencyForbid, true, []Op{OpRunning}, "finished a-1772373600 skipped previous child batch/dispatch-1 still running (concurrency forbid)"},
+		{state.ConcurrencyForbid, true, []Op{OpRunning}, "finished a-1772373600 skipped batch/dispatch-1 previous child batch/dispatch-1 still running (concurrency forbid)"},
 		{state.ConcurrencyForbid, false, []Op{OpRunning, OpDispatch}, "finished a-1772373600 dispatched batch/dispatch-2"},
 		{state.ConcurrencyReplace, true, []Op{OpStop, OpDispatch}, "finished a-1772373600 dispatched batch/dispatch-2"},
 		{state.ConcurrencyAllow, true, []Op{OpDispatch}, "finished a-1772373600 dispatched batch/dispatch-2"},
@@ -1058,7 +1058,51 @@ func TestPoliciesLookUpLaunchesConcludedUnknown(t *testing.T) {
 			t.Fatalf("asked about %s, want the unknown launch's child %s", req.ChildID, childB)
 		}
 		h.answer(Result{Found: true})
-		h.wantProposed("finished a-1772366580 skipped previous child " + childB + " still running (concurrency forbid)")
+		h.wantProposed("finished a-1772366580 skipped " + childB + " previous child " + childB + " still running (concurrency forbid)")
+	})
+	// The child found keeps the job from a second child once the unknown
+	// launch has left the history (HistoryLen launches later): the skips
+	// name it, and it becomes the job's last child. Found in review.
+	t.Run("forbid, the child found outliving the history", func(t *testing.T) {
+		h := newHarness(t, nil)
+		history(h, state.ConcurrencyForbid)
+		lookups := 0
+		for k := 0; k < state.HistoryLen+3; k++ {
+			slot := s3.Add(time.Duration(k) * time.Minute)
+			id := state.Identity("a", slot)
+			if k > 0 {
+				h.at(slot)
+				h.commit()
+			}
+			for {
+				if len(h.d.pending) == 0 {
+					t.Fatalf("slot %d: no request pending", k)
+				}
+				req := h.d.pending[0]
+				switch {
+				case req.Op == OpLookup && req.Identity == "a-1772366520":
+					lookups++
+					h.answer(Result{Found: true, ChildID: childB})
+				case req.Identity != id:
+					t.Fatalf("slot %d: %s %s, want a call for %s", k, req.Op, req.Identity, id)
+				case req.Op == OpRunning && req.ChildID == childA:
+					h.answer(Result{Found: false})
+				case req.Op == OpRunning && req.ChildID == childB:
+					h.answer(Result{Found: true})
+				default:
+					t.Fatalf("slot %d: %s %s about %q while %s still runs", k, req.Op, req.Identity, req.ChildID, childB)
+				}
+				if len(h.proposed) > 0 {
+					break
+				}
+				h.commit()
+			}
+			h.wantProposed("finished " + id + " skipped " + childB + " previous child " + childB + " still running (concurrency forbid)")
+			h.commit()
+		}
+		if lookups >= state.HistoryLen+3 {
+			t.Fatalf("%d lookups in %d slots: the unknown launch never left the history, so the test proves nothing", lookups, state.HistoryLen+3)
+		}
 	})
 	t.Run("replace", func(t *testing.T) {
 		h := newHarness(t, nil)

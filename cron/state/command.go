@@ -357,7 +357,9 @@ const (
 	// OutcomeFailed: the dispatch failed; Reason says why.
 	OutcomeFailed OutcomeKind = "failed"
 	// OutcomeSkipped: not launched on purpose (paused, outside the catch-up
-	// window, job deleted...); Reason says why.
+	// window, job deleted...); Reason says why. A skip under concurrency
+	// forbid also names, as ChildID, the child still running, which
+	// becomes the job's last child (JobInfo.LastChild).
 	OutcomeSkipped OutcomeKind = "skipped"
 	// OutcomeUnknown: nobody can tell whether the dispatch happened (fail
 	// closed: never re-dispatched blindly).

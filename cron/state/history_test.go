@@ -243,6 +243,54 @@ func TestUnknownLaunches(t *testing.T) {
 	}
 }
 
+// TestForbidSkipKeepsTheChildItFound: a forbid skip that names a child
+// found for a launch concluded unknown makes it the job's last child, so
+// that the policy still looks at it once that launch has left the
+// history; a skip naming the last child leaves it as it was, target and
+// all. Found in review: the unknown launch was looked up only while in
+// the history, so a child of it running for more than HistoryLen slots
+// was forgotten and a second child dispatched beside it.
+func TestForbidSkipKeepsTheChildItFound(t *testing.T) {
+	m := New()
+	apply := applier(t, m)
+	s := spec("* * * * *")
+	s.Namespace, s.Concurrency = "ns1", ConcurrencyForbid
+	apply(PutJob{Name: "j", Spec: s, At: t0})
+	launch := func(o Outcome) {
+		j := mustJob(t, m, "j")
+		apply(LaunchStarted{Job: "j", ScheduledAt: j.NextAt, Identity: Identity("j", j.NextAt), SpecVersion: j.Version, At: j.NextAt})
+		apply(LaunchFinished{Job: "j", ScheduledAt: j.NextAt, Outcome: o})
+	}
+	const first, found = "batch/dispatch-j-1-1-00000001", "batch/dispatch-j-2-2-00000002"
+	skip := func(child string) Outcome {
+		return Outcome{Kind: OutcomeSkipped, ChildID: child, Reason: "previous child " + child + " still running (concurrency forbid)"}
+	}
+	launch(Outcome{Kind: OutcomeDispatched, ChildID: first})
+	moved := s
+	moved.Namespace = "ns2"
+	apply(PutJob{Name: "j", Spec: moved, IfVersion: mustJob(t, m, "j").Version, At: t0})
+	launch(skip(first))
+	if info, _ := m.Info("j"); info.LastChild != (Child{ID: first, Target: s.Target()}) {
+		t.Fatalf("after a skip naming the last child: last child %+v, want %s in ns1", info.LastChild, first)
+	}
+	launch(Outcome{Kind: OutcomeUnknown})
+	for range HistoryLen {
+		launch(skip(found))
+	}
+	if got := m.Unknown("j"); len(got) != 0 {
+		t.Fatalf("unknown launches %+v: the test wants the unknown launch gone from the history", got)
+	}
+	want := Child{ID: found, Target: moved.Target()}
+	for _, mm := range []*Machine{m, restored(t, m)} {
+		if info, _ := mm.Info("j"); info.LastChild != want {
+			t.Fatalf("last child %+v, want the child the skips found, %+v", info.LastChild, want)
+		}
+		if l := mustJob(t, mm, "j").History; l[len(l)-1].Outcome != skip(found) {
+			t.Fatalf("the skip's record %+v, want %+v", l[len(l)-1].Outcome, skip(found))
+		}
+	}
+}
+
 // TestHistoryForms: every child-ID form and reason packs and unpacks to
 // the launch it came from, and a Nomad child ID costs a few bytes.
 func TestHistoryForms(t *testing.T) {

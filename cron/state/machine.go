@@ -141,9 +141,11 @@ type job struct {
 	hist  history
 	sched *schedule.Schedule
 	// lastChild is the child of the latest launch concluded dispatched,
-	// kept when it leaves the history (a child of a forbid job may run
-	// for longer than HistoryLen slots) and with the target it was
-	// dispatched to (the spec's may have moved since).
+	// or the child a later forbid skip found still running (one of a
+	// launch concluded unknown), kept when it leaves the history (a
+	// child of a forbid job may run for longer than HistoryLen slots)
+	// and with the target it was dispatched to (the spec's may have
+	// moved since).
 	lastChild Child
 }
 
@@ -564,7 +566,14 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 	}
 	l.FinishedSlot = slot
 	l.Outcome = c.Outcome
-	if c.Outcome.Kind == OutcomeDispatched {
+	switch {
+	case c.Outcome.Kind == OutcomeDispatched:
+		j.lastChild = Child{ID: c.Outcome.ChildID, Target: l.Target}
+	case c.Outcome.Kind == OutcomeSkipped && c.Outcome.ChildID != "" && c.Outcome.ChildID != j.lastChild.ID:
+		// A forbid skip names the child still running: one found for a
+		// launch concluded unknown. It becomes the child the policies look
+		// at, so that it is not forgotten when that launch leaves the
+		// history (HistoryLen launches later) while it still runs.
 		j.lastChild = Child{ID: c.Outcome.ChildID, Target: l.Target}
 	}
 	l.Target, l.Content, l.payload, l.meta, l.AtLeastOnce = Target{}, 0, nil, nil, false

@@ -189,8 +189,9 @@ type JobInfo struct {
 	Paused         bool
 	NextAt         time.Time
 	// LastChild is the child of the job's latest launch concluded
-	// dispatched, with where it was dispatched (its ID empty if none):
-	// the child the forbid and replace policies look at.
+	// dispatched, or the one a forbid skip since found still running,
+	// with where it was dispatched (its ID empty if none): the child the
+	// forbid and replace policies look at.
 	LastChild Child
 	// FirstOpened is the identity of the job's open launch opened first
 	// (the earliest scheduled of those opened together), "" if none: the

@@ -110,6 +110,8 @@ type Launch struct {
 	// Outcome is "dispatched", "failed", "skipped" or "unknown", or
 	// "open" while it is not concluded.
 	Outcome string `json:"outcome"`
+	// ChildID is the child dispatched, or, for a skip under concurrency
+	// forbid, the child still running that the skip found.
 	ChildID string `json:"child_id,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 	Force   bool   `json:"force,omitempty"`

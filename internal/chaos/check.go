@@ -345,6 +345,11 @@ const ForbidSlack = 5 * time.Second
 // for a forbid job, naming the job's last dispatched child, which Nomad
 // did not know finished before the slot.
 func judgeSkip(j CheckedJob, at time.Time, rec Record, w *Window, last lastChildren) string {
+	if m := forbidReason.FindStringSubmatch(rec.Reason); rec.ChildID != "" && (m == nil || m[1] != rec.ChildID) {
+		// A forbid skip names the running child, the next slot's last
+		// child; no other skip names one.
+		return fmt.Sprintf("it names child %s, which its reason does not", rec.ChildID)
+	}
 	if m := catchupReason.FindStringSubmatch(rec.Reason); m != nil {
 		late, err1 := time.ParseDuration(m[1])
 		window, err2 := time.ParseDuration(m[2])
@@ -368,6 +373,9 @@ func judgeSkip(j CheckedJob, at time.Time, rec Record, w *Window, last lastChild
 		return "the checker knows no such skip: the workload never pauses or deletes a job"
 	}
 	named := m[1]
+	if rec.ChildID != named {
+		return fmt.Sprintf("it does not name %s, the child its reason gives, as its child", named)
+	}
 	prev, ok := last.before(j.Name, at)
 	if u, found := last.ofUnknown[named]; found && u.job == j.Name && u.at.Before(at) {
 		// The policy also acts on the children of launches concluded

@@ -33,7 +33,7 @@ func base() CheckInput {
 			at := time.Unix(s, 0)
 			id := Identity(j.Name, at)
 			if j.Name == "b-x" && s == t0.Unix()+20 {
-				in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", Reason: "previous child " + childID("b-x", s-10) + " still running (concurrency forbid)", Source: "replica 1"})
+				in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", ChildID: childID("b-x", s-10), Reason: "previous child " + childID("b-x", s-10) + " still running (concurrency forbid)", Source: "replica 1"})
 				continue
 			}
 			child := Child{ID: childID(j.Name, s), Token: id, MetaIdentity: id, Submitted: at.Add(200 * time.Millisecond)}
@@ -116,7 +116,7 @@ func TestCheckCatchesPlantedViolations(t *testing.T) {
 		}, func(r *Report) []string { return r.Unexplained }},
 		{"a forbid skip on an allow job", func(in *CheckInput) {
 			drop(in, slot(25))
-			in.Records = append(in.Records, Record{Identity: slot(25), Outcome: "skipped", Reason: "previous child " + childID("a", t0.Unix()+20) + " still running (concurrency forbid)"})
+			in.Records = append(in.Records, Record{Identity: slot(25), Outcome: "skipped", ChildID: childID("a", t0.Unix()+20), Reason: "previous child " + childID("a", t0.Unix()+20) + " still running (concurrency forbid)"})
 		}, func(r *Report) []string { return r.Unjustified }},
 		{"a forbid skip naming a child Nomad saw finish", func(in *CheckInput) {
 			for i, c := range in.Children {
@@ -128,7 +128,18 @@ func TestCheckCatchesPlantedViolations(t *testing.T) {
 		{"a forbid skip naming an older child than the last", func(in *CheckInput) {
 			id := Identity("b-x", t0.Add(60*time.Second))
 			drop(in, id)
-			in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", Reason: "previous child " + childID("b-x", t0.Unix()+10) + " still running (concurrency forbid)"})
+			in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", ChildID: childID("b-x", t0.Unix()+10), Reason: "previous child " + childID("b-x", t0.Unix()+10) + " still running (concurrency forbid)"})
+		}, func(r *Report) []string { return r.Unjustified }},
+		{"a forbid skip without its child", func(in *CheckInput) {
+			for i, rec := range in.Records {
+				if rec.Identity == Identity("b-x", t0.Add(20*time.Second)) {
+					in.Records[i].ChildID = ""
+				}
+			}
+		}, func(r *Report) []string { return r.Unjustified }},
+		{"a catch-up skip naming a child", func(in *CheckInput) {
+			drop(in, slot(45))
+			in.Records = append(in.Records, Record{Identity: slot(45), Outcome: "skipped", ChildID: childID("a", t0.Unix()+40), Reason: "not dispatched within its catch-up window (16s late, window 15s)"})
 		}, func(r *Report) []string { return r.Unjustified }},
 		{"a skip for a pause the workload never made", func(in *CheckInput) {
 			drop(in, slot(25))
@@ -321,7 +332,7 @@ func TestCheckForbidSkipNamingTheChildOfAnUnknownLaunch(t *testing.T) {
 		}
 	}
 	drop(&in, s40)
-	in.Records = append(in.Records, Record{Identity: s40, Outcome: "skipped", Reason: "previous child " + childID("b-x", t0.Unix()+30) + " still running (concurrency forbid)"})
+	in.Records = append(in.Records, Record{Identity: s40, Outcome: "skipped", ChildID: childID("b-x", t0.Unix()+30), Reason: "previous child " + childID("b-x", t0.Unix()+30) + " still running (concurrency forbid)"})
 	if r := Check(in); r.Violations() != 0 {
 		var b strings.Builder
 		r.Print(&b)

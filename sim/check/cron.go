@@ -301,7 +301,13 @@ func (c *Cron) Finished(slot uint64, now time.Time, cmd state.LaunchFinished) er
 	if cmd.Outcome.Kind != state.OutcomeSkipped && cmd.Outcome.Kind != state.OutcomeFailed {
 		return nil
 	}
-	return c.justify(id, l, slot, now, cmd.Outcome)
+	err := c.justify(id, l, slot, now, cmd.Outcome)
+	if cmd.Outcome.Kind == state.OutcomeSkipped && cmd.Outcome.ChildID != "" && v.current().inc == l.inc && l.inc != 0 {
+		// A forbid skip makes the child it names the job's last child.
+		// Judged first: the era it opens must not bear itself out.
+		v.change(slot, func(e *jobEra) { e.lastChild = cmd.Outcome.ChildID })
+	}
+	return err
 }
 
 // Call checks a call replica id made to Nomad at true time at.

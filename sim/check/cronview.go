@@ -310,6 +310,11 @@ func (c *Cron) justify(id string, l *cronLaunch, slot uint64, now time.Time, o s
 	if err != nil {
 		return violation(InvNoSilentSkip, "launch %s ended %s (%q): %v", id, o.Kind, o.Reason, err)
 	}
+	if named := r.class == reasonForbid; named != (o.ChildID != "") || named && o.ChildID != r.child {
+		// A forbid skip names the running child as its ChildID, which
+		// becomes the job's last child; no other skip or failure has one.
+		return violation(InvNoSilentSkip, "launch %s ended %s (%q) naming child %q: only a forbid skip names one, the child of its reason", id, o.Kind, o.Reason, o.ChildID)
+	}
 	lo, loAt := c.termSlot, c.termAt
 	switch {
 	case r.class == reasonPaused || r.class == reasonCatchup:

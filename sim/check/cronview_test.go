@@ -22,7 +22,7 @@ func TestCronClassify(t *testing.T) {
 		{o: skipped("job deleted before it was dispatched"), class: reasonDeleted},
 		{o: skipped("missed: no leader could launch it within its catch-up window (12s late, window 10s)"), class: reasonCatchup, window: 10 * time.Second},
 		{o: skipped("not dispatched within its catch-up window (5m3s late, window 5m0s)"), class: reasonCatchup, window: 5 * time.Minute},
-		{o: skipped("previous child batch/dispatch-j1-1-2-ab still running (concurrency forbid)"), class: reasonForbid, child: "batch/dispatch-j1-1-2-ab"},
+		{o: forbidSkip("batch/dispatch-j1-1-2-ab"), class: reasonForbid, child: "batch/dispatch-j1-1-2-ab"},
 		{o: failed(`Nomad refused the dispatch: launcher: rejected: parameterized job "missing" not found`), class: reasonRefused},
 		{o: failed("could not tell whether the previous child c7 still runs: deadline exceeded"), class: reasonRunningUnknown, child: "c7"},
 		{o: failed("could not stop the previous child c7 (concurrency replace): connection refused"), class: reasonStopFailed, child: "c7"},
@@ -122,7 +122,7 @@ func TestCronJustifiesSkipsAndFailures(t *testing.T) {
 	failed := func(r string) state.Outcome { return state.Outcome{Kind: state.OutcomeFailed, Reason: r} }
 	paused := skipped("job paused")
 	deleted := skipped("job deleted before it was dispatched")
-	forbid := skipped("previous child x1 still running (concurrency forbid)")
+	forbid := forbidSkip("x1")
 	window2s := cronJob("a", "* * * * * *", 1).Spec
 	window2s.CatchupWindow = 2 * time.Second
 	pause, resume := state.Pause{Name: "a"}, state.Resume{Name: "a"}
@@ -146,8 +146,14 @@ func TestCronJustifiesSkipsAndFailures(t *testing.T) {
 			outcome: skipped("missed: no leader could launch it within its catch-up window (3s late, window 2s)"), parts: []string{"before its window ended"}},
 		{name: "forbid", policy: state.ConcurrencyForbid, outcome: forbid},
 		{name: "forbid, policy allow", policy: state.ConcurrencyAllow, outcome: forbid, parts: []string{"never had policy forbid with last child x1"}},
-		{name: "forbid, not the last child", policy: state.ConcurrencyForbid, outcome: skipped("previous child x0 still running (concurrency forbid)"),
+		{name: "forbid, not the last child", policy: state.ConcurrencyForbid, outcome: forbidSkip("x0"),
 			parts: []string{"last child x0"}},
+		{name: "forbid, the child not named", policy: state.ConcurrencyForbid, outcome: skipped("previous child x1 still running (concurrency forbid)"),
+			parts: []string{`naming child ""`, "only a forbid skip names one"}},
+		{name: "forbid, another child named", policy: state.ConcurrencyForbid, outcome: state.Outcome{Kind: state.OutcomeSkipped, ChildID: "x0", Reason: forbid.Reason},
+			parts: []string{`naming child "x0"`}},
+		{name: "paused, naming a child", steps: []state.Command{state.Pause{Name: "a"}}, outcome: state.Outcome{Kind: state.OutcomeSkipped, ChildID: "x1", Reason: "job paused"},
+			parts: []string{`naming child "x1"`}},
 		{name: "forbid, a forced launch", policy: state.ConcurrencyForbid, manual: true, outcome: forbid, parts: []string{"forced"}},
 		{name: "forbid, the child had finished", policy: state.ConcurrencyForbid, outcome: forbid,
 			x1: NomadChild{ID: "x1", CreatedAt: sec(1), FinishedAt: sec(1).Add(500 * time.Millisecond)}, parts: []string{"x1 had finished", "before the launcher could ask"}},
@@ -306,7 +312,7 @@ func TestCronJustifiesTheChildOfAnUnknownLaunch(t *testing.T) {
 		f.Term = c.term
 		return c.Finished(6, sec(3), f)
 	}
-	skip := state.Outcome{Kind: state.OutcomeSkipped, Reason: "previous child x0 still running (concurrency forbid)"}
+	skip := forbidSkip("x0")
 	if err := run(skip, unknownID); err != nil {
 		t.Fatalf("a skip naming the unknown launch's child: %v", err)
 	}
@@ -321,4 +327,9 @@ func TestCronJustifiesTheChildOfAnUnknownLaunch(t *testing.T) {
 	if err := run(failed, unknownID); err == nil || !strings.Contains(err.Error(), "no launch of the job concluded unknown") {
 		t.Fatalf("a failed look-up of no unknown launch: %v", err)
 	}
+}
+
+// forbidSkip is the launcher's skip under concurrency forbid, naming child.
+func forbidSkip(child string) state.Outcome {
+	return state.Outcome{Kind: state.OutcomeSkipped, ChildID: child, Reason: "previous child " + child + " still running (concurrency forbid)"}
 }
