@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	"paxcron/cron/launcher"
 	"paxcron/cron/state"
 	"paxcron/storage"
 	"paxcron/storage/memstore"
@@ -66,7 +67,7 @@ var plantedBugs = map[string]*plantedBug{
 		if info, ok := n.machine.Info(start.Job); !ok || info.Paused || !picked(start.Identity, 3) {
 			return state.Outcome{}
 		}
-		return state.Outcome{Kind: state.OutcomeSkipped, Reason: "job paused"}
+		return state.Outcome{Kind: state.OutcomeSkipped, Reason: launcher.ReasonPaused}
 	}},
 	// A launcher that applies concurrency forbid to jobs whose policy is
 	// allow: their previous child "still runs".
@@ -94,7 +95,7 @@ var plantedBugs = map[string]*plantedBug{
 
 // forbidSkip is the launcher's forbid skip, naming child.
 func forbidSkip(child string) state.Outcome {
-	return state.Outcome{Kind: state.OutcomeSkipped, ChildID: child, Reason: "previous child " + child + " still running (concurrency forbid)"}
+	return state.Outcome{Kind: state.OutcomeSkipped, ChildID: child, Reason: launcher.ReasonForbid(child)}
 }
 
 // picked reports whether s is one of one in n, by its hash: a stable

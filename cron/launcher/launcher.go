@@ -787,9 +787,9 @@ func (l *Launcher) startDue() {
 		s := start{at: at, proposedAt: l.now}
 		switch late := l.now.Sub(at); {
 		case info.Paused:
-			s.finish = l.skipped(c, "job paused")
+			s.finish = l.skipped(c, ReasonPaused)
 		case late > info.Spec.CatchupWindow:
-			s.finish = l.skipped(c, fmt.Sprintf("missed: no leader could launch it within its catch-up window (%v late, window %v)", late.Truncate(time.Second), info.Spec.CatchupWindow))
+			s.finish = l.skipped(c, ReasonMissed(late, info.Spec.CatchupWindow))
 		default:
 			l.fresh[c.Identity] = true
 		}
@@ -918,7 +918,7 @@ func (l *Launcher) advance(t *task) {
 	case phaseDispatch:
 		info, ok := l.m.Info(t.launch.Job)
 		if !l.sameJob(t, info, ok) {
-			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: "job deleted before it was dispatched"})
+			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: ReasonDeleted})
 			return
 		}
 		// The target, payload and meta are the launch's own, fixed when it
@@ -943,13 +943,13 @@ func (l *Launcher) decide(t *task) {
 	info, ok := l.m.Info(t.launch.Job)
 	switch late := l.now.Sub(due(t.launch)); {
 	case !l.sameJob(t, info, ok):
-		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: "job deleted before it was dispatched"})
+		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: ReasonDeleted})
 		return
 	case info.Paused && !t.launch.Force:
-		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: "job paused"})
+		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: ReasonPaused})
 		return
 	case late > info.Spec.CatchupWindow:
-		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: fmt.Sprintf("not dispatched within its catch-up window (%v late, window %v)", late.Truncate(time.Second), info.Spec.CatchupWindow)})
+		l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: ReasonCatchup(late, info.Spec.CatchupWindow)})
 		return
 	}
 	if info.Spec.Concurrency == state.ConcurrencyAllow || t.launch.Force {
@@ -1070,7 +1070,7 @@ func (l *Launcher) Done(r Result) {
 		u := t.unknown[0]
 		switch {
 		case r.Err != nil:
-			l.retryOrConclude(t, phaseLookupUnknown, r.Err, state.OutcomeFailed, "could not look up launch "+u.Identity+" (outcome unknown) for the concurrency policy")
+			l.retryOrConclude(t, phaseLookupUnknown, r.Err, state.OutcomeFailed, func(err error) string { return ReasonUnknownLookupFailed(u.Identity, err) })
 			return
 		case r.Found && !slices.ContainsFunc(t.previous, func(c state.Child) bool { return c.ID == r.ChildID }):
 			t.previous = append(t.previous, state.Child{ID: r.ChildID, Target: t.unknownTarget})
@@ -1080,20 +1080,22 @@ func (l *Launcher) Done(r Result) {
 	case phaseRunning:
 		switch {
 		case r.Err != nil:
-			l.retryOrConclude(t, phaseRunning, r.Err, state.OutcomeFailed, "could not tell whether the previous child "+t.previous[0].ID+" still runs")
+			c := t.previous[0].ID
+			l.retryOrConclude(t, phaseRunning, r.Err, state.OutcomeFailed, func(err error) string { return ReasonRunningUnknown(c, err) })
 		case r.Found:
 			// The child is named as well as told of: one found for a launch
 			// concluded unknown becomes the job's last child, looked at
 			// after that launch has left the history.
 			c := t.previous[0].ID
-			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, ChildID: c, Reason: fmt.Sprintf("previous child %s still running (concurrency forbid)", c)})
+			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, ChildID: c, Reason: ReasonForbid(c)})
 		default:
 			t.previous = t.previous[1:]
 			l.queueNextPolicyStep(t)
 		}
 	case phaseStop:
 		if r.Err != nil {
-			l.retryOrConclude(t, phaseStop, r.Err, state.OutcomeFailed, "could not stop the previous child "+t.previous[0].ID+" (concurrency replace)")
+			c := t.previous[0].ID
+			l.retryOrConclude(t, phaseStop, r.Err, state.OutcomeFailed, func(err error) string { return ReasonStopFailed(c, err) })
 			return
 		}
 		t.previous = t.previous[1:]
@@ -1103,7 +1105,7 @@ func (l *Launcher) Done(r Result) {
 		case r.Err == nil:
 			l.conclude(t, state.Outcome{Kind: state.OutcomeDispatched, ChildID: r.ChildID})
 		case errors.Is(r.Err, ErrRejected):
-			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: "Nomad refused the dispatch: " + r.Err.Error()})
+			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: ReasonRefused(r.Err)})
 		default:
 			// It may have happened, or still be on its way: look it up
 			// once it must have landed.
@@ -1119,7 +1121,7 @@ func (l *Launcher) Done(r Result) {
 func (l *Launcher) lookedUp(t *task, r Result) {
 	switch {
 	case r.Err != nil:
-		l.retryOrConclude(t, phaseLookup, r.Err, state.OutcomeUnknown, "could not look the launch up in Nomad")
+		l.retryOrConclude(t, phaseLookup, r.Err, state.OutcomeUnknown, ReasonLookupFailed)
 	case r.Found:
 		l.conclude(t, state.Outcome{Kind: state.OutcomeDispatched, ChildID: r.ChildID})
 	case !l.now.Before(l.horizonEnd(t)) && l.redispatchable(t):
@@ -1132,19 +1134,17 @@ func (l *Launcher) lookedUp(t *task, r Result) {
 	case !l.now.Before(l.horizonEnd(t)):
 		// Not found, but Nomad may have forgotten a child it made: fail
 		// closed.
-		l.conclude(t, state.Outcome{Kind: state.OutcomeUnknown, Reason: fmt.Sprintf(
-			"open since %s, longer than Nomad is sure to remember a dispatch (%v less %v of clock skew), and not found: not dispatched again",
-			t.launch.StartedAt.Format(time.RFC3339), l.cfg.MemoryHorizon, l.cfg.ClockSkew)})
+		l.conclude(t, state.Outcome{Kind: state.OutcomeUnknown, Reason: ReasonForgotten(t.launch.StartedAt, l.cfg.MemoryHorizon, l.cfg.ClockSkew)})
 	case t.dispatched:
 		// Our dispatch failed and Nomad has no child: try again, with the
 		// same token, until the launch's time is up.
 		info, ok := l.m.Info(t.launch.Job)
 		if !l.sameJob(t, info, ok) {
-			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: "dispatch failed (" + t.lastErr + ") and the job was deleted since"})
+			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: ReasonDeletedAfterFailure(t.lastErr)})
 			return
 		}
 		if !l.now.Add(l.backoff(t)).Before(l.giveUpAt(t, info.Spec.CatchupWindow)) {
-			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: fmt.Sprintf("dispatch failed %d times, last: %s", t.attempts+1, t.lastErr)})
+			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: ReasonRetriesOut(t.attempts+1, t.lastErr)})
 			return
 		}
 		l.retry(t, phaseDispatch, errors.New(t.lastErr))
@@ -1157,8 +1157,8 @@ func (l *Launcher) lookedUp(t *task, r Result) {
 func (l *Launcher) backoff(t *task) time.Duration { return l.cfg.RetryAfter << min(t.attempts, 5) }
 
 // retryOrConclude retries a failed call, or concludes the launch with kind
-// once its time is up, for the reason what failed.
-func (l *Launcher) retryOrConclude(t *task, p phase, err error, kind state.OutcomeKind, what string) {
+// once its time is up, for the reason reason(err) gives.
+func (l *Launcher) retryOrConclude(t *task, p phase, err error, kind state.OutcomeKind, reason func(error) string) {
 	window := state.DefaultCatchupWindow
 	if info, ok := l.m.Info(t.launch.Job); ok {
 		window = info.Spec.CatchupWindow
@@ -1174,14 +1174,13 @@ func (l *Launcher) retryOrConclude(t *task, p phase, err error, kind state.Outco
 	if kind == state.OutcomeFailed && t.dispatched {
 		kind = state.OutcomeUnknown // a dispatch may have happened
 	}
-	l.conclude(t, state.Outcome{Kind: kind, Reason: fmt.Sprintf("%s: %v", what, err)})
+	l.conclude(t, state.Outcome{Kind: kind, Reason: reason(err)})
 }
 
 // conclude proposes t's LaunchFinished.
 func (l *Launcher) conclude(t *task, o state.Outcome) {
 	if t.mayHaveRun && (o.Kind == state.OutcomeSkipped || o.Kind == state.OutcomeFailed) {
-		o = state.Outcome{Kind: state.OutcomeUnknown, Reason: fmt.Sprintf(
-			"dispatched again after Nomad may have forgotten an earlier child (at least once), then %s: %s", o.Kind, o.Reason)}
+		o = state.Outcome{Kind: state.OutcomeUnknown, Reason: ReasonAfterRedispatch(o.Kind, o.Reason)}
 	}
 	t.phase = phaseFinish
 	t.finish = l.finished(t.launch, o)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	nomadapi "github.com/hashicorp/nomad/api"
+
+	"paxcron/cron/launcher"
 )
 
 // base is a clean run: job "a" (allow, catch-up window 15 s) every 5 s,
@@ -347,5 +349,25 @@ func TestCheckForbidSkipNamingTheChildOfAnUnknownLaunch(t *testing.T) {
 	}
 	if r := Check(in); len(r.Unjustified) != 1 {
 		t.Fatalf("unjustified %v, want the skip", r.Unjustified)
+	}
+}
+
+// TestSkipPatternsReadTheLaunchersReasons: the checker's patterns read
+// the skips as cron/launcher's own constructors word them, so that a
+// change of wording fails here, not in a chaos run.
+func TestSkipPatternsReadTheLaunchersReasons(t *testing.T) {
+	const child = "p/dispatch-b-x-1800000010-1800000010-0a1b2c3d"
+	if m := forbidReason.FindStringSubmatch(launcher.ReasonForbid(child)); m == nil || m[1] != child {
+		t.Errorf("forbid skip %q read as %q, want child %s", launcher.ReasonForbid(child), m, child)
+	}
+	for _, r := range []string{launcher.ReasonCatchup(16*time.Second+700*time.Millisecond, 15*time.Second), launcher.ReasonMissed(16*time.Second, 15*time.Second)} {
+		if m := catchupReason.FindStringSubmatch(r); m == nil || m[1] != "16s" || m[2] != "15s" {
+			t.Errorf("catch-up skip %q read as %q, want 16s late, window 15s", r, m)
+		}
+	}
+	for _, r := range []string{launcher.ReasonPaused, launcher.ReasonDeleted} {
+		if forbidReason.MatchString(r) || catchupReason.MatchString(r) {
+			t.Errorf("skip %q read as forbid or catch-up", r)
+		}
 	}
 }

@@ -1,33 +1,41 @@
 package check
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"paxcron/cron/launcher"
 	"paxcron/cron/state"
 )
 
-// The launcher's reasons, as cron/launcher writes them, are read by kind.
+// The launcher's reasons, built by cron/launcher's own constructors (so
+// that a change of their wording fails here), are read by kind.
 func TestCronClassify(t *testing.T) {
 	skipped := func(r string) state.Outcome { return state.Outcome{Kind: state.OutcomeSkipped, Reason: r} }
 	failed := func(r string) state.Outcome { return state.Outcome{Kind: state.OutcomeFailed, Reason: r} }
+	refused := fmt.Errorf("%w: parameterized job %q not found", launcher.ErrRejected, "missing")
 	for _, tc := range []struct {
 		o      state.Outcome
 		class  reasonClass // 0: not the launcher's
 		child  string
+		launch string
 		window time.Duration
 	}{
-		{o: skipped("job paused"), class: reasonPaused},
-		{o: skipped("job deleted before it was dispatched"), class: reasonDeleted},
-		{o: skipped("missed: no leader could launch it within its catch-up window (12s late, window 10s)"), class: reasonCatchup, window: 10 * time.Second},
-		{o: skipped("not dispatched within its catch-up window (5m3s late, window 5m0s)"), class: reasonCatchup, window: 5 * time.Minute},
+		{o: skipped(launcher.ReasonPaused), class: reasonPaused},
+		{o: skipped(launcher.ReasonDeleted), class: reasonDeleted},
+		{o: skipped(launcher.ReasonMissed(12*time.Second+400*time.Millisecond, 10*time.Second)), class: reasonCatchup, window: 10 * time.Second},
+		{o: skipped(launcher.ReasonCatchup(5*time.Minute+3*time.Second, 5*time.Minute)), class: reasonCatchup, window: 5 * time.Minute},
 		{o: forbidSkip("batch/dispatch-j1-1-2-ab"), class: reasonForbid, child: "batch/dispatch-j1-1-2-ab"},
-		{o: failed(`Nomad refused the dispatch: launcher: rejected: parameterized job "missing" not found`), class: reasonRefused},
-		{o: failed("could not tell whether the previous child c7 still runs: deadline exceeded"), class: reasonRunningUnknown, child: "c7"},
-		{o: failed("could not stop the previous child c7 (concurrency replace): connection refused"), class: reasonStopFailed, child: "c7"},
-		{o: failed("dispatch failed (dial tcp: connection refused (again)) and the job was deleted since"), class: reasonDeletedAfterFailure},
-		{o: failed("dispatch failed 4 times, last: connection refused"), class: reasonRetriesOut},
+		{o: failed(launcher.ReasonRefused(refused)), class: reasonRefused},
+		{o: failed(launcher.ReasonRunningUnknown("c7", context.DeadlineExceeded)), class: reasonRunningUnknown, child: "c7"},
+		{o: failed(launcher.ReasonStopFailed("c7", errors.New("connection refused"))), class: reasonStopFailed, child: "c7"},
+		{o: failed(launcher.ReasonDeletedAfterFailure("dial tcp: connection refused (again)")), class: reasonDeletedAfterFailure},
+		{o: failed(launcher.ReasonRetriesOut(4, "connection refused")), class: reasonRetriesOut},
+		{o: failed(launcher.ReasonUnknownLookupFailed("j1-1772323200", errors.New("timeout"))), class: reasonUnknownLookupFailed, launch: "j1-1772323200"},
 		// A reason under the other kind, or any other text, is no reason.
 		{o: failed("job paused")},
 		{o: skipped("Nomad refused the dispatch: no")},
@@ -42,8 +50,8 @@ func TestCronClassify(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || r != (reason{class: tc.class, child: tc.child, window: tc.window}) {
-			t.Errorf("%s %q: got %+v, %v; want %s child %q window %v", tc.o.Kind, tc.o.Reason, r, err, tc.class, tc.child, tc.window)
+		if err != nil || r != (reason{class: tc.class, child: tc.child, launch: tc.launch, window: tc.window}) {
+			t.Errorf("%s %q: got %+v, %v; want %s child %q launch %q window %v", tc.o.Kind, tc.o.Reason, r, err, tc.class, tc.child, tc.launch, tc.window)
 		}
 	}
 }
@@ -331,5 +339,5 @@ func TestCronJustifiesTheChildOfAnUnknownLaunch(t *testing.T) {
 
 // forbidSkip is the launcher's skip under concurrency forbid, naming child.
 func forbidSkip(child string) state.Outcome {
-	return state.Outcome{Kind: state.OutcomeSkipped, ChildID: child, Reason: "previous child " + child + " still running (concurrency forbid)"}
+	return state.Outcome{Kind: state.OutcomeSkipped, ChildID: child, Reason: launcher.ReasonForbid(child)}
 }
