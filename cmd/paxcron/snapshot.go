@@ -182,7 +182,9 @@ up in a generation above every one at -backup and the snapshot's own, so
 that its backups rank above those of the history it replaces, which
 pruning then deletes first. With -file, give -backup too (the cluster's
 backup.url): the file is restored, and the backup target only read for
-its generations. A folder that holds a replica's state is refused.
+its generations; without it, a leader whose generation is below one at
+its backup target refuses to back up there. A folder that holds a
+replica's state is refused.
 
 Flags:
 `
@@ -246,7 +248,7 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 			return fail(exitFailed, "%v", err)
 		}
 	} else {
-		fmt.Fprintf(stderr, "paxcron operator snapshot restore: warning: without -backup, the restore knows of no generation but the file's (%d): a backup of a later one at the cluster's backup target will outrank the restored cluster's backups, which pruning then deletes first; give -backup with the cluster's backup.url\n", gen)
+		fmt.Fprintf(stderr, "paxcron operator snapshot restore: warning: without -backup, the restore knows of no generation but the file's (%d): if the cluster's backup target holds a later one, the restored cluster's leader will refuse to back up there (its backups would rank below the old history's); give -backup with the cluster's backup.url\n", gen)
 	}
 	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: info.Index}, Data: data}
 	for _, id := range info.Membership {

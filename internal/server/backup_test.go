@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -213,6 +214,80 @@ func TestBackupsOfARestoredClusterOutrankTheLostHistorys(t *testing.T) {
 		t.Fatalf("restored again, the cluster backs up in generation %d, the first restore did in %d", again[0].Generation, restored[2].Generation)
 	}
 	checkBackups(t, st, "again-3", again)
+}
+
+// A cluster restored without the backup target's generations (restore
+// -file without -backup) can back up below the lost history's
+// generation. Its leader refuses to: uploaded, the backup ranked below
+// the lost history's, pruning deleted it at once while BackupNow
+// reported it done, and Latest stayed the lost history (found in
+// review). The refusal leaves the target as it was and says why.
+func TestRestoredBelowTheTargetsGenerationRefusesToBackUp(t *testing.T) {
+	target := "file://" + t.TempDir()
+	c := startClusterWith(t, func(cfg *Config) {
+		cfg.Backup, cfg.BackupKeep = target, 3
+		cfg.Snapshots = replica.SnapshotPolicy{EveryEntries: 1 << 40}
+	})
+	ctx := context.Background()
+	st, err := backup.Open(ctx, target, backup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	older := putAndBackUp(t, c, "old-0")
+	_, olderData, err := st.Fetch(ctx, older.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Leaders change, each in a later round, so that the lost history
+	// backs up in generations above the older backup's.
+	var lost api.BackupInfo
+	for i := 1; i <= 3; i++ {
+		leader := c.leader()
+		c.servers[leader-1].Close()
+		c.servers[leader-1] = nil
+		lost = putAndBackUp(t, c, fmt.Sprintf("old-%d", i))
+		c.start(leader, false)
+	}
+	loseEveryDisk(c)
+	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: older.Index, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}}, Data: olderData}
+	var round uint64
+	for id := range 3 {
+		if round, err = RestoreStore(c.dirs[id], snap, []paxos.ReplicaID{1, 2, 3}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if round >= lost.Generation {
+		t.Fatalf("restored at round %d, the lost history backed up in generation %d: the test shows nothing", round, lost.Generation)
+	}
+	before, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range paxos.ReplicaID(3) {
+		c.start(id+1, false)
+	}
+	var refusal error
+	eventually(t, "a write and a refused backup", func() bool {
+		w := c.client(c.leader(), writeToken)
+		if _, err := w.PutJobs(ctx, yearly("new-1")); err != nil {
+			return false
+		}
+		_, refusal = w.BackupNow(ctx)
+		return refusal != nil && strings.Contains(refusal.Error(), "outranked")
+	})
+	for _, part := range []string{fmt.Sprintf("generation %d", lost.Generation), "own prefix", "-backup"} {
+		if !strings.Contains(refusal.Error(), part) {
+			t.Errorf("the refusal does not say %q: %v", part, refusal)
+		}
+	}
+	after, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(after, before, func(a, b backup.Info) bool { return a.Key == b.Key }) {
+		t.Fatalf("the target changed: %d backups before, %d after", len(before), len(after))
+	}
 }
 
 // checkBackups checks that the store keeps want, newest last, and that

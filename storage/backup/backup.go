@@ -25,6 +25,9 @@ var (
 	// ErrConflict: a different snapshot is (or is being) backed up at the
 	// same generation and index.
 	ErrConflict = errors.New("backup: conflict")
+	// ErrOutranked: the store holds a backup of a later generation than
+	// the upload's, of another history.
+	ErrOutranked = errors.New("backup: outranked by a later generation")
 )
 
 // Defaults of Options.

@@ -47,7 +47,10 @@
 // generations") takes the round of the state's last Takeover, which every
 // replica reads alike from its replicated state, and the restore makes
 // every ballot of the restored cluster, and so every Takeover, higher than
-// those.
+// those. An upload below the store's highest generation breaks that
+// promise (another cluster shares the store, or a restore did not read
+// it): Upload refuses it with ErrOutranked rather than store a backup
+// that pruning would delete first and Latest would pass over.
 //
 // # Why the manifest is written last
 //

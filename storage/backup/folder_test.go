@@ -62,10 +62,10 @@ func TestFolderStoreSyncsEachObjectBeforeTheNext(t *testing.T) {
 
 	// A failed sync fails the upload: the manifest must not vouch for it.
 	syncPath = func(string) error { return errors.New("disk on fire") }
-	if _, err := s.Upload(context.Background(), meta(9), snap(9)); err == nil || !strings.Contains(err.Error(), "disk on fire") {
+	if _, err := s.Upload(context.Background(), metaAt(4, 9), snap(9)); err == nil || !strings.Contains(err.Error(), "disk on fire") {
 		t.Fatalf("an upload whose sync failed: %v", err)
 	}
-	if _, err := s.readManifest(context.Background(), at(9)); !errors.Is(err, ErrNotFound) {
+	if _, err := s.readManifest(context.Background(), rank{gen: 4, index: 9}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a manifest was written for data that did not sync: %v", err)
 	}
 }

@@ -107,6 +107,43 @@ func TestOneIndexInTwoGenerations(t *testing.T) {
 	}
 }
 
+// An upload below a later generation in the store is refused, and
+// nothing is written or pruned: it belongs to another history, and
+// stored it would rank below that history's backups, so that pruning
+// deleted it at once (an upload reported done, gone) and Latest restored
+// the other history. Found in review: a cluster restored from a file
+// without -backup lost every backup it made this way.
+func TestUploadBelowALaterGenerationIsRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			s := be.open(t, Options{Keep: 3})
+			uploadAt(t, s, 2, 10, 11, 12)
+			before := keys(t, s)
+			for _, gen := range []uint64{0, 1} {
+				_, err := s.Upload(ctx, metaAt(gen, 50), snap(50))
+				wantErr(t, fmt.Sprintf("an upload of generation %d", gen), err, ErrOutranked)
+				if !strings.Contains(err.Error(), "generation 2, index 12") || !strings.Contains(err.Error(), "own prefix") {
+					t.Fatalf("the refusal names neither the backup above nor the way out: %v", err)
+				}
+			}
+			if got := keys(t, s); !slices.Equal(got, before) {
+				t.Fatalf("objects after the refused uploads:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(before, "\n"))
+			}
+			// Within a generation an older index is a late upload of the
+			// same history (a stale leader's): stored, and pruned as the
+			// oldest.
+			if _, err := s.Upload(ctx, metaAt(2, 9), snap(9)); err != nil {
+				t.Fatalf("an older index of the same generation: %v", err)
+			}
+			uploadAt(t, s, 3, 13)
+			if list, err := s.List(ctx); err != nil || ranks(list) != "3/13 2/12 2/11" {
+				t.Fatalf("List: %s (%v)", ranks(list), err)
+			}
+		})
+	}
+}
+
 // openFixture copies a testdata folder of objects written by an older
 // binary, so that the test may change it.
 func openFixture(t *testing.T, name string, opts Options) (*Store, string) {
@@ -205,8 +242,8 @@ func TestHighestGeneration(t *testing.T) {
 	if gen, err := s.HighestGeneration(ctx); err != nil || gen != 0 {
 		t.Fatalf("HighestGeneration of an empty store: %d, %v", gen, err)
 	}
-	infos := uploadAt(t, s, 3, 5)
 	upload(t, s, 9)
+	infos := uploadAt(t, s, 3, 5)
 	if err := s.bucket.WriteAll(ctx, s.dataKey(rank{gen: 8, index: 2}, sha256Hex(nil)), nil, nil); err != nil {
 		t.Fatal(err)
 	}

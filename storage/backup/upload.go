@@ -24,6 +24,14 @@ import (
 //
 // When only pruning fails the backup is complete: the Info is returned
 // with the error, and the next upload prunes again.
+//
+// A store that holds a backup of a later generation than meta's is
+// ErrOutranked, and nothing is written or pruned: that backup belongs to
+// another history (a second cluster writing here, or the history a
+// restore without the store's generations replaced). Uploaded, this one
+// would rank below it: Latest would restore that history instead, and
+// pruning would delete this history's backups first, so that an upload
+// reported as done could be gone at once.
 func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error) {
 	info, err := s.newInfo(meta, data)
 	if err != nil {
@@ -36,6 +44,9 @@ func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error
 	case !errors.Is(err, ErrNotFound):
 		return Info{}, err
 	}
+	if err := s.checkNotOutranked(ctx, meta.rank()); err != nil {
+		return Info{}, err
+	}
 	if err := s.writeData(ctx, info, data); err != nil {
 		return Info{}, err
 	}
@@ -46,6 +57,20 @@ func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error
 		return info, fmt.Errorf("backup: uploaded %s, but pruning failed: %w", info.Key, err)
 	}
 	return info, nil
+}
+
+// checkNotOutranked fails with ErrOutranked if the store holds a backup
+// of a generation above r's.
+func (s *Store) checkNotOutranked(ctx context.Context, r rank) error {
+	manifests, err := s.list(ctx, manifestDir)
+	if err != nil || len(manifests) == 0 || manifests[0].rank.gen <= r.gen {
+		return err
+	}
+	return fmt.Errorf("%w: %s holds a backup at %v, above this one's generation %d. It is another history's: "+
+		"a second cluster backs up to the same place (give each its own prefix), or this cluster was restored "+
+		"without the target's generations (restore with -backup URL). Uploaded, this backup would rank below it, "+
+		"and pruning would delete this cluster's backups first",
+		ErrOutranked, s.url, manifests[0].rank, r.gen)
 }
 
 // newInfo validates an upload and describes it.
