@@ -67,7 +67,7 @@ func (s *Store) checkNotOutranked(ctx context.Context, r rank) error {
 		return err
 	}
 	return fmt.Errorf("%w: %s holds a backup at %v, above this one's generation %d. It is another history's: "+
-		"a second cluster backs up to the same place (give each its own prefix), or this cluster was restored "+
+		"another cluster, running or gone, backed up to the same place (give each its own prefix), or this cluster was restored "+
 		"without the target's generations (restore with -backup URL). Uploaded, this backup would rank below it, "+
 		"and pruning would delete this cluster's backups first",
 		ErrOutranked, s.url, manifests[0].rank, r.gen)
