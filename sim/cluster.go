@@ -102,6 +102,10 @@ type cluster struct {
 	// heldBack holds the launches a planted false skip concludes, until a
 	// conclusion of theirs is applied: their dispatches never reach Nomad.
 	heldBack map[string]bool
+	// dispatched is each job's latest child concluded dispatched, as
+	// chosen: a forbid skip naming another is one that found the child of
+	// a launch concluded unknown (counted as proof that path ran).
+	dispatched map[string]string
 }
 
 func newCluster(opts Options) (*cluster, error) {
@@ -109,19 +113,20 @@ func newCluster(opts Options) (*cluster, error) {
 		return nil, err
 	}
 	c := &cluster{
-		opts:     opts,
-		rng:      rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
-		detector: rand.New(rand.NewPCG(opts.Seed, 0xd37ec7)),
-		sched:    simclock.NewScheduler(),
-		checks:   check.NewConsensus(),
-		lease:    check.NewLease(),
-		live:     check.NewLiveness(opts.LivenessBound),
-		corrupt:  check.NewCorruption(),
-		trace:    check.NewTrace(),
-		slotHash: map[uint64]uint64{},
-		pending:  map[string]paxos.ReplicaID{},
-		faults:   map[string]int{},
-		heldBack: map[string]bool{},
+		opts:       opts,
+		rng:        rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
+		detector:   rand.New(rand.NewPCG(opts.Seed, 0xd37ec7)),
+		sched:      simclock.NewScheduler(),
+		checks:     check.NewConsensus(),
+		lease:      check.NewLease(),
+		live:       check.NewLiveness(opts.LivenessBound),
+		corrupt:    check.NewCorruption(),
+		trace:      check.NewTrace(),
+		slotHash:   map[uint64]uint64{},
+		pending:    map[string]paxos.ReplicaID{},
+		faults:     map[string]int{},
+		heldBack:   map[string]bool{},
+		dispatched: map[string]string{},
 	}
 	netRand := rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64()))
 	var err error

@@ -197,6 +197,14 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 	if err != nil {
 		return
 	}
+	if f, ok := cmd.(state.LaunchFinished); ok {
+		switch o := f.Outcome; {
+		case o.Kind == state.OutcomeDispatched:
+			c.dispatched[f.Job] = o.ChildID
+		case o.Kind == state.OutcomeSkipped && o.ChildID != "" && o.ChildID != c.dispatched[f.Job]:
+			c.faults["forbid skip naming an unknown launch's child"]++ // not a fault: proof the path ran
+		}
+	}
 	now := c.trueWall()
 	switch cmd := cmd.(type) {
 	case state.Takeover:
