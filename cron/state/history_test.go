@@ -169,14 +169,11 @@ func TestRestoreVersion2(t *testing.T) {
 	checkLast(again, "written again")
 }
 
-// TestLastChildOutlivesTheHistory: the child the forbid and replace
-// policies look at is the latest one dispatched, with the target it went
-// to, however many launches were skipped since (a forbid job whose child
-// runs for more than HistoryLen slots) and wherever the job moved since;
-// and so after a snapshot. Found in review: it was read from the
-// history, so it was forgotten after HistoryLen skips and asked about in
-// the job's new namespace.
-func TestLastChildOutlivesTheHistory(t *testing.T) {
+// forbidJobInNS1 is a machine holding job "j", every minute under
+// concurrency forbid in namespace ns1, with its applier, the job's spec,
+// and launch, which starts the job's next slot and concludes it with o.
+func forbidJobInNS1(t *testing.T) (*Machine, func(Command), JobSpec, func(o Outcome)) {
+	t.Helper()
 	m := New()
 	apply := applier(t, m)
 	s := spec("* * * * *")
@@ -187,6 +184,18 @@ func TestLastChildOutlivesTheHistory(t *testing.T) {
 		apply(LaunchStarted{Job: "j", ScheduledAt: j.NextAt, Identity: Identity("j", j.NextAt), SpecVersion: j.Version, At: j.NextAt})
 		apply(LaunchFinished{Job: "j", ScheduledAt: j.NextAt, Outcome: o})
 	}
+	return m, apply, s, launch
+}
+
+// TestLastChildOutlivesTheHistory: the child the forbid and replace
+// policies look at is the latest one dispatched, with the target it went
+// to, however many launches were skipped since (a forbid job whose child
+// runs for more than HistoryLen slots) and wherever the job moved since;
+// and so after a snapshot. Found in review: it was read from the
+// history, so it was forgotten after HistoryLen skips and asked about in
+// the job's new namespace.
+func TestLastChildOutlivesTheHistory(t *testing.T) {
+	m, apply, s, launch := forbidJobInNS1(t)
 	first := Outcome{Kind: OutcomeDispatched, ChildID: "batch/dispatch-j-1-1-00000001"}
 	launch(first)
 	want := Child{ID: first.ChildID, Target: Target{NomadJob: s.NomadJob, Namespace: "ns1"}}
@@ -251,16 +260,7 @@ func TestUnknownLaunches(t *testing.T) {
 // the history, so a child of it running for more than HistoryLen slots
 // was forgotten and a second child dispatched beside it.
 func TestForbidSkipKeepsTheChildItFound(t *testing.T) {
-	m := New()
-	apply := applier(t, m)
-	s := spec("* * * * *")
-	s.Namespace, s.Concurrency = "ns1", ConcurrencyForbid
-	apply(PutJob{Name: "j", Spec: s, At: t0})
-	launch := func(o Outcome) {
-		j := mustJob(t, m, "j")
-		apply(LaunchStarted{Job: "j", ScheduledAt: j.NextAt, Identity: Identity("j", j.NextAt), SpecVersion: j.Version, At: j.NextAt})
-		apply(LaunchFinished{Job: "j", ScheduledAt: j.NextAt, Outcome: o})
-	}
+	m, apply, s, launch := forbidJobInNS1(t)
 	const first, found = "batch/dispatch-j-1-1-00000001", "batch/dispatch-j-2-2-00000002"
 	skip := func(child string) Outcome {
 		return Outcome{Kind: OutcomeSkipped, ChildID: child, Reason: "previous child " + child + " still running (concurrency forbid)"}

@@ -158,23 +158,7 @@ func TestRestoreStoreChecks(t *testing.T) {
 // backups outrank the one before, and within one, the newest state is
 // Latest.
 func TestBackupsOfARestoredClusterOutrankTheLostHistorys(t *testing.T) {
-	target := "file://" + t.TempDir()
-	c := startClusterWith(t, func(cfg *Config) {
-		cfg.Backup, cfg.BackupKeep = target, 3
-		// Backups on demand only: BackupNow below.
-		cfg.Snapshots = replica.SnapshotPolicy{EveryEntries: 1 << 40}
-	})
-	ctx := context.Background()
-	st, err := backup.Open(ctx, target, backup.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	older := putAndBackUp(t, c, "old-0")
-	_, olderData, err := st.Fetch(ctx, older.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, st, older, olderData := clusterWithABackup(t)
 	// The history goes on well past that backup, then is lost.
 	w := c.client(c.leader(), writeToken)
 	for i := 1; i <= 17; i++ {
@@ -223,22 +207,8 @@ func TestBackupsOfARestoredClusterOutrankTheLostHistorys(t *testing.T) {
 // reported it done, and Latest stayed the lost history (found in
 // review). The refusal leaves the target as it was and says why.
 func TestRestoredBelowTheTargetsGenerationRefusesToBackUp(t *testing.T) {
-	target := "file://" + t.TempDir()
-	c := startClusterWith(t, func(cfg *Config) {
-		cfg.Backup, cfg.BackupKeep = target, 3
-		cfg.Snapshots = replica.SnapshotPolicy{EveryEntries: 1 << 40}
-	})
+	c, st, older, olderData := clusterWithABackup(t)
 	ctx := context.Background()
-	st, err := backup.Open(ctx, target, backup.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	older := putAndBackUp(t, c, "old-0")
-	_, olderData, err := st.Fetch(ctx, older.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Leaders change, each in a later round, so that the lost history
 	// backs up in generations above the older backup's.
 	var lost api.BackupInfo
@@ -253,6 +223,7 @@ func TestRestoredBelowTheTargetsGenerationRefusesToBackUp(t *testing.T) {
 	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: older.Index, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}}, Data: olderData}
 	var round uint64
 	for id := range 3 {
+		var err error
 		if round, err = RestoreStore(c.dirs[id], snap, []paxos.ReplicaID{1, 2, 3}, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -288,6 +259,29 @@ func TestRestoredBelowTheTargetsGenerationRefusesToBackUp(t *testing.T) {
 	if !slices.EqualFunc(after, before, func(a, b backup.Info) bool { return a.Key == b.Key }) {
 		t.Fatalf("the target changed: %d backups before, %d after", len(before), len(after))
 	}
+}
+
+// clusterWithABackup starts a cluster that backs up to a folder (keeping
+// 3, on demand only: BackupNow), and backs up its first job, "old-0":
+// the cluster, the folder's store, that backup and its bytes.
+func clusterWithABackup(t *testing.T) (*cluster, *backup.Store, api.BackupInfo, []byte) {
+	t.Helper()
+	target := "file://" + t.TempDir()
+	c := startClusterWith(t, func(cfg *Config) {
+		cfg.Backup, cfg.BackupKeep = target, 3
+		cfg.Snapshots = replica.SnapshotPolicy{EveryEntries: 1 << 40}
+	})
+	st, err := backup.Open(context.Background(), target, backup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	older := putAndBackUp(t, c, "old-0")
+	_, olderData, err := st.Fetch(context.Background(), older.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, st, older, olderData
 }
 
 // checkBackups checks that the store keeps want, newest last, and that

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -141,7 +142,7 @@ func runTakingImages(t *testing.T, plan crashPlan) []crashPoint {
 		return nil
 	})
 	s, err := pebblestore.Open(dir, crashOptions(plan, pebblestore.Options{
-		FS: reuseWrappingFS{errorfs.Wrap(mem, inj), inj}, MemTableBytes: crashMemTableBytes, Logger: quietLogger{},
+		FS: reuseWrappingFS{errorfs.Wrap(mem, inj), inj, mem, &mu}, MemTableBytes: crashMemTableBytes, Logger: quietLogger{},
 	}))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -164,14 +165,26 @@ func runTakingImages(t *testing.T, plan crashPlan) []crashPoint {
 
 // reuseWrappingFS mends a gap in errorfs: its ReuseForWrite returns the
 // file unwrapped, so that writes to a recycled WAL would escape the
-// injector and no crash would ever land in them.
+// injector and no crash would ever land in them. And one in MemFS: its
+// ReuseForWrite read-locks the clone lock and then, in Rename, again, so
+// a CrashClone waiting between the two deadlocks both (a CI run hung on
+// it for ten minutes, 2026-11-28). The reuse therefore runs under mu,
+// the lock every image is taken under.
 type reuseWrappingFS struct {
 	*errorfs.FS
 	inj errorfs.Injector
+	mem *vfs.MemFS
+	mu  *sync.Mutex
 }
 
 func (fs reuseWrappingFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
+	// The injector first, as errorfs does: it may take an image.
+	if err := fs.inj.MaybeError(errorfs.Op{Kind: errorfs.OpReuseForWrite, Path: oldname}); err != nil {
+		return nil, err
+	}
+	fs.mu.Lock()
+	f, err := fs.mem.ReuseForWrite(oldname, newname, category)
+	fs.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -222,4 +235,57 @@ func checkWritableAfterCrash(t *testing.T, s *pebblestore.Store, st storetest.St
 	if last, err := s.LastSlot(); err != nil || last != next {
 		t.Fatalf("%s: LastSlot after recovery and one save = %d, %v; want %d", what, last, err, next)
 	}
+}
+
+// TestReuseBesideImagesDoesNotDeadlock: a WAL recycled while another
+// goroutine takes an image. MemFS's ReuseForWrite read-locks its clone
+// lock twice, and a CrashClone waiting between the two locked both out
+// for good (a CI run of TestCrashAtEveryWrite hung on it); the wrapper
+// recycles under the images' lock.
+func TestReuseBesideImagesDoesNotDeadlock(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var mu sync.Mutex
+	images := errorfs.InjectorFunc(func(op errorfs.Op) error { return nil })
+	fs := reuseWrappingFS{errorfs.Wrap(mem, images), images, mem, &mu}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 2000 {
+			mu.Lock()
+			mem.CrashClone(crashCloneCfg(1))
+			mu.Unlock()
+		}
+	}()
+	finished := make(chan error, 1)
+	go func() {
+		for i := range 2000 {
+			f, err := fs.Create("wal-a", vfs.WriteCategoryUnspecified)
+			if err == nil {
+				err = f.Close()
+			}
+			if err == nil {
+				f, err = fs.ReuseForWrite("wal-a", "wal-b", vfs.WriteCategoryUnspecified)
+			}
+			if err == nil {
+				err = f.Close()
+			}
+			if err == nil {
+				err = fs.Remove("wal-b")
+			}
+			if err != nil {
+				finished <- fmt.Errorf("round %d: %w", i, err)
+				return
+			}
+		}
+		finished <- nil
+	}()
+	select {
+	case err := <-finished:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("recycling a WAL beside CrashClone deadlocked")
+	}
+	<-done
 }
