@@ -53,6 +53,11 @@ var jobSpecs = []state.JobSpec{
 	{Schedule: "*/2 * * * * *", NomadJob: "batch", CatchupWindow: 30 * time.Second, AtLeastOnce: true},
 	{Schedule: "@every 3s", TimeZone: "Australia/Sydney", NomadJob: "batch", CatchupWindow: 20 * time.Second, AtLeastOnce: true, Concurrency: state.ConcurrencyForbid},
 	{Schedule: "0 0 1 1 *", NomadJob: "batch"}, // never within a run
+	// Policies with a short window: a Nomad outage can outlast it while
+	// forbid asks about the last child, replace stops it, or either looks
+	// up a launch concluded unknown, so that those failures happen too.
+	{Schedule: "*/2 * * * * *", NomadJob: "batch", CatchupWindow: 2 * time.Second, Concurrency: state.ConcurrencyForbid},
+	{Schedule: "*/3 * * * * *", NomadJob: "report", Namespace: "ops", CatchupWindow: 2 * time.Second, Concurrency: state.ConcurrencyReplace},
 }
 
 // jobNames are the jobs the client edits.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"paxcron/sim"
+	"paxcron/sim/check"
 )
 
 func main() {
@@ -84,6 +85,7 @@ Flags:
 		}
 	}
 	wall := time.Since(began)
+	fmt.Fprintln(stdout, justifiedLine(results))
 	fmt.Fprintf(stdout, "simulated %v in %v (%.0f simulated seconds per wall second, %d workers)\n",
 		simulated.Round(time.Second), wall.Round(time.Millisecond), simulated.Seconds()/wall.Seconds(), *workers)
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", len(results)-failed, failed)
@@ -91,6 +93,23 @@ Flags:
 		return 1
 	}
 	return 0
+}
+
+// justifiedLine sums, over the seeds, the skips and failures the cron
+// checker judged against its view, by kind, every kind listed: a kind at
+// zero is one the swarm did not exercise.
+func justifiedLine(results []sim.Result) string {
+	total := map[string]uint64{}
+	for _, r := range results {
+		for k, n := range r.Cron.Checked.Justified {
+			total[k] += n
+		}
+	}
+	parts := make([]string, 0, len(total))
+	for _, k := range check.ReasonClasses() {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, total[k]))
+	}
+	return "skips and failures justified: " + strings.Join(parts, ", ")
 }
 
 func faultEveryFlag(d time.Duration) string {

@@ -125,6 +125,17 @@ var reasonNames = map[reasonClass]string{
 
 func (r reasonClass) String() string { return reasonNames[r] }
 
+// ReasonClasses names every kind of skip and failure the checker judges,
+// as CronCounts.Justified keys them, in a fixed order: a swarm's report
+// lists each, so that a kind the workload never produces shows as zero.
+func ReasonClasses() []string {
+	names := make([]string, 0, len(reasonNames))
+	for r := reasonPaused; r <= reasonUnknownLookupFailed; r++ {
+		names = append(names, r.String())
+	}
+	return names
+}
+
 // reason is a skip's or a failure's reason, read.
 type reason struct {
 	class  reasonClass

@@ -341,3 +341,21 @@ func TestCronJustifiesTheChildOfAnUnknownLaunch(t *testing.T) {
 func forbidSkip(child string) state.Outcome {
 	return state.Outcome{Kind: state.OutcomeSkipped, ChildID: child, Reason: launcher.ReasonForbid(child)}
 }
+
+// Every class the checker can justify is listed once, so that a swarm's
+// report of them cannot leave one out.
+func TestReasonClassesListsEveryClass(t *testing.T) {
+	names := ReasonClasses()
+	seen := map[string]bool{}
+	for _, n := range names {
+		if n == "" || seen[n] {
+			t.Fatalf("ReasonClasses() = %q: empty or repeated %q", names, n)
+		}
+		seen[n] = true
+	}
+	for r, n := range reasonNames {
+		if !seen[n] {
+			t.Errorf("class %d (%q) is missing from ReasonClasses() = %q", r, n, names)
+		}
+	}
+}
