@@ -107,6 +107,8 @@ type Report struct {
 	Skips                   map[string]int // by reason class
 	Failed, Unknown         int
 	MaxLateOutside          time.Duration
+	// LatestOutside names the slot of MaxLateOutside ("" if none).
+	LatestOutside string
 
 	Doubled      []string // a token with two or more children
 	Missing      []string // no child and no recorded outcome
@@ -241,7 +243,9 @@ func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken ma
 	if w != nil {
 		return
 	}
-	r.MaxLateOutside = max(r.MaxLateOutside, late)
+	if r.LatestOutside == "" || late > r.MaxLateOutside {
+		r.MaxLateOutside, r.LatestOutside = late, fmt.Sprintf("%s (%s)", id, when)
+	}
 	switch {
 	case late > in.LateBound:
 		r.Late = append(r.Late, fmt.Sprintf("%s (%s): child submitted %v after its time, outside every fault window", id, when, late.Round(time.Millisecond)))
@@ -549,7 +553,11 @@ func (r *Report) Print(w io.Writer) {
 	for _, reason := range sortedKeys(r.Skips) {
 		fmt.Fprintf(w, "  skipped %5d  %s\n", r.Skips[reason], reason)
 	}
-	fmt.Fprintf(w, "latest child outside fault windows: %v after its slot\n", r.MaxLateOutside.Round(time.Millisecond))
+	if r.LatestOutside == "" {
+		fmt.Fprintln(w, "latest child outside fault windows: none (no slot outside them had a child)")
+	} else {
+		fmt.Fprintf(w, "latest child outside fault windows: %v after its slot, %s\n", r.MaxLateOutside.Round(time.Millisecond), r.LatestOutside)
+	}
 	var counts []string
 	for _, l := range r.lists() {
 		counts = append(counts, fmt.Sprintf("%s %d", l.name, len(*l.list)))

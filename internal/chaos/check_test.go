@@ -371,3 +371,21 @@ func TestSkipPatternsReadTheLaunchersReasons(t *testing.T) {
 		}
 	}
 }
+
+// The report names the slot whose child came latest outside the fault
+// windows, so that a figure near the bound can be looked into.
+func TestCheckNamesTheLatestSlot(t *testing.T) {
+	in := base()
+	t0 := time.Unix(1_800_000_000, 0)
+	id := Identity("a", t0.Add(15*time.Second))
+	setSubmitted(&in, id, t0.Add(15*time.Second+1700*time.Millisecond))
+	r := Check(in)
+	if r.Violations() != 0 || r.MaxLateOutside != 1700*time.Millisecond || !strings.HasPrefix(r.LatestOutside, id+" (") {
+		t.Fatalf("violations %d, latest %v at %q; want none, 1.7s at %s", r.Violations(), r.MaxLateOutside, r.LatestOutside, id)
+	}
+	var b strings.Builder
+	r.Print(&b)
+	if !strings.Contains(b.String(), "1.7s after its slot, "+id+" (") {
+		t.Fatalf("the report does not name %s:\n%s", id, b.String())
+	}
+}
