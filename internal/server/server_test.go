@@ -196,11 +196,16 @@ func (c *cluster) leader() paxos.ReplicaID {
 	return 0
 }
 
-func eventually(t testing.TB, what string, cond func() bool) {
+// eventually waits for cond; on timeout it fails with what, and with
+// what detail (if given) says of the last try.
+func eventually(t testing.TB, what string, cond func() bool, detail ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
+			for _, d := range detail {
+				what += ": " + d()
+			}
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -646,20 +651,18 @@ func TestGossipFindsPeersAndACrash(t *testing.T) {
 	// Every replica alive with its addresses. Eventually: on a loaded
 	// machine gossip may suspect a live replica for a moment (a CI run
 	// saw one suspect here) before it refutes the suspicion.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	var last string
+	eventually(t, "every replica alive with its addresses", func() bool {
 		st, err := fc.Status(ctx)
 		if err != nil {
-			t.Fatal(err)
+			last = err.Error()
+			return false
 		}
-		if !slices.ContainsFunc(st.Replicas, func(r api.Replica) bool {
+		last = fmt.Sprintf("%+v", st.Replicas)
+		return !slices.ContainsFunc(st.Replicas, func(r api.Replica) bool {
 			return r.Health != "alive" && r.Health != "self" || r.APIAddr == ""
-		}) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replicas %+v: want every one alive with its addresses", st.Replicas)
-		}
-	}
+		})
+	}, func() string { return last })
 	killed := time.Now()
 	leader.Close()
 	servers[leader.cfg.ID-1] = nil
