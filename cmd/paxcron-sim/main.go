@@ -105,7 +105,7 @@ func justifiedLine(results []sim.Result) string {
 			total[k] += n
 		}
 	}
-	parts := make([]string, 0, len(total))
+	var parts []string
 	for _, k := range check.ReasonClasses() {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, total[k]))
 	}

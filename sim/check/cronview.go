@@ -130,7 +130,7 @@ func (r reasonClass) String() string { return reasonNames[r] }
 // lists each, so that a kind the workload never produces shows as zero.
 func ReasonClasses() []string {
 	names := make([]string, 0, len(reasonNames))
-	for r := reasonPaused; r <= reasonUnknownLookupFailed; r++ {
+	for r := reasonClass(1); int(r) <= len(reasonNames); r++ { // the classes count from 1, one name each
 		names = append(names, r.String())
 	}
 	return names
