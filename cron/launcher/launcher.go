@@ -201,11 +201,11 @@ type task struct {
 	// The calls are about previous[0].
 	previous []state.Child
 	// unknown lists the job's launches concluded unknown still to look
-	// up (the calls are about unknown[0]), at unknownTarget, the job's
-	// target when the policy was decided; policy is that policy.
-	unknown       []state.UnknownLaunch
-	unknownTarget state.Target
-	policy        state.Concurrency
+	// up (the calls are about unknown[0]), each in the target it went to
+	// (the job may have moved since); policy is the job's policy when it
+	// was decided.
+	unknown []state.UnknownLaunch
+	policy  state.Concurrency
 	finish        state.LaunchFinished
 	// proposedAt is when finish (phaseFinish) was last proposed; zero
 	// when it still has to be.
@@ -910,7 +910,7 @@ func (l *Launcher) advance(t *task) {
 	case phaseDecide:
 		l.decide(t)
 	case phaseLookupUnknown:
-		l.call(t, OpLookup, target(t.unknownTarget), "")
+		l.call(t, OpLookup, target(t.unknown[0].Target), "")
 	case phaseRunning:
 		l.call(t, OpRunning, target(t.previous[0].Target), t.previous[0].ID)
 	case phaseStop:
@@ -966,7 +966,7 @@ func (l *Launcher) decide(t *task) {
 		l.delay(t, phaseDecide, l.cfg.RetryAfter)
 		return
 	}
-	t.policy, t.previous, t.unknown, t.unknownTarget = info.Spec.Concurrency, nil, nil, info.Spec.Target()
+	t.policy, t.previous, t.unknown = info.Spec.Concurrency, nil, nil
 	if info.LastChild.ID != "" {
 		t.previous = append(t.previous, info.LastChild)
 	}
@@ -1073,7 +1073,7 @@ func (l *Launcher) Done(r Result) {
 			l.retryOrConclude(t, phaseLookupUnknown, r.Err, state.OutcomeFailed, func(err error) string { return ReasonUnknownLookupFailed(u.Identity, err) })
 			return
 		case r.Found && !slices.ContainsFunc(t.previous, func(c state.Child) bool { return c.ID == r.ChildID }):
-			t.previous = append(t.previous, state.Child{ID: r.ChildID, Target: t.unknownTarget})
+			t.previous = append(t.previous, state.Child{ID: r.ChildID, Target: u.Target})
 		}
 		t.unknown = t.unknown[1:]
 		l.queueNextPolicyStep(t)

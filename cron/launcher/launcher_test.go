@@ -1060,6 +1060,44 @@ func TestPoliciesLookUpLaunchesConcludedUnknown(t *testing.T) {
 		h.answer(Result{Found: true})
 		h.wantProposed("finished a-1772366580 skipped " + childB + " previous child " + childB + " still running (concurrency forbid)")
 	})
+	// A launch concluded unknown is looked up where it was dispatched,
+	// and the child found asked about there, however the job moved
+	// since. Found in review: it was looked up in the job's new target,
+	// where its child could not be, and a second child ran beside it.
+	t.Run("forbid, the job moved since the unknown launch", func(t *testing.T) {
+		h := newHarness(t, nil)
+		spec := job("@every 1m")
+		spec.Concurrency = state.ConcurrencyForbid
+		moved := spec
+		moved.NomadJob, moved.Namespace = "report", "ops"
+		edit := putJob("a", moved)
+		edit.IfVersion = 1
+		h.apply(putJob("a", spec),
+			state.LaunchStarted{Job: "a", ScheduledAt: s1, Identity: state.Identity("a", s1), SpecVersion: 1, At: s1},
+			state.LaunchFinished{Job: "a", ScheduledAt: s1, Outcome: state.Outcome{Kind: state.OutcomeDispatched, ChildID: childA}},
+			state.LaunchStarted{Job: "a", ScheduledAt: s2, Identity: state.Identity("a", s2), SpecVersion: 1, At: s2},
+			state.LaunchFinished{Job: "a", ScheduledAt: s2, Outcome: state.Outcome{Kind: state.OutcomeUnknown, Reason: "could not look the launch up in Nomad: down"}},
+			edit)
+		h.lease(1, 10*time.Second)
+		h.at(s3)
+		h.commit()
+		if req := h.wantRequest(OpLookup, "a-1772366520"); req.Spec.Target() != spec.Target() {
+			t.Fatalf("looked up in %+v, want %+v, where the launch went", req.Spec.Target(), spec.Target())
+		}
+		h.answer(Result{Found: true, ChildID: childB})
+		h.commit()
+		for _, child := range []string{childA, childB} {
+			req := h.wantRequest(OpRunning, "a-1772366580")
+			if req.ChildID != child || req.Spec.Target() != spec.Target() {
+				t.Fatalf("asked about %s in %+v, want %s in %+v", req.ChildID, req.Spec.Target(), child, spec.Target())
+			}
+			h.answer(Result{Found: child == childB})
+			if child == childA {
+				h.commit()
+			}
+		}
+		h.wantProposed("finished a-1772366580 skipped " + childB + " previous child " + childB + " still running (concurrency forbid)")
+	})
 	// The child found keeps the job from a second child once the unknown
 	// launch has left the history (HistoryLen launches later): the skips
 	// name it, and it becomes the job's last child. Found in review.

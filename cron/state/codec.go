@@ -22,11 +22,13 @@ import (
 // command has none.
 const (
 	commandVersion byte = 1
-	// snapshotVersion 2 packed each job's history (history.go), and 3
-	// keeps each job's last child beside it. Restore still reads both
-	// (the last child then comes from the history) and version 1, whose
-	// history was a list of launches.
-	snapshotVersion byte = 3
+	// snapshotVersion 2 packed each job's history (history.go), 3 keeps
+	// each job's last child beside it, and 4 an unknown launch's target
+	// in its history entry. Restore still reads them all (before 3 the
+	// last child comes from the history, before 4 an unknown launch is
+	// taken to be in its job's target) and version 1, whose history was
+	// a list of launches.
+	snapshotVersion byte = 4
 )
 
 var msgpackHandle = func() *codec.MsgpackHandle {

@@ -30,6 +30,7 @@ import (
 //	uvarint      finished slot less started slot (at least 1)
 //	child        by its form (below)
 //	reason       uvarint length, bytes
+//	target       an unknown outcome only: where its child may be (below)
 //
 // The child ID is stored relative to the prefix Nomad gives a dispatch
 // whose IdPrefixTemplate is the launch identity,
@@ -41,6 +42,14 @@ import (
 //	childNomad     the prefix, then "<unix>-<8 lowercase hex>": varint
 //	               unix less the scheduled time, 4 bytes
 //	childPrefixed  the prefix, then uvarint length, bytes
+//
+// An unknown launch's child, if it exists, is in the target the launch
+// dispatched to, which the forbid and replace policies search: byte 0,
+// the job's current target; or byte 1, then its Nomad job, namespace and
+// region, each a uvarint length and bytes, where the job has moved since
+// (an edit of the target repacks the history). Snapshot versions before
+// 4 did not keep it (readEntry's legacy): their unknown launches are taken
+// to be in the job's target, which is where those versions searched.
 //
 // The encoding is canonical: a history read from a snapshot is accepted
 // only if packing its launches again gives the same bytes, so replicas
@@ -85,7 +94,28 @@ type histEntry struct {
 	childHex     [4]byte // childNomad
 	child        string  // childVerbatim: the ID; childPrefixed: the rest
 	reason       string
+	// moved says an unknown launch went to target, not to the job's
+	// current target.
+	moved  bool
+	target Target
 }
+
+// targetIn returns where e's launch went, cur being the job's target.
+func (e *histEntry) targetIn(cur Target) Target {
+	if e.moved {
+		return e.target
+	}
+	return cur
+}
+
+// entryFormat is how entries are packed: the current way, or the legacy
+// one of snapshot versions before 4, without an unknown launch's target.
+type entryFormat bool
+
+const (
+	entryCurrent entryFormat = false
+	entryLegacy  entryFormat = true
+)
 
 // len returns how many launches h holds.
 func (h history) len() int {
@@ -97,22 +127,22 @@ func (h history) len() int {
 
 // add returns h with l appended and, at HistoryLen, its oldest launch
 // dropped. It allocates the result to its exact size: the history is
-// most of a job's memory. name is the job's, parent its Nomad job.
-func (h history) add(l *Launch, name, parent string) history {
+// most of a job's memory. name is the job's, cur its target.
+func (h history) add(l *Launch, name string, cur Target) history {
 	n, kept := h.len(), ""
 	if n > 0 {
 		kept = string(h[1:])
 	}
 	if n == HistoryLen {
 		var e histEntry
-		skip, err := readEntry(kept, &e)
+		skip, err := readEntry(kept, &e, entryCurrent)
 		if err != nil {
 			panic(fmt.Sprintf("state: job %q: history corrupt in memory: %v", name, err))
 		}
 		kept, n = kept[skip:], n-1
 	}
 	var buf [64]byte
-	packed := appendEntry(buf[:0], l, name, parent)
+	packed := appendEntry(buf[:0], l, name, cur)
 	var out strings.Builder
 	out.Grow(1 + len(kept) + len(packed))
 	out.WriteByte(byte(n + 1))
@@ -130,7 +160,7 @@ func (h history) each(fn func(e *histEntry) bool) {
 	b := string(h[1:])
 	var e histEntry
 	for range int(h[0]) {
-		n, err := readEntry(b, &e)
+		n, err := readEntry(b, &e, entryCurrent)
 		if err != nil {
 			panic(fmt.Sprintf("state: history corrupt in memory: %v", err))
 		}
@@ -141,33 +171,38 @@ func (h history) each(fn func(e *histEntry) bool) {
 	}
 }
 
-// launches returns h's launches (Identity left empty), nil if none.
-func (h history) launches(name, parent string) []Launch {
+// launches returns h's launches (Identity left empty), nil if none; cur
+// is the job's target.
+func (h history) launches(name string, cur Target) []Launch {
 	if h.len() == 0 {
 		return nil
 	}
 	out := make([]Launch, 0, h.len())
 	h.each(func(e *histEntry) bool {
-		out = append(out, e.launch(name, parent))
+		out = append(out, e.launch(name, cur))
 		return true
 	})
 	return out
 }
 
-// repack returns h packed against a new parent: an edit that changed the
-// job's Nomad job keeps the child IDs its launches had.
-func (h history) repack(name, oldParent, newParent string) history {
-	if oldParent == newParent || h.len() == 0 {
+// repack returns h packed against a new target: an edit that moved the
+// job keeps the child IDs its launches had, and where its unknown
+// launches went.
+func (h history) repack(name string, old, cur Target) history {
+	if old == cur || h.len() == 0 {
 		return h
 	}
 	var out history
-	for _, l := range h.launches(name, oldParent) {
-		out = out.add(&l, name, newParent)
+	for _, l := range h.launches(name, old) {
+		out = out.add(&l, name, cur)
 	}
 	return out
 }
 
-func appendEntry(b []byte, l *Launch, name, parent string) []byte {
+// appendEntry packs l, a finished launch of the job name whose target is
+// cur. An unknown launch must carry its target.
+func appendEntry(b []byte, l *Launch, name string, cur Target) []byte {
+	parent := cur.NomadJob
 	sched := l.ScheduledAt.Unix()
 	form, unix, hex, rest := splitChild(l.Outcome.ChildID, childPrefix(parent, name, sched, l.Kind))
 	head := byte(l.Kind) | boolBit(l.Force)<<2 | outcomeCode(l.Outcome.Kind)<<3 | form<<5 | boolBit(l.Outcome.Reason != "")<<7
@@ -189,6 +224,20 @@ func appendEntry(b []byte, l *Launch, name, parent string) []byte {
 	if l.Outcome.Reason != "" {
 		b = binary.AppendUvarint(b, uint64(len(l.Outcome.Reason)))
 		b = append(b, l.Outcome.Reason...)
+	}
+	if l.Outcome.Kind == OutcomeUnknown {
+		switch l.Target {
+		case Target{}:
+			panic(fmt.Sprintf("state: packing unknown launch %s without its target", LaunchIdentity(name, l.ScheduledAt, l.Kind)))
+		case cur:
+			b = append(b, 0)
+		default:
+			b = append(b, 1)
+			for _, f := range [...]string{l.Target.NomadJob, l.Target.Namespace, l.Target.Region} {
+				b = binary.AppendUvarint(b, uint64(len(f)))
+				b = append(b, f...)
+			}
+		}
 	}
 	return b
 }
@@ -264,8 +313,10 @@ func lowerHex(c byte) (byte, bool) {
 
 const hexDigits = "0123456789abcdef"
 
-// launch materializes e for the job name whose Nomad job is parent.
-func (e *histEntry) launch(name, parent string) Launch {
+// launch materializes e for the job name whose target is cur. Only an
+// unknown launch keeps its target.
+func (e *histEntry) launch(name string, cur Target) Launch {
+	parent := cur.NomadJob
 	l := Launch{
 		Job: name, ScheduledAt: time.Unix(e.scheduled, 0).UTC(), SpecVersion: e.specVersion,
 		StartedAt: time.Unix(e.startedSec, e.startedNsec).UTC(), Kind: e.kind, Force: e.force,
@@ -273,6 +324,9 @@ func (e *histEntry) launch(name, parent string) Launch {
 		Outcome: Outcome{Kind: e.outcome, Reason: e.reason},
 	}
 	l.Outcome.ChildID = e.childID(name, parent)
+	if e.outcome == OutcomeUnknown {
+		l.Target = e.targetIn(cur)
+	}
 	return l
 }
 
@@ -300,7 +354,7 @@ func (e *histEntry) childID(name, parent string) string {
 // and their limits, field ranges); checkHistory checks the meaning. A
 // restore reads millions, so it is written for speed: one cursor, varints
 // decoded in place.
-func readEntry(b string, e *histEntry) (int, error) {
+func readEntry(b string, e *histEntry, format entryFormat) (int, error) {
 	if len(b) == 0 {
 		return 0, errEntry(0, "truncated")
 	}
@@ -361,6 +415,24 @@ func readEntry(b string, e *histEntry) (int, error) {
 	if head&0x80 != 0 {
 		if e.reason, i, ok = bytesAt(b, i, MaxReasonBytes); !ok || len(e.reason) == 0 {
 			return 0, errField(b, i, "reason")
+		}
+	}
+	if e.outcome != OutcomeUnknown || format == entryLegacy {
+		return i, nil
+	}
+	switch {
+	case i >= len(b):
+		return 0, errEntry(i, "target: truncated")
+	case b[i] == 0:
+		return i + 1, nil
+	case b[i] != 1:
+		return 0, errEntry(i, "target: tag %d, want 0 or 1", b[i])
+	}
+	i++
+	e.moved = true
+	for _, f := range [...]*string{&e.target.NomadJob, &e.target.Namespace, &e.target.Region} {
+		if *f, i, ok = bytesAt(b, i, MaxNomadFieldBytes); !ok {
+			return 0, errField(b, i, "target")
 		}
 	}
 	return i, nil
@@ -436,8 +508,8 @@ func bytesAt(b string, i, limit int) (string, int, bool) {
 }
 
 // checkHistory validates a history read from a snapshot for job j, and
-// returns it.
-func checkHistory(b string, j *job, lastSlot uint64) (history, error) {
+// returns it, packed the current way.
+func checkHistory(b string, j *job, lastSlot uint64, format entryFormat) (history, error) {
 	if len(b) == 0 {
 		return "", nil
 	}
@@ -446,24 +518,47 @@ func checkHistory(b string, j *job, lastSlot uint64) (history, error) {
 		return "", fmt.Errorf("%d launches, want 1-%d", n, HistoryLen)
 	}
 	rest := b[1:]
+	cur := j.Spec.Target()
 	var e histEntry
+	unknown := false
 	for i := range n {
-		size, err := readEntry(rest, &e)
+		size, err := readEntry(rest, &e, format)
 		if err != nil {
 			return "", fmt.Errorf("launch %d: %w", i+1, err)
 		}
 		if err := e.check(j, lastSlot); err != nil {
 			return "", fmt.Errorf("launch %s: %w", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind), err)
 		}
-		if !e.canonical(rest[:size], j.Name, j.Spec.NomadJob) {
+		if !e.canonical(rest[:size], j.Name, cur) {
 			return "", fmt.Errorf("launch %s: not packed canonically", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind))
 		}
+		unknown = unknown || e.outcome == OutcomeUnknown
 		rest = rest[size:]
 	}
 	if len(rest) != 0 {
 		return "", fmt.Errorf("%d bytes after the last launch", len(rest))
 	}
+	if format == entryLegacy && unknown {
+		return upgradeLegacy(b[1:], n, j.Name, cur), nil
+	}
 	return history(b), nil
+}
+
+// upgradeLegacy repacks the n entries of a checked legacy history the
+// current way, its unknown launches in the job's target cur.
+func upgradeLegacy(b string, n int, name string, cur Target) history {
+	var out history
+	var e histEntry
+	for range n {
+		size, err := readEntry(b, &e, entryLegacy)
+		if err != nil {
+			panic(fmt.Sprintf("state: job %q: checked history no longer reads: %v", name, err))
+		}
+		l := e.launch(name, cur)
+		out = out.add(&l, name, cur)
+		b = b[size:]
+	}
+	return out
 }
 
 // arena hands out byte slices cut from shared chunks: a restore copies a
@@ -517,6 +612,8 @@ func (e *histEntry) check(j *job, lastSlot uint64) error {
 		return fmt.Errorf("a dispatched outcome needs a child ID")
 	case (e.outcome == OutcomeFailed || e.outcome == OutcomeSkipped) && len(e.reason) == 0:
 		return fmt.Errorf("a %s outcome needs a reason", e.outcome)
+	case e.moved && e.target.validate() != nil:
+		return fmt.Errorf("target: %w", e.target.validate())
 	}
 	return nil
 }
@@ -557,8 +654,12 @@ var powersOf10 = [...]uint64{
 
 // canonical reports whether packed is what appendEntry writes for e: the
 // varints are minimal already (readEntry), so what is left is the child's
-// form, which must be the one splitChild picks.
-func (e *histEntry) canonical(packed string, name, parent string) bool {
+// form, which must be the one splitChild picks, and a moved target, which
+// must not be the job's own.
+func (e *histEntry) canonical(packed string, name string, cur Target) bool {
+	if e.moved && e.target == cur {
+		return false
+	}
 	switch e.childForm {
 	case childNone:
 		return true
@@ -566,8 +667,8 @@ func (e *histEntry) canonical(packed string, name, parent string) bool {
 		return true // the prefix and a canonical suffix: splitChild's pick
 	}
 	// Rare forms: compare with a fresh packing (allocates).
-	l := e.launch(name, parent)
+	l := e.launch(name, cur)
 	var buf [64]byte
-	got := appendEntry(buf[:0], &l, name, parent)
+	got := appendEntry(buf[:0], &l, name, cur)
 	return string(got) == packed
 }

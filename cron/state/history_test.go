@@ -169,6 +169,59 @@ func TestRestoreVersion2(t *testing.T) {
 	checkLast(again, "written again")
 }
 
+// TestRestoreVersion3: a version 3 snapshot (written by the code of
+// 1cedfd0: buildFixture, then a forbid job "moved" with two launches
+// concluded unknown, moved to another Nomad job and namespace) restores
+// to the state that code had, its unknown launches taken to be in their
+// job's target, where that code looked them up; written again it is a
+// version 4 snapshot of the same.
+func TestRestoreVersion3(t *testing.T) {
+	data, golden := readFixture(t, 3)
+	var want struct {
+		View      stateView
+		LastChild Child
+	}
+	if err := json.Unmarshal(golden, &want); err != nil {
+		t.Fatal(err)
+	}
+	unknown := 0
+	for i := range want.View.Jobs {
+		j := &want.View.Jobs[i]
+		for k := range j.History {
+			if j.History[k].Outcome.Kind == OutcomeUnknown {
+				j.History[k].Target = j.Spec.Target()
+				unknown++
+			}
+		}
+	}
+	if unknown < 2 {
+		t.Fatalf("fixture has %d unknown launches in its histories, want 2 or more", unknown)
+	}
+	m := New()
+	if err := m.Restore(data); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(restoredView(m))
+	wantJSON, _ := json.Marshal(want.View)
+	if !bytes.Equal(got, wantJSON) {
+		t.Fatalf("restored version 3 snapshot differs\n got %s\nwant %s", got, wantJSON)
+	}
+	if info, _ := m.Info("moved"); info.LastChild != want.LastChild {
+		t.Fatalf("last child %+v, want %+v", info.LastChild, want.LastChild)
+	}
+	again := snapshot(t, m)
+	if again[0] != snapshotVersion {
+		t.Fatalf("written again as version %d", again[0])
+	}
+	back := New()
+	if err := back.Restore(again); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(restoredView(back), restoredView(m)) {
+		t.Fatal("version 4 round trip of a restored version 3 snapshot differs")
+	}
+}
+
 // forbidJobInNS1 is a machine holding job "j", every minute under
 // concurrency forbid in namespace ns1, with its applier, the job's spec,
 // and launch, which starts the job's next slot and concludes it with o.
@@ -235,8 +288,8 @@ func TestUnknownLaunches(t *testing.T) {
 	launch(unknown)
 	launch(Outcome{Kind: OutcomeSkipped, Reason: "job paused"})
 	want := []UnknownLaunch{
-		{Identity: Identity("j", ats[0]), ScheduledAt: ats[0], Kind: LaunchScheduled},
-		{Identity: Identity("j", ats[2]), ScheduledAt: ats[2], Kind: LaunchScheduled},
+		{Identity: Identity("j", ats[0]), ScheduledAt: ats[0], Kind: LaunchScheduled, Target: s.Target()},
+		{Identity: Identity("j", ats[2]), ScheduledAt: ats[2], Kind: LaunchScheduled, Target: s.Target()},
 	}
 	for _, mm := range []*Machine{m, restored(t, m)} {
 		if got := mm.Unknown("j"); !slices.Equal(got, want) {
@@ -291,6 +344,56 @@ func TestForbidSkipKeepsTheChildItFound(t *testing.T) {
 	}
 }
 
+// TestUnknownLaunchKeepsItsTarget: a launch concluded unknown keeps the
+// target it dispatched to, however the job moves after it, and through a
+// snapshot; a forbid skip naming the child found for it makes that child
+// the last child in that target. Found in review: the policies looked
+// the launch up in the job's new target, where its child could not be,
+// and so could dispatch a second child beside it.
+func TestUnknownLaunchKeepsItsTarget(t *testing.T) {
+	m, apply, s, launch := forbidJobInNS1(t)
+	launch(Outcome{Kind: OutcomeUnknown, Reason: "could not look the launch up in Nomad"})
+	at := mustJob(t, m, "j").History[0].ScheduledAt
+	found := "batch/dispatch-" + Identity("j", at) + "-1-0000000a"
+	edit := func(change func(*JobSpec)) JobSpec {
+		t.Helper()
+		next := mustJob(t, m, "j").Spec
+		change(&next)
+		apply(PutJob{Name: "j", Spec: next, IfVersion: mustJob(t, m, "j").Version, At: t0})
+		return next
+	}
+	wantAt := func(what string, want Target) {
+		t.Helper()
+		for _, mm := range []*Machine{m, restored(t, m)} {
+			got := mm.Unknown("j")
+			if len(got) != 1 || got[0].Target != want {
+				t.Fatalf("%s: unknown launches %+v, want one in %+v", what, got, want)
+			}
+			if h := mustJob(t, mm, "j").History; h[0].Target != want {
+				t.Fatalf("%s: the history's launch in %+v, want %+v", what, h[0].Target, want)
+			}
+		}
+	}
+	wantAt("before any edit", s.Target())
+	edit(func(spec *JobSpec) { spec.Namespace = "ns2" })
+	wantAt("the namespace changed", s.Target())
+	edit(func(spec *JobSpec) { spec.NomadJob, spec.Region = "report", "eu" })
+	wantAt("the Nomad job and region changed", s.Target())
+	size := len(m.jobs["j"].hist)
+	edit(func(spec *JobSpec) { *spec = s })
+	wantAt("moved back", s.Target())
+	if back := len(m.jobs["j"].hist); back >= size {
+		t.Fatalf("moved back, the history takes %d bytes, moved %d: the target is kept where it is the job's", back, size)
+	}
+	moved := edit(func(spec *JobSpec) { spec.NomadJob = "report" })
+	launch(Outcome{Kind: OutcomeSkipped, ChildID: found, Reason: "previous child " + found + " still running (concurrency forbid)"})
+	for _, mm := range []*Machine{m, restored(t, m)} {
+		if info, _ := mm.Info("j"); info.LastChild != (Child{ID: found, Target: s.Target()}) {
+			t.Fatalf("last child %+v, want %s in %+v, where its launch went (not %+v)", info.LastChild, found, s.Target(), moved.Target())
+		}
+	}
+}
+
 // TestHistoryForms: every child-ID form and reason packs and unpacks to
 // the launch it came from, and a Nomad child ID costs a few bytes.
 func TestHistoryForms(t *testing.T) {
@@ -321,8 +424,17 @@ func TestHistoryForms(t *testing.T) {
 			l.Outcome = Outcome{Kind: OutcomeFailed, Reason: "parameterized job \"batch\" not found"}
 		}, childNone, 70},
 		{"unknown with both", func(l *Launch) {
+			l.Target = Target{NomadJob: "batch"}
 			l.Outcome = Outcome{Kind: OutcomeUnknown, ChildID: prefix + "1-00000001", Reason: "past the horizon"}
-		}, childNomad, 45},
+		}, childNomad, 46},
+		{"unknown, in the job's target", func(l *Launch) {
+			l.Target = Target{NomadJob: "batch"}
+			l.Outcome = Outcome{Kind: OutcomeUnknown}
+		}, childNone, 20},
+		{"unknown, the job moved since", func(l *Launch) {
+			l.Target = Target{NomadJob: "batch-v1", Namespace: "ops", Region: "eu"}
+			l.Outcome = Outcome{Kind: OutcomeUnknown, Reason: "past the horizon"}
+		}, childNone, 53},
 		{"started before scheduled", func(l *Launch) {
 			l.StartedAt = at.Add(-3 * time.Hour)
 			l.Outcome = Outcome{Kind: OutcomeSkipped, Reason: "paused"}
@@ -331,12 +443,13 @@ func TestHistoryForms(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := base
 			tc.mutate(&l)
-			h := history("").add(&l, "team.report", "batch")
+			cur := Target{NomadJob: "batch"}
+			h := history("").add(&l, "team.report", cur)
 			if h.len() != 1 {
 				t.Fatalf("len %d", h.len())
 			}
 			var e histEntry
-			n, err := readEntry(string(h[1:]), &e)
+			n, err := readEntry(string(h[1:]), &e, entryCurrent)
 			if err != nil || n != len(h)-1 {
 				t.Fatalf("readEntry: %d of %d bytes, %v", n, len(h)-1, err)
 			}
@@ -346,16 +459,57 @@ func TestHistoryForms(t *testing.T) {
 			if n > tc.maxSize {
 				t.Errorf("packed in %d bytes, want at most %d", n, tc.maxSize)
 			}
-			got := h.launches("team.report", "batch")
+			got := h.launches("team.report", cur)
 			if len(got) != 1 || !reflect.DeepEqual(got[0], l) {
 				t.Fatalf("unpacked\n %+v\nwant\n %+v", got, l)
 			}
 			j := &job{Job: Job{Name: "team.report", Spec: JobSpec{NomadJob: "batch"}, Version: 912345, CreatedVersion: 1, LastStartedAt: at, LastTriggeredAt: at}}
-			back, err := checkHistory(string(h), j, 48_000_071)
+			back, err := checkHistory(string(h), j, 48_000_071, entryCurrent)
 			if err != nil || back != h {
 				t.Fatalf("checkHistory: %v", err)
 			}
 		})
+	}
+}
+
+// TestHistoryRejectsBadTargets: an unknown launch's target that is
+// missing, tagged wrongly, invalid or the job's own written out is
+// refused; the legacy format has none to read.
+func TestHistoryRejectsBadTargets(t *testing.T) {
+	at := time.Unix(1772323200, 0).UTC()
+	cur := Target{NomadJob: "batch"}
+	j := &job{Job: Job{Name: "j", Spec: JobSpec{NomadJob: "batch"}, Version: 9, CreatedVersion: 1, LastStartedAt: at, LastTriggeredAt: at}}
+	l := Launch{Job: "j", ScheduledAt: at, SpecVersion: 3, StartedAt: at, StartedSlot: 5, FinishedSlot: 6,
+		Outcome: Outcome{Kind: OutcomeUnknown}, Target: Target{NomadJob: "old", Namespace: "ns"}}
+	moved := string(history("").add(&l, "j", cur))
+	l.Target = cur
+	here := string(history("").add(&l, "j", cur))
+	if _, err := checkHistory(moved, j, 6, entryCurrent); err != nil {
+		t.Fatalf("a moved target refused: %v", err)
+	}
+	field := func(s string) string { return string(rune(len(s))) + s }
+	for _, tc := range []struct{ name, h, want string }{
+		{"missing", here[:len(here)-1], "target: truncated"},
+		{"tag 2", here[:len(here)-1] + "\x02", "tag 2"},
+		{"the job's own, written out", here[:len(here)-1] + "\x01" + field("batch") + field("") + field(""), "not packed canonically"},
+		{"no Nomad job", here[:len(here)-1] + "\x01" + field("") + field("ns") + field(""), "Nomad job is required"},
+		{"a space in the namespace", here[:len(here)-1] + "\x01" + field("old") + field("a b") + field(""), "contains"},
+		{"a field cut short", moved[:len(moved)-1], "target"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := checkHistory(tc.h, j, 6, entryCurrent); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("checkHistory: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+	// Read the legacy way, the target byte is one too many.
+	if _, err := checkHistory(here, j, 6, entryLegacy); err == nil || !strings.Contains(err.Error(), "after the last launch") {
+		t.Fatalf("legacy checkHistory of a current history: %v", err)
+	}
+	legacy := here[:len(here)-1]
+	h, err := checkHistory(legacy, j, 6, entryLegacy)
+	if err != nil || string(h) != here {
+		t.Fatalf("legacy history upgraded to % x (%v), want % x", h, err, here)
 	}
 }
 
@@ -426,7 +580,7 @@ func TestRestoreRejectsBadHistory(t *testing.T) {
 		{"non-minimal varint", func(h []byte) []byte {
 			// The scheduled time is the second field: rewrite it padded.
 			var e histEntry
-			n, _ := readEntry(string(h[1:]), &e)
+			n, _ := readEntry(string(h[1:]), &e, entryCurrent)
 			rest := h[1+n:]
 			one := []byte{h[1]}
 			one = append(one, padUvarint(uint64(e.scheduled))...)
@@ -437,14 +591,14 @@ func TestRestoreRejectsBadHistory(t *testing.T) {
 		}, "not minimal"},
 		{"verbatim where nomad", func(h []byte) []byte {
 			var e histEntry
-			readEntry(string(h[1:]), &e)
+			readEntry(string(h[1:]), &e, entryCurrent)
 			if e.childForm != childNomad {
 				t.Fatalf("first entry is form %d", e.childForm)
 			}
-			l := e.launch("hourly", "report")
+			l := e.launch("hourly", Target{NomadJob: "report"})
 			var buf []byte
-			buf = appendEntry(buf, &l, "hourly", "elsewhere") // verbatim against "report"
-			n, _ := readEntry(string(h[1:]), &e)
+			buf = appendEntry(buf, &l, "hourly", Target{NomadJob: "elsewhere"}) // verbatim against "report"
+			n, _ := readEntry(string(h[1:]), &e, entryCurrent)
 			out := append([]byte{h[0]}, buf...)
 			return append(out, h[1+n:]...)
 		}, "not packed canonically"},
@@ -491,7 +645,8 @@ func encodeSnapshotWithHistory(t *testing.T, data []byte, name string, mutate fu
 }
 
 // FuzzHistory: checkHistory never panics, and a history it accepts is
-// what packing its launches again gives.
+// what packing its launches again gives; read the legacy way (snapshot
+// versions before 4), one it accepts comes out packed the current way.
 func FuzzHistory(f *testing.F) {
 	m := buildFixture(f)
 	for _, name := range m.sortedNames() {
@@ -501,16 +656,24 @@ func FuzzHistory(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		j := &job{Job: Job{Name: "hourly", Spec: JobSpec{NomadJob: "report"}, Version: 1 << 40, CreatedVersion: 1,
 			LastStartedAt: time.Unix(maxUnixSeconds, 0), LastTriggeredAt: time.Unix(maxUnixSeconds, 0)}}
-		h, err := checkHistory(string(b), j, 1<<62)
+		if h, err := checkHistory(string(b), j, 1<<62, entryLegacy); err == nil {
+			if back, err := checkHistory(string(h), j, 1<<62, entryCurrent); err != nil || back.len() != h.len() || len(b) > 0 && h.len() != int(b[0]) {
+				t.Fatalf("a legacy history upgraded to %d launches, rejected: %v", back.len(), err)
+			}
+		}
+		h, err := checkHistory(string(b), j, 1<<62, entryCurrent)
 		if err != nil {
 			return
 		}
 		var again history
-		for _, l := range h.launches(j.Name, j.Spec.NomadJob) {
+		for _, l := range h.launches(j.Name, j.Spec.Target()) {
 			if err := l.Outcome.validate(); err != nil {
 				t.Fatalf("accepted an invalid outcome: %v", err)
 			}
-			again = again.add(&l, j.Name, j.Spec.NomadJob)
+			if l.Outcome.Kind == OutcomeUnknown && l.Target.validate() != nil {
+				t.Fatalf("accepted an unknown launch's invalid target %+v", l.Target)
+			}
+			again = again.add(&l, j.Name, j.Spec.Target())
 		}
 		if again != h {
 			t.Fatalf("repacked\n % x\nwant\n % x", []byte(again), []byte(h))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -151,6 +152,22 @@ type job struct {
 
 // content is ContentHash of the job's spec.
 func (j *job) content() uint64 { return contentHash(j.Spec.Payload, j.meta) }
+
+// unknownChildTarget returns the target of the unknown launch in j's
+// history that child was dispatched for (Nomad prefixes a dispatched
+// child's ID with its parent and the launch identity), or otherwise.
+func (j *job) unknownChildTarget(child string, otherwise Target) Target {
+	cur, found := j.Spec.Target(), otherwise
+	j.hist.each(func(e *histEntry) bool {
+		t := e.targetIn(cur)
+		if e.outcome == OutcomeUnknown && strings.HasPrefix(child, childPrefix(t.NomadJob, j.Name, e.scheduled, e.kind)) {
+			found = t
+			return false
+		}
+		return true
+	})
+	return found
+}
 
 // spec returns a copy of the job's spec, meta included.
 func (j *job) spec() JobSpec {
@@ -373,7 +390,7 @@ func (m *Machine) putJob(c PutJob) error {
 	}
 	spec := c.Spec
 	spec.Meta = nil
-	j.hist = j.hist.repack(c.Name, j.Spec.NomadJob, spec.NomadJob)
+	j.hist = j.hist.repack(c.Name, j.Spec.Target(), spec.Target())
 	j.Spec, j.meta = spec.normalized(), metaPairs(c.Spec.Meta)
 	j.sched = sched
 	j.Version = m.lastVersion
@@ -573,11 +590,16 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 		// A forbid skip names the child still running: one found for a
 		// launch concluded unknown. It becomes the child the policies look
 		// at, so that it is not forgotten when that launch leaves the
-		// history (HistoryLen launches later) while it still runs.
-		j.lastChild = Child{ID: c.Outcome.ChildID, Target: l.Target}
+		// history (HistoryLen launches later) while it still runs; in the
+		// target that launch went to.
+		j.lastChild = Child{ID: c.Outcome.ChildID, Target: j.unknownChildTarget(c.Outcome.ChildID, l.Target)}
 	}
-	l.Target, l.Content, l.payload, l.meta, l.AtLeastOnce = Target{}, 0, nil, nil, false
-	j.hist = j.hist.add(&l, j.Name, j.Spec.NomadJob)
+	if c.Outcome.Kind != OutcomeUnknown {
+		// An unknown launch keeps its target: its child may be there.
+		l.Target = Target{}
+	}
+	l.Content, l.payload, l.meta, l.AtLeastOnce = 0, nil, nil, false
+	j.hist = j.hist.add(&l, j.Name, j.Spec.Target())
 	j.Counters.count(c.Outcome.Kind)
 	m.stats.Launches.count(c.Outcome.Kind)
 	return nil

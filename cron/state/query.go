@@ -169,7 +169,7 @@ func (j *job) copy() Job {
 	c.born = 0 // the Machine's business, not the caller's
 	c.Spec = j.spec()
 	c.Open = nilIfEmpty(slices.Clone(j.Open))
-	c.History = j.hist.launches(j.Name, j.Spec.NomadJob)
+	c.History = j.hist.launches(j.Name, j.Spec.Target())
 	for i := range c.History {
 		// Not kept in the history (a string per launch, for a million
 		// jobs); rebuilt for the caller.
@@ -209,6 +209,9 @@ type UnknownLaunch struct {
 	Identity    string
 	ScheduledAt time.Time
 	Kind        LaunchKind
+	// Target is where the launch dispatched, so where its child is if
+	// it exists: the job may have moved since.
+	Target Target
 }
 
 // Unknown lists the named job's launches in its history (this
@@ -223,10 +226,11 @@ func (m *Machine) Unknown(name string) []UnknownLaunch {
 		return nil
 	}
 	var out []UnknownLaunch
+	cur := j.Spec.Target()
 	j.hist.each(func(e *histEntry) bool {
 		if e.outcome == OutcomeUnknown && e.specVersion >= j.CreatedVersion {
 			at := time.Unix(e.scheduled, 0).UTC()
-			out = append(out, UnknownLaunch{Identity: LaunchIdentity(name, at, e.kind), ScheduledAt: at, Kind: e.kind})
+			out = append(out, UnknownLaunch{Identity: LaunchIdentity(name, at, e.kind), ScheduledAt: at, Kind: e.kind, Target: e.targetIn(cur)})
 		}
 		return true
 	})

@@ -283,7 +283,7 @@ func DecodeSnapshot(data []byte) (*Machine, error) {
 	switch {
 	case len(data) < 1:
 		return nil, snapshotErr("empty")
-	case data[0] != snapshotVersion && data[0] != 1 && data[0] != 2:
+	case data[0] == 0 || data[0] > snapshotVersion:
 		return nil, snapshotErr("unknown format version %d", data[0])
 	}
 	version := data[0]
@@ -352,7 +352,7 @@ func SnapshotTerm(data []byte) (Term, error) {
 	switch {
 	case len(data) < 1:
 		return Term{}, snapshotErr("empty")
-	case data[0] != snapshotVersion && data[0] != 1 && data[0] != 2:
+	case data[0] == 0 || data[0] > snapshotVersion:
 		return Term{}, snapshotErr("unknown format version %d", data[0])
 	}
 	var h wireHeader
@@ -551,9 +551,12 @@ func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, bufs *arena) 
 			return fmt.Errorf("history: %w", err)
 		}
 		for _, l := range hist[max(0, len(hist)-HistoryLen):] {
-			j.hist = j.hist.add(&l, j.Name, j.Spec.NomadJob)
+			if l.Outcome.Kind == OutcomeUnknown {
+				l.Target = j.Spec.Target() // where version 1 searched
+			}
+			j.hist = j.hist.add(&l, j.Name, j.Spec.Target())
 		}
-	} else if j.hist, err = checkHistory(w.History, j, lastSlot); err != nil {
+	} else if j.hist, err = checkHistory(w.History, j, lastSlot, entryFormat(w.version < 4)); err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
 	if w.version < 3 {
