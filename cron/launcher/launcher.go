@@ -206,7 +206,7 @@ type task struct {
 	// was decided.
 	unknown []state.UnknownLaunch
 	policy  state.Concurrency
-	finish        state.LaunchFinished
+	finish  state.LaunchFinished
 	// proposedAt is when finish (phaseFinish) was last proposed; zero
 	// when it still has to be.
 	proposedAt time.Time
