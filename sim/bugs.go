@@ -42,6 +42,10 @@ type plantedBug struct {
 	// and the launcher's own dispatch of it is held back until it is
 	// applied, so that no child betrays it: only the reason is false.
 	falseSkip func(c *cluster, n *node, start state.LaunchStarted) state.Outcome
+	// runningLooksDone answers every question whether a child still runs
+	// with "no", without asking Nomad: a client that misreads a child's
+	// status.
+	runningLooksDone bool
 	// stallBeforeHeal leaves the launchers unstepped for 6 s of every 10
 	// until the faults heal, as a launcher stuck in a loop would be while
 	// its replica keeps the lease: launches come due and wait.
@@ -61,6 +65,7 @@ var plantedBugs = map[string]*plantedBug{
 	"fake-success":       {fakeSuccess: true},
 	"ignore-lease":       {ignoreLease: true},
 	"stall-before-heal":  {stallBeforeHeal: true},
+	"running-looks-done": {runningLooksDone: true},
 	// A launcher that says "job paused" of one launch in three of jobs
 	// that are not paused.
 	"false-pause": {falseSkip: func(c *cluster, n *node, start state.LaunchStarted) state.Outcome {
@@ -108,8 +113,8 @@ func picked(s string, n uint32) bool {
 
 // PlantedBugs lists the bugs Options.Bug accepts.
 func PlantedBugs() []string {
-	return []string{"ack-on-propose", "clock-beyond-bound", "fake-success", "false-pause", "forbid-on-allow", "forget-horizon", "ignore-lease", "no-token",
-		"stale-forbid", "stall-before-heal", "unsynced-promise", "wipe-as-voter"}
+	return []string{"ack-on-propose", "clock-beyond-bound", "fake-success", "false-pause", "forbid-on-allow", "forget-horizon", "ignore-lease",
+		"no-token", "running-looks-done", "stale-forbid", "stall-before-heal", "unsynced-promise", "wipe-as-voter"}
 }
 
 // forgetfulStore drops every hard state write: promises never reach the

@@ -58,6 +58,10 @@ var jobSpecs = []state.JobSpec{
 	// up a launch concluded unknown, so that those failures happen too.
 	{Schedule: "*/2 * * * * *", NomadJob: "batch", CatchupWindow: 2 * time.Second, Concurrency: state.ConcurrencyForbid},
 	{Schedule: "*/3 * * * * *", NomadJob: "report", Namespace: "ops", CatchupWindow: 2 * time.Second, Concurrency: state.ConcurrencyReplace},
+	// A forbid job in a second target: an edit between this and another
+	// forbid spec moves a job whose launch may have concluded unknown,
+	// which must be looked up where it went.
+	{Schedule: "*/2 * * * * *", NomadJob: "report", Namespace: "ops", CatchupWindow: 3 * time.Second, Concurrency: state.ConcurrencyForbid},
 }
 
 // jobNames are the jobs the client edits.
@@ -77,6 +81,11 @@ func newNomad(c *cluster) (*simnomad.Nomad, error) {
 	}
 	n.Register("", "", "batch")
 	n.Register("ops", "", "report")
+	// Reports run long: a launch of one that concluded unknown may still
+	// run when the forbid policy looks it up, after the memory horizon.
+	if err := n.SetRunTime("ops", "", "report", 2*time.Second, 16*time.Second); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 
@@ -290,6 +299,10 @@ func (d *simDispatcher) Submit(req launcher.Request) {
 	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.noToken && req.Op == launcher.OpDispatch {
 		req.Identity += "-" + strconv.FormatUint(req.ID, 10)
 	}
+	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.runningLooksDone && req.Op == launcher.OpRunning {
+		c.sched.After(time.Millisecond, func() { d.done(launcher.Result{ID: req.ID, Found: false}) })
+		return
+	}
 	deadline := c.sched.Now()
 	if left := req.Deadline.Sub(c.wall(n)); left > 0 {
 		deadline = n.clock.TrueAfter(c.sched.Now(), left)
@@ -339,10 +352,24 @@ func (c *cluster) clientCommand(n *node) state.Command {
 		ifVersion = j.Version
 		if c.healed || k < 70 {
 			spec = j.Spec // an edit of what the job passes to Nomad only
+			if k%4 == 0 {
+				// Or of where: a launch concluded unknown is then looked
+				// up where it went, not where the job is.
+				spec.NomadJob, spec.Namespace = otherTarget(spec.Target())
+			}
 		}
 	}
 	spec.Meta = map[string]string{"rev": strconv.FormatUint(c.rev, 10)}
 	return state.PutJob{Name: name, Spec: spec, IfVersion: ifVersion, At: c.trueWall()}
+}
+
+// otherTarget is a Nomad job and namespace, other than t's, that Nomad
+// takes dispatches for: the simulator's two.
+func otherTarget(t state.Target) (nomadJob, namespace string) {
+	if t.NomadJob == "batch" && t.Namespace == "" {
+		return "report", "ops"
+	}
+	return "batch", ""
 }
 
 // cronFinal runs the end-of-run cron checks against the most up-to-date

@@ -106,13 +106,22 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		"stale-forbid":       {"invariant 8"},
 		"ignore-lease":       {"invariant 9"},
 		"stall-before-heal":  {"invariant 8"},
+		"running-looks-done": {"invariant 7"},
 	}
 	// A bug that shows only between faults needs runs calm enough to
 	// have healthy intervals before the heal (see health.go).
 	calm := map[string]bool{"stall-before-heal": true}
+	// Clocks that far off make most runs miss launches (invariant 8, by
+	// design beyond the bound) before a deposed leader calls Nomad: about
+	// one seed in 40 shows the overlap, so this one gets more seeds.
+	seeds := map[string]uint64{"clock-beyond-bound": 240}
 	for _, bug := range PlantedBugs() {
 		caught := 0
-		for seed := range uint64(40) {
+		n := seeds[bug]
+		if n == 0 {
+			n = 40
+		}
+		for seed := range n {
 			o := DefaultOptions(seed)
 			o.Bug = bug
 			if calm[bug] {
@@ -135,7 +144,7 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 			}
 		}
 		if caught == 0 {
-			t.Errorf("planted bug %s was never caught by %s in 40 seeds", bug, want[bug])
+			t.Errorf("planted bug %s was never caught by %s in %d seeds", bug, want[bug], n)
 		}
 	}
 }
@@ -169,6 +178,7 @@ func TestCronIsExercised(t *testing.T) {
 	skipUnderRace(t)
 	var l CronStats
 	justified := map[string]uint64{}
+	forbidJudged := uint64(0)
 	for seed := range uint64(20) {
 		r := Run(DefaultOptions(seed))
 		if r.Err != nil {
@@ -194,6 +204,7 @@ func TestCronIsExercised(t *testing.T) {
 		for k, n := range c.Checked.Justified {
 			justified[k] += n
 		}
+		forbidJudged += c.Checked.ForbidJudged
 	}
 	// The checker judged every kind of skip and failure against its own
 	// view, the failures of forbid and replace too (the workload's
@@ -209,6 +220,7 @@ func TestCronIsExercised(t *testing.T) {
 		"lookups": l.Nomad.CallsLookup, "running checks (forbid)": l.Nomad.CallsRunning, "stops (replace)": l.Nomad.CallsStop,
 		"replies lost": l.Nomad.RepliesLost, "calls while Nomad was down": l.Nomad.FailedDown,
 		"dispatches refused": l.Nomad.Rejected, "children collected": l.Nomad.Collected,
+		"forbid children judged against the job's others": forbidJudged,
 	} {
 		if n == 0 {
 			t.Errorf("across 20 seeds, %s: none", what)

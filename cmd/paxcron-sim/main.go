@@ -96,20 +96,23 @@ Flags:
 }
 
 // justifiedLine sums, over the seeds, the skips and failures the cron
-// checker judged against its view, by kind, every kind listed: a kind at
-// zero is one the swarm did not exercise.
+// checker judged against its view, by kind, every kind listed (a kind at
+// zero is one the swarm did not exercise), and the forbid children it
+// judged for overlap.
 func justifiedLine(results []sim.Result) string {
 	total := map[string]uint64{}
+	forbid := uint64(0)
 	for _, r := range results {
 		for k, n := range r.Cron.Checked.Justified {
 			total[k] += n
 		}
+		forbid += r.Cron.Checked.ForbidJudged
 	}
 	var parts []string
 	for _, k := range check.ReasonClasses() {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, total[k]))
 	}
-	return "skips and failures justified: " + strings.Join(parts, ", ")
+	return "skips and failures justified: " + strings.Join(parts, ", ") + fmt.Sprintf("; forbid children judged against the job's others: %d", forbid)
 }
 
 func faultEveryFlag(d time.Duration) string {

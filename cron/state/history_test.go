@@ -344,6 +344,34 @@ func TestForbidSkipKeepsTheChildItFound(t *testing.T) {
 	}
 }
 
+// TestForcedChildIsNotTheLastChild: a forced launch's child does not take
+// the last child's place, so the forbid policy keeps asking about the
+// child it knew. Found by the simulator: a forced launch of a forbid job
+// became the last child, the next slot asked about it alone, found it
+// done and started a child beside the one before, still running.
+func TestForcedChildIsNotTheLastChild(t *testing.T) {
+	m, apply, s, launch := forbidJobInNS1(t)
+	const first = "batch/dispatch-j-1-1-00000001"
+	launch(Outcome{Kind: OutcomeDispatched, ChildID: first})
+	at := mustJob(t, m, "j").NextAt.Add(-2 * time.Second)
+	forced := "batch/dispatch-" + LaunchIdentity("j", at, LaunchManual) + "-1-00000002"
+	apply(Trigger{Name: "j", At: at, Force: true})
+	apply(LaunchFinished{Job: "j", ScheduledAt: at, LaunchKind: LaunchManual, Outcome: Outcome{Kind: OutcomeDispatched, ChildID: forced}})
+	for _, mm := range []*Machine{m, restored(t, m)} {
+		if info, _ := mm.Info("j"); info.LastChild != (Child{ID: first, Target: s.Target()}) {
+			t.Fatalf("last child %+v, want %s, the unforced launch's", info.LastChild, first)
+		}
+	}
+	// An unforced manual launch follows the policy: its child is the last.
+	at = at.Add(time.Second)
+	manual := "batch/dispatch-" + LaunchIdentity("j", at, LaunchManual) + "-1-00000003"
+	apply(Trigger{Name: "j", At: at})
+	apply(LaunchFinished{Job: "j", ScheduledAt: at, LaunchKind: LaunchManual, Outcome: Outcome{Kind: OutcomeDispatched, ChildID: manual}})
+	if info, _ := m.Info("j"); info.LastChild.ID != manual {
+		t.Fatalf("last child %+v, want the unforced manual launch's %s", info.LastChild, manual)
+	}
+}
+
 // TestUnknownLaunchKeepsItsTarget: a launch concluded unknown keeps the
 // target it dispatched to, however the job moves after it, and through a
 // snapshot; a forbid skip naming the child found for it makes that child

@@ -141,12 +141,16 @@ type job struct {
 	// hist is the history, packed; Job.History is always nil here.
 	hist  history
 	sched *schedule.Schedule
-	// lastChild is the child of the latest launch concluded dispatched,
-	// or the child a later forbid skip found still running (one of a
-	// launch concluded unknown), kept when it leaves the history (a
-	// child of a forbid job may run for longer than HistoryLen slots)
-	// and with the target it was dispatched to (the spec's may have
-	// moved since).
+	// lastChild is the child of the latest unforced launch concluded
+	// dispatched, or the child a later forbid skip found still running
+	// (one of a launch concluded unknown), kept when it leaves the
+	// history (a child of a forbid job may run for longer than
+	// HistoryLen slots) and with the target it was dispatched to (the
+	// spec's may have moved since). A forced launch's child is not: the
+	// launch ignored the policy, which keeps watching the child it knew
+	// (found by the simulator: a forced child in its place, the forbid
+	// policy asked about it alone and started a second child beside the
+	// one before).
 	lastChild Child
 }
 
@@ -584,7 +588,7 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 	l.FinishedSlot = slot
 	l.Outcome = c.Outcome
 	switch {
-	case c.Outcome.Kind == OutcomeDispatched:
+	case c.Outcome.Kind == OutcomeDispatched && !l.Force:
 		j.lastChild = Child{ID: c.Outcome.ChildID, Target: l.Target}
 	case c.Outcome.Kind == OutcomeSkipped && c.Outcome.ChildID != "" && c.Outcome.ChildID != j.lastChild.ID:
 		// A forbid skip names the child still running: one found for a

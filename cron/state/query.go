@@ -188,8 +188,8 @@ type JobInfo struct {
 	CreatedVersion uint64
 	Paused         bool
 	NextAt         time.Time
-	// LastChild is the child of the job's latest launch concluded
-	// dispatched, or the one a forbid skip since found still running,
+	// LastChild is the child of the job's latest unforced launch
+	// concluded dispatched, or the one a forbid skip since found running,
 	// with where it was dispatched (its ID empty if none): the child the
 	// forbid and replace policies look at.
 	LastChild Child

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,7 +18,10 @@ import (
 // what the replicas ask of Nomad, and which children Nomad made.
 //
 //   - 7, at most once: no launch identity has two children in Nomad, and
-//     Nomad has no child for a launch the log never started.
+//     Nomad has no child for a launch the log never started; and a forbid
+//     job has one child at a time: no child of a launch the job held to
+//     forbid all its life was made while another such child of the same
+//     incarnation ran (see forbidOverlap for what is left out).
 //   - 8, no silent skip: each job's launches follow its schedule with no
 //     slot jumped over; every launch is concluded, and a "dispatched"
 //     record names a child that exists; a child that exists is recorded
@@ -84,6 +88,9 @@ type CronCounts struct {
 	// OverdueJudged counts those a healthy interval held (each then a
 	// violation, so it stays zero in a passing run).
 	OverdueJudged uint64
+	// ForbidJudged counts the children of launches held to forbid all
+	// along that were checked against the job's others (forbidOverlap).
+	ForbidJudged uint64
 }
 
 // deletedSlot is a slot a job owed when a DeleteJob removed it.
@@ -124,6 +131,12 @@ type cronLaunch struct {
 	// target where it dispatches.
 	inc    uint64
 	target state.Target
+	// forbidAllAlong: its latest attempt was not forced, and its job's
+	// policy was forbid from its start to its end, so whoever decided
+	// it decided under forbid.
+	forbidAllAlong bool
+	// finishedAt is when its latest attempt's finish was first applied.
+	finishedAt time.Time
 	// openedAt is when its latest attempt's slot was first applied.
 	openedAt time.Time
 	// decidedFrom is the earliest slot a leader may have decided on it
@@ -167,7 +180,8 @@ func (c *Cron) Started(slot uint64, now time.Time, cmd state.LaunchStarted, job 
 		return violation(InvAtMostOnce, "launch %s started at slot %d and again at slot %d", cmd.Identity, prev.slot, slot)
 	}
 	c.launches[cmd.Identity] = &cronLaunch{job: cmd.Job, at: at, due: at, slot: slot, atLeastOnce: job.Spec.AtLeastOnce,
-		inc: job.CreatedVersion, target: job.Spec.Target(), openedAt: now, scheduleAt: c.view(cmd.Job).scheduleAt}
+		inc: job.CreatedVersion, target: job.Spec.Target(), openedAt: now, scheduleAt: c.view(cmd.Job).scheduleAt,
+		forbidAllAlong: job.Spec.Concurrency == state.ConcurrencyForbid}
 	c.starts++
 	inc := incarnation{name: job.Name, version: job.CreatedVersion}
 	c.launches[cmd.Identity].decidedFrom = c.startSlot[inc]
@@ -244,7 +258,8 @@ func (c *Cron) Opened(slot uint64, now time.Time, l state.Launch, job state.Job)
 	prev, seen := c.launches[l.Identity]
 	opened := func() *cronLaunch {
 		return &cronLaunch{job: l.Job, at: l.ScheduledAt, due: l.StartedAt, kind: l.Kind, slot: slot, force: l.Force, atLeastOnce: job.Spec.AtLeastOnce,
-			inc: job.CreatedVersion, target: l.Target, openedAt: now, decidedFrom: slot}
+			inc: job.CreatedVersion, target: l.Target, openedAt: now, decidedFrom: slot,
+			forbidAllAlong: !l.Force && job.Spec.Concurrency == state.ConcurrencyForbid}
 	}
 	switch {
 	case l.Kind == state.LaunchManual && seen:
@@ -293,9 +308,11 @@ func (c *Cron) Finished(slot uint64, now time.Time, cmd state.LaunchFinished) er
 		return violation(InvNoSilentSkip, "launch %s was concluded %s at slot %d in term %s, but the last takeover chosen is %s's (slot %d)",
 			id, cmd.Outcome.Kind, slot, cmd.Term, c.term, c.termSlot)
 	}
-	l.finished, l.outcome = true, cmd.Outcome
+	l.finished, l.outcome, l.finishedAt = true, cmd.Outcome, now
 	v := c.view(l.job)
-	if cmd.Outcome.Kind == state.OutcomeDispatched && v.current().inc == l.inc && l.inc != 0 {
+	if cmd.Outcome.Kind == state.OutcomeDispatched && !l.force && v.current().inc == l.inc && l.inc != 0 {
+		// A forced launch ignored the policy, which keeps watching the
+		// child it knew.
 		v.change(slot, func(e *jobEra) { e.lastChild = cmd.Outcome.ChildID })
 	}
 	if cmd.Outcome.Kind != state.OutcomeSkipped && cmd.Outcome.Kind != state.OutcomeFailed {
@@ -410,6 +427,9 @@ func (c *Cron) Final(f CronFinal) error {
 	if err := c.judgeDeleted(f); err != nil {
 		return err
 	}
+	if err := c.forbidOverlap(byToken); err != nil {
+		return err
+	}
 	for _, j := range f.Jobs {
 		// The job's next slot by the checker's own count (from its last
 		// launch seen, or its creation), not only by the state's NextAt:
@@ -441,6 +461,80 @@ func (c *Cron) Final(f CronFinal) error {
 		}
 	}
 	return nil
+}
+
+// forbidOverlap checks that no child of a launch held to forbid was made
+// while another such child of its job's incarnation ran. Held: unforced,
+// under forbid from its start to its end (forbidAllAlong), and not at
+// least once (such a launch found missing past the memory horizon is
+// dispatched again without asking, by design). The policy asks about the
+// last child it knows of, so two children are judged only if no child
+// came between them, or concluded, from a launch that was not held and
+// not forced: one dispatched under another policy (or again, at least
+// once) takes the last child's place, and a child made beside it is the
+// change of policy's doing. A forced launch's child runs beside by
+// design, and leaves the last child where it was.
+func (c *Cron) forbidOverlap(byToken map[string][]NomadChild) error {
+	type made struct {
+		id         string
+		child      NomadChild
+		held       bool
+		displaces  bool
+		finishedAt time.Time
+	}
+	byJob := map[incarnation][]made{}
+	for _, id := range sortedStrings(byToken) {
+		l := c.launches[id]
+		if l == nil || l.inc == 0 {
+			continue
+		}
+		inc := incarnation{name: l.job, version: l.inc}
+		held := l.forbidAllAlong && !l.force && !l.atLeastOnce
+		for _, ch := range byToken[id] {
+			byJob[inc] = append(byJob[inc], made{id: id, child: ch, held: held, displaces: !held && !l.force, finishedAt: l.finishedAt})
+		}
+	}
+	between := func(t, from, to time.Time) bool { return t.After(from) && t.Before(to) }
+	for _, inc := range sortedIncarnations(byJob) {
+		chs := byJob[inc]
+		slices.SortStableFunc(chs, func(a, b made) int { return a.child.CreatedAt.Compare(b.child.CreatedAt) })
+		for i, next := range chs {
+			if !next.held {
+				continue
+			}
+			c.counts.ForbidJudged++
+			for _, prev := range chs[:i] {
+				if !prev.held || !prev.child.CreatedAt.Before(next.child.CreatedAt) || !prev.child.FinishedAt.After(next.child.CreatedAt) {
+					continue
+				}
+				from, to := prev.child.CreatedAt, next.child.CreatedAt
+				if slices.ContainsFunc(chs, func(d made) bool {
+					return d.displaces && (between(d.child.CreatedAt, from, to) || between(d.finishedAt, from, to))
+				}) {
+					continue
+				}
+				return violation(InvAtMostOnce, "forbid job %q: launch %s got child %s at %s while %s (launch %s, made %s) ran until %s",
+					inc.name, next.id, next.child.ID, next.child.CreatedAt.Format(time.RFC3339Nano),
+					prev.child.ID, prev.id, prev.child.CreatedAt.Format(time.RFC3339Nano), prev.child.FinishedAt.Format(time.RFC3339Nano))
+			}
+		}
+	}
+	return nil
+}
+
+func sortedIncarnations[V any](m map[incarnation]V) []incarnation {
+	out := make([]incarnation, 0, len(m))
+	//detlint:maprange sorted below
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b incarnation) int {
+		if a.name != b.name {
+			return strings.Compare(a.name, b.name)
+		}
+		return cmp.Compare(a.version, b.version)
+	})
+	return out
 }
 
 // healthyAt returns the index of a healthy interval that judges a slot due

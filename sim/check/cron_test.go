@@ -1,6 +1,8 @@
 package check
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -263,4 +265,53 @@ func TestCronAtLeastOnce(t *testing.T) {
 	wantOK(t, c.Finished(2, sec(10), finishCmd("a", sec(1), dispatched("c1-again"))))
 	err := c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: []NomadChild{collected, again}, Jobs: []state.Job{{Name: "a", NextAt: sec(9)}}})
 	wantViolation(t, err, InvAtMostOnce, "2 children")
+}
+
+// TestCronForbidOverlap: a forbid job's child made while another ran is
+// a violation, unless either launch was not held to forbid all along
+// (another policy, forced or at least once), or one that was not took the
+// last child's place between them.
+func TestCronForbidOverlap(t *testing.T) {
+	const short, long = 300 * time.Millisecond, 2500 * time.Millisecond
+	// run starts slots 1-3 of a forbid job, with allow in force while
+	// the launches in allowWhile are open, and finishes them dispatched
+	// as c1-c3, each child running for its runs.
+	run := func(atLeastOnce bool, runs [3]time.Duration, allowWhile ...int) error {
+		c := newCron()
+		j := cronJob("a", "* * * * * *", 1)
+		j.Spec.Concurrency, j.Spec.AtLeastOnce = state.ConcurrencyForbid, atLeastOnce
+		put(t, c, 1, j)
+		slot := uint64(1)
+		var children []NomadChild
+		for s := 1; s <= 3; s++ {
+			slot++
+			wantOK(t, c.Started(slot, sec(s), startCmd("a", sec(s)), j))
+			if slices.Contains(allowWhile, s) {
+				allow := j
+				allow.Spec.Concurrency = state.ConcurrencyAllow
+				slot++
+				put(t, c, slot, allow)
+				slot++
+				put(t, c, slot, j)
+			}
+			slot++
+			id := fmt.Sprintf("c%d", s)
+			wantOK(t, c.Finished(slot, sec(s).Add(200*time.Millisecond), finishCmd("a", sec(s), dispatched(id))))
+			ch := child(s, id, 100*time.Millisecond)
+			ch.FinishedAt = ch.CreatedAt.Add(runs[s-1])
+			children = append(children, ch)
+		}
+		j.NextAt, j.Spec.Schedule = sec(9), "0 0 * * *"
+		return c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: children, Jobs: []state.Job{j}})
+	}
+	wantOK(t, run(false, [3]time.Duration{short, short, short}))
+	wantViolation(t, run(false, [3]time.Duration{long, short, short}), InvAtMostOnce, `forbid job "a"`, "got child c2", "while c1")
+	wantViolation(t, run(false, [3]time.Duration{short, long, short}, 1), InvAtMostOnce, "got child c3", "while c2")
+	// Slot 2 decided under allow may run beside c1: not judged.
+	wantOK(t, run(false, [3]time.Duration{long, short, short}, 2))
+	// c3 beside c1: c2, made under allow, took c1's place.
+	wantOK(t, run(false, [3]time.Duration{long + time.Second, short, short}, 2))
+	// An at least once job's launch may be dispatched again without
+	// asking: not judged.
+	wantOK(t, run(true, [3]time.Duration{long, long, short}))
 }

@@ -250,6 +250,14 @@ func (c *Cron) putJob(slot uint64, now time.Time, cmd state.PutJob, job state.Jo
 		v.job = state.Job{Name: cmd.Name, CreatedVersion: job.CreatedVersion, CreatedAt: job.CreatedAt}
 	}
 	v.job.Spec = spec
+	if !created && spec.Concurrency != state.ConcurrencyForbid {
+		//detlint:maprange each open launch is marked on its own; the order cannot matter
+		for _, l := range c.launches {
+			if l.job == cmd.Name && l.inc == v.job.CreatedVersion && !l.finished {
+				l.forbidAllAlong = false
+			}
+		}
+	}
 	v.change(slot, func(e *jobEra) {
 		if created {
 			*e = jobEra{from: slot, inc: job.CreatedVersion}

@@ -131,8 +131,11 @@ type Nomad struct {
 	// leak into the run.
 	registered map[scope]bool
 	stopped    map[scope]bool
-	byToken    map[tokenKey]int
-	byID       map[idKey]int
+	// runs bounds how long the children of a parent run, where it is not
+	// the configured RunMin-RunMax.
+	runs    map[scope][2]time.Duration
+	byToken map[tokenKey]int
+	byID    map[idKey]int
 	// everID finds every child ever made by its ID, which is unique over
 	// the run: the checkers' look-up, collected children included.
 	everID map[string]int
@@ -171,6 +174,7 @@ func New(sched *simclock.Scheduler, r *rand.Rand, cfg Config) (*Nomad, error) {
 		cfg:        cfg,
 		registered: make(map[scope]bool),
 		stopped:    make(map[scope]bool),
+		runs:       make(map[scope][2]time.Duration),
 		byToken:    make(map[tokenKey]int),
 		byID:       make(map[idKey]int),
 		everID:     make(map[string]int),
@@ -212,6 +216,17 @@ func (n *Nomad) Up() bool { return !n.down }
 // means DefaultNamespace and an empty region DefaultRegion.
 func (n *Nomad) Register(namespace, region, parent string) {
 	n.registered[scopeOf(namespace, region, parent)] = true
+}
+
+// SetRunTime makes the children of a parent job run between runMin and
+// runMax, in place of the configured RunMin and RunMax: a parent whose
+// children run long, as a report does.
+func (n *Nomad) SetRunTime(namespace, region, parent string, runMin, runMax time.Duration) error {
+	if runMin < 0 || runMax < runMin {
+		return fmt.Errorf("%w: need 0 <= run min (%v) <= run max (%v)", ErrConfig, runMin, runMax)
+	}
+	n.runs[scopeOf(namespace, region, parent)] = [2]time.Duration{runMin, runMax}
+	return nil
 }
 
 // StopParent stops a registered parent job, as `nomad job stop` does
@@ -373,6 +388,10 @@ func (n *Nomad) create(sc scope, token string, now time.Duration) string {
 			break
 		}
 	}
+	runMin, runMax := n.cfg.RunMin, n.cfg.RunMax
+	if r, ok := n.runs[sc]; ok {
+		runMin, runMax = r[0], r[1]
+	}
 	i := len(n.children)
 	n.children = append(n.children, Child{
 		ID:         id,
@@ -381,7 +400,7 @@ func (n *Nomad) create(sc scope, token string, now time.Duration) string {
 		Region:     sc.region,
 		Parent:     sc.parent,
 		CreatedAt:  now,
-		FinishedAt: addSat(now, n.draw(n.cfg.RunMin, n.cfg.RunMax)),
+		FinishedAt: addSat(now, n.draw(runMin, runMax)),
 	})
 	n.live = append(n.live, i)
 	if token != "" {
