@@ -715,3 +715,30 @@ func TestChildByIDAndRefuses(t *testing.T) {
 		t.Error("a stopped parent is not refused")
 	}
 }
+
+// TestSetRunTime: a parent's own run time replaces the configured one for
+// its children only, and a bad range is refused.
+func TestSetRunTime(t *testing.T) {
+	h := newHarness(t, 1, fixedConfig())
+	h.n.Register("", "", "batch")
+	h.n.Register("ops", "", "report")
+	if err := h.n.SetRunTime("ops", "", "report", 30*time.Second, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, h.do(dispatch("", "", "batch", "a-1")))
+	mustOK(t, h.do(dispatch("ops", "", "report", "b-1")))
+	for _, c := range h.n.Children() {
+		want := 10 * time.Second // fixedConfig's
+		if c.Parent == "report" {
+			want = 30 * time.Second
+		}
+		if got := c.FinishedAt - c.CreatedAt; got != want {
+			t.Errorf("%s runs %v, want %v", c.ID, got, want)
+		}
+	}
+	for _, bad := range [][2]time.Duration{{-time.Second, time.Second}, {2 * time.Second, time.Second}} {
+		if err := h.n.SetRunTime("", "", "batch", bad[0], bad[1]); !errors.Is(err, ErrConfig) {
+			t.Errorf("SetRunTime(%v, %v) = %v, want ErrConfig", bad[0], bad[1], err)
+		}
+	}
+}
