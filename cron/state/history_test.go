@@ -681,6 +681,15 @@ func FuzzHistory(f *testing.F) {
 		f.Add([]byte(m.jobs[name].hist))
 	}
 	f.Add([]byte{1, 0x18, 0x80, 0x80, 0x80, 0x80, 0x05, 0, 0, 1, 1, 1})
+	// Unknown launches, one in the job's target and one moved since.
+	at := time.Unix(1772323200, 0).UTC()
+	var unknown history
+	for i, target := range []Target{{NomadJob: "report"}, {NomadJob: "etl", Namespace: "data", Region: "eu"}} {
+		l := Launch{Job: "hourly", ScheduledAt: at.Add(time.Duration(i) * time.Hour), SpecVersion: 1, StartedAt: at, StartedSlot: 5, FinishedSlot: 6,
+			Outcome: Outcome{Kind: OutcomeUnknown, Reason: "past the horizon"}, Target: target}
+		unknown = unknown.add(&l, "hourly", Target{NomadJob: "report"})
+	}
+	f.Add([]byte(unknown))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		j := &job{Job: Job{Name: "hourly", Spec: JobSpec{NomadJob: "report"}, Version: 1 << 40, CreatedVersion: 1,
 			LastStartedAt: time.Unix(maxUnixSeconds, 0), LastTriggeredAt: time.Unix(maxUnixSeconds, 0)}}
