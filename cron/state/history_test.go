@@ -104,15 +104,7 @@ func TestRestoreVersion1(t *testing.T) {
 	if !long {
 		t.Fatal("fixture has no history longer than HistoryLen: it tests no cut")
 	}
-	m := New()
-	if err := m.Restore(data); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := json.Marshal(restoredView(m))
-	wantJSON, _ := json.Marshal(want)
-	if !bytes.Equal(got, wantJSON) {
-		t.Fatalf("restored version 1 snapshot differs\n got %s\nwant %s", got, wantJSON)
-	}
+	m := restoreAs(t, data, want, "version 1")
 	// Written again, it is a current snapshot of the same state.
 	again := New()
 	if err := again.Restore(snapshot(t, m)); err != nil {
@@ -136,15 +128,7 @@ func TestRestoreVersion2(t *testing.T) {
 	if err := json.Unmarshal(golden, &want); err != nil {
 		t.Fatal(err)
 	}
-	m := New()
-	if err := m.Restore(data); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := json.Marshal(restoredView(m))
-	wantJSON, _ := json.Marshal(want.View)
-	if !bytes.Equal(got, wantJSON) {
-		t.Fatalf("restored version 2 snapshot differs\n got %s\nwant %s", got, wantJSON)
-	}
+	m := restoreAs(t, data, want.View, "version 2")
 	checkLast := func(m *Machine, what string) {
 		t.Helper()
 		for name, child := range want.LastChild {
@@ -197,15 +181,7 @@ func TestRestoreVersion3(t *testing.T) {
 	if unknown < 2 {
 		t.Fatalf("fixture has %d unknown launches in its histories, want 2 or more", unknown)
 	}
-	m := New()
-	if err := m.Restore(data); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := json.Marshal(restoredView(m))
-	wantJSON, _ := json.Marshal(want.View)
-	if !bytes.Equal(got, wantJSON) {
-		t.Fatalf("restored version 3 snapshot differs\n got %s\nwant %s", got, wantJSON)
-	}
+	m := restoreAs(t, data, want.View, "version 3")
 	if info, _ := m.Info("moved"); info.LastChild != want.LastChild {
 		t.Fatalf("last child %+v, want %+v", info.LastChild, want.LastChild)
 	}
@@ -220,6 +196,22 @@ func TestRestoreVersion3(t *testing.T) {
 	if !reflect.DeepEqual(restoredView(back), restoredView(m)) {
 		t.Fatal("version 4 round trip of a restored version 3 snapshot differs")
 	}
+}
+
+// restoreAs restores data (a snapshot of the format what names) and
+// fails t unless it restores to want.
+func restoreAs(t *testing.T, data []byte, want stateView, what string) *Machine {
+	t.Helper()
+	m := New()
+	if err := m.Restore(data); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(restoredView(m))
+	wantJSON, _ := json.Marshal(want)
+	if !bytes.Equal(got, wantJSON) {
+		t.Fatalf("restored %s snapshot differs\n got %s\nwant %s", what, got, wantJSON)
+	}
+	return m
 }
 
 // forbidJobInNS1 is a machine holding job "j", every minute under
