@@ -83,7 +83,9 @@ type Launch struct {
 	Force bool
 	// Target is where the launch goes in Nomad, fixed when it starts: a
 	// lookup after the job was edited or deleted searches the scope its
-	// dispatch used. Kept while the launch is open; zero in the history.
+	// dispatch used. Kept while the launch is open, and in the history
+	// for a launch concluded unknown, whose child may be there; zero in
+	// the history otherwise.
 	Target Target
 	// Content is ContentHash of the payload and meta the launch
 	// dispatches (DispatchContent), both fixed when it starts: every
