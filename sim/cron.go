@@ -323,7 +323,7 @@ func (d *simDispatcher) done(r launcher.Result) {
 // (possibly stale: a conflict is refused by the log, as for a real
 // client). Until the faults heal, it creates, replaces, deletes, pauses
 // and resumes jobs; afterwards it only touches what cannot move a
-// schedule (meta, pause, resume, creating missing jobs), so that the
+// schedule (meta, target, pause, resume, creating missing jobs), so that the
 // healthy stretch checks lateness alone.
 func (c *cluster) clientCommand(n *node) state.Command {
 	name := jobNames[c.rng.IntN(len(jobNames))]
