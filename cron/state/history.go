@@ -529,7 +529,7 @@ func checkHistory(b string, j *job, lastSlot uint64, format entryFormat) (histor
 		if err := e.check(j, lastSlot); err != nil {
 			return "", fmt.Errorf("launch %s: %w", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind), err)
 		}
-		if !e.canonical(rest[:size], j.Name, cur) {
+		if !e.canonical(rest[:size], j.Name, cur, format) {
 			return "", fmt.Errorf("launch %s: not packed canonically", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind))
 		}
 		unknown = unknown || e.outcome == OutcomeUnknown
@@ -652,11 +652,11 @@ var powersOf10 = [...]uint64{
 	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
 }
 
-// canonical reports whether packed is what appendEntry writes for e: the
-// varints are minimal already (readEntry), so what is left is the child's
-// form, which must be the one splitChild picks, and a moved target, which
-// must not be the job's own.
-func (e *histEntry) canonical(packed string, name string, cur Target) bool {
+// canonical reports whether packed is what appendEntry writes for e (in
+// format): the varints are minimal already (readEntry), so what is left
+// is the child's form, which must be the one splitChild picks, and a
+// moved target, which must not be the job's own.
+func (e *histEntry) canonical(packed string, name string, cur Target, format entryFormat) bool {
 	if e.moved && e.target == cur {
 		return false
 	}
@@ -670,5 +670,8 @@ func (e *histEntry) canonical(packed string, name string, cur Target) bool {
 	l := e.launch(name, cur)
 	var buf [64]byte
 	got := appendEntry(buf[:0], &l, name, cur)
+	if format == entryLegacy && e.outcome == OutcomeUnknown {
+		got = got[:len(got)-1] // the target byte (0, the job's own) the legacy format lacks
+	}
 	return string(got) == packed
 }

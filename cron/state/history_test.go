@@ -531,6 +531,16 @@ func TestHistoryRejectsBadTargets(t *testing.T) {
 	if err != nil || string(h) != here {
 		t.Fatalf("legacy history upgraded to % x (%v), want % x", h, err, here)
 	}
+	// An unknown launch with a child ID in a rare form (checked by packing
+	// it again) reads the legacy way too. Found in review: it was packed
+	// again the current way, target byte and all, and refused.
+	for _, child := range []string{"elsewhere/dispatch-x", "batch/dispatch-" + Identity("j", at) + "-not-nomad"} {
+		l.Outcome.ChildID = child
+		current := string(history("").add(&l, "j", cur))
+		if h, err := checkHistory(current[:len(current)-1], j, 6, entryLegacy); err != nil || string(h) != current {
+			t.Fatalf("legacy unknown launch with child %s upgraded to % x (%v), want % x", child, h, err, current)
+		}
+	}
 }
 
 // TestHistoryCutAndRepack: the history keeps the newest HistoryLen
