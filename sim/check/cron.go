@@ -475,66 +475,71 @@ func (c *Cron) Final(f CronFinal) error {
 // change of policy's doing. A forced launch's child runs beside by
 // design, and leaves the last child where it was.
 func (c *Cron) forbidOverlap(byToken map[string][]NomadChild) error {
-	type made struct {
-		id         string
-		child      NomadChild
-		held       bool
-		displaces  bool
-		finishedAt time.Time
-	}
-	byJob := map[incarnation][]made{}
+	var all []forbidChild
 	for _, id := range sortedStrings(byToken) {
 		l := c.launches[id]
 		if l == nil || l.inc == 0 {
 			continue
 		}
-		inc := incarnation{name: l.job, version: l.inc}
 		held := l.forbidAllAlong && !l.force && !l.atLeastOnce
 		for _, ch := range byToken[id] {
-			byJob[inc] = append(byJob[inc], made{id: id, child: ch, held: held, displaces: !held && !l.force, finishedAt: l.finishedAt})
+			all = append(all, forbidChild{inc: incarnation{name: l.job, version: l.inc}, launch: id, child: ch,
+				held: held, displaces: !held && !l.force, finishedAt: l.finishedAt})
 		}
 	}
-	between := func(t, from, to time.Time) bool { return t.After(from) && t.Before(to) }
-	for _, inc := range sortedIncarnations(byJob) {
-		chs := byJob[inc]
-		slices.SortStableFunc(chs, func(a, b made) int { return a.child.CreatedAt.Compare(b.child.CreatedAt) })
-		for i, next := range chs {
-			if !next.held {
-				continue
-			}
-			c.counts.ForbidJudged++
-			for _, prev := range chs[:i] {
-				if !prev.held || !prev.child.CreatedAt.Before(next.child.CreatedAt) || !prev.child.FinishedAt.After(next.child.CreatedAt) {
-					continue
-				}
-				from, to := prev.child.CreatedAt, next.child.CreatedAt
-				if slices.ContainsFunc(chs, func(d made) bool {
-					return d.displaces && (between(d.child.CreatedAt, from, to) || between(d.finishedAt, from, to))
-				}) {
-					continue
-				}
+	slices.SortStableFunc(all, func(a, b forbidChild) int {
+		return cmp.Or(strings.Compare(a.inc.name, b.inc.name), cmp.Compare(a.inc.version, b.inc.version), a.child.CreatedAt.Compare(b.child.CreatedAt))
+	})
+	for start := 0; start < len(all); {
+		end := start + 1
+		for end < len(all) && all[end].inc == all[start].inc {
+			end++
+		}
+		if err := c.judgeForbid(all[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// forbidChild is a child as forbidOverlap judges it.
+type forbidChild struct {
+	inc        incarnation
+	launch     string
+	child      NomadChild
+	held       bool      // its launch was held to forbid
+	displaces  bool      // its launch took the last child's place unasked
+	finishedAt time.Time // when its launch's finish was first applied
+}
+
+// judgeForbid judges the children of one incarnation, in creation order.
+func (c *Cron) judgeForbid(chs []forbidChild) error {
+	for i, next := range chs {
+		if !next.held {
+			continue
+		}
+		c.counts.ForbidJudged++
+		for _, prev := range chs[:i] {
+			ran := prev.held && prev.child.CreatedAt.Before(next.child.CreatedAt) && prev.child.FinishedAt.After(next.child.CreatedAt)
+			if ran && !displacedBetween(chs, prev.child.CreatedAt, next.child.CreatedAt) {
 				return violation(InvAtMostOnce, "forbid job %q: launch %s got child %s at %s while %s (launch %s, made %s) ran until %s",
-					inc.name, next.id, next.child.ID, next.child.CreatedAt.Format(time.RFC3339Nano),
-					prev.child.ID, prev.id, prev.child.CreatedAt.Format(time.RFC3339Nano), prev.child.FinishedAt.Format(time.RFC3339Nano))
+					next.inc.name, next.launch, next.child.ID, next.child.CreatedAt.Format(time.RFC3339Nano),
+					prev.child.ID, prev.launch, prev.child.CreatedAt.Format(time.RFC3339Nano), prev.child.FinishedAt.Format(time.RFC3339Nano))
 			}
 		}
 	}
 	return nil
 }
 
-func sortedIncarnations[V any](m map[incarnation]V) []incarnation {
-	out := make([]incarnation, 0, len(m))
-	//detlint:maprange sorted below
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.SortFunc(out, func(a, b incarnation) int {
-		if a.name != b.name {
-			return strings.Compare(a.name, b.name)
-		}
-		return cmp.Compare(a.version, b.version)
+// displacedBetween reports whether a launch that took the last child's
+// place unasked made its child, or concluded, strictly between from and
+// to.
+func displacedBetween(chs []forbidChild, from, to time.Time) bool {
+	between := func(t time.Time) bool { return t.After(from) && t.Before(to) }
+	return slices.ContainsFunc(chs, func(d forbidChild) bool {
+		return d.displaces && (between(d.child.CreatedAt) || between(d.finishedAt))
 	})
-	return out
 }
 
 // healthyAt returns the index of a healthy interval that judges a slot due
