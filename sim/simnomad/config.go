@@ -43,7 +43,6 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
 	}
-	span := func(lo, hi time.Duration) bool { return lo >= 0 && hi >= lo }
 	switch {
 	case c.Epoch.IsZero():
 		return bad("Epoch must be set")
@@ -60,6 +59,9 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// span reports whether lo and hi bound a range of durations.
+func span(lo, hi time.Duration) bool { return lo >= 0 && hi >= lo }
 
 // DefaultConfig is a healthy Nomad: 1-20 ms each way, no lost replies,
 // children that run 1-30 s, and Nomad's default 4 h GC threshold. Its

@@ -222,7 +222,7 @@ func (n *Nomad) Register(namespace, region, parent string) {
 // runMax, in place of the configured RunMin and RunMax: a parent whose
 // children run long, as a report does.
 func (n *Nomad) SetRunTime(namespace, region, parent string, runMin, runMax time.Duration) error {
-	if runMin < 0 || runMax < runMin {
+	if !span(runMin, runMax) {
 		return fmt.Errorf("%w: need 0 <= run min (%v) <= run max (%v)", ErrConfig, runMin, runMax)
 	}
 	n.runs[scopeOf(namespace, region, parent)] = [2]time.Duration{runMin, runMax}
