@@ -481,7 +481,7 @@ func (c *Cron) forbidOverlap(byToken map[string][]NomadChild) error {
 		if l == nil || l.inc == 0 {
 			continue
 		}
-		held := l.forbidAllAlong && !l.force && !l.atLeastOnce
+		held := l.forbidAllAlong && !l.atLeastOnce // forbidAllAlong: unforced too
 		for _, ch := range byToken[id] {
 			all = append(all, forbidChild{inc: incarnation{name: l.job, version: l.inc}, launch: id, child: ch,
 				held: held, displaces: !held && !l.force, finishedAt: l.finishedAt})
