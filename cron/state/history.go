@@ -204,7 +204,7 @@ func (h history) repack(name string, old, cur Target) history {
 func appendEntry(b []byte, l *Launch, name string, cur Target) []byte {
 	parent := cur.NomadJob
 	sched := l.ScheduledAt.Unix()
-	form, unix, hex, rest := splitChild(l.Outcome.ChildID, childPrefix(parent, name, sched, l.Kind))
+	form, unix, hex, rest := splitChild(l.Outcome.ChildID, childPrefix(parent, name, sched, l.Kind), sched)
 	head := byte(l.Kind) | boolBit(l.Force)<<2 | outcomeCode(l.Outcome.Kind)<<3 | form<<5 | boolBit(l.Outcome.Reason != "")<<7
 	b = append(b, head)
 	b = binary.AppendUvarint(b, uint64(sched))
@@ -256,7 +256,7 @@ func childPrefix(parent, name string, sched int64, kind LaunchKind) string {
 }
 
 // splitChild says how child is stored against prefix.
-func splitChild(child, prefix string) (form byte, unix int64, hex [4]byte, rest string) {
+func splitChild(child, prefix string, sched int64) (form byte, unix int64, hex [4]byte, rest string) {
 	switch {
 	case child == "":
 		return childNone, 0, hex, ""
@@ -264,10 +264,24 @@ func splitChild(child, prefix string) (form byte, unix int64, hex [4]byte, rest 
 		return childVerbatim, 0, hex, child
 	}
 	rest = child[len(prefix):]
-	if unix, hex, ok := parseNomadSuffix(rest); ok {
+	if unix, hex, ok := parseNomadSuffix(rest); ok && childTimeFits(unix, sched) {
 		return childNomad, unix, hex, ""
 	}
 	return childPrefixed, 0, hex, rest
+}
+
+// maxChildTimeOffset bounds how far a child ID's Unix time may lie from
+// its launch's scheduled time in the Nomad form, so that the offset packs
+// and unpacks without overflow. A child ID further off (no Nomad makes one,
+// but the log carries whatever a leader recorded) is kept in the prefixed
+// form, as text.
+const maxChildTimeOffset = 1 << 62
+
+// childTimeFits reports whether a child made at unix, of a launch
+// scheduled at sched, can be packed in the Nomad form.
+func childTimeFits(unix, sched int64) bool {
+	d := unix - sched // no overflow: both are at least 0
+	return d <= maxChildTimeOffset && d >= -maxChildTimeOffset
 }
 
 // parseNomadSuffix parses "<unix>-<8 lowercase hex>" written canonically:
@@ -402,7 +416,7 @@ func readEntry(b string, e *histEntry, format entryFormat) (int, error) {
 			return 0, errField(b, i, "child time")
 		}
 		d := unzigzag(v)
-		if d > 1<<62 || d < -(1<<62) || e.scheduled+d < 0 {
+		if d > maxChildTimeOffset || d < -maxChildTimeOffset || e.scheduled+d < 0 {
 			return 0, errEntry(i, "child time out of range")
 		}
 		if len(b)-i < 4 {

@@ -430,6 +430,15 @@ func TestHistoryForms(t *testing.T) {
 		{"nomad child", func(l *Launch) { l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: prefix + "1772323201-0a1b2c3d"} }, childNomad, 26},
 		{"nomad child, earlier server clock", func(l *Launch) { l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: prefix + "1772323100-ffffffff"} }, childNomad, 26},
 		{"prefixed child", func(l *Launch) { l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: prefix + "1772323201-0A1B2C3D"} }, childPrefixed, 60},
+		// Found in review: a child time this far from the slot was packed
+		// in the Nomad form and then refused by readEntry, so the job's
+		// history no longer read and Apply panicked once it was trimmed.
+		{"child time past the packable range", func(l *Launch) {
+			l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: prefix + "5000000000000000000-0123abcd"}
+		}, childPrefixed, 60},
+		{"child time at the packable edge", func(l *Launch) {
+			l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: prefix + "4611686020199711104-0123abcd"}
+		}, childNomad, 36},
 		{"leading zero", func(l *Launch) { l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: prefix + "0172323201-0a1b2c3d"} }, childPrefixed, 60},
 		{"other parent", func(l *Launch) {
 			l.Outcome = Outcome{Kind: OutcomeDispatched, ChildID: "other/dispatch-team.report-1772323200-1-0a1b2c3d"}
