@@ -415,7 +415,10 @@ func (j *job) recompute() {
 		from = j.LastStartedAt
 	}
 	next, ok := j.sched.Next(from)
-	if !ok {
+	if !ok || next.Unix() > maxUnixSeconds {
+		// Past the last second a command or snapshot can hold, the
+		// schedule ends: a NextAt in year 10000 would make every later
+		// snapshot unrestorable.
 		j.NextAt = time.Time{}
 		return
 	}

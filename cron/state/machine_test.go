@@ -716,3 +716,27 @@ func TestJobsPage(t *testing.T) {
 		t.Errorf("JobCount %d, want 5", m.JobCount())
 	}
 }
+
+// TestScheduleEndsAtYear9999: a job's next launch past the last second a
+// command or snapshot can hold is none, so its snapshot restores. Found in
+// review: NextAt went to 10000-01-01 and every later snapshot was refused.
+func TestScheduleEndsAtYear9999(t *testing.T) {
+	m := New()
+	apply := applier(t, m)
+	last := time.Date(9999, 12, 31, 23, 0, 0, 0, time.UTC)
+	apply(put("j", "0 * * * *", 0, last.Add(-30*time.Minute)))
+	if got := mustJob(t, m, "j").NextAt; !got.Equal(last) {
+		t.Fatalf("next launch %v, want %v", got, last)
+	}
+	apply(started("j", last, 1))
+	if got := mustJob(t, m, "j").NextAt; !got.IsZero() {
+		t.Fatalf("next launch after the last hour of 9999: %v, want none", got)
+	}
+	apply(put("k", "0 * * * *", 0, last.Add(30*time.Minute)))
+	if got := mustJob(t, m, "k").NextAt; !got.IsZero() {
+		t.Fatalf("job created in the last hour of 9999: next launch %v, want none", got)
+	}
+	if err := New().Restore(snapshot(t, m)); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+}
