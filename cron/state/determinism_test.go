@@ -95,7 +95,11 @@ func genOne(r *rand.Rand, m *Machine, now time.Time) []byte {
 		}
 		c = Trigger{Name: name, At: at, Force: r.IntN(2) == 0}
 	case k == 15 && exists && !j.LastStartedAt.IsZero():
-		c = Backfill{Name: name, From: j.CreatedAt.Add(-time.Duration(r.IntN(3600)) * time.Second), To: j.LastStartedAt, At: now, Force: r.IntN(3) == 0}
+		from := j.CreatedAt.Add(-time.Duration(r.IntN(3600)) * time.Second)
+		if from.After(j.LastStartedAt) {
+			from = j.LastStartedAt // a re-created job's last launch is its namesake's
+		}
+		c = Backfill{Name: name, From: from, To: j.LastStartedAt, At: now, Force: r.IntN(3) == 0}
 	case exists && len(j.Open) > 0:
 		l := j.Open[r.IntN(len(j.Open))]
 		if r.IntN(6) == 0 && len(j.History) > 0 {

@@ -378,17 +378,17 @@ func (m *Machine) putJob(c PutJob) error {
 		// backfilled (a backfill walks slots from CreatedAt), can share an
 		// identity (hence a Nomad idempotency token) with one of the old,
 		// whatever the clocks of the writer and the leader said.
-		ts, reused := m.tombstones[c.Name]
-		namesakeLater := reused && ts.started.After(at)
-		if namesakeLater {
+		ts, reused := m.namesake(c.Name)
+		if reused && ts.started.After(at) {
 			at = ts.started
 		}
 		j = &job{Job: Job{Name: c.Name, CreatedVersion: m.lastVersion, CreatedAt: at, born: m.epoch}}
 		if reused {
-			if namesakeLater {
-				j.LastStartedAt = ts.started
-			}
-			j.LastTriggeredAt = ts.triggered
+			// Kept even when the new job was created later, so that
+			// deleting it before its first launch buries them again: a
+			// third incarnation created by a writer whose clock lags
+			// must count from them too.
+			j.LastStartedAt, j.LastTriggeredAt = ts.started, ts.triggered
 			m.forget(c.Name)
 		}
 		m.jobs[c.Name] = j
@@ -462,6 +462,23 @@ func (m *Machine) deleteJob(c DeleteJob) error {
 		*j = job{} // it may sit in a restore's slab: keep nothing alive through it
 	}
 	return nil
+}
+
+// namesake returns the last launch times of the deleted jobs named name,
+// and whether any launched: those of its tombstone, and of its launches
+// still open, which outlive a tombstone evicted meanwhile.
+func (m *Machine) namesake(name string) (tombstone, bool) {
+	ts, ok := m.tombstones[name]
+	i, _ := slices.BinarySearchFunc(m.orphans, Launch{Job: name}, compareLaunch)
+	for ; i < len(m.orphans) && m.orphans[i].Job == name; i++ {
+		if l := &m.orphans[i]; l.Kind == LaunchManual {
+			ts.triggered = laterOf(ts.triggered, l.ScheduledAt)
+		} else {
+			ts.started = laterOf(ts.started, l.ScheduledAt)
+		}
+		ok = true
+	}
+	return ts, ok
 }
 
 // bury remembers the last launch of the deleted job name.

@@ -740,3 +740,65 @@ func TestScheduleEndsAtYear9999(t *testing.T) {
 		t.Fatalf("restore: %v", err)
 	}
 }
+
+// TestNamesakeOutlivesItsTombstone: a job re-created under a deleted
+// one's name counts from its namesakes' last launches however the writers'
+// clocks lag, through a chain of re-creations and after the namesake's
+// tombstone was evicted while its launch was still open. Found in review:
+// both let a new launch take an old one's identity (a Nomad token that
+// hands back the old child, or two open launches that share one).
+func TestNamesakeOutlivesItsTombstone(t *testing.T) {
+	due := t0.Add(time.Hour)
+	noReuse := func(t *testing.T, m *Machine) {
+		t.Helper()
+		j := mustJob(t, m, "a")
+		if !j.NextAt.After(due) {
+			t.Fatalf("re-created job's next launch %s, the namesake's identity", Identity("a", j.NextAt))
+		}
+		if !j.LastTriggeredAt.Equal(due) {
+			t.Fatalf("re-created job's last manual launch %v, want the namesake's %v", j.LastTriggeredAt, due)
+		}
+		if err := m.ApplyCommand(m.LastSlot()+1, Trigger{Name: "a", At: due}); !errors.Is(err, ErrDuplicate) {
+			t.Fatalf("trigger at the namesake's manual launch: %v, want a duplicate", err)
+		}
+	}
+	t.Run("a chain of re-creations, the last writer's clock behind", func(t *testing.T) {
+		m := New()
+		apply := applier(t, m)
+		apply(put("a", "0 * * * *", 0, t0))
+		apply(started("a", due, 1))
+		apply(finished("a", due, OutcomeDispatched))
+		apply(Trigger{Name: "a", At: due})
+		manual := finished("a", due, OutcomeDispatched)
+		manual.LaunchKind = LaunchManual
+		apply(manual)
+		apply(DeleteJob{Name: "a"})
+		apply(put("a", "0 * * * *", 0, due.Add(5*time.Second))) // after the last launch
+		apply(DeleteJob{Name: "a"})                             // before its first
+		apply(put("a", "0 * * * *", 0, due.Add(-10*time.Second)))
+		noReuse(t, m)
+	})
+	t.Run("the tombstone evicted while the launches are open", func(t *testing.T) {
+		m := New()
+		apply := applier(t, m)
+		apply(put("a", "0 * * * *", 0, t0))
+		apply(started("a", due, 1))
+		apply(Trigger{Name: "a", At: due})
+		apply(DeleteJob{Name: "a"}) // both launches left open, as orphans
+		for i := range MaxTombstones {
+			name := fmt.Sprintf("b%d", i)
+			apply(put(name, "0 * * * *", 0, t0))
+			apply(started(name, due, mustJob(t, m, name).Version))
+			apply(finished(name, due, OutcomeDispatched))
+			apply(DeleteJob{Name: name})
+		}
+		if len(m.Orphans()) != 2 {
+			t.Fatalf("orphans %+v, want a's two", m.Orphans())
+		}
+		apply(put("a", "0 * * * *", 0, t0))
+		noReuse(t, m)
+		if err := New().Restore(snapshot(t, m)); err != nil {
+			t.Fatalf("restore: %v", err)
+		}
+	})
+}
