@@ -800,8 +800,12 @@ func (m *Machine) backfill(slot uint64, c Backfill) error {
 		return invalid("job %q: backfill to %s passes its last launch (%s): later slots come due by themselves",
 			c.Name, to.Format(time.RFC3339), j.LastStartedAt.Format(time.RFC3339))
 	}
-	// The slots in [from, to] the job had: from its creation on.
-	t := from.Add(-time.Second)
+	// The slots in [from, to] the job had: from its creation on. Next
+	// finds the slots after t, and slots fall on whole seconds.
+	t := from.Truncate(time.Second)
+	if t.Equal(from) {
+		t = t.Add(-time.Second)
+	}
 	if t.Before(j.CreatedAt) {
 		t = j.CreatedAt
 	}

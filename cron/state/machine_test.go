@@ -478,6 +478,16 @@ func TestBackfill(t *testing.T) {
 	if !j.Open[0].Force || j.Open[2].Force {
 		t.Fatalf("force flags: %+v", j.Open)
 	}
+	// A From between two slots leaves out the slot before it. Found in
+	// review: a From with a fraction of a second opened that slot too.
+	frac := run(t, []step{{spec5, nil},
+		{started("j", m5(1), 1), nil}, {finished("j", m5(1), OutcomeSkipped), nil},
+		{started("j", m5(2), 1), nil}, {finished("j", m5(2), OutcomeSkipped), nil},
+		{backfill(m5(1).Add(500*time.Millisecond), m5(2), false), nil},
+	})
+	if open := mustJob(t, frac, "j").Open; len(open) != 1 || !open[0].ScheduledAt.Equal(m5(2)) {
+		t.Fatalf("backfill from half a second after slot 1 opened %+v, want slot 2 alone", open)
+	}
 	// A range too long to walk is refused, whole.
 	long := New()
 	slot := uint64(1)
