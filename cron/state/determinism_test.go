@@ -357,6 +357,29 @@ func TestRestoreRejects(t *testing.T) {
 	}
 }
 
+// TestRestoreRejectsAnOpenLaunchOfAnotherSpec: an open launch names a spec
+// version of its own job. Found in review: the check was skipped for open
+// launches, whose checks returned early.
+func TestRestoreRejectsAnOpenLaunchOfAnotherSpec(t *testing.T) {
+	m := run(t, []step{
+		{put("x", "0 * * * *", 0, t0), nil},
+		{put("j", "0 * * * *", 0, t0), nil},
+		{started("j", t0.Add(time.Hour), 2), nil},
+	})
+	good := snapshot(t, m)
+	for _, version := range []uint64{1, 3} { // x's, before j was created; past j's
+		w := decodeSnapshot(t, good)
+		for i := range w.JobList {
+			if w.JobList[i].Name == "j" {
+				w.JobList[i].Open[0].SpecVersion = version
+			}
+		}
+		if err := New().Restore(encodeSnapshot(t, w)); !errors.Is(err, ErrSnapshot) {
+			t.Errorf("an open launch of spec version %d of a job at versions 2-2: Restore = %v, want ErrSnapshot", version, err)
+		}
+	}
+}
+
 // A frozen snapshot is encoded on another goroutine while the machine
 // applies the rest of the log (the replica's writer does so); the race
 // detector checks that the two share nothing that changes.

@@ -643,14 +643,12 @@ func checkLaunch(j *job, l Launch, open bool, lastSlot uint64) error {
 		return l.Target.validate()
 	case !open && (l.Target != Target{} || l.Content != 0 || l.payload != nil || l.meta != nil || l.AtLeastOnce):
 		return fmt.Errorf("finished launch with a target or content")
+	case l.SpecVersion < j.CreatedVersion || l.SpecVersion > j.Version:
+		return fmt.Errorf("spec version %d not in %d-%d", l.SpecVersion, j.CreatedVersion, j.Version)
 	case open:
 		return checkContent(l)
-	case !open && (l.FinishedSlot <= l.StartedSlot || l.FinishedSlot > lastSlot):
+	case l.FinishedSlot <= l.StartedSlot || l.FinishedSlot > lastSlot:
 		return fmt.Errorf("finished slot %d not in %d-%d", l.FinishedSlot, l.StartedSlot+1, lastSlot)
-	case !open && l.Outcome.validate() != nil:
-		return l.Outcome.validate()
-	case (l.SpecVersion < j.CreatedVersion || l.SpecVersion > j.Version):
-		return fmt.Errorf("spec version %d not in %d-%d", l.SpecVersion, j.CreatedVersion, j.Version)
 	}
-	return nil
+	return l.Outcome.validate()
 }
