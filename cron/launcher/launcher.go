@@ -1059,7 +1059,10 @@ func (l *Launcher) Done(r Result) {
 		return
 	}
 	delete(l.calls, r.ID)
-	if t.phase == phaseLookup && r.Err == nil {
+	if t.phase == phaseLookup && r.Err == nil && (r.Found || l.now.Before(l.horizonEnd(t))) {
+		// Past the horizon, "not found" may mean forgotten: a leader
+		// re-elected after its conclusion was lost must look again, not
+		// take the launch for one nobody called Nomad for.
 		l.mem.lookedUp(t.launch.Identity, r, t.sentAt)
 	}
 	t.call = 0

@@ -427,6 +427,69 @@ func TestReelectedLeaderCarriesOn(t *testing.T) {
 	}
 }
 
+// TestReelectedLeaderLooksAgainPastTheHorizon: a launch an earlier leader
+// left open past Nomad's memory horizon is looked up, found nowhere and
+// concluded unknown (its child may have been collected); that conclusion
+// is lost as the leader steps down, and the same replica is re-elected
+// with no other takeover between. It must look the launch up again and
+// fail closed again. Found in review: the look-up had cleared the launch
+// from the leader's memory, so the re-elected leader took it for one
+// nobody had called Nomad for and decided it afresh: a second child
+// within a long catch-up window, or a skip that hides the first.
+func TestReelectedLeaderLooksAgainPastTheHorizon(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*state.JobSpec)
+		paused bool
+	}{
+		{"a day's catch-up window", func(s *state.JobSpec) { s.CatchupWindow = 24 * time.Hour }, false},
+		{"the default window", func(*state.JobSpec) {}, false},
+		{"at least once, paused", func(s *state.JobSpec) { s.CatchupWindow, s.AtLeastOnce = 24*time.Hour, true }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			spec := job("0 0 * * *")
+			tc.mutate(&spec)
+			h.apply(putJob("pay", spec))
+			slot := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+			id := state.Identity("pay", slot)
+			h.apply(state.Takeover{Term: state.Term{Round: 1, Replica: 2}})
+			h.apply(state.LaunchStarted{Job: "pay", ScheduledAt: slot, Identity: id, SpecVersion: 1, At: slot})
+			if tc.paused {
+				h.apply(state.Pause{Name: "pay"})
+			}
+			h.now = slot.Add(5 * time.Hour) // past the 4 h horizon
+			for term := uint64(3); term <= 4; term++ {
+				h.lease(term, 10*time.Second)
+				h.reelect()
+				h.wantRequest(OpLookup, id)
+				h.busy = true // the conclusion is refused: the node steps down
+				h.answer(Result{})
+				h.lead.Leader = false
+				h.step()
+				h.busy = false
+				if h.l.Leading() || len(h.proposed) != 0 {
+					t.Fatalf("term %d: leading %v after the step-down, proposed %q", term, h.l.Leading(), describe(h.proposed))
+				}
+			}
+			h.lease(5, 10*time.Second)
+			h.reelect()
+			h.wantRequest(OpLookup, id)
+			h.answer(Result{})
+			h.wantProposed("finished " + id + " unknown *")
+		})
+	}
+}
+
+// reelect steps the leader a second on, and on past MaxCallLatency if it
+// made no call at once (a takeover after another leader's term).
+func (h *harness) reelect() {
+	h.at(h.now.Add(time.Second))
+	if len(h.d.pending) == 0 {
+		h.settle()
+	}
+}
+
 // TestHerdIsBatchedAndBounded: many launches due at once are proposed in
 // batches of MaxStartsPerStep, with at most MaxInflight calls in flight,
 // and all are dispatched.
