@@ -723,8 +723,12 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 			l.addTask(open, phaseLookup)
 		}
 	case state.LaunchFinished:
-		if err != nil && !errors.Is(err, state.ErrDuplicate) {
-			return // refused (a replaced leader's): the launch is still open
+		if err != nil {
+			// Refused (a replaced leader's): the launch is still open. Or
+			// a duplicate: the launch it concluded is gone, and a task
+			// under its identity is a later opening's (a backfill of the
+			// same slot), not to be dropped.
+			return
 		}
 		id := state.LaunchIdentity(c.Job, c.ScheduledAt, c.LaunchKind)
 		l.mem.forget(id)
@@ -1197,6 +1201,7 @@ func (l *Launcher) finished(launch state.Launch, o state.Outcome) state.LaunchFi
 
 func (l *Launcher) proposeFinish(t *task) {
 	t.finish.Outcome.Reason = clipReason(t.finish.Outcome.Reason)
+	t.finish.StartedSlot = t.launch.StartedSlot // this opening alone
 	if err := l.cfg.Propose(t.finish); err != nil {
 		t.proposedAt = time.Time{} // the sweep proposes it again
 		return

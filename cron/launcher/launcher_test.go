@@ -554,6 +554,54 @@ func TestDeletedWhileInFlight(t *testing.T) {
 	}
 }
 
+// TestCopyOfAConclusionSparesTheNextBackfill: a conclusion proposed twice
+// (the first copy not applied in time) whose second copy is chosen after
+// a backfill opened the slot again. Found in review: the launcher took the
+// duplicate for the backfill's conclusion and dropped its task (the
+// backfill stayed open, never tried), and for a second backfill the state
+// closed it with the first's outcome.
+func TestCopyOfAConclusionSparesTheNextBackfill(t *testing.T) {
+	for _, firstKind := range []state.LaunchKind{state.LaunchScheduled, state.LaunchBackfill} {
+		t.Run(firstKind.String(), func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.apply(putJob("b", job("@every 1h")), state.Pause{Name: "b"})
+			h.lease(1, 10*time.Second)
+			slot := t0.Add(time.Hour)
+			id := state.Identity("b", slot)
+			h.at(slot)
+			h.commit()
+			h.commit() // skipped: paused
+			h.apply(state.Resume{Name: "b"})
+			if firstKind == state.LaunchBackfill {
+				h.apply(state.Backfill{Name: "b", From: slot, To: slot, At: h.now})
+				h.step()
+				h.answerFor(OpDispatch, id, Result{Err: fmt.Errorf("%w: parameterized job not found", ErrRejected)})
+			} else {
+				h.apply(state.Pause{Name: "b"})
+				h.at(slot.Add(time.Hour))
+				h.commit()
+				h.apply(state.Resume{Name: "b"})
+				id, slot = state.Identity("b", slot.Add(time.Hour)), slot.Add(time.Hour)
+			}
+			h.wantProposed("finished " + id + " *")
+			h.at(h.now.Add(DefaultProposalTimeout)) // not applied in time: proposed again
+			copies := h.proposed
+			h.proposed = nil
+			if len(copies) != 2 {
+				t.Fatalf("proposed %q, want the conclusion twice", describe(copies))
+			}
+			h.apply(copies[0])
+			h.apply(state.Backfill{Name: "b", From: slot, To: slot, At: h.now, Force: true})
+			h.apply(copies[1])
+			h.step()
+			if _, ok := h.l.Machine().OpenLaunch("b", slot, state.LaunchBackfill); !ok {
+				t.Fatalf("the copy of the conclusion closed the backfill opened after it")
+			}
+			h.wantRequest(OpDispatch, id)
+		})
+	}
+}
+
 // TestLostProposalsAreProposedAgain: a proposal the node refused (busy)
 // or lost is proposed again, and a duplicate is harmless.
 func TestLostProposalsAreProposedAgain(t *testing.T) {

@@ -114,6 +114,10 @@ type wireLaunchFinished struct {
 	Outcome     wireOutcome
 	Kind        uint8
 	Term        Term
+	// Last, so that an entry written without it decodes with zero (a
+	// shorter array), and one written with it by a binary that knows it
+	// decodes in one that does not (the extra element is skipped).
+	StartedSlot uint64
 }
 
 type wireTakeover struct {
@@ -189,7 +193,8 @@ func Encode(c Command) ([]byte, error) {
 	case LaunchStarted:
 		w = &wireLaunchStarted{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Identity: c.Identity, SpecVersion: c.SpecVersion, At: toWire(c.At)}
 	case LaunchFinished:
-		w = &wireLaunchFinished{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Kind: uint8(c.LaunchKind), Term: c.Term, Outcome: wireOutcome{Kind: string(c.Outcome.Kind), ChildID: c.Outcome.ChildID, Reason: c.Outcome.Reason}}
+		w = &wireLaunchFinished{Job: c.Job, ScheduledAt: toWire(c.ScheduledAt), Kind: uint8(c.LaunchKind), Term: c.Term, Outcome: wireOutcome{Kind: string(c.Outcome.Kind), ChildID: c.Outcome.ChildID, Reason: c.Outcome.Reason},
+			StartedSlot: c.StartedSlot}
 	case Takeover:
 		w = &wireTakeover{Term: c.Term}
 	case Trigger:
@@ -307,7 +312,7 @@ func decodeKind(kind Kind, body []byte) (Command, error) {
 			return nil, err
 		}
 		o := Outcome{Kind: OutcomeKind(w.Outcome.Kind), ChildID: w.Outcome.ChildID, Reason: w.Outcome.Reason}
-		return LaunchFinished{Job: w.Job, ScheduledAt: at, LaunchKind: LaunchKind(w.Kind), Outcome: o, Term: w.Term}, nil
+		return LaunchFinished{Job: w.Job, ScheduledAt: at, LaunchKind: LaunchKind(w.Kind), Outcome: o, Term: w.Term, StartedSlot: w.StartedSlot}, nil
 	case KindTakeover:
 		var w wireTakeover
 		if err := decodeValue(body, &w); err != nil {

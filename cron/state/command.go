@@ -253,12 +253,19 @@ type LaunchStarted struct {
 // ballot of the leader that concluded it: once a later leader's Takeover
 // is applied, an earlier leader's conclusions are refused (ErrStale), so a
 // deposed leader's late proposal cannot overwrite what its successor did.
+// StartedSlot, when not zero, is the slot that opened the launch: a
+// backfill may open a slot again once it is concluded, under the same
+// job, time and kind, and a copy of the first conclusion chosen after that
+// (proposed twice, as a lost proposal is) must not close the second
+// opening. Zero (entries written before it existed) concludes whichever
+// launch is open.
 type LaunchFinished struct {
 	Job         string
 	ScheduledAt time.Time
 	LaunchKind  LaunchKind
 	Outcome     Outcome
 	Term        Term
+	StartedSlot uint64
 }
 
 // Term is a leader's paxos ballot (round, replica), as the log's

@@ -513,11 +513,17 @@ func (m *Machine) forget(name string) {
 	m.tombOrder = nilIfEmpty(slices.DeleteFunc(m.tombOrder, func(n string) bool { return n == name }))
 }
 
+// concludes reports whether c, which names open's job, time and kind,
+// was proposed for this opening of it (see LaunchFinished.StartedSlot).
+func (c LaunchFinished) concludes(open *Launch) bool {
+	return c.StartedSlot == 0 || c.StartedSlot == open.StartedSlot
+}
+
 // finishOrphan concludes an open launch of a deleted job, if c names one.
 func (m *Machine) finishOrphan(c LaunchFinished) bool {
 	at := c.ScheduledAt.UTC()
 	i, found := slices.BinarySearchFunc(m.orphans, Launch{Job: c.Job, ScheduledAt: at, Kind: c.LaunchKind}, compareLaunch)
-	if !found {
+	if !found || !c.concludes(&m.orphans[i]) {
 		return false
 	}
 	m.orphans = nilIfEmpty(slices.Delete(m.orphans, i, i+1))
@@ -582,6 +588,7 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 	if ok {
 		j = m.writable(j)
 		i, found = slices.BinarySearchFunc(j.Open, Launch{ScheduledAt: at, Kind: c.LaunchKind}, compareOpen)
+		found = found && c.concludes(&j.Open[i])
 	}
 	if !found && m.finishOrphan(c) {
 		return nil
