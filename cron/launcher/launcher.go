@@ -264,6 +264,11 @@ type Launcher struct {
 	// fresh holds the identities this leader started in its term: their
 	// first call is a dispatch, not a lookup.
 	fresh map[string]bool
+	// full holds the jobs whose start the state refused, having as many
+	// launches open as it keeps (state.MaxOpenLaunches): their next start
+	// waits until one of those concludes, or every step would write a
+	// refused start to the log.
+	full map[string]bool
 	tasks map[string]*task // by identity
 	// queue holds tasks ready for a call, oldest first; delayed those
 	// waiting for notBefore, by (notBefore, seq); finishing those whose
@@ -437,6 +442,7 @@ func (l *Launcher) promote() {
 	l.stats.Promotions++
 	l.starting = map[string]start{}
 	l.fresh = map[string]bool{}
+	l.full = map[string]bool{}
 	l.tasks = map[string]*task{}
 	l.calls = map[uint64]*task{}
 	l.swept = l.now
@@ -642,7 +648,7 @@ func (l *Launcher) demote() {
 	l.leading = false
 	l.stats.Demotions++
 	l.heap, l.build = scheduler.Heap{}, nil
-	l.starting, l.fresh, l.tasks, l.calls = nil, nil, nil, nil
+	l.starting, l.fresh, l.full, l.tasks, l.calls = nil, nil, nil, nil, nil
 	l.queue, l.delayed, l.finishing = nil, nil, nil
 }
 
@@ -697,6 +703,7 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 	case state.DeleteJob:
 		if err == nil {
 			delete(l.starting, c.Name)
+			delete(l.full, c.Name) // a job created under its name starts afresh
 			l.unschedule(c.Name)
 		}
 	case state.LaunchStarted:
@@ -704,8 +711,12 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 		if ok && s.at.Equal(c.ScheduledAt) {
 			delete(l.starting, c.Job)
 		}
+		if errors.Is(err, state.ErrLimit) {
+			l.full[c.Job] = true
+		}
 		l.resync(c.Job)
 		if err != nil {
+			delete(l.fresh, c.Identity)
 			return // a duplicate or a refused start: nothing opened
 		}
 		open, opened := l.m.OpenLaunch(c.Job, c.ScheduledAt, state.LaunchScheduled)
@@ -729,6 +740,10 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 			// under its identity is a later opening's (a backfill of the
 			// same slot), not to be dropped.
 			return
+		}
+		if l.full[c.Job] {
+			delete(l.full, c.Job) // room for its next start
+			l.resync(c.Job)
 		}
 		id := state.LaunchIdentity(c.Job, c.ScheduledAt, c.LaunchKind)
 		l.mem.forget(id)
@@ -763,7 +778,7 @@ func (l *Launcher) resync(name string) {
 		return
 	}
 	at, ok := l.m.NextAt(name)
-	if !ok {
+	if !ok || l.full[name] {
 		l.heap.Remove(name)
 		return
 	}

@@ -602,6 +602,53 @@ func TestCopyOfAConclusionSparesTheNextBackfill(t *testing.T) {
 	}
 }
 
+// TestStartAtTheOpenLimitWaitsForAConclusion: a job with as many launches
+// open as the state keeps (Nomad unreachable, its look-ups failing) has
+// its next start refused once, and proposed again only when one of them
+// concludes. Found in review: the refused start put the job straight back
+// in the heap as due, so every step wrote another refused start to the
+// log for as long as the launches stayed open.
+func TestStartAtTheOpenLimitWaitsForAConclusion(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("s", job("@every 1m")))
+	h.apply(state.Takeover{Term: state.Term{Round: 1, Replica: 2}})
+	for i := 1; i <= state.MaxOpenLaunches; i++ {
+		at := t0.Add(time.Duration(i) * time.Minute)
+		h.apply(state.LaunchStarted{Job: "s", ScheduledAt: at, Identity: state.Identity("s", at), SpecVersion: 1, At: at})
+	}
+	next := t0.Add(time.Duration(state.MaxOpenLaunches+1) * time.Minute)
+	h.now = next
+	h.lease(3, 10*time.Second)
+	h.step()
+	startsOfNext := func() (n int) {
+		for range 20 { // no time passes
+			for _, c := range h.commit() {
+				if s, ok := c.(state.LaunchStarted); ok && s.ScheduledAt.Equal(next) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if n := startsOfNext(); n != 1 {
+		t.Fatalf("the start of %v at the limit was proposed %d times in 20 commits, want once", next, n)
+	}
+	if _, opened := h.l.Machine().OpenLaunch("s", next, state.LaunchScheduled); opened {
+		t.Fatal("a start past the limit was accepted")
+	}
+	h.settle() // the look-ups of the open launches leave
+	first := t0.Add(time.Minute)
+	h.answerFor(OpLookup, state.Identity("s", first), Result{Found: true, ChildID: "batch/dispatch-s"})
+	h.wantProposed("finished " + state.Identity("s", first) + " dispatched batch/dispatch-s")
+	h.commit()
+	if n := startsOfNext(); n != 1 {
+		t.Fatalf("once a launch concluded, the start of %v was proposed %d times, want once", next, n)
+	}
+	if _, opened := h.l.Machine().OpenLaunch("s", next, state.LaunchScheduled); !opened {
+		t.Fatal("the start was not accepted once a launch concluded")
+	}
+}
+
 // TestLostProposalsAreProposedAgain: a proposal the node refused (busy)
 // or lost is proposed again, and a duplicate is harmless.
 func TestLostProposalsAreProposedAgain(t *testing.T) {
