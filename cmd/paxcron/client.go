@@ -133,7 +133,8 @@ func exitCodeOf(err error, read bool) int {
 	case http.StatusServiceUnavailable:
 		return exitUnavailable
 	case http.StatusBadGateway, http.StatusGatewayTimeout:
-		if read {
+		var apiErr *api.Error
+		if read || errors.As(err, &apiErr) && apiErr.NotDone {
 			return exitUnavailable
 		}
 		return exitUnknown

@@ -200,7 +200,8 @@ func TestJobStatusNextLaunches(t *testing.T) {
 // TestExitStatusSaysWhetherAWriteMayHaveBeenDone: 5 ("retry") only where
 // nothing was done (the call never reached a replica) or for a read; a
 // write that reached one and got no answer, or a 502 or 504 from a
-// forwarding replica, may have been done: 6. A script that retried a
+// forwarding replica (unless it says nothing was done), may have been
+// done: 6. A script that retried a
 // trigger on 5 once launched twice.
 func TestExitStatusSaysWhetherAWriteMayHaveBeenDone(t *testing.T) {
 	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -216,6 +217,14 @@ func TestExitStatusSaysWhetherAWriteMayHaveBeenDone(t *testing.T) {
 		fmt.Fprint(w, `{"error":"forwarding to the leader: connection reset"}`)
 	}))
 	defer badGateway.Close()
+	// A 502 that says nothing was done (Nomad could not be asked before
+	// a job write): 5.
+	notDone := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadGateway)
+		fmt.Fprint(w, `{"error":"job \"nightly\": could not check it against Nomad (connection refused): nothing was written","not_done":true}`)
+	}))
+	defer notDone.Close()
 	closed := httptest.NewServer(http.NotFoundHandler())
 	nowhere := closed.URL
 	closed.Close() // nothing listens there now: calls are never sent
@@ -227,6 +236,7 @@ func TestExitStatusSaysWhetherAWriteMayHaveBeenDone(t *testing.T) {
 	}{
 		{"trigger, no answer", hangUp.URL, []string{"trigger", "nightly"}, 6, "may have been done"},
 		{"trigger, 502", badGateway.URL, []string{"trigger", "nightly"}, 6, "may have been done"},
+		{"trigger, 502, nothing done", notDone.URL, []string{"trigger", "nightly"}, 5, "nothing was written"},
 		{"trigger, never sent", nowhere, []string{"trigger", "nightly"}, 5, ""},
 		{"status, 502", badGateway.URL, []string{"status", "nightly"}, 5, ""},
 		{"status, no answer", hangUp.URL, []string{"status", "nightly"}, 5, ""},

@@ -37,6 +37,10 @@ type Error struct {
 	// Leader is the replica that leads, when the request needs it and
 	// this replica could not forward it (0 if none is known).
 	Leader uint64 `json:"leader,omitempty"`
+	// NotDone, on an error that could otherwise leave the outcome open
+	// (a 502: something upstream failed), says the server did nothing:
+	// the call is safe to retry.
+	NotDone bool `json:"not_done,omitempty"`
 	// Status is the HTTP status (not encoded: the response carries it).
 	Status int `json:"-"`
 }

@@ -501,8 +501,10 @@ func (s *Server) handlePutJobs(w http.ResponseWriter, r *http.Request) (any, err
 	}
 	return s.onLeader(w, r, func(ctx context.Context) (any, error) {
 		if s.nomad != nil && !req.SkipNomadCheck {
+			checkCtx, cancel := context.WithTimeout(ctx, nomadCheckTimeout)
+			defer cancel()
 			for i, j := range req.Jobs {
-				if err := s.nomad.CheckSpec(ctx, j.Name, specs[i]); err != nil {
+				if err := s.nomad.CheckSpec(checkCtx, j.Name, specs[i]); err != nil {
 					return nil, nomadCheckError(j.Name, err)
 				}
 			}
@@ -797,5 +799,13 @@ func nomadCheckError(name string, err error) error {
 	if errors.Is(err, errNomadSpec) {
 		return badRequest("job %q: %v", name, err)
 	}
-	return &api.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("job %q: could not check it against Nomad (%v): retry, or write it with skip_nomad_check", name, err)}
+	return &api.Error{Status: http.StatusBadGateway, NotDone: true,
+		Message: fmt.Sprintf("job %q: could not check it against Nomad (%v): nothing was written; retry, or write it with skip_nomad_check", name, err)}
 }
+
+// nomadCheckTimeout bounds the checks of a job write against Nomad: the
+// Nomad client retries a refused connection until its context ends, and a
+// request's has no deadline, so with Nomad down a write would get no
+// answer at all (found in review: the CLI gave up after 30 s and said the
+// write might have been done).
+const nomadCheckTimeout = 10 * time.Second

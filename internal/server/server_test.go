@@ -776,6 +776,34 @@ func TestSkipNomadChecks(t *testing.T) {
 	}
 }
 
+// TestJobWriteWithNomadDownIsAnswered: a job write is checked against
+// Nomad first, and with Nomad down the check gives up within
+// nomadCheckTimeout: a 502 that says nothing was written. Found in
+// review: the check had no deadline and the Nomad client retried a
+// refused connection until the caller gave up, so no answer came at all
+// and the CLI said the write might have been done.
+func TestJobWriteWithNomadDownIsAnswered(t *testing.T) {
+	c := startClusterWith(t, func(cfg *Config) {
+		cfg.NewDispatcher = nil
+		cfg.Nomad = nomad.DefaultConfig()
+		cfg.Nomad.Address = "http://127.0.0.1:1" // nothing listens there
+		cfg.SkipNomadChecks = true               // so that it starts and leads
+	})
+	put := api.PutJobs{Jobs: []api.PutJob{{Name: "nightly", Spec: api.Spec{Schedule: "@daily", NomadJob: "report"}}}}
+	ctx, cancel := context.WithTimeout(context.Background(), nomadCheckTimeout+15*time.Second)
+	defer cancel()
+	_, err := c.client(c.leader(), writeToken).PutJobs(ctx, put)
+	var e *api.Error
+	if !errors.As(err, &e) || e.Status != http.StatusBadGateway || !e.NotDone || !strings.Contains(e.Message, "nothing was written") {
+		t.Fatalf("job write with Nomad down: %v; want a 502 saying nothing was written", err)
+	}
+	var exists bool
+	_ = c.servers[c.leader()-1].node.Cron(context.Background(), func(l *launcher.Launcher) { _, _, exists = l.Machine().JobSpec("nightly") })
+	if exists {
+		t.Fatal("the job was written though its check failed")
+	}
+}
+
 // TestDeposedLeaderDoesNotAckAnUnchangedSpec: a write whose spec equals
 // the job's is answered "unchanged" without a proposal, so only from the
 // state of a leader that holds the lease. A leader whose loop stalled
