@@ -322,3 +322,30 @@ func TestWorkerPoolKeepsIdleWorkers(t *testing.T) {
 		return before > 0 && short.started.Load() > before
 	})
 }
+
+// TestCallsABundleCannotCarryAreProxiedAlone: a follower sends a call
+// that a bundle cannot carry (a HEAD, which the GET routes serve; a query
+// over the bundle's path limit) to the leader alone, and it is answered
+// as the leader answers it. Found in review: such a call went into a
+// bundle, the leader refused the bundle whole, and the call and every
+// call beside it got a 502 ("the leader may have acted").
+func TestCallsABundleCannotCarryAreProxiedAlone(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	if _, err := c.client(leader, writeToken).PutJobs(context.Background(), everySecond("j")); err != nil {
+		t.Fatal(err)
+	}
+	follower := c.servers[leader%3]
+	before, _ := bundleStats(t, follower)
+	longQuery := "/v1/jobs?prefix=" + strings.Repeat("x", maxCallPathBytes)
+	for _, tc := range []struct{ method, path string }{{http.MethodHead, "/v1/jobs/j"}, {http.MethodGet, longQuery}} {
+		onLeader := httpDo(t, tc.method, "http://"+c.servers[leader-1].HTTPAddr()+tc.path, readToken, "", nil)
+		viaFollower := httpDo(t, tc.method, "http://"+follower.HTTPAddr()+tc.path, readToken, "", nil)
+		if onLeader.code != http.StatusOK || viaFollower.code != onLeader.code {
+			t.Errorf("%s %.40s: %d on the leader, %d through a follower (%.200s); want 200 both", tc.method, tc.path, onLeader.code, viaFollower.code, viaFollower.body)
+		}
+	}
+	if after, _ := bundleStats(t, follower); after != before {
+		t.Errorf("the follower sent %d bundles for calls no bundle can carry", after-before)
+	}
+}

@@ -279,16 +279,23 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.Re
 		b, _ := io.ReadAll(body)
 		call := bundleCall{Method: r.Method, Path: r.URL.RequestURI(), Auth: r.Header.Get("Authorization"),
 			ContentType: r.Header.Get("Content-Type"), Body: b}
-		a, queued, err := s.bundles.forward(r.Context(), call)
-		switch {
-		case err != nil:
-			return err // the client is gone
-		case queued && a.Status != 0:
-			a.write(w)
-			return errHandled
+		// A call a bundle cannot carry (a HEAD, which the GET routes
+		// serve; a path or a header over the bundle's limits) is proxied
+		// alone: in a bundle, the leader would refuse it and every call
+		// beside it (found in review: any reader could make other
+		// clients' writes fail with a 502).
+		if call.validate() == nil {
+			a, queued, err := s.bundles.forward(r.Context(), call)
+			switch {
+			case err != nil:
+				return err // the client is gone
+			case queued && a.Status != 0:
+				a.write(w)
+				return errHandled
+			}
 		}
-		// The queue is full, or the leader takes no bundles: proxied
-		// alone.
+		// Not for a bundle, the queue is full, or the leader takes no
+		// bundles: proxied alone.
 	}
 	target := &url.URL{Scheme: s.peerScheme(), Host: addr}
 	proxy := &httputil.ReverseProxy{
