@@ -398,9 +398,9 @@ func (n *Node) StepDown() (ReplicaID, error) {
 	return successor, nil
 }
 
-// MaxRound and maxSlot bound the rounds and the snapshot indexes a
-// message may carry: unreachable in practice, far enough from the top of
-// uint64 that nothing computed from them wraps. A replica promised to a
+// MaxRound and maxSlot bound the rounds and the slots a message may
+// carry: unreachable in practice, far enough from the top of uint64 that
+// nothing computed from them wraps. A replica promised to a
 // round at or above MaxRound could never be reached by a valid message.
 const (
 	MaxRound = 1 << 62
@@ -431,6 +431,19 @@ func (n *Node) validate(m Message) error {
 		// chosen+1 past it would wrap (found in review: the replica
 		// halted at its next campaign).
 		return bad("snapshot index %d out of range", m.Snapshot.Meta.Index)
+	case m.Commit >= maxSlot || m.Through >= maxSlot || m.Chosen >= maxSlot:
+		return bad("slot %d, %d or %d out of range", m.Commit, m.Through, m.Chosen)
+	case m.Type != MsgSnapshot && m.Type != MsgSnapshotAck && (m.Start >= maxSlot || m.Last >= maxSlot):
+		// On a transfer they count bytes (validateTransfer). An accept
+		// at the top slot once made a follower's last slot 2^64-1, past
+		// which its log read nothing: it never applied again (found in
+		// review).
+		return bad("slot %d or %d out of range", m.Start, m.Last)
+	case len(m.Entries) > 0 && m.Entries[len(m.Entries)-1].Slot >= maxSlot:
+		return bad("entry slot %d out of range", m.Entries[len(m.Entries)-1].Slot)
+	}
+	if err := n.validatePromise(m); err != nil {
+		return bad("%v", err)
 	}
 	for i, e := range m.Entries {
 		if e.Kind != EntryNoop && e.Kind != EntryCommand {
@@ -453,6 +466,23 @@ func (n *Node) validate(m Message) error {
 	}
 	if m.Type == MsgSnapshot || m.Type == MsgSnapshotAck {
 		return n.validateTransfer(m, bad)
+	}
+	return nil
+}
+
+// validatePromise checks a promise to this replica's candidacy: it
+// reports slots from the candidacy's start, and at most
+// MaxPromiseLagSlots of them, since an acceptor holding more refuses the
+// candidate (eligible). A promise reporting slots up to 2^62 would have
+// the new leader fill every one with a no-op; one below start once halted
+// the candidate (found in review).
+func (n *Node) validatePromise(m Message) error {
+	if m.Type != MsgPromise || m.Reject || n.role != Candidate || m.Ballot != n.cand.ballot || len(m.Entries) == 0 {
+		return nil
+	}
+	first, last := m.Entries[0].Slot, m.Entries[len(m.Entries)-1].Slot
+	if first < n.cand.start || last-n.cand.start >= uint64(n.limits.MaxPromiseLagSlots) {
+		return fmt.Errorf("reports slots %d-%d, outside %d-%d", first, last, n.cand.start, n.cand.start+uint64(n.limits.MaxPromiseLagSlots)-1)
 	}
 	return nil
 }

@@ -360,11 +360,58 @@ func TestInvalidMessagesRejected(t *testing.T) {
 		"round at the top": {Type: MsgSnapshotAck, From: 2, To: 1, Ballot: Ballot{math.MaxUint64, 3}, Round: 1, Start: 1, Last: 3},
 		"snapshot index at the top": {Type: MsgSnapshot, From: 2, To: 1, Round: 1, Start: 0, Last: 3,
 			Snapshot: &Snapshot{Meta: SnapshotMeta{Index: math.MaxUint64}, Data: []byte("abc")}},
+		// Found in review: an accept at the top slot made the follower's
+		// last slot 2^64-1, past which its log read nothing, so it never
+		// applied again; the other slots are bounded alike.
+		"accept at the top slot": {Type: MsgAccept, From: 2, To: 1, Ballot: Ballot{5, 2}, Start: math.MaxUint64,
+			Entries: []Entry{{Slot: math.MaxUint64, Ballot: Ballot{5, 2}, Kind: EntryNoop}}},
+		"entry past the slots": {Type: MsgAccept, From: 2, To: 1, Ballot: Ballot{5, 2}, Start: 1 << 62,
+			Entries: []Entry{{Slot: 1 << 62, Ballot: Ballot{5, 2}, Kind: EntryNoop}}},
+		"commit at the top":   {Type: MsgHeartbeat, From: 2, To: 1, Ballot: Ballot{5, 2}, Start: 1, Commit: math.MaxUint64, Round: 1},
+		"through at the top":  {Type: MsgAccepted, From: 2, To: 1, Ballot: Ballot{5, 1}, Through: math.MaxUint64, Last: 1},
+		"chosen at the top":   {Type: MsgChosen, From: 2, To: 1, Chosen: math.MaxUint64},
+		"last at the top":     {Type: MsgAccepted, From: 2, To: 1, Ballot: Ballot{5, 1}, Through: 1, Last: math.MaxUint64},
 	}
 	for name, m := range cases {
 		if err := n.Step(m); !errors.Is(err, ErrInvalidMessage) {
 			t.Errorf("%s: got %v, want ErrInvalidMessage", name, err)
 		}
+	}
+}
+
+// TestBadPromiseIsRefused: a promise to a candidacy that reports slots
+// below the candidacy's start, or further above it than an eligible
+// acceptor holds (MaxPromiseLagSlots), is refused and the candidate goes
+// on. Found in review: the first halted the candidate for good; the
+// second would have had the new leader fill every slot up to it with a
+// no-op (2^62 of them at most).
+func TestBadPromiseIsRefused(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a", "b", "c")
+	c.run(3 * c.timing.HeartbeatTicks)
+	n := c.replicas[2].node
+	c.isolate(2)
+	c.run(c.timing.LeaseTicks + 1)
+	n.startPrepare() // what a quorum of pre-votes leads to
+	if n.role != Candidate {
+		t.Fatalf("replica 2 is %s, want a candidate", n.role)
+	}
+	b, start := n.cand.ballot, n.cand.start
+	lag := uint64(n.limits.MaxPromiseLagSlots)
+	for name, slot := range map[string]uint64{"below start": start - 1, "past the lag": start + lag} {
+		m := Message{Type: MsgPromise, From: 3, To: 2, Ballot: b, Entries: []Entry{{Slot: slot, Ballot: b, Kind: EntryCommand, Data: []byte("z")}}}
+		if err := n.Step(m); !errors.Is(err, ErrInvalidMessage) || n.Err() != nil {
+			t.Fatalf("%s: Step = %v, replica's error %v; want ErrInvalidMessage and no halt", name, err, n.Err())
+		}
+		if n.role != Candidate || len(n.cand.promises) != 1 {
+			t.Fatalf("%s: the promise counted (%s, %d promises)", name, n.role, len(n.cand.promises))
+		}
+	}
+	// The last slot an eligible acceptor can report is taken.
+	m := Message{Type: MsgPromise, From: 3, To: 2, Ballot: b, Entries: []Entry{{Slot: start + lag - 1, Ballot: b, Kind: EntryNoop}}}
+	if err := n.Step(m); err != nil {
+		t.Fatalf("a promise at the lag's end: %v", err)
 	}
 }
 

@@ -94,13 +94,7 @@ func (n *Node) onPromise(m Message) {
 		}
 		return
 	}
-	for _, e := range m.Entries {
-		if e.Slot < n.cand.start {
-			n.halt(fmt.Errorf("%w: promise from %d reports slot %d below start %d", ErrInvalidMessage, m.From, e.Slot, n.cand.start))
-			return
-		}
-	}
-	n.cand.promises[m.From] = m.Entries
+	n.cand.promises[m.From] = m.Entries // in range: validatePromise
 	n.cand.chosen[m.From] = m.Chosen
 	n.maybeWin()
 }
