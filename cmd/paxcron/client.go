@@ -158,7 +158,9 @@ var jobAPICommands = map[string]apiCommand{
 Submits the cron jobs of FILE.hcl: creates the new ones, replaces those
 whose spec changed, and leaves the same ones alone. file() calls are read
 here, relative to the file. Before writing, the cluster checks with Nomad
-that it will accept each job's dispatches (-skip-nomad-check to skip).`,
+that it will accept each job's dispatches (-skip-nomad-check to skip).
+A file of more than 1,000 jobs is sent 1,000 at a time, in order; if one
+request fails, the jobs before it stay written.`,
 		args: 1,
 		extra: func(fs *flag.FlagSet) {
 			fs.Bool("skip-nomad-check", false, "write without first checking the jobs against Nomad")
@@ -168,14 +170,23 @@ that it will accept each job's dispatches (-skip-nomad-check to skip).`,
 			if err != nil {
 				return usageError{err}
 			}
-			req := api.PutJobs{}
-			for _, cr := range crons {
-				req.Jobs = append(req.Jobs, api.PutJob{Name: cr.Name, Spec: api.SpecOf(cr.Spec)})
-			}
-			req.SkipNomadCheck = flagBool(ctx, "skip-nomad-check")
-			res, err := c.PutJobs(ctx, req)
-			if err != nil {
-				return err
+			// A file may hold more jobs than one request takes: it goes in
+			// several, in the file's order (found in review: a file that
+			// validated could not be submitted).
+			var res api.PutJobsResult
+			for from := 0; from < len(crons); from += api.MaxJobsPerRequest {
+				req := api.PutJobs{SkipNomadCheck: flagBool(ctx, "skip-nomad-check")}
+				for _, cr := range crons[from:min(from+api.MaxJobsPerRequest, len(crons))] {
+					req.Jobs = append(req.Jobs, api.PutJob{Name: cr.Name, Spec: api.SpecOf(cr.Spec)})
+				}
+				part, err := c.PutJobs(ctx, req)
+				if err != nil && from > 0 {
+					return fmt.Errorf("the file's first %d jobs were written; jobs %d-%d: %w", from, from+1, len(crons), err)
+				}
+				if err != nil {
+					return err
+				}
+				res.Jobs = append(res.Jobs, part.Jobs...)
 			}
 			if f.json {
 				return printJSON(out, res)

@@ -248,3 +248,59 @@ func TestExitStatusSaysWhetherAWriteMayHaveBeenDone(t *testing.T) {
 		}
 	}
 }
+
+// TestJobRunSendsALargeFileInParts: a file of more jobs than one request
+// takes (api.MaxJobsPerRequest) is sent in several, in its order, and a
+// failure part way says which jobs were written. Found in review: `job
+// validate` passed a file of 1,001 jobs that `job run` could not submit.
+func TestJobRunSendsALargeFileInParts(t *testing.T) {
+	const jobs = 2*api.MaxJobsPerRequest + 1
+	var src strings.Builder
+	for i := range jobs {
+		fmt.Fprintf(&src, "cron \"j%04d\" {\n  schedule = \"@daily\"\n  nomad { job = \"report\" }\n}\n", i)
+	}
+	file := filepath.Join(t.TempDir(), "jobs.hcl")
+	if err := os.WriteFile(file, []byte(src.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	var first []string
+	failAt := 0 // the request that fails (1-based), 0 for none
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Type") != "application/json" {
+			w.WriteHeader(http.StatusUnsupportedMediaType) // the client sends JSON then
+			return
+		}
+		var req api.PutJobs
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		sizes = append(sizes, len(req.Jobs))
+		first = append(first, req.Jobs[0].Name)
+		w.Header().Set("Content-Type", "application/json")
+		if len(sizes) == failAt {
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprint(w, `{"error":"job changed meanwhile"}`)
+			return
+		}
+		var res api.PutJobsResult
+		for _, j := range req.Jobs {
+			res.Jobs = append(res.Jobs, api.PutResult{Name: j.Name, Created: true, Version: 1})
+		}
+		_ = json.NewEncoder(w).Encode(res)
+	}))
+	defer srv.Close()
+	code, out, errOut := runCLI(t, "job", "run", "-address", srv.URL, "-token", "cli-test-token-0123456789", file)
+	if code != 0 || strings.Count(out, "created") != jobs {
+		t.Fatalf("exit %d, %d created; stderr %q", code, strings.Count(out, "created"), errOut)
+	}
+	if !slices.Equal(sizes, []int{1000, 1000, 1}) || !slices.Equal(first, []string{"j0000", "j1000", "j2000"}) {
+		t.Fatalf("requests of %v jobs from %v; want 1000, 1000, 1 in the file's order", sizes, first)
+	}
+	sizes, first, failAt = nil, nil, 2
+	code, _, errOut = runCLI(t, "job", "run", "-address", srv.URL, "-token", "cli-test-token-0123456789", file)
+	if code != exitConflict || !strings.Contains(errOut, "first 1000 jobs were written; jobs 1001-2001") || len(sizes) != 2 {
+		t.Fatalf("a failure in the second request: exit %d, %d requests, %q", code, len(sizes), errOut)
+	}
+}
