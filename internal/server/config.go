@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
+	"strconv"
 	"time"
 
 	"paxcron/cron/launcher"
@@ -110,6 +112,21 @@ type PeerAddrs struct {
 	HTTP  string
 }
 
+// check refuses an address of replica id's that no dial could use: one
+// set must be host:port with a host and a port number.
+func (a PeerAddrs) check(id paxos.ReplicaID) error {
+	for _, x := range [...]struct{ what, addr string }{{"Paxos", a.Paxos}, {"HTTP", a.HTTP}} {
+		if x.addr == "" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(x.addr)
+		if n, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || n == 0 || host == "" {
+			return fmt.Errorf("replica %d's %s address %q is not host:port", id, x.what, x.addr)
+		}
+	}
+	return nil
+}
+
 // TLSFiles are PEM files: a CA that signed every replica's certificate,
 // and this replica's certificate and key.
 type TLSFiles struct {
@@ -190,9 +207,12 @@ func (c *Config) validate() error {
 		}
 		seen[id] = true
 	}
-	for id := range c.Peers {
+	for _, id := range slices.Sorted(maps.Keys(c.Peers)) {
 		if !seen[id] || id == c.ID {
 			return bad("peer %d is not another member of %v", id, c.Members)
+		}
+		if err := c.Peers[id].check(id); err != nil {
+			return bad("cluster.peers: %v", err)
 		}
 	}
 	for what, addr := range map[string]string{"bind.paxos": c.PaxosAddr, "bind.http": c.HTTPAddr, "advertise.paxos": c.PaxosAdvertise, "advertise.http": c.HTTPAdvertise} {

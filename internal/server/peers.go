@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 
@@ -45,13 +44,8 @@ func newPeers(cfg Config) *peers {
 }
 
 func (p *peers) set(id paxos.ReplicaID, addrs PeerAddrs) error {
-	for what, a := range map[string]string{"Paxos": addrs.Paxos, "HTTP": addrs.HTTP} {
-		if a == "" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return fmt.Errorf("server: replica %d's %s address %q is not host:port", id, what, a)
-		}
+	if err := addrs.check(id); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

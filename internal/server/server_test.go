@@ -463,6 +463,14 @@ func TestConfigErrors(t *testing.T) {
 			c.PaxosAddr = "0.0.0.0:0"
 		},
 		"stranger peer": func(c *Config) { c.Peers = map[paxos.ReplicaID]PeerAddrs{9: {}} },
+		// Found in review: a peer's addresses were not checked, so a
+		// replica started unable to forward to it (HTTP), or failed as
+		// a replica rather than a configuration (Paxos).
+		"peer HTTP address": func(c *Config) {
+			c.Peers = map[paxos.ReplicaID]PeerAddrs{2: {Paxos: "127.0.0.1:1", HTTP: "127.0.0.1:47653/not an address"}}
+		},
+		"peer Paxos address": func(c *Config) { c.Peers = map[paxos.ReplicaID]PeerAddrs{2: {Paxos: "nowhere"}} },
+		"peer without host":  func(c *Config) { c.Peers = map[paxos.ReplicaID]PeerAddrs{2: {HTTP: ":8080"}} },
 	} {
 		c := ok
 		change(&c)
