@@ -272,7 +272,6 @@ func apiTricks(t *testing.T, target *Server) {
 		{"DELETE", "/v1/jobs/keep", strings.Repeat("x", 64), 401}, // an unknown token
 		{"DELETE", "/v1/jobs/keep", writeToken + "x", 401},
 		{"DELETE", "/v1/jobs/keep", writeToken[:len(writeToken)-1], 401},
-		{"DELETE", "/v1/jobs/keep", " " + writeToken, 401},
 		{"DELETE", "/v1/jobs/keep?token=" + writeToken, "", 401}, // not from the query
 		{"POST", "/v1/jobs?skip_nomad_check=1", writeToken, 400}, // no body
 		{"PUT", "/v1/jobs", writeToken, 404},                     // no such method: no such API
@@ -285,12 +284,23 @@ func apiTricks(t *testing.T, target *Server) {
 			t.Errorf("%s %s: the refusal is not a JSON error: %s", tc.method, tc.path, r.body)
 		}
 	}
-	// Other ways to send the write token: none is taken.
-	for _, auth := range []string{"bearer " + writeToken, "Basic " + writeToken, "Bearer  " + writeToken, "Token " + writeToken, writeToken} {
+	// Other ways to send the write token: none is taken, and the refusal
+	// says the header is not a bearer token (found in review: it said no
+	// token was sent).
+	for _, auth := range []string{"Basic " + writeToken, "Token " + writeToken, writeToken} {
 		req, _ := http.NewRequest("DELETE", base+"/v1/jobs/keep", nil)
 		req.Header.Set("Authorization", auth)
-		if r := doRequest(t, req); r.code != 401 {
-			t.Errorf("Authorization %q: %d %s, want 401", auth, r.code, r.body)
+		if r := doRequest(t, req); r.code != 401 || !strings.Contains(r.body, "is not") {
+			t.Errorf("Authorization %q: %d %s, want 401 saying the header is not a bearer token", auth, r.code, r.body)
+		}
+	}
+	// The scheme's name is taken in any case, and after one space or
+	// more (RFC 9110 11.1, RFC 6750 2.1).
+	for _, auth := range []string{"bearer " + writeToken, "BEARER " + writeToken, "Bearer  " + writeToken} {
+		req, _ := http.NewRequest("GET", base+"/v1/jobs/keep", nil)
+		req.Header.Set("Authorization", auth)
+		if r := doRequest(t, req); r.code != 200 {
+			t.Errorf("Authorization %q: %d %s, want 200", auth, r.code, r.body)
 		}
 	}
 	// The metrics and the status page need a token too (the page answers

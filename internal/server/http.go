@@ -151,10 +151,14 @@ func (s *Server) authorize(r *http.Request, mutating bool) error {
 	if len(s.cfg.WriteTokens) == 0 && len(s.cfg.ReadTokens) == 0 {
 		return nil // Insecure: validate refused this without the flag
 	}
-	token, hasToken := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	header := r.Header.Get("Authorization")
+	token, hasToken := bearerToken(header)
 	if !hasToken || token == "" {
 		if !mutating && s.cfg.AnonymousReads {
 			return nil
+		}
+		if header != "" {
+			return &api.Error{Status: http.StatusUnauthorized, Message: "the Authorization header is not \"Bearer <token>\": pass -token or set PAXCRON_TOKEN"}
 		}
 		return &api.Error{Status: http.StatusUnauthorized, Message: "this call needs a token: pass -token or set PAXCRON_TOKEN (Authorization: Bearer <token>)"}
 	}
@@ -171,6 +175,16 @@ func (s *Server) authorize(r *http.Request, mutating bool) error {
 		return nil
 	}
 	return &api.Error{Status: http.StatusUnauthorized, Message: "unknown token: check -token or PAXCRON_TOKEN against the server's api.write_tokens and api.read_tokens"}
+}
+
+// bearerToken returns the token of an Authorization header of the Bearer
+// scheme, whose name HTTP takes in any case (RFC 9110, 11.1).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(token, " "), true
 }
 
 // tokenIn compares in constant time, so that timing tells nothing of the
