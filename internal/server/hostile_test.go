@@ -374,6 +374,7 @@ func apiBodies(t *testing.T, target *Server) {
 		{"two objects", "application/json", []byte(`{"jobs":[` + job(`"a"`) + `]}{"jobs":[]}`), 400},
 		{"two dots behind a duplicate key", "application/json", []byte(`{"jobs":[{"name":"a","name":"..","spec":{"schedule":"@hourly","nomad_job":"p"}}]}`), 400},
 		{"more jobs than allowed", "application/json", []byte(`{"jobs":[` + many + `]}`), 400},
+		{"one name twice", "application/json", []byte(`{"jobs":[` + job(`"twice"`) + `,` + job(`"twice"`) + `]}`), 400},
 		{"a name with NUL", "application/json", []byte(`{"jobs":[` + job(`"keep\u0000"`) + `]}`), 400},
 		{"a name with a slash", "application/json", []byte(`{"jobs":[` + job(`"../keep"`) + `]}`), 400},
 		{"a name of two dots", "application/json", []byte(`{"jobs":[` + job(`".."`) + `]}`), 400},

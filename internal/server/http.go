@@ -502,7 +502,14 @@ func (s *Server) handlePutJobs(w http.ResponseWriter, r *http.Request) (any, err
 		return nil, badRequest("%d jobs in one request; at most %d", len(req.Jobs), api.MaxJobsPerRequest)
 	}
 	specs := make([]state.JobSpec, len(req.Jobs))
+	seen := make(map[string]bool, len(req.Jobs))
 	for i, j := range req.Jobs {
+		if seen[j.Name] {
+			// Both would be written, the second over the first: as a
+			// file's cron blocks, one name once (found in review).
+			return nil, badRequest("job %q is given twice in one request", j.Name)
+		}
+		seen[j.Name] = true
 		if j.Name == "." || j.Name == ".." {
 			// Valid for the state, but no URL can name it: /v1/jobs/..
 			// is cleaned to /v1/, so the job could not be read or deleted.
