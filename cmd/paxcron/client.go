@@ -217,6 +217,14 @@ launches and its recent history.`,
 			fs.String("prefix", "", "list only the jobs whose names start with this")
 		},
 		action: func(ctx context.Context, c *api.Client, f *apiFlags, words []string, out io.Writer) error {
+			// Each flag belongs to one form: given to the other, it would
+			// be ignored without a word (found in review).
+			switch {
+			case len(words) == 0 && flagGiven(ctx, "n"):
+				return usageError{errors.New("-n is for one job's next launches: give its NAME")}
+			case len(words) > 0 && flagGiven(ctx, "prefix"):
+				return usageError{errors.New("-prefix lists jobs: give it without a NAME")}
+			}
 			if len(words) == 0 {
 				return listJobs(ctx, c, f, flagString(ctx, "prefix"), out)
 			}
@@ -434,6 +442,16 @@ func flagInt(ctx context.Context, name string) int {
 	return 0
 }
 
+// flagGiven reports whether the flag name was given on the command line.
+func flagGiven(ctx context.Context, name string) bool {
+	fs, _ := ctx.Value(flagsKey{}).(*flag.FlagSet)
+	given := false
+	if fs != nil {
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	}
+	return given
+}
+
 func flagString(ctx context.Context, name string) string {
 	if g := flagValue(ctx, name); g != nil {
 		s, _ := g.Get().(string)
@@ -532,6 +550,9 @@ func runSnapshot(args []string, stdout, stderr io.Writer, getenv func(string) st
 		return runSnapshotRestore(args[1:], stdout, stderr)
 	case "list":
 		return runSnapshotList(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, operatorUsage)
+		return exitOK
 	}
 	fmt.Fprintf(stderr, "paxcron operator snapshot: unknown subcommand %q (save, inspect, list, restore)\n", args[0])
 	return exitUsage

@@ -192,6 +192,13 @@ func TestJobStatusNextLaunches(t *testing.T) {
 			t.Errorf("-n %s: exit %d, %q; want 2 and the range", n, code, errOut)
 		}
 	}
+	// A flag of the other form is refused, not ignored (found in review).
+	for _, args := range [][]string{{"-n", "3"}, {"-prefix", "night", "nightly"}} {
+		code, _, errOut := runCLI(t, append([]string{"job", "status", "-address", srv.URL, "-token", "cli-test-token-0123456789"}, args...)...)
+		if code != 2 {
+			t.Errorf("job status %v: exit %d, %q; want 2", args, code, errOut)
+		}
+	}
 	if want := []string{"/v1/jobs/nightly?next=0"}; !slices.Equal(asked, want) {
 		t.Fatalf("asked %v, want %v", asked, want)
 	}

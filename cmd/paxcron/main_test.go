@@ -83,3 +83,20 @@ func TestScheduleJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryCommandHelps: -h on every command and group prints its usage
+// and exits 0. Found in review: `operator snapshot -h` was an unknown
+// subcommand.
+func TestEveryCommandHelps(t *testing.T) {
+	for _, cmd := range [][]string{
+		{}, {"server"}, {"schedule"}, {"job"}, {"job", "validate"}, {"job", "takeover"}, {"job", "run"}, {"job", "status"},
+		{"job", "history"}, {"job", "pause"}, {"job", "resume"}, {"job", "trigger"}, {"job", "backfill"}, {"job", "delete"},
+		{"operator"}, {"operator", "status"}, {"operator", "backup"}, {"operator", "snapshot"},
+		{"operator", "snapshot", "save"}, {"operator", "snapshot", "inspect"}, {"operator", "snapshot", "list"}, {"operator", "snapshot", "restore"},
+	} {
+		code, out, errOut := runCLI(t, append(cmd, "-h")...)
+		if code != 0 || !strings.Contains(out+errOut, "Usage") {
+			t.Errorf("paxcron %s -h: exit %d, %.120q", strings.Join(cmd, " "), code, out+errOut)
+		}
+	}
+}
