@@ -573,12 +573,23 @@ func firesSoonEnough(name string, spec state.JobSpec, now time.Time) error {
 // It is never a 503 nor forwarded (onLeader's answer to a leader change),
 // as those say nothing was done: a client that sent the request again
 // would then get a 409 for its own write of a job it fixed the version of.
-func partialPut(written []api.PutResult, total int, failed string, err error) error {
-	names := make([]string, len(written))
-	for i, w := range written {
-		names[i] = fmt.Sprintf("%s (version %d)", w.Name, w.Version)
+func partialPut(before []api.PutResult, total int, failed string, err error) error {
+	var names []string
+	for _, w := range before {
+		if !w.Unchanged {
+			names = append(names, fmt.Sprintf("%s (version %d)", w.Name, w.Version))
+		}
 	}
-	done := fmt.Sprintf("%d of %d jobs were written before it: %s", len(written), total, strings.Join(names, ", "))
+	if len(names) == 0 {
+		// Nothing was written (the jobs before it were unchanged): the
+		// failure is the request's own, a 503 as safe to retry as ever
+		// (found in review: a 500).
+		return err
+	}
+	done := fmt.Sprintf("%d of %d jobs were written before it: %s", len(names), total, strings.Join(names, ", "))
+	if unchanged := len(before) - len(names); unchanged > 0 {
+		done += fmt.Sprintf(" (and %d unchanged)", unchanged)
+	}
 	var e *api.Error
 	if errors.As(err, &e) && e.Status != http.StatusServiceUnavailable {
 		return &api.Error{Status: e.Status, Message: e.Message + "; " + done}

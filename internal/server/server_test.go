@@ -901,10 +901,16 @@ func TestPartlyWrittenPutNamesWhatWasWritten(t *testing.T) {
 		{&api.Error{Status: http.StatusServiceUnavailable, Message: "no leader"}, http.StatusInternalServerError},
 		{&api.Error{Status: http.StatusConflict, Message: "changed"}, http.StatusConflict},
 	} {
-		err := partialPut([]api.PutResult{{Name: "first", Version: 1}}, 2, "second", tc.err)
-		if api.StatusOf(err) != tc.want || !strings.Contains(err.Error(), "first (version 1)") {
+		err := partialPut([]api.PutResult{{Name: "first", Version: 1}, {Name: "same", Version: 4, Unchanged: true}}, 3, "third", tc.err)
+		if api.StatusOf(err) != tc.want || !strings.Contains(err.Error(), "1 of 3 jobs were written before it: first (version 1) (and 1 unchanged)") {
 			t.Errorf("%v: %v; want %d naming the job written", tc.err, err, tc.want)
 		}
+	}
+	// Found in review: jobs left unchanged were counted as written, and
+	// a failure after nothing was written was a 500, not its own error.
+	noLeader := &api.Error{Status: http.StatusServiceUnavailable, Message: "no leader"}
+	if err := partialPut([]api.PutResult{{Name: "same", Version: 4, Unchanged: true}}, 2, "second", noLeader); err != noLeader {
+		t.Errorf("after unchanged jobs only: %v; want the failure as it is", err)
 	}
 }
 
