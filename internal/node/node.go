@@ -325,6 +325,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.ID == paxos.None:
 		return bad("ID is required")
+	case c.ID > MaxReplicaID:
+		return bad("ID %d is over %d", c.ID, MaxReplicaID)
 	case c.Store == nil || c.Send == nil:
 		return bad("Store and Send are required")
 	case c.TickInterval <= 0:
@@ -338,6 +340,10 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// MaxReplicaID is the highest replica ID: proposal IDs carry it in 16
+// bits (counterIDs), so two replicas above it could share theirs.
+const MaxReplicaID = 1<<16 - 1
 
 // counterIDs numbers proposals with id in the top 16 bits and a counter
 // from a random start below, so that a restarted replica does not reuse

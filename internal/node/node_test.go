@@ -168,11 +168,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		Limits: paxos.DefaultLimits(),
 	}
 	for name, mutate := range map[string]func(*Config){
-		"no ID":          func(c *Config) { c.ID = 0 },
-		"no store":       func(c *Config) { c.Store = nil },
-		"no send":        func(c *Config) { c.Send = nil },
-		"no tick":        func(c *Config) { c.TickInterval = 0 },
-		"negative inbox": func(c *Config) { c.InboxMessages = -1 },
+		"no ID":           func(c *Config) { c.ID = 0 },
+		"ID over 16 bits": func(c *Config) { c.ID = MaxReplicaID + 1 },
+		"no store":        func(c *Config) { c.Store = nil },
+		"no send":         func(c *Config) { c.Send = nil },
+		"no tick":         func(c *Config) { c.TickInterval = 0 },
+		"negative inbox":  func(c *Config) { c.InboxMessages = -1 },
 		"cron without a dispatcher": func(c *Config) {
 			c.Cron = &CronOptions{}
 		},

@@ -12,6 +12,7 @@ import (
 
 	"paxcron/cron/launcher"
 	"paxcron/cron/replica"
+	"paxcron/internal/node"
 	"paxcron/internal/transport"
 	"paxcron/nomad"
 	"paxcron/paxos"
@@ -202,8 +203,8 @@ func (c *Config) validate() error {
 	}
 	seen := map[paxos.ReplicaID]bool{}
 	for _, id := range c.Members {
-		if id == paxos.None || seen[id] {
-			return bad("members must be distinct and non-zero: %v", c.Members)
+		if id == paxos.None || seen[id] || id > node.MaxReplicaID {
+			return bad("members must be distinct, from 1 to %d: %v", node.MaxReplicaID, c.Members)
 		}
 		seen[id] = true
 	}

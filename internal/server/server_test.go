@@ -454,6 +454,8 @@ func TestConfigErrors(t *testing.T) {
 	for name, change := range map[string]func(*Config){
 		"not a member": func(c *Config) { c.ID = 4 },
 		"even members": func(c *Config) { c.Members = []paxos.ReplicaID{1, 2} },
+		// Found in review: proposal IDs carry a replica's ID in 16 bits.
+		"member over the IDs": func(c *Config) { c.Members = []paxos.ReplicaID{1, 2, 65537} },
 		"no data dir":  func(c *Config) { c.DataDir = "" },
 		"short key":    func(c *Config) { c.ClusterKey = []byte("short") },
 		"no token":     func(c *Config) { c.WriteTokens = nil },
