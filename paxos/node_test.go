@@ -367,10 +367,10 @@ func TestInvalidMessagesRejected(t *testing.T) {
 			Entries: []Entry{{Slot: math.MaxUint64, Ballot: Ballot{5, 2}, Kind: EntryNoop}}},
 		"entry past the slots": {Type: MsgAccept, From: 2, To: 1, Ballot: Ballot{5, 2}, Start: 1 << 62,
 			Entries: []Entry{{Slot: 1 << 62, Ballot: Ballot{5, 2}, Kind: EntryNoop}}},
-		"commit at the top":   {Type: MsgHeartbeat, From: 2, To: 1, Ballot: Ballot{5, 2}, Start: 1, Commit: math.MaxUint64, Round: 1},
-		"through at the top":  {Type: MsgAccepted, From: 2, To: 1, Ballot: Ballot{5, 1}, Through: math.MaxUint64, Last: 1},
-		"chosen at the top":   {Type: MsgChosen, From: 2, To: 1, Chosen: math.MaxUint64},
-		"last at the top":     {Type: MsgAccepted, From: 2, To: 1, Ballot: Ballot{5, 1}, Through: 1, Last: math.MaxUint64},
+		"commit at the top":  {Type: MsgHeartbeat, From: 2, To: 1, Ballot: Ballot{5, 2}, Start: 1, Commit: math.MaxUint64, Round: 1},
+		"through at the top": {Type: MsgAccepted, From: 2, To: 1, Ballot: Ballot{5, 1}, Through: math.MaxUint64, Last: 1},
+		"chosen at the top":  {Type: MsgChosen, From: 2, To: 1, Chosen: math.MaxUint64},
+		"last at the top":    {Type: MsgAccepted, From: 2, To: 1, Ballot: Ballot{5, 1}, Through: 1, Last: math.MaxUint64},
 	}
 	for name, m := range cases {
 		if err := n.Step(m); !errors.Is(err, ErrInvalidMessage) {

@@ -268,7 +268,7 @@ type Launcher struct {
 	// launches open as it keeps (state.MaxOpenLaunches): their next start
 	// waits until one of those concludes, or every step would write a
 	// refused start to the log.
-	full map[string]bool
+	full  map[string]bool
 	tasks map[string]*task // by identity
 	// queue holds tasks ready for a call, oldest first; delayed those
 	// waiting for notBefore, by (notBefore, seq); finishing those whose

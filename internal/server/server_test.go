@@ -456,11 +456,11 @@ func TestConfigErrors(t *testing.T) {
 		"even members": func(c *Config) { c.Members = []paxos.ReplicaID{1, 2} },
 		// Found in review: proposal IDs carry a replica's ID in 16 bits.
 		"member over the IDs": func(c *Config) { c.Members = []paxos.ReplicaID{1, 2, 65537} },
-		"no data dir":  func(c *Config) { c.DataDir = "" },
-		"short key":    func(c *Config) { c.ClusterKey = []byte("short") },
-		"no token":     func(c *Config) { c.WriteTokens = nil },
-		"short token":  func(c *Config) { c.WriteTokens = []string{"abc"} },
-		"bad addr":     func(c *Config) { c.HTTPAddr = "nowhere" },
+		"no data dir":         func(c *Config) { c.DataDir = "" },
+		"short key":           func(c *Config) { c.ClusterKey = []byte("short") },
+		"no token":            func(c *Config) { c.WriteTokens = nil },
+		"short token":         func(c *Config) { c.WriteTokens = []string{"abc"} },
+		"bad addr":            func(c *Config) { c.HTTPAddr = "nowhere" },
 		"wildcard advertise": func(c *Config) {
 			c.PaxosAddr = "0.0.0.0:0"
 		},
