@@ -217,7 +217,10 @@ func (s *Server) handleBackupNow(w http.ResponseWriter, r *http.Request) (any, e
 		}
 		info, err := s.uploadBackup(ctx, snap)
 		if err != nil {
-			return nil, &api.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("uploading to %s: %v", s.backups.store.URL(), err)}
+			// Outranked, the upload wrote nothing; any other failure may
+			// have left the backup stored.
+			return nil, &api.Error{Status: http.StatusBadGateway, NotDone: errors.Is(err, backup.ErrOutranked),
+				Message: fmt.Sprintf("uploading to %s: %v", s.backups.store.URL(), err)}
 		}
 		return apiBackupInfo(info), nil
 	})

@@ -252,6 +252,11 @@ func TestRestoredBelowTheTargetsGenerationRefusesToBackUp(t *testing.T) {
 			t.Errorf("the refusal does not say %q: %v", part, refusal)
 		}
 	}
+	// It says nothing was done (the CLI exits 5, not 6 "may have been
+	// done": found in review).
+	if e := (*api.Error)(nil); !errors.As(refusal, &e) || !e.NotDone {
+		t.Errorf("the refusal does not say nothing was done: %#v", refusal)
+	}
 	after, err := st.List(ctx)
 	if err != nil {
 		t.Fatal(err)
