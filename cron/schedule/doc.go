@@ -71,7 +71,9 @@
 // # Time zones and daylight saving time
 //
 // Each schedule has an IANA time zone (UTC by default) and its fields match
-// the wall clock in that zone. Where the wall clock jumps, the rules are:
+// the wall clock in that zone. Zones are read from the database embedded in
+// the binary (cron/tzdb), never the host's, so that every replica computes
+// the same launch times. Where the wall clock jumps, the rules are:
 //
 //   - Fixed hours. If the hour field is anything but a cadence (below), a
 //     matching wall time that does not exist because the clock jumped

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"paxcron/cron/tzdb"
 )
 
 // The oracle is a slow, independent reading of the rules in the package
@@ -197,7 +199,7 @@ func dstZones(t *testing.T) []string {
 
 func mustZone(t *testing.T, name string) *time.Location {
 	t.Helper()
-	loc, err := time.LoadLocation(name)
+	loc, err := tzdb.Load(name)
 	if err != nil {
 		t.Fatalf("zone %s: %v", name, err)
 	}

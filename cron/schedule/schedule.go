@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"paxcron/cron/tzdb"
 )
 
 // Limits on what Parse accepts and how far Next looks.
@@ -215,7 +217,6 @@ func (s *Schedule) impossible(domText, monthText string) string {
 // zones caches loaded time zones by name. A Location is immutable once
 // loaded and safe to share, and loading one reads and parses its zone
 // file: a million jobs in a few zones must not hold a million copies.
-// Failures are not cached, so a zone installed later is found.
 var zones sync.Map // string -> *time.Location
 
 var errHostZone = errors.New("schedule: the host's own time zone")
@@ -232,7 +233,7 @@ func loadZone(name string) (*time.Location, error) {
 	if loc, ok := zones.Load(name); ok {
 		return loc.(*time.Location), nil
 	}
-	loc, err := time.LoadLocation(name)
+	loc, err := tzdb.Load(name)
 	if err != nil {
 		return nil, err
 	}

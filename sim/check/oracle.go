@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"paxcron/cron/tzdb"
 )
 
 // Oracle is the checker's own reading of a schedule, written from the
@@ -35,7 +37,10 @@ type Oracle struct {
 func NewOracle(expr, name, zone string) (*Oracle, error) {
 	o := &Oracle{loc: time.UTC}
 	if zone != "" {
-		loc, err := time.LoadLocation(zone)
+		// The zone's rules are data, not the code under test: the
+		// replicas' own database (cron/tzdb), the same on every machine,
+		// so that a seed's run does not depend on the host's.
+		loc, err := tzdb.Load(zone)
 		if err != nil {
 			return nil, fmt.Errorf("oracle: zone %q: %w", zone, err)
 		}
