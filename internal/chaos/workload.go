@@ -29,6 +29,9 @@ const (
 // which the workload names in each spec that wants it.
 const DefaultCatchupWindow = 5 * time.Minute
 
+// workloadZones are the zones some of the workload's jobs run in.
+var workloadZones = []string{"Asia/Kolkata", "Australia/Lord_Howe", "America/St_Johns"}
+
 // WorkloadJob is one cron job of the workload.
 type WorkloadJob struct {
 	Name         string
@@ -38,8 +41,8 @@ type WorkloadJob struct {
 
 // Workload is n cron jobs (n >= 4) with a mix of periods and policies:
 // about 60% concurrency allow on the quick parent (some at-least-once,
-// some with a 15 s catch-up window that a long fault outlasts), 20%
-// forbid and 20% replace on the slow parent.
+// some with a 15 s catch-up window that a long fault outlasts, some in
+// time zones), 20% forbid and 20% replace on the slow parent.
 func Workload(n int) []WorkloadJob {
 	if n < 4 {
 		panic(fmt.Sprintf("chaos: a workload of %d jobs: want at least 4", n))
@@ -60,6 +63,13 @@ func Workload(n int) []WorkloadJob {
 			spec.Delivery = "at-least-once"
 		case 2:
 			spec.CatchupWindow = api.Duration(15 * time.Second)
+		}
+		// Some in zones of odd offsets: the replicas' images have no zone
+		// database of their own (FROM scratch), so each must read the one
+		// in its binary. Every zone's offset is whole minutes, so a
+		// seconds cadence keeps its slots.
+		if i%4 == 3 {
+			spec.TimeZone = workloadZones[(i/4)%len(workloadZones)]
 		}
 		jobs = append(jobs, WorkloadJob{Name: fmt.Sprintf("chaos-allow-%02d", i+1), EverySeconds: every, Spec: spec})
 	}
