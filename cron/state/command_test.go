@@ -123,6 +123,7 @@ func sampleCommands() []Command {
 		Trigger{Name: "nightly", At: t0, Force: true},
 		Takeover{Term: Term{Round: 7, Replica: 2}},
 		LaunchFinished{Job: "nightly", ScheduledAt: t0, Outcome: Outcome{Kind: OutcomeFailed, Reason: "x"}, Term: Term{Round: 7, Replica: 2}},
+		LaunchFinished{Job: "nightly", ScheduledAt: t0, LaunchKind: LaunchBackfill, Outcome: Outcome{Kind: OutcomeDispatched, ChildID: "c"}, Term: Term{Round: 7, Replica: 2}, StartedSlot: 1 << 40},
 		Backfill{Name: "nightly", From: t0.Add(-time.Hour), To: t0, At: t0.Add(time.Minute), Force: true},
 	}
 }
