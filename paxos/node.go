@@ -439,18 +439,13 @@ func (n *Node) validate(m Message) error {
 		// which its log read nothing: it never applied again (found in
 		// review).
 		return bad("slot %d or %d out of range", m.Start, m.Last)
-	case len(m.Entries) > 0 && m.Entries[len(m.Entries)-1].Slot >= maxSlot:
-		return bad("entry slot %d out of range", m.Entries[len(m.Entries)-1].Slot)
-	}
-	if err := n.validatePromise(m); err != nil {
-		return bad("%v", err)
 	}
 	for i, e := range m.Entries {
 		if e.Kind != EntryNoop && e.Kind != EntryCommand {
 			return bad("entry %d has kind %d", e.Slot, e.Kind)
 		}
-		if e.Slot == 0 || (i > 0 && e.Slot <= m.Entries[i-1].Slot) {
-			return bad("entry slots not increasing at %d", e.Slot)
+		if e.Slot == 0 || e.Slot >= maxSlot || (i > 0 && e.Slot <= m.Entries[i-1].Slot) {
+			return bad("entry slots not increasing from 1 at %d, or past %d", e.Slot, uint64(maxSlot))
 		}
 		if (m.Type == MsgAccept || m.Type == MsgChosen) && i > 0 && e.Slot != m.Entries[i-1].Slot+1 {
 			return bad("entry slots not contiguous at %d", e.Slot)
@@ -458,6 +453,9 @@ func (n *Node) validate(m Message) error {
 		if m.Type == MsgAccept && (e.Ballot != m.Ballot || e.Slot < m.Start) {
 			return bad("entry %d under ballot %s or below start %d", e.Slot, e.Ballot, m.Start)
 		}
+	}
+	if err := n.validatePromise(m); err != nil {
+		return bad("%v", err)
 	}
 	// Slots start at 1: a zero start would wrap below it (a heartbeat's
 	// accepted-through, a prepare's Start == Chosen+1 check).
@@ -470,10 +468,10 @@ func (n *Node) validate(m Message) error {
 	return nil
 }
 
-// validatePromise checks a promise to this replica's candidacy: it
-// reports slots from the candidacy's start, and at most
-// MaxPromiseLagSlots of them, since an acceptor holding more refuses the
-// candidate (eligible). A promise reporting slots up to 2^62 would have
+// validatePromise checks a promise to this replica's candidacy (its
+// entries' slots known to increase): it reports slots from the
+// candidacy's start, and at most MaxPromiseLagSlots of them, since an
+// acceptor holding more refuses the candidate (eligible). A promise reporting slots up to 2^62 would have
 // the new leader fill every one with a no-op; one below start once halted
 // the candidate (found in review).
 func (n *Node) validatePromise(m Message) error {
