@@ -280,7 +280,12 @@ const maxChildTimeOffset = 1 << 62
 // childTimeFits reports whether a child made at unix, of a launch
 // scheduled at sched, can be packed in the Nomad form.
 func childTimeFits(unix, sched int64) bool {
-	d := unix - sched // no overflow: both are at least 0
+	return childOffsetFits(unix - sched) // no overflow: both are at least 0
+}
+
+// childOffsetFits reports whether d, a child's time less its launch's
+// scheduled time, is one the Nomad form holds.
+func childOffsetFits(d int64) bool {
 	return d <= maxChildTimeOffset && d >= -maxChildTimeOffset
 }
 
@@ -416,7 +421,7 @@ func readEntry(b string, e *histEntry, format entryFormat) (int, error) {
 			return 0, errField(b, i, "child time")
 		}
 		d := unzigzag(v)
-		if d > maxChildTimeOffset || d < -maxChildTimeOffset || e.scheduled+d < 0 {
+		if !childOffsetFits(d) || e.scheduled+d < 0 {
 			return 0, errEntry(i, "child time out of range")
 		}
 		if len(b)-i < 4 {
