@@ -149,8 +149,8 @@ func checkShape(filename string, src []byte) error {
 			depth--
 		case hclsyntax.TokenIdent:
 			// A template's %{ for } directive repeats text as a for
-			// expression repeats values (four nested in 520 bytes built
-			// a 2.5 MB string in 3-5 s: found in a later review).
+			// expression repeats values (found in a later review: see
+			// TestHostileShapesAreRefused).
 			if string(tok.Bytes) == "for" && (prev == hclsyntax.TokenOBrack || prev == hclsyntax.TokenOBrace || prev == hclsyntax.TokenTemplateControl) {
 				r := tok.Range
 				return &Error{Diagnostics: hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "For expression not allowed",
