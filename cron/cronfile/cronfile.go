@@ -256,9 +256,8 @@ func (p *parser) cron(b *hcl.Block) (Cron, bool) {
 	spec := &c.Spec
 	spec.Schedule, _ = p.text(content.Attributes["schedule"])
 	if a := content.Attributes["time_zone"]; a != nil {
-		if spec.TimeZone, _ = p.text(a); spec.TimeZone == "UTC" {
-			spec.TimeZone = "" // one way to say UTC
-		}
+		tz, _ := p.text(a)
+		spec.TimeZone = state.WrittenZone(tz)
 	}
 	if a := content.Attributes["concurrency"]; a != nil {
 		v, ok := p.text(a)

@@ -139,7 +139,7 @@ const (
 type JobSpec struct {
 	// Schedule is a cron/schedule expression; ? and H hash the job's name.
 	Schedule string
-	// TimeZone is an IANA zone name; "" means UTC.
+	// TimeZone is an IANA zone name; "" means UTC (see WrittenZone).
 	TimeZone    string
 	Concurrency Concurrency
 	// CatchupWindow is how late a missed launch may still start; zero
@@ -683,6 +683,17 @@ func (spec JobSpec) normalized() JobSpec {
 	out.Payload = cloneBytes(spec.Payload)
 	out.Meta = cloneMeta(spec.Meta)
 	return out
+}
+
+// WrittenZone is the TimeZone a writer (a cron file, the API) puts in a
+// spec for the zone a user named: UTC as the default, empty, so that the
+// same job written with and without it is the same spec. The state keeps
+// whatever a PutJob says: "UTC" from older writers still means UTC.
+func WrittenZone(tz string) string {
+	if tz == "UTC" {
+		return ""
+	}
+	return tz
 }
 
 // Same reports whether a and b are the same spec once defaults are filled

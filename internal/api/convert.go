@@ -35,12 +35,8 @@ func (s Spec) JobSpec() (state.JobSpec, error) {
 		CatchupWindow: time.Duration(s.CatchupWindow), NomadJob: s.NomadJob, Namespace: s.Namespace,
 		Region: s.Region, Meta: s.Meta, Payload: s.Payload,
 	}
-	if spec.TimeZone == "UTC" {
-		// One way to say UTC, as in a cron file: the same job sent with
-		// and without it is unchanged (found in review: it was a new
-		// version).
-		spec.TimeZone = ""
-	}
+	// As in a cron file (found in review: "UTC" here was a new version).
+	spec.TimeZone = state.WrittenZone(spec.TimeZone)
 	switch s.Delivery {
 	case "", DeliveryAtMostOnce:
 	case DeliveryAtLeastOnce:
