@@ -27,8 +27,10 @@ const (
 	// in its history entry. Restore still reads them all (before 3 the
 	// last child comes from the history, before 4 an unknown launch is
 	// taken to be in its job's target) and version 1, whose history was
-	// a list of launches.
-	snapshotVersion byte = 4
+	// a list of launches. Version 5 writes the content and target of a
+	// spec version once per job (wireLaunch.Shared); a version 4 launch
+	// carries its own.
+	snapshotVersion byte = 5
 )
 
 var msgpackHandle = func() *codec.MsgpackHandle {

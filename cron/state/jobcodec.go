@@ -130,13 +130,13 @@ func appendLaunches(b []byte, ls []wireLaunch) []byte {
 	b = appendArrayLen(b, len(ls))
 	for i := range ls {
 		l := &ls[i]
-		b = appendTime(append(b, 0x9d), l.ScheduledAt)
+		b = appendTime(append(b, 0x9e), l.ScheduledAt)
 		b = appendTime(appendUint(b, l.SpecVersion), l.StartedAt)
 		b = appendUint(appendUint(b, l.StartedSlot), l.FinishedSlot)
 		b = appendStr(appendStr(appendStr(append(b, 0x93), l.Outcome.Kind), l.Outcome.ChildID), l.Outcome.Reason)
 		b = appendStr(appendStr(appendStr(append(b, 0x93), l.Target.NomadJob), l.Target.Namespace), l.Target.Region)
 		b = appendUint(appendBool(appendUint(b, uint64(l.Kind)), l.Force), l.Content)
-		b = appendBool(appendMeta(appendBin(b, l.Payload), l.Meta), l.AtLeastOnce)
+		b = appendBool(appendBool(appendMeta(appendBin(b, l.Payload), l.Meta), l.AtLeastOnce), l.Shared)
 	}
 	return b
 }
@@ -454,10 +454,13 @@ func (r *jobReader) launches(limit int, version byte) []wireLaunch {
 	out := make([]wireLaunch, n)
 	for i := range out {
 		l := &out[i]
-		if version == 1 {
+		switch {
+		case version == 1:
 			r.fields(9)
-		} else {
+		case version < 5:
 			r.fields(13)
+		default:
+			r.fields(14)
 		}
 		l.ScheduledAt, l.SpecVersion, l.StartedAt = r.time(), r.uint(), r.time()
 		l.StartedSlot, l.FinishedSlot = r.uint(), r.uint()
@@ -469,6 +472,9 @@ func (r *jobReader) launches(limit int, version byte) []wireLaunch {
 		if version != 1 {
 			l.Content, l.Payload, l.Meta = r.uint(), r.raw(), r.meta() // the payload shares b
 			l.AtLeastOnce = r.bool()
+		}
+		if version >= 5 {
+			l.Shared = r.bool()
 		}
 	}
 	return out

@@ -104,6 +104,15 @@ type wireLaunch struct {
 	Payload     []byte
 	Meta        []wireKV
 	AtLeastOnce bool
+	// Shared (version 5 on): the launch's payload, meta and target are
+	// those of its spec version's holder, and are not written here. The
+	// holder is the job's spec when that is the launch's version, and
+	// otherwise the first launch of the version before it (of the job,
+	// or of the deleted job among the orphans), which carries them: a
+	// version's content is written once, however many launches of it
+	// are open (64 launches of a job with 16 KiB of payload took 65
+	// copies of it before).
+	Shared bool
 }
 
 // Snapshot implements replica.StateMachine.
@@ -157,8 +166,12 @@ func (m *Machine) freeze() *frozen {
 	for i, name := range names {
 		f.jobs[i] = m.jobs[name]
 	}
+	held := map[jobVersion]struct{}{}
 	for _, l := range m.orphans {
-		f.trailer.Orphans = append(f.trailer.Orphans, wireOrphan{Job: l.Job, Launch: launchToWire(l)})
+		k := jobVersion{l.Job, l.SpecVersion}
+		_, shared := held[k]
+		held[k] = struct{}{}
+		f.trailer.Orphans = append(f.trailer.Orphans, wireOrphan{Job: l.Job, Launch: launchToWire(l, shared)})
 	}
 	for _, name := range m.tombOrder {
 		ts := m.tombstones[name]
@@ -234,8 +247,8 @@ func jobToWireInto(w *wireJob, j *job, sc *wireScratch) {
 		LastStartedAt: toWire(j.LastStartedAt), NextAt: toWire(j.NextAt), LastTriggered: toWire(j.LastTriggeredAt), Counters: j.Counters,
 	}
 	fillWireSpec(&w.Spec, j.Spec, nil) // j.Spec.Meta is nil: j.meta is the wire form
-	for _, l := range j.Open {
-		open = append(open, launchToWire(l))
+	for i, l := range j.Open {
+		open = append(open, launchToWire(l, l.SpecVersion == j.Version || heldBefore(j.Open[:i], l.SpecVersion) != nil))
 	}
 	sc.open = open
 	// Empty is nil in the encoding: canonical.
@@ -243,13 +256,57 @@ func jobToWireInto(w *wireJob, j *job, sc *wireScratch) {
 	w.LastChild = j.lastChild
 }
 
-func launchToWire(l Launch) wireLaunch {
-	return wireLaunch{
+// jobVersion names one spec version of a job.
+type jobVersion struct {
+	job     string
+	version uint64
+}
+
+// heldBefore returns the first of launches of spec version v, nil if none.
+func heldBefore(launches []Launch, v uint64) *Launch {
+	for i := range launches {
+		if launches[i].SpecVersion == v {
+			return &launches[i]
+		}
+	}
+	return nil
+}
+
+// launchToWire is l in a snapshot; shared leaves out what its spec
+// version's holder carries (wireLaunch.Shared).
+func launchToWire(l Launch, shared bool) wireLaunch {
+	w := wireLaunch{
 		ScheduledAt: toWire(l.ScheduledAt), SpecVersion: l.SpecVersion, StartedAt: toWire(l.StartedAt),
 		StartedSlot: l.StartedSlot, FinishedSlot: l.FinishedSlot,
 		Outcome: wireOutcome{Kind: string(l.Outcome.Kind), ChildID: l.Outcome.ChildID, Reason: l.Outcome.Reason},
 		Target:  l.Target, Kind: uint8(l.Kind), Force: l.Force, Content: l.Content, Payload: l.payload, Meta: l.meta, AtLeastOnce: l.AtLeastOnce,
 	}
+	if shared {
+		w.Target, w.Payload, w.Meta, w.Shared = Target{}, nil, nil, true
+	}
+	return w
+}
+
+// shareContent gives l, an open launch read from a snapshot of format
+// version, the payload, meta and target of holder, the launch or spec that
+// carries those of its spec version (nil if none): in version 5, a launch
+// marked shared takes them, and one that is not must be its version's
+// first. Before version 5 every launch carried its own.
+func shareContent(l *Launch, shared bool, holder *Launch, version byte) error {
+	switch {
+	case version < 5:
+		return nil
+	case !shared && holder != nil:
+		return fmt.Errorf("carries the content of spec version %d, which its job or a launch before it holds", l.SpecVersion)
+	case !shared:
+		return nil
+	case holder == nil:
+		return fmt.Errorf("shares the content of spec version %d, which nothing before it holds", l.SpecVersion)
+	case l.payload != nil || l.meta != nil || l.Target != (Target{}):
+		return fmt.Errorf("shares the content of its spec version but carries some")
+	}
+	l.payload, l.meta, l.Target = holder.payload, holder.meta, holder.Target
+	return nil
 }
 
 func snapshotErr(format string, args ...any) error {
@@ -336,7 +393,7 @@ func DecodeSnapshot(data []byte) (*Machine, error) {
 	if err := decodeValue(body[at:], &t); err != nil {
 		return nil, snapshotErr("trailer: %v", err)
 	}
-	if err := restored.restoreTrailer(&t); err != nil {
+	if err := restored.restoreTrailer(&t, version); err != nil {
 		return nil, err
 	}
 	restored.snapshotSize, restored.snapshotJobs = len(data), len(restored.jobs)
@@ -383,16 +440,24 @@ func machineFromHeader(h *wireHeader) (*Machine, error) {
 	return m, nil
 }
 
-func (m *Machine) restoreTrailer(t *wireTrailer) error {
+func (m *Machine) restoreTrailer(t *wireTrailer, version byte) error {
 	if len(t.Orphans) > MaxOrphans {
 		return snapshotErr("%d open launches of deleted jobs, more than %d", len(t.Orphans), MaxOrphans)
 	}
+	holders := map[jobVersion]*Launch{}
 	for i, o := range t.Orphans {
 		l, err := launchFromWire(o.Job, o.Launch)
 		if err != nil {
 			return snapshotErr("open launch of deleted job %q: %v", o.Job, err)
 		}
 		l.Identity = LaunchIdentity(l.Job, l.ScheduledAt, l.Kind)
+		k := jobVersion{l.Job, l.SpecVersion}
+		if err := shareContent(&l, o.Launch.Shared, holders[k], version); err != nil {
+			return snapshotErr("open launch %s of a deleted job: %v", l.Identity, err)
+		}
+		if holders[k] == nil {
+			holders[k] = &l
+		}
 		if err := checkOrphan(l, m.lastSlot, m.lastVersion); err != nil {
 			return snapshotErr("open launch %s of a deleted job: %v", l.Identity, err)
 		}
@@ -534,7 +599,7 @@ func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, bufs *arena) 
 	if err := j.checkTimes(); err != nil {
 		return err
 	}
-	if j.Open, err = launchesFromWire(j, w.Open, true, lastSlot); err != nil {
+	if j.Open, err = launchesFromWire(j, w.Open, true, lastSlot, w.version); err != nil {
 		return fmt.Errorf("open launches: %w", err)
 	}
 	if w.version == 1 {
@@ -546,7 +611,7 @@ func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, bufs *arena) 
 		}
 	}
 	if w.HistoryV1 != nil {
-		hist, err := launchesFromWire(j, w.HistoryV1, false, lastSlot)
+		hist, err := launchesFromWire(j, w.HistoryV1, false, lastSlot, w.version)
 		if err != nil {
 			return fmt.Errorf("history: %w", err)
 		}
@@ -593,7 +658,7 @@ func (j *job) checkTimes() error {
 	return nil
 }
 
-func launchesFromWire(j *job, ws []wireLaunch, open bool, lastSlot uint64) ([]Launch, error) {
+func launchesFromWire(j *job, ws []wireLaunch, open bool, lastSlot uint64, version byte) ([]Launch, error) {
 	limit := v1HistoryLen
 	if open {
 		limit = MaxOpenLaunches
@@ -606,6 +671,15 @@ func launchesFromWire(j *job, ws []wireLaunch, open bool, lastSlot uint64) ([]La
 		l, err := launchFromWire(j.Name, w)
 		if err != nil {
 			return nil, err
+		}
+		if open {
+			holder := heldBefore(out, l.SpecVersion)
+			if l.SpecVersion == j.Version {
+				holder = &Launch{payload: j.Spec.Payload, meta: j.meta, Target: j.Spec.Target()}
+			}
+			if err := shareContent(&l, w.Shared, holder, version); err != nil {
+				return nil, fmt.Errorf("launch %s: %w", LaunchIdentity(l.Job, l.ScheduledAt, l.Kind), err)
+			}
 		}
 		if err := checkLaunch(j, l, open, lastSlot); err != nil {
 			return nil, fmt.Errorf("launch %s: %w", LaunchIdentity(l.Job, l.ScheduledAt, l.Kind), err)
