@@ -48,7 +48,7 @@ func randLaunches(r *rand.Rand) []wireLaunch {
 			ScheduledAt: randTime(r), SpecVersion: randUint(r), StartedAt: randTime(r), StartedSlot: randUint(r), FinishedSlot: randUint(r),
 			Outcome: wireOutcome{Kind: randString(r), ChildID: randString(r), Reason: randString(r)},
 			Target:  Target{NomadJob: randString(r), Namespace: randString(r), Region: randString(r)},
-			Kind:    uint8(r.IntN(256)), Force: r.IntN(2) == 0, Content: randUint(r), Payload: randBytes(r), AtLeastOnce: r.IntN(2) == 0,
+			Kind:    uint8(r.IntN(256)), Force: r.IntN(2) == 0, Content: randUint(r), Payload: randBytes(r), AtLeastOnce: r.IntN(2) == 0, Shared: r.IntN(2) == 0,
 		}
 		for range r.IntN(3) {
 			out[i].Meta = append(out[i].Meta, wireKV{Key: randString(r), Value: randString(r)})
