@@ -532,6 +532,12 @@ func (o *observer) Applied(e paxos.Entry) {
 			c.fail(&check.Violation{Invariant: check.InvReplicasAgree, Detail: fmt.Sprintf(
 				"replica %d: cron state after slot %d hashes to %x, another replica's to %x", n.id, e.Slot, got, want)})
 		}
+		// The spec bytes decide which PutJob is refused, and are kept
+		// apart from what the digest covers: kept as counted, replicas
+		// that agree on the state agree on them.
+		if err := n.machine.CheckSpecBytes(); err != nil {
+			c.fail(&check.Violation{Invariant: check.InvReplicasAgree, Detail: fmt.Sprintf("replica %d after slot %d: %v", n.id, e.Slot, err)})
+		}
 	}
 	if e.Kind != paxos.EntryCommand {
 		return

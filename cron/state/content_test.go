@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -193,5 +194,74 @@ func TestRestoreRefusesMisplacedContent(t *testing.T) {
 		if err := New().Restore(tc.b); !errors.Is(err, ErrSnapshot) {
 			t.Errorf("%s: Restore = %v, want ErrSnapshot", tc.name, err)
 		}
+	}
+}
+
+// TestSpecBytesLimit: a PutJob that would take the specs past the limit
+// is refused and changes nothing; one that shrinks them passes even over
+// it; and the content of an older version, or of a deleted job, counts
+// until its last open launch concludes. Found in review: nothing bounded
+// the state's bytes, and a snapshot over the 1 GiB a replica takes from
+// a peer leaves a follower that needs one unable to catch up.
+func TestSpecBytesLimit(t *testing.T) {
+	m := New()
+	try := func(c Command) error { return m.ApplyCommand(m.LastSlot()+1, c) }
+	apply := func(c Command) {
+		t.Helper()
+		if err := try(c); err != nil {
+			t.Fatalf("%s: %v", c.Kind(), err)
+		}
+	}
+	payload := func(n int) []byte { return bytes.Repeat([]byte{'p'}, n) }
+	jobSpec := func(n int) JobSpec { return JobSpec{Schedule: "0 * * * *", NomadJob: "batch", Payload: payload(n)} } // 9 + 5 bytes and the payload
+	check := func(what string, want int) {
+		t.Helper()
+		if err := m.CheckSpecBytes(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := m.SpecBytes(); got != want {
+			t.Fatalf("%s: SpecBytes %d, want %d", what, got, want)
+		}
+	}
+	m.specLimit = 1000
+	apply(PutJob{Name: "a", At: t0, Spec: jobSpec(586)}) // 1 + 14 + 586 = 601
+	check("a", 601)
+	jobs, version := m.Jobs(), m.lastVersion
+	if err := try(PutJob{Name: "b", At: t0, Spec: jobSpec(385)}); !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "1001 bytes") {
+		t.Fatalf("a job that takes the specs to 1001 bytes: %v, want ErrLimit naming the bytes", err)
+	}
+	if !reflect.DeepEqual(m.Jobs(), jobs) || m.lastVersion != version {
+		t.Fatal("a refused PutJob changed the jobs")
+	}
+	check("b refused", 601)
+	apply(PutJob{Name: "b", At: t0, Spec: jobSpec(384)}) // 1000: at the limit
+	check("b", 1000)
+	m.specLimit = 500 // over it now: shrinking still passes, growing does not
+	apply(PutJob{Name: "a", At: t0, IfVersion: 1, Spec: jobSpec(585)})
+	check("a shrunk", 999)
+	if err := try(PutJob{Name: "a", At: t0, IfVersion: 3, Spec: jobSpec(586)}); !errors.Is(err, ErrLimit) {
+		t.Fatalf("growing a job over the limit: %v, want ErrLimit", err)
+	}
+	m.specLimit = 2000
+
+	// A launch of a's version 3 stays open across an edit: version 3's
+	// payload and target (585 + 5) count until it concludes.
+	j := mustJob(t, m, "a")
+	apply(LaunchStarted{Job: "a", ScheduledAt: j.NextAt, Identity: Identity("a", j.NextAt), SpecVersion: j.Version, At: j.NextAt})
+	check("a launch of the current version", 999)
+	apply(PutJob{Name: "a", At: t0, IfVersion: 3, Spec: jobSpec(100)})
+	check("its job edited", 999-585+100+590)
+	apply(LaunchFinished{Job: "a", ScheduledAt: j.NextAt, Outcome: Outcome{Kind: OutcomeSkipped, Reason: "test"}})
+	check("concluded", 999-585+100)
+
+	// A deleted job's open launches keep their versions' content.
+	j = mustJob(t, m, "b")
+	apply(LaunchStarted{Job: "b", ScheduledAt: j.NextAt, Identity: Identity("b", j.NextAt), SpecVersion: j.Version, At: j.NextAt})
+	apply(DeleteJob{Name: "b"})
+	check("b deleted with a launch open", 1+14+100+384+5)
+	apply(LaunchFinished{Job: "b", ScheduledAt: j.NextAt, Outcome: Outcome{Kind: OutcomeSkipped, Reason: "test"}})
+	check("its launch concluded", 1+14+100)
+	if back := restored(t, m); back.SpecBytes() != m.SpecBytes() {
+		t.Fatalf("restored, SpecBytes %d, want %d", back.SpecBytes(), m.SpecBytes())
 	}
 }

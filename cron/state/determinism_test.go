@@ -168,7 +168,13 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 	kinds := map[LaunchKind]int{}
 	for seed := range uint64(seeds) {
 		log := genCommands(t, seed, n)
-		full := applyAll(New(), log)
+		full := New()
+		for _, e := range log {
+			full.Apply(e.slot, e.data)
+			if err := full.CheckSpecBytes(); err != nil {
+				t.Fatalf("seed %d slot %d: %v", seed, e.slot, err)
+			}
+		}
 		orphaned += len(full.Orphans())
 		if full.OpenCount() != len(full.OpenLaunches()) {
 			t.Fatalf("seed %d: OpenCount %d, %d open launches", seed, full.OpenCount(), len(full.OpenLaunches()))
@@ -214,7 +220,7 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 			if !reflect.DeepEqual(restored.Jobs(), full.Jobs()) || !reflect.DeepEqual(restored.Rejections(), full.Rejections()) ||
 				!reflect.DeepEqual(restored.OpenLaunches(), full.OpenLaunches()) ||
 				restored.Stats() != full.Stats() || restored.LastSlot() != full.LastSlot() ||
-				restored.OpenCount() != len(restored.OpenLaunches()) {
+				restored.OpenCount() != len(restored.OpenLaunches()) || restored.SpecBytes() != full.SpecBytes() {
 				t.Fatalf("seed %d: state after snapshot at %d + tail differs", seed, k)
 			}
 		}

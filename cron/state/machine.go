@@ -33,6 +33,12 @@ const (
 	// that would pass it is refused (ErrLimit) until the leader concludes
 	// some.
 	MaxOrphans = 4096
+	// MaxSpecBytes bounds the bytes of the specs the state holds (see
+	// SpecBytes): a PutJob that would pass it is refused (ErrLimit), and
+	// one that shrinks them is not. It keeps a snapshot under the 1 GiB a
+	// replica takes from a peer (paxos.Limits.MaxSnapshotBytes): a million
+	// jobs take about 180 MiB besides their specs (DESIGN.md, "Limits").
+	MaxSpecBytes = 512 << 20
 )
 
 // Counters count launches, for one job or for the whole state.
@@ -159,6 +165,79 @@ type job struct {
 // content is ContentHash of the job's spec.
 func (j *job) content() uint64 { return contentHash(j.Spec.Payload, j.meta) }
 
+// contentBytes is what one spec version's content and target take: what
+// an open launch of it dispatches, and where.
+func contentBytes(payload []byte, meta []wireKV, t Target) int {
+	n := len(payload) + len(t.NomadJob) + len(t.Namespace) + len(t.Region)
+	for _, kv := range meta {
+		n += len(kv.Key) + len(kv.Value)
+	}
+	return n
+}
+
+// specBytes is what a job with this spec, meta, version and open launches
+// holds: its spec, and the content of each older version its open
+// launches dispatch, once (as a snapshot writes them).
+func specBytes(name string, spec *JobSpec, meta []wireKV, version uint64, open []Launch) int {
+	n := len(name) + len(spec.Schedule) + len(spec.TimeZone) + contentBytes(spec.Payload, meta, spec.Target())
+	for i := range open {
+		if l := &open[i]; l.SpecVersion != version && heldBefore(open[:i], l.SpecVersion) == nil {
+			n += contentBytes(l.payload, l.meta, l.Target)
+		}
+	}
+	return n
+}
+
+// SpecBytes is what the jobs' specs take, as MaxSpecBytes counts it: each
+// job's name, schedule, zone, payload, meta keys and values and Nomad
+// target, and those of every older spec version an open launch, of a job
+// or of a deleted one, still dispatches, once per version.
+func (m *Machine) SpecBytes() int { return m.specBytes }
+
+// countSpecBytes is SpecBytes counted afresh, from every job and orphan.
+func (m *Machine) countSpecBytes() int {
+	n := 0
+	//detlint:maprange a sum, whatever the order
+	for _, j := range m.jobs {
+		n += j.heldBytes()
+	}
+	for i, l := range m.orphans {
+		first := i
+		for first > 0 && m.orphans[first-1].Job == l.Job {
+			first--
+		}
+		if heldBefore(m.orphans[first:i], l.SpecVersion) == nil {
+			n += contentBytes(l.payload, l.meta, l.Target)
+		}
+	}
+	return n
+}
+
+// CheckSpecBytes reports whether SpecBytes, kept as commands apply, is
+// what counting every job and orphan gives: a check for tests and the
+// simulator, which takes a walk of the whole state.
+func (m *Machine) CheckSpecBytes() error {
+	if kept, counted := m.specBytes, m.countSpecBytes(); kept != counted {
+		return fmt.Errorf("state: spec bytes kept %d, counted %d", kept, counted)
+	}
+	return nil
+}
+
+// heldBytes is specBytes of the job as it is.
+func (j *job) heldBytes() int { return specBytes(j.Name, &j.Spec, j.meta, j.Version, j.Open) }
+
+// openBytes is the content of the spec versions open's launches dispatch,
+// each once.
+func openBytes(open []Launch) int {
+	n := 0
+	for i := range open {
+		if l := &open[i]; heldBefore(open[:i], l.SpecVersion) == nil {
+			n += contentBytes(l.payload, l.meta, l.Target)
+		}
+	}
+	return n
+}
+
 // unknownChildTarget returns the target of the unknown launch in j's
 // history that child was dispatched for (Nomad prefixes a dispatched
 // child's ID with its parent and the launch identity), or otherwise.
@@ -200,6 +279,9 @@ type Machine struct {
 	tombOrder  []string
 	// term is the latest Takeover applied.
 	term Term
+	// specBytes is SpecBytes, kept as commands apply (countSpecBytes
+	// counts it afresh); specLimit is MaxSpecBytes, but in tests.
+	specBytes, specLimit int
 	// names caches the job names in order for snapshots, which a million
 	// jobs would otherwise sort each time: added holds names created since
 	// (merged in at the next use), and deleted the names deleted since
@@ -228,7 +310,8 @@ type Machine struct {
 
 // New returns an empty Machine.
 func New() *Machine {
-	return &Machine{jobs: make(map[string]*job), tombstones: make(map[string]tombstone), withOpen: map[string]struct{}{}, encodedSize: new(atomic.Int64), encodedJobs: new(atomic.Int64)}
+	return &Machine{jobs: make(map[string]*job), tombstones: make(map[string]tombstone), withOpen: map[string]struct{}{}, encodedSize: new(atomic.Int64), encodedJobs: new(atomic.Int64),
+		specLimit: MaxSpecBytes}
 }
 
 // writable returns j ready to be changed: j itself, or, if a frozen
@@ -357,10 +440,18 @@ func (m *Machine) putJob(c PutJob) error {
 	if err != nil {
 		return err
 	}
+	spec := c.Spec
+	spec.Meta = nil
+	spec = spec.normalized()
+	meta := metaPairs(c.Spec.Meta)
 	j, exists := m.jobs[c.Name]
+	before := 0
+	var open []Launch
 	if exists {
 		j = m.writable(j)
+		before, open = j.heldBytes(), j.Open
 	}
+	after := specBytes(c.Name, &spec, meta, m.lastVersion+1, open)
 	switch {
 	case !exists && c.IfVersion != 0:
 		return fmt.Errorf("%w: job %q does not exist (if-version %d)", ErrConflict, c.Name, c.IfVersion)
@@ -368,6 +459,9 @@ func (m *Machine) putJob(c PutJob) error {
 		return fmt.Errorf("%w: job %q is at version %d, not %d", ErrConflict, c.Name, j.Version, c.IfVersion)
 	case !exists && len(m.jobs) >= MaxJobs:
 		return fmt.Errorf("%w: %d jobs", ErrLimit, MaxJobs)
+	case after > before && m.specBytes-before+after > m.specLimit:
+		return fmt.Errorf("%w: job %q: the jobs' specs would take %d bytes, more than the %d the state holds; delete jobs, or shrink payloads and meta",
+			ErrLimit, c.Name, m.specBytes-before+after, m.specLimit)
 	}
 	m.lastVersion++
 	at := c.At.UTC()
@@ -394,14 +488,13 @@ func (m *Machine) putJob(c PutJob) error {
 		m.jobs[c.Name] = j
 		m.added = append(m.added, c.Name)
 	}
-	spec := c.Spec
-	spec.Meta = nil
 	j.hist = j.hist.repack(c.Name, j.Spec.Target(), spec.Target())
-	j.Spec, j.meta = spec.normalized(), metaPairs(c.Spec.Meta)
+	j.Spec, j.meta = spec, meta
 	j.sched = sched
 	j.Version = m.lastVersion
 	j.UpdatedAt = at
 	j.recompute()
+	m.specBytes += after - before
 	return nil
 }
 
@@ -445,6 +538,8 @@ func (m *Machine) deleteJob(c DeleteJob) error {
 	if len(m.orphans)+len(j.Open) > MaxOrphans {
 		return fmt.Errorf("%w: deleting job %q would leave more than %d open launches of deleted jobs; retry once the leader has concluded them", ErrLimit, c.Name, MaxOrphans)
 	}
+	// Its spec goes; what its open launches dispatch stays with them.
+	m.specBytes += openBytes(j.Open) - j.heldBytes()
 	if len(j.Open) > 0 {
 		m.orphans = append(m.orphans, j.Open...)
 		slices.SortFunc(m.orphans, compareLaunch)
@@ -526,7 +621,16 @@ func (m *Machine) finishOrphan(c LaunchFinished) bool {
 	if !found || !c.concludes(&m.orphans[i]) {
 		return false
 	}
+	l := m.orphans[i]
 	m.orphans = nilIfEmpty(slices.Delete(m.orphans, i, i+1))
+	first, _ := slices.BinarySearchFunc(m.orphans, Launch{Job: c.Job}, compareLaunch)
+	last := first
+	for last < len(m.orphans) && m.orphans[last].Job == c.Job {
+		last++
+	}
+	if heldBefore(m.orphans[first:last], l.SpecVersion) == nil {
+		m.specBytes -= contentBytes(l.payload, l.meta, l.Target)
+	}
 	m.stats.Launches.count(c.Outcome.Kind)
 	return true
 }
@@ -611,6 +715,9 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 	}
 	l := j.Open[i]
 	j.Open = nilIfEmpty(slices.Delete(j.Open, i, i+1))
+	if l.SpecVersion != j.Version && heldBefore(j.Open, l.SpecVersion) == nil {
+		m.specBytes -= contentBytes(l.payload, l.meta, l.Target)
+	}
 	if j.Open == nil {
 		delete(m.withOpen, c.Job)
 	}

@@ -397,6 +397,9 @@ func DecodeSnapshot(data []byte) (*Machine, error) {
 		return nil, err
 	}
 	restored.snapshotSize, restored.snapshotJobs = len(data), len(restored.jobs)
+	// Counted, not checked: a state over MaxSpecBytes (a later version's
+	// limit, say) restores, and refuses only what would grow it.
+	restored.specBytes = restored.countSpecBytes()
 	return restored, nil
 }
 
@@ -427,7 +430,7 @@ func machineFromHeader(h *wireHeader) (*Machine, error) {
 		return nil, snapshotErr("%d jobs, more than %d", h.Jobs, MaxJobs)
 	}
 	m := &Machine{jobs: make(map[string]*job, h.Jobs), tombstones: map[string]tombstone{}, withOpen: map[string]struct{}{}, encodedSize: new(atomic.Int64), encodedJobs: new(atomic.Int64),
-		lastSlot: h.LastSlot, lastVersion: h.LastVersion, stats: h.Stats, term: h.Term}
+		lastSlot: h.LastSlot, lastVersion: h.LastVersion, stats: h.Stats, term: h.Term, specLimit: MaxSpecBytes}
 	if len(h.Rejections) > MaxRejections {
 		return nil, snapshotErr("%d rejections, more than %d", len(h.Rejections), MaxRejections)
 	}

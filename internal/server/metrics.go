@@ -106,6 +106,9 @@ func newMetrics(s *Server) *metrics {
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_open_launches",
 		Help: "Launches started and not yet recorded finished."}, func() float64 { return float64(s.openLaunches()) }))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_jobs", Help: "Cron jobs."}, func() float64 { return float64(s.jobCount()) }))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_spec_bytes",
+		Help: "Bytes the jobs' specs take (names, schedules, zones, payloads, meta, Nomad targets, and the older versions open launches still dispatch); a job write that would take them past 512 MiB is refused with 507."},
+		func() float64 { return float64(s.specBytes()) }))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_api_streams",
 		Help: "API streams open on this replica."}, func() float64 { return float64(s.streams.count()) }))
 	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "paxcron_api_streams_opened_total",
@@ -239,6 +242,12 @@ func (s *Server) openLaunches() int {
 func (s *Server) jobCount() int {
 	n := 0
 	s.readForMetrics(func(l *launcher.Launcher) { n = l.Machine().JobCount() })
+	return n
+}
+
+func (s *Server) specBytes() int {
+	n := 0
+	s.readForMetrics(func(l *launcher.Launcher) { n = l.Machine().SpecBytes() })
 	return n
 }
 

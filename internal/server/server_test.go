@@ -541,6 +541,7 @@ func TestMetrics(t *testing.T) {
 		"paxcron_storage_save_seconds_count", "paxcron_storage_save_entries_bucket", "paxcron_leader_changes_total 1",
 		"paxcron_launch_start_lateness_seconds_count", "paxcron_launch_dispatch_lateness_seconds_count",
 		"paxcron_open_launches", "paxcron_lease_remaining_seconds", "paxcron_log_applied_index", "go_goroutines",
+		"paxcron_spec_bytes 26", // "tick", its schedule, "parent" and its meta
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
@@ -928,5 +929,16 @@ func TestScheduleThatNeverFiresIsRefused(t *testing.T) {
 	}
 	if err := firesSoonEnough("leap", spec, time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatalf("from 2040: %v", err)
+	}
+}
+
+// TestLimitIsInsufficientStorage: a write the state refuses at one of its
+// limits (MaxJobs, MaxSpecBytes, ...) is a 507 that says which, without
+// the package's prefix.
+func TestLimitIsInsufficientStorage(t *testing.T) {
+	err := verdictError("big", fmt.Errorf("%w: job %q: the jobs' specs would take 536870913 bytes, more than the 536870912 the state holds", state.ErrLimit, "big"))
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusInsufficientStorage || strings.HasPrefix(ae.Message, "state:") || !strings.Contains(ae.Message, "specs would take") {
+		t.Fatalf("verdict %#v, want a 507 saying what was passed", err)
 	}
 }
