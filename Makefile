@@ -87,9 +87,9 @@ fmt: ## Rewrite every Go file with gofmt.
 	gofmt -w $(GOFILES)
 
 test: export NOMAD_BIN := $(NOMAD_BIN)
-test: $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Unit and Nomad integration tests (race detector, shuffled), the simulator's own tests, then CALM_SEEDS calm seeds and TEST_SEEDS seeds.
+test: $(if $(filter $(NOMAD_BUILT),$(NOMAD_BIN)),$(NOMAD_BUILT)) ## Unit and Nomad integration tests (race detector, shuffled), the simulator's own tests and the launcher's (its randomized model test in full) without it, then CALM_SEEDS calm seeds and TEST_SEEDS seeds.
 	$(GO) test -race -shuffle=on $(TEST_FLAGS) ./...
-	$(GO) test -shuffle=on $(TEST_FLAGS) ./sim
+	$(GO) test -shuffle=on $(TEST_FLAGS) ./sim ./cron/launcher
 	$(GO) test -tags hoptrace $(TEST_FLAGS) ./internal/hoptrace
 	$(GO) run ./cmd/paxcron-sim -seeds $(CALM_SEEDS) -start 5000000 -fault-every 5s $(SIM_FLAGS)
 	$(GO) run ./cmd/paxcron-sim -seeds $(TEST_SEEDS) $(SIM_FLAGS)

@@ -440,7 +440,13 @@ func (c *cluster) faultNomadDown() bool {
 		return false
 	}
 	c.nomad.SetUp(false)
-	c.sched.After(300*time.Millisecond+time.Duration(c.rng.Int64N(int64(3*time.Second))), func() { c.nomad.SetUp(true) })
+	down := 300*time.Millisecond + time.Duration(c.rng.Int64N(int64(3*time.Second)))
+	if c.rng.IntN(4) == 0 {
+		// Past the memory horizon (10 s): the launches open meanwhile
+		// are decided after Nomad may have forgotten their tokens.
+		down = 12*time.Second + time.Duration(c.rng.Int64N(int64(10*time.Second)))
+	}
+	c.sched.After(down, func() { c.nomad.SetUp(true) })
 	return true
 }
 

@@ -20,6 +20,7 @@ var faultKinds = []struct {
 	{"disk loss", (*cluster).faultDiskLoss},
 	{"corrupt record", (*cluster).faultCorrupt},
 	{"partition", (*cluster).faultPartition},
+	{"split all", (*cluster).faultSplitAll},
 	{"isolate leader", (*cluster).faultIsolateLeader},
 	{"asymmetric link", (*cluster).faultAsymmetric},
 	{"heal network", (*cluster).faultHealNetwork},
@@ -162,6 +163,22 @@ func (c *cluster) faultPartition() bool {
 		}
 	}
 	c.net.Partition(a, b)
+	return len(c.nodes) > 1
+}
+
+// faultSplitAll cuts every replica off from every other, as a failed
+// switch would: no quorum anywhere, so the leader's lease runs out with
+// whatever it proposed meanwhile unchosen, and nobody takes over until
+// the network heals. Then any replica may win, the old leader among
+// them, with no other leader's takeover between its two terms: the one
+// path on which a launcher keeps what it learned in its last term.
+func (c *cluster) faultSplitAll() bool {
+	c.net.Heal()
+	groups := make([][]paxos.ReplicaID, len(c.nodes))
+	for i, n := range c.nodes {
+		groups[i] = []paxos.ReplicaID{n.id}
+	}
+	c.net.Partition(groups...)
 	return len(c.nodes) > 1
 }
 
