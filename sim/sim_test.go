@@ -301,6 +301,9 @@ var regressionSeeds = []struct {
 	{3166, 3, "cron: a deleted job's open launch, its name re-created, waited for ever on the new job's forbid policy"},
 	{14028, 3, "same"},
 	{19455, 3, "same, a manual launch"},
+	{11004399, 3, "the simulator: a graceful handover draining at the heal, its leader's launches held to the lateness bound"},
+	{11012839, 3, "same"},
+	{11017030, 3, "same"},
 }
 
 func TestRegressionSeeds(t *testing.T) {
