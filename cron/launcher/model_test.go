@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -91,8 +92,7 @@ type modelRun struct {
 	h       *harness
 	nomad   *modelNomad
 	round   uint64
-	sent    map[uint64]time.Time // request ID -> when it was sent
-	done    map[uint64]bool
+	sent    map[uint64]time.Time   // request ID -> when it was sent
 	applied []state.LaunchFinished // conclusions the state accepted
 	atLeast map[string]bool        // job -> at least once
 	// foreign are other leaders' dispatches, each landing at its time.
@@ -136,7 +136,7 @@ var modelJobs = map[string]state.JobSpec{
 func newModelRun(t *testing.T, seed uint64) *modelRun {
 	r := rand.New(rand.NewPCG(seed, 0x6d6f64656c))
 	m := &modelRun{t: t, r: r, nomad: &modelNomad{gcAfter: modelHorizon, runMax: 6 * time.Second, r: r, live: map[string]*modelChild{}},
-		sent: map[uint64]time.Time{}, done: map[uint64]bool{}, atLeast: map[string]bool{}, openings: map[string][]*opening{}}
+		sent: map[uint64]time.Time{}, atLeast: map[string]bool{}, openings: map[string][]*opening{}}
 	m.h = newHarness(t, func(c *Config) {
 		c.MemoryHorizon, c.ClockSkew, c.MaxCallLatency = modelHorizon, time.Second, modelCallWithin
 		c.Applied = func(slot uint64, c state.Command, err error) {
@@ -145,8 +145,7 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 			}
 		}
 	})
-	m.h.holdTakeover = false
-	for _, name := range slices.Sorted(mapKeys(modelJobs)) {
+	for _, name := range slices.Sorted(maps.Keys(modelJobs)) {
 		m.atLeast[name] = modelJobs[name].AtLeastOnce
 		m.h.apply(putJob(name, modelJobs[name]))
 	}
@@ -172,16 +171,6 @@ func (m *modelRun) recordApplied(slot uint64, c state.Command) {
 			}
 		}
 		m.t.Fatalf("the state accepted a conclusion of %s (opened at slot %d) that the model has no opening for", id, c.StartedSlot)
-	}
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 
@@ -290,7 +279,7 @@ func (m *modelRun) otherLeader() {
 // deletes and re-creations under the same name.
 func (m *modelRun) client() {
 	h := m.h
-	names := slices.Sorted(mapKeys(modelJobs))
+	names := slices.Sorted(maps.Keys(modelJobs))
 	name := names[m.r.IntN(len(names))]
 	j, exists := h.l.Machine().Job(name)
 	m.rev++
@@ -318,7 +307,7 @@ func (m *modelRun) client() {
 // risk of a second child on the operator's word).
 func (m *modelRun) backfill() {
 	h := m.h
-	names := slices.Sorted(mapKeys(modelJobs))
+	names := slices.Sorted(maps.Keys(modelJobs))
 	name := names[m.r.IntN(len(names))]
 	if j, ok := h.l.Machine().Job(name); ok && !j.LastStartedAt.IsZero() {
 		h.apply(state.Backfill{Name: name, From: j.LastStartedAt.Add(-time.Minute), To: j.LastStartedAt, At: h.now})
