@@ -155,11 +155,7 @@ func TestRestoreRefusesMisplacedContent(t *testing.T) {
 	if open := w.JobList[multi].Open; len(open) != 6 || open[0].Shared || !open[1].Shared || !open[5].Shared {
 		t.Fatalf("fixture's job has open launches %+v, want 6, the first of an old version carrying its content", open)
 	}
-	enc := func(f func(*wireState)) []byte {
-		c := decodeSnapshot(t, good)
-		f(&c)
-		return encodeSnapshot(t, c)
-	}
+	enc := func(f func(*wireState)) []byte { return edited(t, good, f) }
 	for _, tc := range []struct {
 		name string
 		b    []byte

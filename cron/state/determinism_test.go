@@ -297,6 +297,14 @@ func encodeSnapshot(t *testing.T, s wireState) []byte {
 	return append([]byte{snapshotVersion}, body...)
 }
 
+// edited is the snapshot good decoded, changed by f and encoded again.
+func edited(t *testing.T, good []byte, f func(*wireState)) []byte {
+	t.Helper()
+	c := decodeSnapshot(t, good)
+	f(&c)
+	return encodeSnapshot(t, c)
+}
+
 func TestRestoreRejects(t *testing.T) {
 	var log []entry
 	var good []byte
@@ -311,11 +319,7 @@ func TestRestoreRejects(t *testing.T) {
 	if again := encodeSnapshot(t, decodeSnapshot(t, good)); !bytes.Equal(again, good) {
 		t.Fatal("the test's snapshot codec does not round-trip")
 	}
-	enc := func(f func(*wireState)) []byte {
-		c := decodeSnapshot(t, good)
-		f(&c)
-		return encodeSnapshot(t, c)
-	}
+	enc := func(f func(*wireState)) []byte { return edited(t, good, f) }
 	for _, tc := range []struct {
 		name string
 		b    []byte
