@@ -107,6 +107,7 @@ type modelRun struct {
 type opening struct {
 	slot      uint64    // its StartedSlot
 	at        time.Time // when it was applied
+	due       time.Time // when its catch-up window opened (launcher's due)
 	concluded bool
 	outcome   state.Outcome
 }
@@ -158,7 +159,7 @@ func (m *modelRun) recordApplied(slot uint64, c state.Command) {
 	case state.LaunchStarted, state.Trigger, state.Backfill:
 		for _, l := range m.h.l.Machine().OpenLaunches() {
 			if l.StartedSlot == slot {
-				m.openings[l.Identity] = append(m.openings[l.Identity], &opening{slot: slot, at: m.h.now})
+				m.openings[l.Identity] = append(m.openings[l.Identity], &opening{slot: slot, at: m.h.now, due: due(l)})
 			}
 		}
 	case state.LaunchFinished:
@@ -167,6 +168,16 @@ func (m *modelRun) recordApplied(slot uint64, c state.Command) {
 		for _, o := range slices.Backward(m.openings[id]) {
 			if !o.concluded && (c.StartedSlot == 0 || c.StartedSlot == o.slot) {
 				o.concluded, o.outcome = true, c.Outcome
+				// A catch-up skip must be late: the launcher judged it so
+				// before proposing, and time only moves on.
+				window := modelJobs[c.Job].CatchupWindow
+				if window == 0 {
+					window = state.DefaultCatchupWindow
+				}
+				if c.Outcome.Kind == state.OutcomeSkipped && strings.Contains(c.Outcome.Reason, "catch-up window") && m.h.now.Sub(o.due) <= window {
+					m.t.Fatalf("launch %s (opened at slot %d, due %s) recorded skipped %q at %s, within its %v window",
+						id, o.slot, o.due.Format(time.RFC3339), c.Outcome.Reason, m.h.now.Format(time.RFC3339Nano), window)
+				}
 				return
 			}
 		}
@@ -358,7 +369,8 @@ func (m *modelRun) run(events int) {
 	m.check()
 }
 
-// check judges what the state recorded against what Nomad made: a token
+// check judges what the state recorded against what Nomad made (a
+// catch-up skip is judged as it is applied, in recordApplied): a token
 // has one child (at least once: a second only after the first was
 // collected); a launch concluded dispatched names a child of its token;
 // one concluded skipped or failed has none.
@@ -412,11 +424,13 @@ func (m *modelRun) check() {
 // landing after its term; Nomad forgetting a token while its launch is
 // open. The simulator passed 24,000 seeds with dae24fe's fix reverted
 // (2026-11-29, with the "split all" fault and long Nomad outages); this
-// test fails without the fix, and without each of five other guards
+// test fails without the fix, and without each of six other guards
 // (the wait for calls in flight at a takeover, the takeover check on the
 // launcher's memory, the at-least-once check before dispatching past the
-// horizon, the state's and the launcher's handling of a conclusion that
-// names an earlier opening of a backfilled slot).
+// horizon, and 1645d08's three: the state concluding only the opening a
+// conclusion names, the launcher keeping its tasks on a duplicate, and
+// the launcher naming the opening it concludes), and with the catch-up
+// window halved.
 func TestLauncherAgainstAModelNomad(t *testing.T) {
 	seeds, events := uint64(300), 3000
 	if testing.Short() || raceEnabled {
