@@ -21,9 +21,9 @@ func BenchmarkBackfillScan(b *testing.B) {
 			if err := apply(PutJob{Name: bc.name, At: t0, Spec: JobSpec{Schedule: bc.schedule, NomadJob: "batch"}}); err != nil {
 				b.Fatal(err)
 			}
-			created := mustJobB(b, m, bc.name).CreatedAt
+			created := mustJob(b, m, bc.name).CreatedAt
 			for range MaxBackfillScan + 1 {
-				j := mustJobB(b, m, bc.name)
+				j := mustJob(b, m, bc.name)
 				at := j.NextAt
 				if err := apply(LaunchStarted{Job: j.Name, ScheduledAt: at, Identity: Identity(j.Name, at), SpecVersion: j.Version, At: at}); err != nil {
 					b.Fatal(err)
@@ -32,7 +32,7 @@ func BenchmarkBackfillScan(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			last := mustJobB(b, m, bc.name).LastStartedAt
+			last := mustJob(b, m, bc.name).LastStartedAt
 			cmd := Backfill{Name: bc.name, From: created, To: last, At: last}
 			b.ResetTimer()
 			for b.Loop() {
@@ -43,13 +43,4 @@ func BenchmarkBackfillScan(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(MaxBackfillScan), "ns/slot")
 		})
 	}
-}
-
-func mustJobB(b *testing.B, m *Machine, name string) Job {
-	b.Helper()
-	j, ok := m.Job(name)
-	if !ok {
-		b.Fatalf("job %q not found", name)
-	}
-	return j
 }

@@ -47,7 +47,7 @@ func run(t *testing.T, steps []step) *Machine {
 	return m
 }
 
-func mustJob(t *testing.T, m *Machine, name string) Job {
+func mustJob(t testing.TB, m *Machine, name string) Job {
 	t.Helper()
 	j, ok := m.Job(name)
 	if !ok {
