@@ -179,13 +179,7 @@ func contentBytes(payload []byte, meta []wireKV, t Target) int {
 // holds: its spec, and the content of each older version its open
 // launches dispatch, once (as a snapshot writes them).
 func specBytes(name string, spec *JobSpec, meta []wireKV, version uint64, open []Launch) int {
-	n := len(name) + len(spec.Schedule) + len(spec.TimeZone) + contentBytes(spec.Payload, meta, spec.Target())
-	for i := range open {
-		if l := &open[i]; l.SpecVersion != version && heldBefore(open[:i], l.SpecVersion) == nil {
-			n += contentBytes(l.payload, l.meta, l.Target)
-		}
-	}
-	return n
+	return len(name) + len(spec.Schedule) + len(spec.TimeZone) + contentBytes(spec.Payload, meta, spec.Target()) + versionBytes(open, version)
 }
 
 // SpecBytes is what the jobs' specs take, as MaxSpecBytes counts it: each
@@ -201,14 +195,10 @@ func (m *Machine) countSpecBytes() int {
 	for _, j := range m.jobs {
 		n += j.heldBytes()
 	}
-	for i, l := range m.orphans {
-		first := i
-		for first > 0 && m.orphans[first-1].Job == l.Job {
-			first--
-		}
-		if heldBefore(m.orphans[first:i], l.SpecVersion) == nil {
-			n += contentBytes(l.payload, l.meta, l.Target)
-		}
+	for i := 0; i < len(m.orphans); {
+		run := m.orphansOf(m.orphans[i].Job)
+		n += versionBytes(run, 0)
+		i += len(run)
 	}
 	return n
 }
@@ -226,16 +216,38 @@ func (m *Machine) CheckSpecBytes() error {
 // heldBytes is specBytes of the job as it is.
 func (j *job) heldBytes() int { return specBytes(j.Name, &j.Spec, j.meta, j.Version, j.Open) }
 
-// openBytes is the content of the spec versions open's launches dispatch,
-// each once.
-func openBytes(open []Launch) int {
+// versionBytes is the content of the spec versions launches dispatch,
+// each once, but skip's (0 skips none: versions start at 1).
+func versionBytes(launches []Launch, skip uint64) int {
 	n := 0
-	for i := range open {
-		if l := &open[i]; heldBefore(open[:i], l.SpecVersion) == nil {
+	for i := range launches {
+		if l := &launches[i]; l.SpecVersion != skip && heldBefore(launches[:i], l.SpecVersion) == nil {
 			n += contentBytes(l.payload, l.meta, l.Target)
 		}
 	}
 	return n
+}
+
+// heldBefore returns the first of launches of spec version v, nil if none:
+// the one that carries that version's content in a snapshot.
+func heldBefore(launches []Launch, v uint64) *Launch {
+	for i := range launches {
+		if launches[i].SpecVersion == v {
+			return &launches[i]
+		}
+	}
+	return nil
+}
+
+// orphansOf returns the open launches of the deleted jobs named name: a
+// run of the orphans, which are sorted by job.
+func (m *Machine) orphansOf(name string) []Launch {
+	i, _ := slices.BinarySearchFunc(m.orphans, Launch{Job: name}, compareLaunch)
+	end := i
+	for end < len(m.orphans) && m.orphans[end].Job == name {
+		end++
+	}
+	return m.orphans[i:end]
 }
 
 // unknownChildTarget returns the target of the unknown launch in j's
@@ -539,7 +551,7 @@ func (m *Machine) deleteJob(c DeleteJob) error {
 		return fmt.Errorf("%w: deleting job %q would leave more than %d open launches of deleted jobs; retry once the leader has concluded them", ErrLimit, c.Name, MaxOrphans)
 	}
 	// Its spec goes; what its open launches dispatch stays with them.
-	m.specBytes += openBytes(j.Open) - j.heldBytes()
+	m.specBytes += versionBytes(j.Open, 0) - j.heldBytes()
 	if len(j.Open) > 0 {
 		m.orphans = append(m.orphans, j.Open...)
 		slices.SortFunc(m.orphans, compareLaunch)
@@ -564,9 +576,8 @@ func (m *Machine) deleteJob(c DeleteJob) error {
 // still open, which outlive a tombstone evicted meanwhile.
 func (m *Machine) namesake(name string) (tombstone, bool) {
 	ts, ok := m.tombstones[name]
-	i, _ := slices.BinarySearchFunc(m.orphans, Launch{Job: name}, compareLaunch)
-	for ; i < len(m.orphans) && m.orphans[i].Job == name; i++ {
-		if l := &m.orphans[i]; l.Kind == LaunchManual {
+	for _, l := range m.orphansOf(name) {
+		if l.Kind == LaunchManual {
 			ts.triggered = laterOf(ts.triggered, l.ScheduledAt)
 		} else {
 			ts.started = laterOf(ts.started, l.ScheduledAt)
@@ -623,12 +634,7 @@ func (m *Machine) finishOrphan(c LaunchFinished) bool {
 	}
 	l := m.orphans[i]
 	m.orphans = nilIfEmpty(slices.Delete(m.orphans, i, i+1))
-	first, _ := slices.BinarySearchFunc(m.orphans, Launch{Job: c.Job}, compareLaunch)
-	last := first
-	for last < len(m.orphans) && m.orphans[last].Job == c.Job {
-		last++
-	}
-	if heldBefore(m.orphans[first:last], l.SpecVersion) == nil {
+	if heldBefore(m.orphansOf(c.Job), l.SpecVersion) == nil {
 		m.specBytes -= contentBytes(l.payload, l.meta, l.Target)
 	}
 	m.stats.Launches.count(c.Outcome.Kind)

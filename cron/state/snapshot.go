@@ -166,12 +166,12 @@ func (m *Machine) freeze() *frozen {
 	for i, name := range names {
 		f.jobs[i] = m.jobs[name]
 	}
-	held := map[jobVersion]struct{}{}
-	for _, l := range m.orphans {
-		k := jobVersion{l.Job, l.SpecVersion}
-		_, shared := held[k]
-		held[k] = struct{}{}
-		f.trailer.Orphans = append(f.trailer.Orphans, wireOrphan{Job: l.Job, Launch: launchToWire(l, shared)})
+	for i := 0; i < len(m.orphans); {
+		run := m.orphansOf(m.orphans[i].Job)
+		for k, l := range run {
+			f.trailer.Orphans = append(f.trailer.Orphans, wireOrphan{Job: l.Job, Launch: launchToWire(l, heldBefore(run[:k], l.SpecVersion) != nil)})
+		}
+		i += len(run)
 	}
 	for _, name := range m.tombOrder {
 		ts := m.tombstones[name]
@@ -254,22 +254,6 @@ func jobToWireInto(w *wireJob, j *job, sc *wireScratch) {
 	// Empty is nil in the encoding: canonical.
 	w.Spec.Meta, w.Open, w.History = j.meta, nilIfEmpty(open), string(j.hist)
 	w.LastChild = j.lastChild
-}
-
-// jobVersion names one spec version of a job.
-type jobVersion struct {
-	job     string
-	version uint64
-}
-
-// heldBefore returns the first of launches of spec version v, nil if none.
-func heldBefore(launches []Launch, v uint64) *Launch {
-	for i := range launches {
-		if launches[i].SpecVersion == v {
-			return &launches[i]
-		}
-	}
-	return nil
 }
 
 // launchToWire is l in a snapshot; shared leaves out what its spec
@@ -447,25 +431,21 @@ func (m *Machine) restoreTrailer(t *wireTrailer, version byte) error {
 	if len(t.Orphans) > MaxOrphans {
 		return snapshotErr("%d open launches of deleted jobs, more than %d", len(t.Orphans), MaxOrphans)
 	}
-	holders := map[jobVersion]*Launch{}
 	for i, o := range t.Orphans {
 		l, err := launchFromWire(o.Job, o.Launch)
 		if err != nil {
 			return snapshotErr("open launch of deleted job %q: %v", o.Job, err)
 		}
 		l.Identity = LaunchIdentity(l.Job, l.ScheduledAt, l.Kind)
-		k := jobVersion{l.Job, l.SpecVersion}
-		if err := shareContent(&l, o.Launch.Shared, holders[k], version); err != nil {
-			return snapshotErr("open launch %s of a deleted job: %v", l.Identity, err)
+		if i > 0 && compareLaunch(m.orphans[i-1], l) >= 0 {
+			return snapshotErr("open launch %s of a deleted job out of order", l.Identity)
 		}
-		if holders[k] == nil {
-			holders[k] = &l
+		// In order so far: the launches of its job before it are a run.
+		if err := shareContent(&l, o.Launch.Shared, heldBefore(m.orphansOf(l.Job), l.SpecVersion), version); err != nil {
+			return snapshotErr("open launch %s of a deleted job: %v", l.Identity, err)
 		}
 		if err := checkOrphan(l, m.lastSlot, m.lastVersion); err != nil {
 			return snapshotErr("open launch %s of a deleted job: %v", l.Identity, err)
-		}
-		if i > 0 && compareLaunch(m.orphans[i-1], l) >= 0 {
-			return snapshotErr("open launch %s of a deleted job out of order", l.Identity)
 		}
 		m.orphans = append(m.orphans, l)
 	}
