@@ -261,3 +261,22 @@ func TestSpecBytesLimit(t *testing.T) {
 		t.Fatalf("restored, SpecBytes %d, want %d", back.SpecBytes(), m.SpecBytes())
 	}
 }
+
+// TestOpenLaunchBytes pins what an open launch takes in a snapshot, now
+// that it carries no content of its own: DESIGN.md's bound on the state
+// ("Limits") counts with it. Run with -v to see the figure.
+func TestOpenLaunchBytes(t *testing.T) {
+	m := New()
+	apply := applier(t, m)
+	apply(PutJob{Name: "job-with-a-typical-name", At: t0, Spec: JobSpec{Schedule: "* * * * *", NomadJob: "batch", Payload: bytes.Repeat([]byte{'p'}, 1024)}})
+	none := len(snapshot(t, m))
+	for range MaxOpenLaunches {
+		j := mustJob(t, m, "job-with-a-typical-name")
+		apply(LaunchStarted{Job: j.Name, ScheduledAt: j.NextAt, Identity: Identity(j.Name, j.NextAt), SpecVersion: j.Version, At: j.NextAt})
+	}
+	each := (len(snapshot(t, m)) - none) / MaxOpenLaunches
+	t.Logf("an open launch takes %d bytes in a snapshot (a job with a 1 KiB payload, %d launches open)", each, MaxOpenLaunches)
+	if each > 48 {
+		t.Fatalf("an open launch takes %d bytes, more than the 48 DESIGN.md counts with", each)
+	}
+}
