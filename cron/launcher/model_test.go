@@ -159,7 +159,14 @@ func (m *modelRun) recordApplied(slot uint64, c state.Command) {
 	case state.LaunchStarted, state.Trigger, state.Backfill:
 		for _, l := range m.h.l.Machine().OpenLaunches() {
 			if l.StartedSlot == slot {
-				m.openings[l.Identity] = append(m.openings[l.Identity], &opening{slot: slot, at: m.h.now, due: due(l)})
+				// The window opens at the slot, or, for a manual or
+				// backfilled launch, at the request (DESIGN.md): written
+				// here, not taken from the launcher under test.
+				due := l.ScheduledAt
+				if l.Kind != state.LaunchScheduled {
+					due = l.StartedAt
+				}
+				m.openings[l.Identity] = append(m.openings[l.Identity], &opening{slot: slot, at: m.h.now, due: due})
 			}
 		}
 	case state.LaunchFinished:
