@@ -37,7 +37,8 @@ type wireTrailer struct {
 }
 
 // snapshotBytesPerJob is what a job takes in a snapshot besides its
-// history, payload, meta and open launches (a short spec: about 150 bytes).
+// history, the bytes of its specs (heldBytes) and its open launches (its
+// fixed fields and the spec's framing: about 150 bytes).
 const snapshotBytesPerJob = 192
 
 // wireTombstone is a deleted job's last launch times.
@@ -222,11 +223,10 @@ func (m *Machine) snapshotCapacity() int {
 	n := 4096
 	//detlint:maprange a sum, whatever the order
 	for _, j := range m.jobs {
-		n += snapshotBytesPerJob + len(j.hist) + len(j.Spec.Payload) + (128+len(j.Spec.Payload))*len(j.Open)
+		// heldBytes: the spec, and each older version's content once, as
+		// version 5 writes them; an open launch is then about 40 bytes.
+		n += snapshotBytesPerJob + len(j.hist) + j.heldBytes() + 2*len(j.meta) + 64*len(j.Open)
 		n += 8 + len(j.lastChild.ID) + len(j.lastChild.Target.NomadJob) + len(j.lastChild.Target.Namespace) + len(j.lastChild.Target.Region)
-		for _, kv := range j.meta {
-			n += len(kv.Key) + len(kv.Value) + 2
-		}
 	}
 	return n
 }
