@@ -104,11 +104,11 @@ func newMetrics(s *Server) *metrics {
 		m.launches.WithLabelValues(string(o))
 	}
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_open_launches",
-		Help: "Launches started and not yet recorded finished."}, func() float64 { return float64(s.openLaunches()) }))
-	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_jobs", Help: "Cron jobs."}, func() float64 { return float64(s.jobCount()) }))
+		Help: "Launches started and not yet recorded finished."}, s.stateGauge((*state.Machine).OpenCount)))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_jobs", Help: "Cron jobs."}, s.stateGauge((*state.Machine).JobCount)))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_spec_bytes",
 		Help: "Bytes the jobs' specs take (names, schedules, zones, payloads, meta, Nomad targets, and the older versions open launches still dispatch); a job write that would take them past 512 MiB is refused with 507."},
-		func() float64 { return float64(s.specBytes()) }))
+		s.stateGauge((*state.Machine).SpecBytes)))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_api_streams",
 		Help: "API streams open on this replica."}, func() float64 { return float64(s.streams.count()) }))
 	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "paxcron_api_streams_opened_total",
@@ -233,22 +233,13 @@ func (t timedCaller) Stop(ctx context.Context, target state.Target, child string
 
 // openLaunches and jobCount read the state for the gauges (a scrape
 // waits at most a second for the loop).
-func (s *Server) openLaunches() int {
-	n := 0
-	s.readForMetrics(func(l *launcher.Launcher) { n = l.Machine().OpenCount() })
-	return n
-}
-
-func (s *Server) jobCount() int {
-	n := 0
-	s.readForMetrics(func(l *launcher.Launcher) { n = l.Machine().JobCount() })
-	return n
-}
-
-func (s *Server) specBytes() int {
-	n := 0
-	s.readForMetrics(func(l *launcher.Launcher) { n = l.Machine().SpecBytes() })
-	return n
+// stateGauge is a gauge of what read says of the cron state.
+func (s *Server) stateGauge(read func(*state.Machine) int) func() float64 {
+	return func() float64 {
+		n := 0
+		s.readForMetrics(func(l *launcher.Launcher) { n = read(l.Machine()) })
+		return float64(n)
+	}
 }
 
 func (s *Server) readForMetrics(fn func(*launcher.Launcher)) {
