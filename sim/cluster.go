@@ -535,7 +535,7 @@ func (o *observer) Applied(e paxos.Entry) {
 		// The spec bytes decide which PutJob is refused, and are kept
 		// apart from what the digest covers: kept as counted, replicas
 		// that agree on the state agree on them.
-		if err := n.machine.CheckSpecBytes(); err != nil {
+		if err := n.machine.CheckKept(); err != nil {
 			c.fail(&check.Violation{Invariant: check.InvReplicasAgree, Detail: fmt.Sprintf("replica %d after slot %d: %v", n.id, e.Slot, err)})
 		}
 	}

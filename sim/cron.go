@@ -101,7 +101,11 @@ func (c *cluster) newLauncher(n *node) (*launcher.Launcher, error) {
 	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.forgetHorizon {
 		horizon = 1000 * time.Hour
 	}
-	n.machine = state.New()
+	m, err := state.NewWithLimits(c.opts.State)
+	if err != nil {
+		return nil, err
+	}
+	n.machine = m
 	return launcher.New(launcher.Config{
 		Machine:       n.machine,
 		Propose:       c.proposer(n),
@@ -181,7 +185,11 @@ func (c *cluster) stepLauncher(n *node) {
 	}
 	was := n.launcher.Leading()
 	if bug := plantedBugs[c.opts.Bug]; bug == nil || !bug.stallBeforeHeal || c.healed || c.sched.Now()%(10*time.Second) >= 6*time.Second {
+		held := n.launcher.Stats().HeldForRoom
 		n.launcher.Step(now, lead)
+		if n.launcher.Stats().HeldForRoom > held {
+			c.faults["due starts held for room among all jobs' open launches"]++ // proof the path ran
+		}
 	}
 	c.fail(n.launcher.CheckSchedule())
 	if !was && n.launcher.Leading() {
@@ -207,6 +215,9 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 	}
 	if f, ok := cmd.(state.LaunchFinished); ok {
 		delete(c.heldBack, state.LaunchIdentity(f.Job, f.ScheduledAt, f.LaunchKind))
+	}
+	if errors.Is(err, state.ErrAllOpen) {
+		c.faults["refused for want of room among all jobs' open launches"]++ // proof the path ran
 	}
 	if err != nil {
 		return

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"paxcron/cron/replica"
+	"paxcron/cron/state"
 	"paxcron/paxos"
 	"paxcron/sim/simnomad"
 )
@@ -60,6 +61,10 @@ type Options struct {
 	// dispatched within it of its time, and at the end every launch due
 	// before End-LatenessBound is concluded.
 	LatenessBound time.Duration
+	// State holds the cron state's limits on every replica. DefaultOptions
+	// lowers the launches open of all jobs in one seed in four, so that
+	// starts wait for room and triggers and backfills are refused.
+	State state.Limits
 	// Bug plants a known defect, to prove the checkers catch it (see
 	// plantedBugs); empty in real runs.
 	Bug string
@@ -98,6 +103,10 @@ func DefaultOptions(seed uint64) Options {
 	if seed/4%2 == 1 {
 		maxApply = 1 + seed/8%8
 	}
+	stateLimits := state.DefaultLimits()
+	if seed/64%4 == 0 {
+		stateLimits.OpenLaunches = 3 + int(seed/256%6)
+	}
 	nomad := simnomad.DefaultConfig()
 	nomad.GCThreshold = 10 * time.Second
 	nomad.RunMin, nomad.RunMax = 200*time.Millisecond, 4*time.Second
@@ -111,6 +120,7 @@ func DefaultOptions(seed uint64) Options {
 		SnapshotReadLatencyMax:   snapshotReads,
 		SnapshotDecodeLatencyMax: snapshotDecodes,
 		MaxApplyPerProcess:       maxApply,
+		State:                    stateLimits,
 		Seed:                     seed,
 		Replicas:                 3,
 		Duration:                 70 * time.Second,

@@ -229,6 +229,10 @@ type Stats struct {
 	Retries      uint64
 	StaleResults uint64 // results for calls of an earlier term, ignored
 	Reproposals  uint64
+	// HeldForRoom counts the steps in which a job came due and none
+	// could start: the state held as many launches open of all jobs as
+	// it keeps (state.Limits.OpenLaunches).
+	HeldForRoom uint64
 }
 
 // Launcher is the leader's launch protocol. It is the replica's
@@ -267,7 +271,8 @@ type Launcher struct {
 	// full holds the jobs whose start the state refused, having as many
 	// launches open as it keeps (state.MaxOpenLaunches): their next start
 	// waits until one of those concludes, or every step would write a
-	// refused start to the log.
+	// refused start to the log. (When all jobs' launches fill the state,
+	// startDue waits instead.)
 	full  map[string]bool
 	tasks map[string]*task // by identity
 	// queue holds tasks ready for a call, oldest first; delayed those
@@ -469,7 +474,9 @@ func (l *Launcher) CheckSchedule() error {
 		switch {
 		case starting && in:
 			return fmt.Errorf("launcher: job %q is in the heap (at %v) while its start is in flight", name, got)
-		case starting:
+		case l.full[name] && in:
+			return fmt.Errorf("launcher: job %q is in the heap (at %v) with as many launches open as it may have", name, got)
+		case starting || l.full[name]:
 		case want.IsZero() && in:
 			return fmt.Errorf("launcher: job %q has no next launch but is in the heap at %v", name, got)
 		case !want.IsZero() && (!in || !got.Equal(want)):
@@ -711,8 +718,8 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 		if ok && s.at.Equal(c.ScheduledAt) {
 			delete(l.starting, c.Job)
 		}
-		if errors.Is(err, state.ErrLimit) {
-			l.full[c.Job] = true
+		if errors.Is(err, state.ErrLimit) && !errors.Is(err, state.ErrAllOpen) {
+			l.full[c.Job] = true // room comes only from its own launches
 		}
 		l.resync(c.Job)
 		if err != nil {
@@ -790,8 +797,14 @@ func (l *Launcher) resync(name string) {
 // window, is started and finished at once as skipped: one record per
 // slot, never a silent gap.
 func (l *Launcher) startDue() {
-	budget := l.cfg.MaxStartsPerStep - len(l.starting)
+	// Past the state's room for open launches of all jobs every start is
+	// refused, a skip's opening too: none is proposed until launches
+	// conclude, and the jobs due wait in the heap, oldest first.
+	budget := min(l.cfg.MaxStartsPerStep, l.m.OpenRoom()) - len(l.starting)
 	if budget <= 0 {
+		if next, ok := l.heap.Peek(); ok && !next.NextAt.After(l.now) && l.m.OpenRoom() <= len(l.starting) {
+			l.stats.HeldForRoom++
+		}
 		return
 	}
 	due := l.heap.PopDue(l.now, budget)

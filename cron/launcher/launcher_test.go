@@ -627,6 +627,9 @@ func TestStartAtTheOpenLimitWaitsForAConclusion(t *testing.T) {
 					n++
 				}
 			}
+			if err := h.l.CheckSchedule(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		return n
 	}
@@ -646,6 +649,66 @@ func TestStartAtTheOpenLimitWaitsForAConclusion(t *testing.T) {
 	}
 	if _, opened := h.l.Machine().OpenLaunch("s", next, state.LaunchScheduled); !opened {
 		t.Fatal("the start was not accepted once a launch concluded")
+	}
+}
+
+// TestStartsWaitForRoomAmongAllJobs: with as many launches open as the
+// state keeps of all jobs, no start is proposed, not even a skip's, until
+// one concludes; and a start refused because a client's trigger took the
+// room first waits for any job's conclusion, not its own job's (it has
+// none open).
+func TestStartsWaitForRoomAmongAllJobs(t *testing.T) {
+	m, err := state.NewWithLimits(state.Limits{SpecBytes: state.MaxSpecBytes, OpenLaunches: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(c *Config) { c.Machine = m })
+	h.apply(putJob("a", job("@every 1m")), putJob("b", job("@every 1m")), putJob("c", job("@every 1m")))
+	h.apply(state.Takeover{Term: state.Term{Round: 1, Replica: 2}})
+	due := t0.Add(time.Minute)
+	for _, name := range []string{"a", "b"} { // started by the leader before
+		h.apply(state.LaunchStarted{Job: name, ScheduledAt: due, Identity: state.Identity(name, due), SpecVersion: 1, At: due})
+	}
+	h.now = due
+	h.lease(3, 10*time.Second)
+	h.step()
+	startsOf := func(job string) (n int) {
+		for range 20 { // no time passes
+			for _, c := range h.commit() {
+				if s, ok := c.(state.LaunchStarted); ok && s.Job == job {
+					n++
+				}
+			}
+			if err := h.l.CheckSchedule(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return n
+	}
+	if n := startsOf("c"); n != 0 {
+		t.Fatalf("with no room, c's start was proposed %d times, want none", n)
+	}
+	h.settle() // the look-ups of a's and b's launches leave
+	h.answerFor(OpLookup, state.Identity("a", due), Result{Found: true, ChildID: "batch/dispatch-a"})
+	h.wantProposed("finished " + state.Identity("a", due) + " dispatched batch/dispatch-a")
+	h.commit()
+	// Room for one: c's start is proposed, but a trigger of b applies
+	// first and takes it.
+	h.wantProposed("started " + state.Identity("c", due))
+	h.apply(state.Trigger{Name: "b", At: due})
+	if n := startsOf("c"); n != 1 {
+		t.Fatalf("c's start was proposed %d times more, want once (refused)", n-1)
+	}
+	if _, opened := m.OpenLaunch("c", due, state.LaunchScheduled); opened {
+		t.Fatal("a start past the room of all jobs was accepted")
+	}
+	h.answerFor(OpDispatch, state.Identity("b", due), Result{ChildID: "batch/dispatch-b"})
+	h.commit()
+	if n := startsOf("c"); n != 1 {
+		t.Fatalf("once b's launch concluded, c's start was proposed %d times, want once", n)
+	}
+	if _, opened := m.OpenLaunch("c", due, state.LaunchScheduled); !opened {
+		t.Fatal("c's start was not accepted once b's launch concluded")
 	}
 }
 

@@ -140,6 +140,13 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 		sent: map[uint64]time.Time{}, atLeast: map[string]bool{}, openings: map[string][]*opening{}}
 	m.h = newHarness(t, func(c *Config) {
 		c.MemoryHorizon, c.ClockSkew, c.MaxCallLatency = modelHorizon, time.Second, modelCallWithin
+		if seed%4 == 3 { // few launches open in all: starts wait for room
+			limited, err := state.NewWithLimits(state.Limits{SpecBytes: state.MaxSpecBytes, OpenLaunches: 2 + int(seed/4%6)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Machine = limited
+		}
 		c.Applied = func(slot uint64, c state.Command, err error) {
 			if err == nil {
 				m.recordApplied(slot, c)
@@ -369,6 +376,10 @@ func (m *modelRun) run(events int) {
 					m.elect() // at once: the other's calls are in flight
 				}
 			}
+		}
+		// A job missing from the leader's heap would never launch again.
+		if err := h.l.CheckSchedule(); err != nil {
+			m.t.Fatal(err)
 		}
 	}
 	// Every call lands, then every conclusion is judged.

@@ -103,8 +103,13 @@ var (
 	// applied Takeover has since replaced.
 	ErrStale = errors.New("state: from a replaced leader")
 	// ErrLimit: applying the command would exceed a bound (MaxJobs,
-	// MaxOpenLaunches).
+	// MaxOpenLaunches, Limits).
 	ErrLimit = errors.New("state: limit reached")
+	// ErrAllOpen: the state holds as many open launches, of all jobs, as
+	// its limit (Limits.OpenLaunches); it always comes wrapped with
+	// ErrLimit. Unlike one job's limit, what frees room is any launch's
+	// conclusion.
+	ErrAllOpen = errors.New("all jobs' open launches at the limit")
 	// ErrDecode: bytes that are not a command of this format.
 	ErrDecode = errors.New("state: cannot decode command")
 	// ErrSnapshot: bytes that are not a valid snapshot of this format.

@@ -212,14 +212,14 @@ func TestSpecBytesLimit(t *testing.T) {
 	jobSpec := func(n int) JobSpec { return JobSpec{Schedule: "0 * * * *", NomadJob: "batch", Payload: payload(n)} } // 9 + 5 bytes and the payload
 	check := func(what string, want int) {
 		t.Helper()
-		if err := m.CheckSpecBytes(); err != nil {
+		if err := m.CheckKept(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		if got := m.SpecBytes(); got != want {
 			t.Fatalf("%s: SpecBytes %d, want %d", what, got, want)
 		}
 	}
-	m.specLimit = 1000
+	m.limits.SpecBytes = 1000
 	apply(PutJob{Name: "a", At: t0, Spec: jobSpec(586)}) // 1 + 14 + 586 = 601
 	check("a", 601)
 	jobs, version := m.Jobs(), m.lastVersion
@@ -232,13 +232,13 @@ func TestSpecBytesLimit(t *testing.T) {
 	check("b refused", 601)
 	apply(PutJob{Name: "b", At: t0, Spec: jobSpec(384)}) // 1000: at the limit
 	check("b", 1000)
-	m.specLimit = 500 // over it now: shrinking still passes, growing does not
+	m.limits.SpecBytes = 500 // over it now: shrinking still passes, growing does not
 	apply(PutJob{Name: "a", At: t0, IfVersion: 1, Spec: jobSpec(585)})
 	check("a shrunk", 999)
 	if err := try(PutJob{Name: "a", At: t0, IfVersion: 3, Spec: jobSpec(586)}); !errors.Is(err, ErrLimit) {
 		t.Fatalf("growing a job over the limit: %v, want ErrLimit", err)
 	}
-	m.specLimit = 2000
+	m.limits.SpecBytes = 2000
 
 	// A launch of a's version 3 stays open across an edit: version 3's
 	// payload and target (585 + 5) count until it concludes.
@@ -278,5 +278,89 @@ func TestOpenLaunchBytes(t *testing.T) {
 	t.Logf("an open launch takes %d bytes in a snapshot (a job with a 1 KiB payload, %d launches open)", each, MaxOpenLaunches)
 	if each > 48 {
 		t.Fatalf("an open launch takes %d bytes, more than the 48 DESIGN.md counts with", each)
+	}
+}
+
+// TestOpenLaunchesTotalLimit: the state opens no launch past its limit of
+// all jobs' open launches, whichever command would open it, and says so
+// with ErrAllOpen; any launch's conclusion makes room, a deleted job's
+// included; a restore keeps the machine's own limits.
+func TestOpenLaunchesTotalLimit(t *testing.T) {
+	if _, err := NewWithLimits(Limits{SpecBytes: MaxSpecBytes}); err == nil {
+		t.Fatal("limits with no open launches accepted")
+	}
+	m, err := NewWithLimits(Limits{SpecBytes: MaxSpecBytes, OpenLaunches: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(c Command) {
+		t.Helper()
+		if err := m.ApplyCommand(m.LastSlot()+1, c); err != nil {
+			t.Fatalf("%s: %v", c.Kind(), err)
+		}
+	}
+	refused := func(what string, c Command) {
+		t.Helper()
+		open := m.OpenLaunches()
+		err := m.ApplyCommand(m.LastSlot()+1, c)
+		if !errors.Is(err, ErrLimit) || !errors.Is(err, ErrAllOpen) {
+			t.Fatalf("%s: %v, want ErrLimit and ErrAllOpen", what, err)
+		}
+		if !reflect.DeepEqual(m.OpenLaunches(), open) {
+			t.Fatalf("%s refused, and the open launches changed", what)
+		}
+		if err := m.CheckKept(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		apply(PutJob{Name: name, At: t0, Spec: JobSpec{Schedule: "* * * * *", NomadJob: "batch"}})
+	}
+	start := func(name string) LaunchStarted {
+		j := mustJob(t, m, name)
+		return LaunchStarted{Job: name, ScheduledAt: j.NextAt, Identity: Identity(name, j.NextAt), SpecVersion: j.Version, At: j.NextAt}
+	}
+	first, second := start("a"), LaunchStarted{}
+	apply(first)
+	apply(Trigger{Name: "b", At: t0.Add(time.Hour)})
+	if m.OpenRoom() != 1 {
+		t.Fatalf("room %d with 2 of 3 open", m.OpenRoom())
+	}
+	second = start("a")
+	apply(second)
+	for _, n := range []string{"a", "b", "c"} {
+		refused("a start of "+n, start(n))
+	}
+	refused("a trigger", Trigger{Name: "c", At: t0.Add(time.Hour)})
+	if m.OpenRoom() != 0 {
+		t.Fatalf("room %d with 3 of 3 open", m.OpenRoom())
+	}
+	// Room for 1, and a backfill of a's two slots, skipped.
+	for _, l := range []LaunchStarted{first, second} {
+		apply(LaunchFinished{Job: "a", ScheduledAt: l.ScheduledAt, Outcome: Outcome{Kind: OutcomeSkipped, Reason: "test"}})
+	}
+	apply(start("c"))
+	refused("a backfill of 2 slots with room for 1", Backfill{Name: "a", From: t0, To: second.ScheduledAt, At: second.ScheduledAt, Force: true})
+	apply(Backfill{Name: "a", From: second.ScheduledAt, To: second.ScheduledAt, At: second.ScheduledAt, Force: true})
+
+	// Deleted, b's trigger is an orphan: it still counts, and its
+	// conclusion makes room too.
+	apply(DeleteJob{Name: "b"})
+	refused("a start with an orphan open", start("a"))
+	apply(LaunchFinished{Job: "b", ScheduledAt: t0.Add(time.Hour), LaunchKind: LaunchManual, Outcome: Outcome{Kind: OutcomeSkipped, Reason: "test"}})
+	apply(start("a"))
+
+	back, err := NewWithLimits(m.Limits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := back.Restore(snapshot(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	if back.Limits() != m.Limits() || back.OpenRoom() != 0 {
+		t.Fatalf("restored: limits %+v and room %d, want %+v and 0", back.Limits(), back.OpenRoom(), m.Limits())
+	}
+	if got := restored(t, m).Limits(); got != DefaultLimits() {
+		t.Fatalf("restored into New: limits %+v, want the defaults", got)
 	}
 }

@@ -39,7 +39,34 @@ const (
 	// replica takes from a peer (paxos.Limits.MaxSnapshotBytes): a million
 	// jobs take about 180 MiB besides their specs (DESIGN.md, "Limits").
 	MaxSpecBytes = 512 << 20
+	// MaxOpenLaunchesTotal bounds the open launches of all jobs, deleted
+	// ones included: each holds about 350 bytes of memory on every
+	// replica and 40 in a snapshot, and a million jobs at MaxOpenLaunches
+	// each would hold 22 GB. A start, trigger or backfill past it is
+	// refused (ErrLimit, ErrAllOpen) until launches conclude; the
+	// launcher waits for room rather than propose starts to be refused.
+	MaxOpenLaunchesTotal = 1_000_000
 )
+
+// Limits are the state's limits that the simulator and tests lower to
+// reach them. They decide which commands are refused, so every replica of
+// a cluster must hold the same; a restore keeps the machine's own.
+type Limits struct {
+	SpecBytes    int // MaxSpecBytes
+	OpenLaunches int // MaxOpenLaunchesTotal
+}
+
+// DefaultLimits are the limits New gives.
+func DefaultLimits() Limits {
+	return Limits{SpecBytes: MaxSpecBytes, OpenLaunches: MaxOpenLaunchesTotal}
+}
+
+func (l Limits) validate() error {
+	if l.SpecBytes <= 0 || l.OpenLaunches <= 0 {
+		return fmt.Errorf("state: limits %+v: each must be positive", l)
+	}
+	return nil
+}
 
 // Counters count launches, for one job or for the whole state.
 // Counters is part of the snapshot format: adding a field is a format change.
@@ -203,12 +230,21 @@ func (m *Machine) countSpecBytes() int {
 	return n
 }
 
-// CheckSpecBytes reports whether SpecBytes, kept as commands apply, is
-// what counting every job and orphan gives: a check for tests and the
-// simulator, which takes a walk of the whole state.
-func (m *Machine) CheckSpecBytes() error {
+// CheckKept reports whether the figures kept as commands apply, which
+// decide what the limits refuse, are what counting every job and orphan
+// gives: SpecBytes and OpenCount. A check for tests and the simulator,
+// which takes a walk of the whole state.
+func (m *Machine) CheckKept() error {
 	if kept, counted := m.specBytes, m.countSpecBytes(); kept != counted {
 		return fmt.Errorf("state: spec bytes kept %d, counted %d", kept, counted)
+	}
+	counted := len(m.orphans)
+	//detlint:maprange a sum
+	for name := range m.withOpen {
+		counted += len(m.jobs[name].Open)
+	}
+	if kept := m.OpenCount(); kept != counted {
+		return fmt.Errorf("state: open launches kept %d, counted %d", kept, counted)
 	}
 	return nil
 }
@@ -292,8 +328,9 @@ type Machine struct {
 	// term is the latest Takeover applied.
 	term Term
 	// specBytes is SpecBytes, kept as commands apply (countSpecBytes
-	// counts it afresh); specLimit is MaxSpecBytes, but in tests.
-	specBytes, specLimit int
+	// counts it afresh).
+	specBytes int
+	limits    Limits
 	// names caches the job names in order for snapshots, which a million
 	// jobs would otherwise sort each time: added holds names created since
 	// (merged in at the next use), and deleted the names deleted since
@@ -320,10 +357,37 @@ type Machine struct {
 	epoch uint32
 }
 
-// New returns an empty Machine.
+// New returns an empty Machine with DefaultLimits.
 func New() *Machine {
 	return &Machine{jobs: make(map[string]*job), tombstones: make(map[string]tombstone), withOpen: map[string]struct{}{}, encodedSize: new(atomic.Int64), encodedJobs: new(atomic.Int64),
-		specLimit: MaxSpecBytes}
+		limits: DefaultLimits()}
+}
+
+// NewWithLimits returns an empty Machine with limits, which every replica
+// of the cluster must share.
+func NewWithLimits(limits Limits) (*Machine, error) {
+	if err := limits.validate(); err != nil {
+		return nil, err
+	}
+	m := New()
+	m.limits = limits
+	return m, nil
+}
+
+// Limits returns the machine's limits.
+func (m *Machine) Limits() Limits { return m.limits }
+
+// OpenRoom is how many more launches the state opens before it refuses
+// with ErrAllOpen; 0 or less when full (a state restored over a lowered
+// limit may hold more).
+func (m *Machine) OpenRoom() int { return m.limits.OpenLaunches - m.OpenCount() }
+
+// roomFor refuses n launches more past the limit of all jobs'.
+func (m *Machine) roomFor(n int, job string) error {
+	if room := m.OpenRoom(); n > room {
+		return fmt.Errorf("%w: %w: %d open of %d, no room for %d more of job %q", ErrLimit, ErrAllOpen, m.OpenCount(), m.limits.OpenLaunches, n, job)
+	}
+	return nil
 }
 
 // writable returns j ready to be changed: j itself, or, if a frozen
@@ -471,9 +535,9 @@ func (m *Machine) putJob(c PutJob) error {
 		return fmt.Errorf("%w: job %q is at version %d, not %d", ErrConflict, c.Name, j.Version, c.IfVersion)
 	case !exists && len(m.jobs) >= MaxJobs:
 		return fmt.Errorf("%w: %d jobs", ErrLimit, MaxJobs)
-	case after > before && m.specBytes-before+after > m.specLimit:
+	case after > before && m.specBytes-before+after > m.limits.SpecBytes:
 		return fmt.Errorf("%w: job %q: the jobs' specs would take %d bytes, more than the %d the state holds; delete jobs, or shrink payloads and meta",
-			ErrLimit, c.Name, m.specBytes-before+after, m.specLimit)
+			ErrLimit, c.Name, m.specBytes-before+after, m.limits.SpecBytes)
 	}
 	m.lastVersion++
 	at := c.At.UTC()
@@ -673,6 +737,9 @@ func (m *Machine) launchStarted(slot uint64, c LaunchStarted) error {
 		return invalid("job %q: spec version %d is not one of this job's (%d-%d)", c.Job, c.SpecVersion, j.CreatedVersion, j.Version)
 	case len(j.Open) >= MaxOpenLaunches:
 		return fmt.Errorf("%w: job %q has %d open launches", ErrLimit, c.Job, MaxOpenLaunches)
+	}
+	if err := m.roomFor(1, c.Job); err != nil {
+		return err
 	}
 	// The launch fixes the target and content of the spec in effect now,
 	// and records that spec's version: an edit applied between the
@@ -901,6 +968,9 @@ func (m *Machine) trigger(slot uint64, c Trigger) error {
 	case len(j.Open) >= MaxOpenLaunches:
 		return fmt.Errorf("%w: job %q has %d open launches", ErrLimit, c.Name, MaxOpenLaunches)
 	}
+	if err := m.roomFor(1, c.Name); err != nil {
+		return err
+	}
 	j.open(Launch{Job: c.Name, ScheduledAt: at, Identity: LaunchIdentity(c.Name, at, LaunchManual), SpecVersion: j.Version,
 		StartedAt: at, StartedSlot: slot, Target: j.Spec.Target(), Kind: LaunchManual, Force: c.Force})
 	m.withOpen[c.Name] = struct{}{}
@@ -945,6 +1015,9 @@ func (m *Machine) backfill(slot uint64, c Backfill) error {
 	}
 	if len(j.Open)+len(slots) > MaxOpenLaunches {
 		return fmt.Errorf("%w: job %q: %d slots to backfill and %d launches open, more than %d", ErrLimit, c.Name, len(slots), len(j.Open), MaxOpenLaunches)
+	}
+	if err := m.roomFor(len(slots), c.Name); err != nil {
+		return err
 	}
 	at := c.At.UTC()
 	for _, t := range slots {

@@ -303,7 +303,9 @@ func snapshotErr(format string, args ...any) error {
 // error the machine is empty. A replica whose restore fails stops: it has
 // no state to apply its log to.
 func (m *Machine) Restore(data []byte) error {
+	limits := m.limits
 	*m = *New()
+	m.limits = limits
 	restored, err := DecodeSnapshot(data)
 	if err != nil {
 		return err
@@ -313,8 +315,13 @@ func (m *Machine) Restore(data []byte) error {
 }
 
 // Install replaces m's state with restored's, a machine DecodeSnapshot
-// returned, which must not be used afterwards.
-func (m *Machine) Install(restored *Machine) { *m = *restored }
+// returned, which must not be used afterwards. m keeps its limits: they
+// are the replica's configuration, not the state's.
+func (m *Machine) Install(restored *Machine) {
+	limits := m.limits
+	*m = *restored
+	m.limits = limits
+}
 
 // DecodeSnapshot decodes a snapshot into a new machine and touches no
 // other: it may run on any goroutine while the machine it is to replace
@@ -414,7 +421,7 @@ func machineFromHeader(h *wireHeader) (*Machine, error) {
 		return nil, snapshotErr("%d jobs, more than %d", h.Jobs, MaxJobs)
 	}
 	m := &Machine{jobs: make(map[string]*job, h.Jobs), tombstones: map[string]tombstone{}, withOpen: map[string]struct{}{}, encodedSize: new(atomic.Int64), encodedJobs: new(atomic.Int64),
-		lastSlot: h.LastSlot, lastVersion: h.LastVersion, stats: h.Stats, term: h.Term, specLimit: MaxSpecBytes}
+		lastSlot: h.LastSlot, lastVersion: h.LastVersion, stats: h.Stats, term: h.Term, limits: DefaultLimits()}
 	if len(h.Rejections) > MaxRejections {
 		return nil, snapshotErr("%d rejections, more than %d", len(h.Rejections), MaxRejections)
 	}

@@ -104,7 +104,7 @@ func newMetrics(s *Server) *metrics {
 		m.launches.WithLabelValues(string(o))
 	}
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_open_launches",
-		Help: "Launches started and not yet recorded finished."}, s.stateGauge((*state.Machine).OpenCount)))
+		Help: "Launches started and not yet recorded finished; at 1,000,000 the leader starts none until some finish, and triggers and backfills are refused with 507."}, s.stateGauge((*state.Machine).OpenCount)))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_jobs", Help: "Cron jobs."}, s.stateGauge((*state.Machine).JobCount)))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_spec_bytes",
 		Help: "Bytes the jobs' specs take (names, schedules, zones, payloads, meta, Nomad targets, and the older versions open launches still dispatch); a job write that would take them past 512 MiB is refused with 507."},
