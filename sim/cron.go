@@ -216,8 +216,13 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 	if f, ok := cmd.(state.LaunchFinished); ok {
 		delete(c.heldBack, state.LaunchIdentity(f.Job, f.ScheduledAt, f.LaunchKind))
 	}
-	if errors.Is(err, state.ErrAllOpen) {
+	switch {
+	case errors.Is(err, state.ErrAllOpen):
 		c.faults["refused for want of room among all jobs' open launches"]++ // proof the path ran
+	case errors.Is(err, state.ErrLimit):
+		if _, ok := cmd.(state.LaunchStarted); ok {
+			c.faults["start refused for its job's open launches"]++ // proof the path ran
+		}
 	}
 	if err != nil {
 		return

@@ -63,7 +63,8 @@ type Options struct {
 	LatenessBound time.Duration
 	// State holds the cron state's limits on every replica. DefaultOptions
 	// lowers the launches open of all jobs in one seed in four, so that
-	// starts wait for room and triggers and backfills are refused.
+	// starts wait for room and triggers and backfills are refused, and
+	// those of each job in another, so that jobs wait for their own.
 	State state.Limits
 	// Bug plants a known defect, to prove the checkers catch it (see
 	// plantedBugs); empty in real runs.
@@ -104,8 +105,11 @@ func DefaultOptions(seed uint64) Options {
 		maxApply = 1 + seed/8%8
 	}
 	stateLimits := state.DefaultLimits()
-	if seed/64%4 == 0 {
+	switch seed / 64 % 4 {
+	case 0:
 		stateLimits.OpenLaunches = 3 + int(seed/256%6)
+	case 1:
+		stateLimits.OpenLaunchesJob = 1 + int(seed/256%3)
 	}
 	nomad := simnomad.DefaultConfig()
 	nomad.GCThreshold = 10 * time.Second

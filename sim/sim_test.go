@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"paxcron/cron/state"
 	"strings"
 	"testing"
 	"time"
@@ -306,11 +307,25 @@ var regressionSeeds = []struct {
 	{11017030, 3, "same"},
 }
 
+// Regression seeds recorded since DefaultOptions draws the state's
+// limits; those above ran with the defaults when they failed, and still
+// do.
+var regressionSeedsDrawnLimits = []struct {
+	seed     uint64
+	replicas int
+	why      string
+}{
+	{14000935, 3, "the simulator: a launch that waited for room among all jobs' open launches held to the lateness bound in the healed tail"},
+}
+
 func TestRegressionSeeds(t *testing.T) {
 	skipUnderRace(t)
-	for _, r := range regressionSeeds {
+	for i, r := range append(regressionSeeds, regressionSeedsDrawnLimits...) {
 		o := DefaultOptions(r.seed)
 		o.Replicas = r.replicas
+		if i < len(regressionSeeds) {
+			o.State = state.DefaultLimits()
+		}
 		if res := Run(o); res.Err != nil {
 			t.Errorf("seed %d (%d replicas), which once caught %q: %v", r.seed, r.replicas, r.why, res.Err)
 		}

@@ -658,7 +658,9 @@ func TestStartAtTheOpenLimitWaitsForAConclusion(t *testing.T) {
 // room first waits for any job's conclusion, not its own job's (it has
 // none open).
 func TestStartsWaitForRoomAmongAllJobs(t *testing.T) {
-	m, err := state.NewWithLimits(state.Limits{SpecBytes: state.MaxSpecBytes, OpenLaunches: 2})
+	limits := state.DefaultLimits()
+	limits.OpenLaunches = 2
+	m, err := state.NewWithLimits(limits)
 	if err != nil {
 		t.Fatal(err)
 	}

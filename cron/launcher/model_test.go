@@ -141,7 +141,9 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 	m.h = newHarness(t, func(c *Config) {
 		c.MemoryHorizon, c.ClockSkew, c.MaxCallLatency = modelHorizon, time.Second, modelCallWithin
 		if seed%4 == 3 { // few launches open in all: starts wait for room
-			limited, err := state.NewWithLimits(state.Limits{SpecBytes: state.MaxSpecBytes, OpenLaunches: 2 + int(seed/4%6)})
+			limits := state.DefaultLimits()
+			limits.OpenLaunches = 2 + int(seed/4%6)
+			limited, err := state.NewWithLimits(limits)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -286,10 +286,14 @@ func TestOpenLaunchBytes(t *testing.T) {
 // with ErrAllOpen; any launch's conclusion makes room, a deleted job's
 // included; a restore keeps the machine's own limits.
 func TestOpenLaunchesTotalLimit(t *testing.T) {
-	if _, err := NewWithLimits(Limits{SpecBytes: MaxSpecBytes}); err == nil {
-		t.Fatal("limits with no open launches accepted")
+	for _, bad := range []Limits{{SpecBytes: MaxSpecBytes, OpenLaunchesJob: 1}, {SpecBytes: MaxSpecBytes, OpenLaunches: 1, OpenLaunchesJob: MaxOpenLaunches + 1}} {
+		if _, err := NewWithLimits(bad); err == nil {
+			t.Fatalf("limits %+v accepted", bad)
+		}
 	}
-	m, err := NewWithLimits(Limits{SpecBytes: MaxSpecBytes, OpenLaunches: 3})
+	limits := DefaultLimits()
+	limits.OpenLaunches = 3
+	m, err := NewWithLimits(limits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,5 +366,35 @@ func TestOpenLaunchesTotalLimit(t *testing.T) {
 	}
 	if got := restored(t, m).Limits(); got != DefaultLimits() {
 		t.Fatalf("restored into New: limits %+v, want the defaults", got)
+	}
+}
+
+// TestSnapshotBytes: the size the metrics report is the newest
+// snapshot's, whether taken on the thread, encoded off it or restored.
+func TestSnapshotBytes(t *testing.T) {
+	m := New()
+	if m.SnapshotBytes() != 0 {
+		t.Fatalf("SnapshotBytes %d before any snapshot", m.SnapshotBytes())
+	}
+	apply := applier(t, m)
+	apply(PutJob{Name: "a", At: t0, Spec: JobSpec{Schedule: "* * * * *", NomadJob: "batch"}})
+	taken := len(snapshot(t, m))
+	if got, want := m.SnapshotBytes(), taken; got != want {
+		t.Fatalf("after a snapshot on the thread: %d, want %d", got, want)
+	}
+	apply(PutJob{Name: "b", At: t0, Spec: JobSpec{Schedule: "* * * * *", NomadJob: "batch", Payload: bytes.Repeat([]byte{'p'}, 100)}})
+	data, err := m.FreezeSnapshot()()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.SnapshotBytes(); got != len(data) {
+		t.Fatalf("after a snapshot encoded off the thread: %d, want %d", got, len(data))
+	}
+	back := New()
+	if err := back.Restore(data); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.SnapshotBytes(); got != len(data) {
+		t.Fatalf("restored: %d, want %d", got, len(data))
 	}
 }

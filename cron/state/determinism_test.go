@@ -178,10 +178,14 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 	kinds := map[LaunchKind]int{}
 	for seed := range uint64(seeds) {
 		// Half the seeds hold few launches open in all, so that starts,
-		// triggers and backfills are refused for want of room.
+		// triggers and backfills are refused for want of room, and a
+		// quarter few of each job.
 		limits := DefaultLimits()
-		if seed%2 == 1 {
+		switch seed % 4 {
+		case 1, 3:
 			limits.OpenLaunches = 2 + int(seed/2%6)
+		case 2:
+			limits.OpenLaunchesJob = 1 + int(seed/4%3)
 		}
 		log := genCommandsWithin(t, seed, n, limits)
 		New := func() *Machine {

@@ -52,18 +52,23 @@ const (
 // reach them. They decide which commands are refused, so every replica of
 // a cluster must hold the same; a restore keeps the machine's own.
 type Limits struct {
-	SpecBytes    int // MaxSpecBytes
-	OpenLaunches int // MaxOpenLaunchesTotal
+	SpecBytes       int // MaxSpecBytes
+	OpenLaunches    int // MaxOpenLaunchesTotal
+	OpenLaunchesJob int // MaxOpenLaunches, at most
 }
 
 // DefaultLimits are the limits New gives.
 func DefaultLimits() Limits {
-	return Limits{SpecBytes: MaxSpecBytes, OpenLaunches: MaxOpenLaunchesTotal}
+	return Limits{SpecBytes: MaxSpecBytes, OpenLaunches: MaxOpenLaunchesTotal, OpenLaunchesJob: MaxOpenLaunches}
 }
 
 func (l Limits) validate() error {
-	if l.SpecBytes <= 0 || l.OpenLaunches <= 0 {
+	switch {
+	case l.SpecBytes <= 0 || l.OpenLaunches <= 0 || l.OpenLaunchesJob <= 0:
 		return fmt.Errorf("state: limits %+v: each must be positive", l)
+	case l.OpenLaunchesJob > MaxOpenLaunches:
+		// A snapshot holds no more (its reader's bound).
+		return fmt.Errorf("state: limits %+v: at most %d launches open per job", l, MaxOpenLaunches)
 	}
 	return nil
 }
@@ -735,8 +740,8 @@ func (m *Machine) launchStarted(slot uint64, c LaunchStarted) error {
 		return invalid("job %q: launch at %s is not its next scheduled launch (%s)", c.Job, at.Format(time.RFC3339), j.NextAt.Format(time.RFC3339))
 	case c.SpecVersion < j.CreatedVersion || c.SpecVersion > j.Version:
 		return invalid("job %q: spec version %d is not one of this job's (%d-%d)", c.Job, c.SpecVersion, j.CreatedVersion, j.Version)
-	case len(j.Open) >= MaxOpenLaunches:
-		return fmt.Errorf("%w: job %q has %d open launches", ErrLimit, c.Job, MaxOpenLaunches)
+	case len(j.Open) >= m.limits.OpenLaunchesJob:
+		return fmt.Errorf("%w: job %q has %d open launches", ErrLimit, c.Job, len(j.Open))
 	}
 	if err := m.roomFor(1, c.Job); err != nil {
 		return err
@@ -965,8 +970,8 @@ func (m *Machine) trigger(slot uint64, c Trigger) error {
 		j.Counters.Duplicates++
 		m.stats.Launches.Duplicates++
 		return fmt.Errorf("%w: job %q was triggered for %s already", ErrDuplicate, c.Name, j.LastTriggeredAt.Format(time.RFC3339))
-	case len(j.Open) >= MaxOpenLaunches:
-		return fmt.Errorf("%w: job %q has %d open launches", ErrLimit, c.Name, MaxOpenLaunches)
+	case len(j.Open) >= m.limits.OpenLaunchesJob:
+		return fmt.Errorf("%w: job %q has %d open launches", ErrLimit, c.Name, len(j.Open))
 	}
 	if err := m.roomFor(1, c.Name); err != nil {
 		return err
@@ -1013,8 +1018,8 @@ func (m *Machine) backfill(slot uint64, c Backfill) error {
 			slots = append(slots, t)
 		}
 	}
-	if len(j.Open)+len(slots) > MaxOpenLaunches {
-		return fmt.Errorf("%w: job %q: %d slots to backfill and %d launches open, more than %d", ErrLimit, c.Name, len(slots), len(j.Open), MaxOpenLaunches)
+	if len(j.Open)+len(slots) > m.limits.OpenLaunchesJob {
+		return fmt.Errorf("%w: job %q: %d slots to backfill and %d launches open, more than %d", ErrLimit, c.Name, len(slots), len(j.Open), m.limits.OpenLaunchesJob)
 	}
 	if err := m.roomFor(len(slots), c.Name); err != nil {
 		return err

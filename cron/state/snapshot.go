@@ -125,6 +125,17 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	return data, err
 }
 
+// SnapshotBytes is the size of the newest snapshot of this state: the
+// last encoded off the thread (FreezeSnapshot, as the server takes them),
+// else the last taken or restored on it; 0 before any. A follower takes a
+// snapshot of at most paxos.Limits.MaxSnapshotBytes from its peers.
+func (m *Machine) SnapshotBytes() int {
+	if encoded := m.encodedSize.Load(); encoded > 0 {
+		return int(encoded)
+	}
+	return m.snapshotSize
+}
+
 // FreezeSnapshot captures the state as it is now, in a pass over the job
 // names (a pointer each), and returns the function that encodes it into
 // what Snapshot would have returned now. That function may run on any

@@ -542,6 +542,7 @@ func TestMetrics(t *testing.T) {
 		"paxcron_launch_start_lateness_seconds_count", "paxcron_launch_dispatch_lateness_seconds_count",
 		"paxcron_open_launches", "paxcron_lease_remaining_seconds", "paxcron_log_applied_index", "go_goroutines",
 		"paxcron_spec_bytes 26", // "tick", its schedule, "parent" and its meta
+		"paxcron_snapshot_bytes ",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)

@@ -59,6 +59,11 @@ type Cron struct {
 	// judge against the healthy intervals.
 	deleted []deletedSlot
 	counts  CronCounts
+	// open counts the launches open in the log's view; full lists the
+	// spans of true time in which they were CronConfig.OpenLimit or more
+	// (the last one open-ended, To zero, while it lasts).
+	open int
+	full []Interval
 }
 
 // CronConfig configures a Cron checker.
@@ -70,6 +75,11 @@ type CronConfig struct {
 	// window on its own clock found it no earlier than that much before
 	// the true window's end.
 	ClockMargin time.Duration
+	// OpenLimit is the state's limit on the launches open of all jobs
+	// (state.Limits.OpenLaunches): while the log holds that many, no
+	// launch can start, so one due meanwhile is not held to the lateness
+	// bound even in a healthy interval. Zero: no limit.
+	OpenLimit int
 }
 
 // CronCounts is what the checker judged: a rule that judged nothing in a
@@ -91,6 +101,11 @@ type CronCounts struct {
 	// ForbidJudged counts the children of launches held to forbid all
 	// along that were checked against the job's others (forbidOverlap).
 	ForbidJudged uint64
+	// Crowded counts the launches due in a healthy interval that waited
+	// to start while the state held as many launches open as it keeps
+	// (CronConfig.OpenLimit): not held to the lateness bound. Once open,
+	// a launch needs no room.
+	Crowded uint64
 }
 
 // deletedSlot is a slot a job owed when a DeleteJob removed it.
@@ -179,6 +194,7 @@ func (c *Cron) Started(slot uint64, now time.Time, cmd state.LaunchStarted, job 
 	if prev, ok := c.launches[cmd.Identity]; ok {
 		return violation(InvAtMostOnce, "launch %s started at slot %d and again at slot %d", cmd.Identity, prev.slot, slot)
 	}
+	c.opened(now)
 	c.launches[cmd.Identity] = &cronLaunch{job: cmd.Job, at: at, due: at, slot: slot, atLeastOnce: job.Spec.AtLeastOnce,
 		inc: job.CreatedVersion, target: job.Spec.Target(), openedAt: now, scheduleAt: c.view(cmd.Job).scheduleAt,
 		forbidAllAlong: job.Spec.Concurrency == state.ConcurrencyForbid}
@@ -255,6 +271,7 @@ func (c *Cron) schedule(job state.Job) (*Oracle, error) {
 // backfill reopens a slot that did not run: its earlier attempts were
 // skipped or failed (or, forced, unknown).
 func (c *Cron) Opened(slot uint64, now time.Time, l state.Launch, job state.Job) error {
+	c.opened(now)
 	prev, seen := c.launches[l.Identity]
 	opened := func() *cronLaunch {
 		return &cronLaunch{job: l.Job, at: l.ScheduledAt, due: l.StartedAt, kind: l.Kind, slot: slot, force: l.Force, atLeastOnce: job.Spec.AtLeastOnce,
@@ -309,6 +326,10 @@ func (c *Cron) Finished(slot uint64, now time.Time, cmd state.LaunchFinished) er
 			id, cmd.Outcome.Kind, slot, cmd.Term, c.term, c.termSlot)
 	}
 	l.finished, l.outcome, l.finishedAt = true, cmd.Outcome, now
+	c.open--
+	if n := len(c.full); n > 0 && c.full[n-1].To.IsZero() && c.open < c.cfg.OpenLimit {
+		c.full[n-1].To = now
+	}
 	v := c.view(l.job)
 	if cmd.Outcome.Kind == state.OutcomeDispatched && !l.force && v.current().inc == l.inc && l.inc != 0 {
 		// A forced launch ignored the policy, which keeps watching the
@@ -460,6 +481,10 @@ func (c *Cron) Final(f CronFinal) error {
 			return violation(InvNoSilentSkip, "the state has open launch %s that the checker never saw start", o.Identity)
 		}
 	}
+	if c.cfg.OpenLimit > 0 && c.open != len(f.Open) {
+		// The count that excuses crowded launches must be the state's.
+		return violation(InvNoSilentSkip, "the checker counts %d launches open, the state holds %d", c.open, len(f.Open))
+	}
 	return nil
 }
 
@@ -565,6 +590,10 @@ func (c *Cron) onTime(id string, l *cronLaunch, chs []NomadChild, f CronFinal) e
 	if iv < 0 {
 		return nil
 	}
+	if c.crowded(l.at, l.openedAt) {
+		c.counts.Crowded++
+		return nil
+	}
 	c.counts.OnTime++
 	if iv < len(f.Healthy)-1 {
 		c.counts.OnTimeEarly++
@@ -590,6 +619,23 @@ func (c *Cron) onTime(id string, l *cronLaunch, chs []NomadChild, f CronFinal) e
 		id, l.at.Format(time.RFC3339), iv, f.Healthy[iv].From.Format(time.RFC3339Nano), f.Healthy[iv].To.Format(time.RFC3339Nano), o.Kind, o.Reason)
 }
 
+// opened counts a launch opened at true time now.
+func (c *Cron) opened(now time.Time) {
+	c.open++
+	if c.cfg.OpenLimit > 0 && c.open >= c.cfg.OpenLimit && (len(c.full) == 0 || !c.full[len(c.full)-1].To.IsZero()) {
+		c.full = append(c.full, Interval{From: now})
+	}
+}
+
+// crowded reports whether the state held as many launches open as it
+// keeps at some time in [from, to): a launch opened at to (the one that
+// filled it, say) did not wait.
+func (c *Cron) crowded(from, to time.Time) bool {
+	return slices.ContainsFunc(c.full, func(iv Interval) bool {
+		return iv.From.Before(to) && (iv.To.IsZero() || !iv.To.Before(from))
+	})
+}
+
 // judgeDeleted judges the slots deleted jobs owed. A slot due a lateness
 // bound before its job's deletion, in a healthy interval, should have
 // been launched by then: its loss is a silent skip. Any other is counted:
@@ -598,7 +644,7 @@ func (c *Cron) onTime(id string, l *cronLaunch, chs []NomadChild, f CronFinal) e
 func (c *Cron) judgeDeleted(f CronFinal) error {
 	for _, d := range c.deleted {
 		iv := healthyAt(f, d.at, d.scheduleAt)
-		if iv < 0 || !d.at.Add(f.Bound).Before(d.deletedAt) {
+		if iv < 0 || !d.at.Add(f.Bound).Before(d.deletedAt) || c.crowded(d.at, d.deletedAt) {
 			c.counts.DroppedByDelete++
 			continue
 		}

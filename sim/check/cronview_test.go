@@ -359,3 +359,36 @@ func TestReasonClassesListsEveryClass(t *testing.T) {
 		}
 	}
 }
+
+// A launch that waited to start while the state held as many launches
+// open as it keeps is not held to the lateness bound; one that did not
+// wait, or waited with room to spare, is.
+func TestCronCrowdedLaunchesWaitForRoom(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	run := func(limit int) (*Cron, error) {
+		c := NewCron(CronConfig{Nomad: &fakeNomad{}, OpenLimit: limit})
+		j := cronJob("a", "*/5 * * * * *", 1)
+		put(t, c, 1, j)
+		manual := state.Launch{Job: "a", ScheduledAt: sec(4), StartedAt: sec(4), Kind: state.LaunchManual, Identity: state.LaunchIdentity("a", sec(4), state.LaunchManual)}
+		wantOK(t, c.Opened(2, sec(4), manual, j))
+		// Slot 5 fills the state (2 of 2) until its conclusion at 11.5 s,
+		// and slot 10 starts only then: its child comes 2.5 s late.
+		c5, c10 := child(5, "c5", ms(100)), child(10, "c10", ms(2500))
+		wantOK(t, c.Started(3, sec(5), startCmd("a", sec(5)), j))
+		wantOK(t, c.Finished(4, sec(11).Add(ms(500)), finishCmd("a", sec(5), dispatched(c5.ID))))
+		wantOK(t, c.Started(5, sec(11).Add(ms(600)), startCmd("a", sec(10)), j))
+		wantOK(t, c.Finished(6, c10.CreatedAt, finishCmd("a", sec(10), dispatched(c10.ID))))
+		wantOK(t, c.Finished(7, sec(13), state.LaunchFinished{Job: "a", ScheduledAt: sec(4), LaunchKind: state.LaunchManual, Outcome: dispatched("m4")}))
+		return c, c.Final(CronFinal{End: sec(14), Bound: 2 * time.Second, Healthy: []Interval{{From: sec(0), To: sec(14)}},
+			Children: []NomadChild{c5, c10, {ID: "m4", Token: manual.Identity, CreatedAt: sec(4)}}, Jobs: []state.Job{endJob("*/5 * * * * *", sec(15))}})
+	}
+	c, err := run(2)
+	wantOK(t, err)
+	if n := c.Counts(); n.Crowded != 1 || n.OnTime != 1 {
+		t.Errorf("counts %+v: want slot 10 excused and slot 5 judged", n)
+	}
+	for _, limit := range []int{0, 3} {
+		_, err := run(limit)
+		wantViolation(t, err, InvNoSilentSkip, "due "+sec(10).Format(time.RFC3339), "2.5s late")
+	}
+}
