@@ -101,15 +101,50 @@ type modelRun struct {
 	// openings are each identity's openings (a backfill reopens a slot
 	// that was skipped or failed), oldest first.
 	openings map[string][]*opening
+	// eras are each job name's incarnation and pause as the log set
+	// them, oldest first; lastStart the slot of its last start.
+	eras      map[string][]jobEra
+	lastStart map[string]uint64
+	judged    map[string]int // skips judged, by reason
 }
 
 // opening is one opening of a launch and how it ended.
 type opening struct {
-	slot      uint64    // its StartedSlot
-	at        time.Time // when it was applied
-	due       time.Time // when its catch-up window opened (launcher's due)
-	concluded bool
-	outcome   state.Outcome
+	slot  uint64    // its StartedSlot
+	at    time.Time // when it was applied
+	due   time.Time // when its catch-up window opened (launcher's due)
+	inc   uint64    // its job's CreatedVersion
+	force bool
+	// decidedFrom is the first slot whose state a leader may have
+	// decided it on: its own, or for a scheduled launch, which a leader
+	// may skip as it proposes the start, its job's previous start.
+	decidedFrom uint64
+	concluded   bool
+	outcome     state.Outcome
+}
+
+// jobEra is a job name's state from slot on: its incarnation (0 once
+// deleted) and whether it is paused.
+type jobEra struct {
+	slot   uint64
+	inc    uint64
+	paused bool
+}
+
+// someEra reports whether an era of name in effect at a slot in
+// [from, to) satisfies want.
+func (m *modelRun) someEra(name string, from, to uint64, want func(jobEra) bool) bool {
+	eras := m.eras[name]
+	for i, e := range eras {
+		next := uint64(1<<64 - 1)
+		if i+1 < len(eras) {
+			next = eras[i+1].slot
+		}
+		if e.slot < to && next > from && want(e) {
+			return true
+		}
+	}
+	return false
 }
 
 type foreignCall struct {
@@ -137,7 +172,7 @@ var modelJobs = map[string]state.JobSpec{
 func newModelRun(t *testing.T, seed uint64) *modelRun {
 	r := rand.New(rand.NewPCG(seed, 0x6d6f64656c))
 	m := &modelRun{t: t, r: r, nomad: &modelNomad{gcAfter: modelHorizon, runMax: 6 * time.Second, r: r, live: map[string]*modelChild{}},
-		sent: map[uint64]time.Time{}, atLeast: map[string]bool{}, openings: map[string][]*opening{}}
+		sent: map[uint64]time.Time{}, atLeast: map[string]bool{}, openings: map[string][]*opening{}, eras: map[string][]jobEra{}, lastStart: map[string]uint64{}, judged: map[string]int{}}
 	m.h = newHarness(t, func(c *Config) {
 		c.MemoryHorizon, c.ClockSkew, c.MaxCallLatency = modelHorizon, time.Second, modelCallWithin
 		if seed%4 == 3 { // few launches open in all: starts wait for room
@@ -165,17 +200,26 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 // recordApplied notes the openings and conclusions the state accepted.
 func (m *modelRun) recordApplied(slot uint64, c state.Command) {
 	switch c := c.(type) {
+	case state.PutJob, state.Pause, state.Resume, state.DeleteJob:
+		name := state.JobOf(c)
+		j, _ := m.h.l.Machine().Job(name) // zero once deleted
+		m.eras[name] = append(m.eras[name], jobEra{slot: slot, inc: j.CreatedVersion, paused: j.Paused})
 	case state.LaunchStarted, state.Trigger, state.Backfill:
 		for _, l := range m.h.l.Machine().OpenLaunches() {
 			if l.StartedSlot == slot {
 				// The window opens at the slot, or, for a manual or
 				// backfilled launch, at the request (DESIGN.md): written
 				// here, not taken from the launcher under test.
-				due := l.ScheduledAt
+				due, from := l.ScheduledAt, slot
 				if l.Kind != state.LaunchScheduled {
 					due = l.StartedAt
+				} else {
+					from = m.lastStart[l.Job]
+					m.lastStart[l.Job] = slot
 				}
-				m.openings[l.Identity] = append(m.openings[l.Identity], &opening{slot: slot, at: m.h.now, due: due})
+				j, _ := m.h.l.Machine().Job(l.Job)
+				m.openings[l.Identity] = append(m.openings[l.Identity], &opening{slot: slot, at: m.h.now, due: due,
+					inc: j.CreatedVersion, force: l.Force, decidedFrom: from})
 			}
 		}
 	case state.LaunchFinished:
@@ -193,6 +237,23 @@ func (m *modelRun) recordApplied(slot uint64, c state.Command) {
 				if c.Outcome.Kind == state.OutcomeSkipped && strings.Contains(c.Outcome.Reason, "catch-up window") && m.h.now.Sub(o.due) <= window {
 					m.t.Fatalf("launch %s (opened at slot %d, due %s) recorded skipped %q at %s, within its %v window",
 						id, o.slot, o.due.Format(time.RFC3339), c.Outcome.Reason, m.h.now.Format(time.RFC3339Nano), window)
+				}
+				// Paused and deleted: the state some leader decided on
+				// (the log up to a slot from decidedFrom on, before this
+				// one) bore the reason out.
+				switch {
+				case c.Outcome.Kind != state.OutcomeSkipped:
+				case c.Outcome.Reason == ReasonPaused:
+					if o.force || !m.someEra(c.Job, o.decidedFrom, slot, func(e jobEra) bool { return e.inc == o.inc && e.paused }) {
+						m.t.Fatalf("launch %s (opened at slot %d, forced %v) recorded skipped %q at slot %d, but its job was not paused from slot %d on",
+							id, o.slot, o.force, c.Outcome.Reason, slot, o.decidedFrom)
+					}
+					m.judged[ReasonPaused]++
+				case c.Outcome.Reason == ReasonDeleted:
+					if !m.someEra(c.Job, o.slot, slot, func(e jobEra) bool { return e.inc != o.inc }) {
+						m.t.Fatalf("launch %s (opened at slot %d) recorded skipped %q at slot %d, but its job was not deleted since", id, o.slot, c.Outcome.Reason, slot)
+					}
+					m.judged[ReasonDeleted]++
 				}
 				return
 			}
@@ -457,9 +518,13 @@ func TestLauncherAgainstAModelNomad(t *testing.T) {
 		seeds = 40
 	}
 	var dispatched, unknown, skipped, demotions, reopened int
+	judged := map[string]int{}
 	for seed := range seeds {
 		m := newModelRun(t, seed)
 		m.run(events)
+		for r, n := range m.judged {
+			judged[r] += n
+		}
 		for _, f := range m.applied {
 			switch f.Outcome.Kind {
 			case state.OutcomeDispatched:
@@ -475,8 +540,9 @@ func TestLauncherAgainstAModelNomad(t *testing.T) {
 			reopened += len(os) - 1
 		}
 	}
-	t.Logf("%d seeds: %d dispatched, %d unknown, %d skipped; %d demotions; %d slots reopened by a backfill", seeds, dispatched, unknown, skipped, demotions, reopened)
-	if dispatched == 0 || unknown == 0 || skipped == 0 || reopened == 0 {
-		t.Fatalf("the runs exercise too little: %d dispatched, %d unknown, %d skipped, %d reopened", dispatched, unknown, skipped, reopened)
+	t.Logf("%d seeds: %d dispatched, %d unknown, %d skipped (judged: %d paused, %d deleted); %d demotions; %d slots reopened by a backfill",
+		seeds, dispatched, unknown, skipped, judged[ReasonPaused], judged[ReasonDeleted], demotions, reopened)
+	if dispatched == 0 || unknown == 0 || skipped == 0 || reopened == 0 || judged[ReasonPaused] == 0 || judged[ReasonDeleted] == 0 {
+		t.Fatalf("the runs exercise too little: %d dispatched, %d unknown, %d skipped, %d reopened, judged %v", dispatched, unknown, skipped, reopened, judged)
 	}
 }
