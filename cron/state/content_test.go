@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -354,6 +355,14 @@ func TestOpenLaunchesTotalLimit(t *testing.T) {
 	apply(LaunchFinished{Job: "b", ScheduledAt: t0.Add(time.Hour), LaunchKind: LaunchManual, Outcome: Outcome{Kind: OutcomeSkipped, Reason: "test"}})
 	apply(start("a"))
 
+	// Over a lowered limit, a backfill that opens nothing is no refusal.
+	m.limits.OpenLaunches = 1
+	a := mustJob(t, m, "a")
+	if err := m.ApplyCommand(m.LastSlot()+1, Backfill{Name: "a", From: a.LastStartedAt, To: a.LastStartedAt, At: a.LastStartedAt}); err != nil {
+		t.Fatalf("a backfill of no slot over a lowered limit: %v", err)
+	}
+	m.limits.OpenLaunches = 3
+
 	back, err := NewWithLimits(m.Limits())
 	if err != nil {
 		t.Fatal(err)
@@ -396,5 +405,37 @@ func TestSnapshotBytes(t *testing.T) {
 	}
 	if got := back.SnapshotBytes(); got != len(data) {
 		t.Fatalf("restored: %d, want %d", got, len(data))
+	}
+}
+
+// BenchmarkOpenLaunchMemory reports the heap an open launch holds on a
+// replica, which MaxOpenLaunchesTotal bounds (DESIGN.md, "Limits"): 2,000
+// jobs with a typical name, each with MaxOpenLaunches open.
+func BenchmarkOpenLaunchMemory(b *testing.B) {
+	const jobs = 2000
+	name := func(i int) string { return fmt.Sprintf("job-with-a-typical-name-%04d", i) }
+	for range b.N {
+		m := New()
+		try := func(c Command) {
+			if err := m.ApplyCommand(m.LastSlot()+1, c); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := range jobs {
+			try(PutJob{Name: name(i), At: t0, Spec: JobSpec{Schedule: "* * * * *", NomadJob: "batch"}})
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range jobs {
+			for range MaxOpenLaunches {
+				j := mustJob(b, m, name(i))
+				try(LaunchStarted{Job: j.Name, ScheduledAt: j.NextAt, Identity: Identity(j.Name, j.NextAt), SpecVersion: j.Version, At: j.NextAt})
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(jobs*MaxOpenLaunches), "heap-B/open-launch")
+		runtime.KeepAlive(m)
 	}
 }

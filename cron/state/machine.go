@@ -387,9 +387,10 @@ func (m *Machine) Limits() Limits { return m.limits }
 // limit may hold more).
 func (m *Machine) OpenRoom() int { return m.limits.OpenLaunches - m.OpenCount() }
 
-// roomFor refuses n launches more past the limit of all jobs'.
+// roomFor refuses n launches more past the limit of all jobs'; none
+// needs no room, even in a state over a lowered limit.
 func (m *Machine) roomFor(n int, job string) error {
-	if room := m.OpenRoom(); n > room {
+	if room := m.OpenRoom(); n > 0 && n > room {
 		return fmt.Errorf("%w: %w: %d open of %d, no room for %d more of job %q", ErrLimit, ErrAllOpen, m.OpenCount(), m.limits.OpenLaunches, n, job)
 	}
 	return nil
