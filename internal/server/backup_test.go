@@ -219,6 +219,20 @@ func TestRestoredBelowTheTargetsGenerationRefusesToBackUp(t *testing.T) {
 		lost = putAndBackUp(t, c, fmt.Sprintf("old-%d", i))
 		c.start(leader, false)
 	}
+	// Handovers raise the lost history's generation further: the
+	// restored cluster's own elections also raise its round, and under a
+	// loaded CI host (every package's tests at once, under the race
+	// detector) a few failed ones took it past a lost history three
+	// rounds above it, whose backups it then rightly outranked.
+	ballot := func() paxos.Ballot { return c.servers[c.leader()-1].Node().Status().Ballot }
+	for range 8 {
+		before := ballot()
+		if _, err := c.servers[c.leader()-1].Node().StepDown(ctx); err != nil && !errors.Is(err, paxos.ErrNotLeader) {
+			t.Fatal(err)
+		}
+		eventually(t, "a leader in a later round", func() bool { return ballot().Round > before.Round })
+	}
+	lost = putAndBackUp(t, c, "old-4")
 	loseEveryDisk(c)
 	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: older.Index, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}}, Data: olderData}
 	var round uint64
@@ -238,14 +252,19 @@ func TestRestoredBelowTheTargetsGenerationRefusesToBackUp(t *testing.T) {
 	for id := range paxos.ReplicaID(3) {
 		c.start(id+1, false)
 	}
-	var refusal error
+	t.Logf("restored at round %d; the lost history backed up in generation %d", round, lost.Generation)
+	var refusal, putErr error
+	var done api.BackupInfo
 	eventually(t, "a write and a refused backup", func() bool {
 		w := c.client(c.leader(), writeToken)
-		if _, err := w.PutJobs(ctx, yearly("new-1")); err != nil {
+		if _, putErr = w.PutJobs(ctx, yearly("new-1")); putErr != nil {
 			return false
 		}
-		_, refusal = w.BackupNow(ctx)
+		done, refusal = w.BackupNow(ctx)
 		return refusal != nil && strings.Contains(refusal.Error(), "outranked")
+	}, func() string {
+		st := c.servers[c.leader()-1].Node().Status()
+		return fmt.Sprintf("last write: %v; last backup: %+v, %v; the leader's ballot %v", putErr, done, refusal, st.Ballot)
 	})
 	for _, part := range []string{fmt.Sprintf("generation %d", lost.Generation), "own prefix", "-backup"} {
 		if !strings.Contains(refusal.Error(), part) {
