@@ -800,9 +800,10 @@ func (l *Launcher) startDue() {
 	// Past the state's room for open launches of all jobs every start is
 	// refused, a skip's opening too: none is proposed until launches
 	// conclude, and the jobs due wait in the heap, oldest first.
-	budget := min(l.cfg.MaxStartsPerStep, l.m.OpenRoom()) - len(l.starting)
+	room := l.m.OpenRoom() - len(l.starting)
+	budget := min(l.cfg.MaxStartsPerStep-len(l.starting), room)
 	if budget <= 0 {
-		if next, ok := l.heap.Peek(); ok && !next.NextAt.After(l.now) && l.m.OpenRoom() <= len(l.starting) {
+		if next, ok := l.heap.Peek(); ok && !next.NextAt.After(l.now) && room <= 0 {
 			l.stats.HeldForRoom++
 		}
 		return

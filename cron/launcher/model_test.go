@@ -3,6 +3,7 @@ package launcher
 import (
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -136,7 +137,7 @@ type jobEra struct {
 func (m *modelRun) someEra(name string, from, to uint64, want func(jobEra) bool) bool {
 	eras := m.eras[name]
 	for i, e := range eras {
-		next := uint64(1<<64 - 1)
+		next := uint64(math.MaxUint64)
 		if i+1 < len(eras) {
 			next = eras[i+1].slot
 		}

@@ -188,14 +188,14 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 			limits.OpenLaunchesJob = 1 + int(seed/4%3)
 		}
 		log := genCommandsWithin(t, seed, n, limits)
-		New := func() *Machine {
+		newMachine := func() *Machine {
 			m, err := NewWithLimits(limits)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return m
 		}
-		full := New()
+		full := newMachine()
 		for _, e := range log {
 			c, err := Decode(e.data)
 			if err == nil {
@@ -220,13 +220,13 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 			}
 		}
 		want := snapshot(t, full)
-		if got := snapshot(t, applyAll(New(), log)); !bytes.Equal(got, want) {
+		if got := snapshot(t, applyAll(newMachine(), log)); !bytes.Equal(got, want) {
 			t.Fatalf("seed %d: two machines applying the same log differ", seed)
 		}
 		if s := full.Stats(); s.Applied < uint64(n)/4 || s.Launches.Started == 0 || s.Launches.Dispatched+s.Launches.Skipped+s.Launches.Failed == 0 {
 			t.Fatalf("seed %d: the generator exercised too little: %+v", seed, s)
 		}
-		pre := New()
+		pre := newMachine()
 		applied := 0
 		type frozenAt struct {
 			k      int
@@ -240,7 +240,7 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 			prefix := snapshot(t, pre)
 			// Frozen now, encoded once pre has applied everything.
 			frozens = append(frozens, frozenAt{k, prefix, pre.FreezeSnapshot()})
-			restored := New()
+			restored := newMachine()
 			if err := restored.Restore(prefix); err != nil {
 				t.Fatalf("seed %d prefix %d: Restore: %v", seed, k, err)
 			}
