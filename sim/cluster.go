@@ -532,11 +532,15 @@ func (o *observer) Applied(e paxos.Entry) {
 			c.fail(&check.Violation{Invariant: check.InvReplicasAgree, Detail: fmt.Sprintf(
 				"replica %d: cron state after slot %d hashes to %x, another replica's to %x", n.id, e.Slot, got, want)})
 		}
-		// The spec bytes and the open launches decide which commands the
-		// limits refuse, and are kept apart from what the digest covers:
-		// kept as counted, replicas that agree on the state agree on them.
+		// The spec bytes, the open launches and the histories' reasons
+		// decide what the limits refuse or drop, and are kept apart from
+		// what the digest covers: kept as counted, replicas that agree on
+		// the state agree on them.
 		if err := n.machine.CheckKept(); err != nil {
 			c.fail(&check.Violation{Invariant: check.InvReplicasAgree, Detail: fmt.Sprintf("replica %d after slot %d: %v", n.id, e.Slot, err)})
+		}
+		if kept, limit := n.machine.HistoryReasonBytes(), n.machine.Limits().HistoryReasons; kept > limit {
+			c.fail(&check.Violation{Invariant: check.InvReplicasAgree, Detail: fmt.Sprintf("replica %d after slot %d: the histories keep %d bytes of reasons, past their limit of %d", n.id, e.Slot, kept, limit)})
 		}
 	}
 	if e.Kind != paxos.EntryCommand {

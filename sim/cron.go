@@ -511,6 +511,13 @@ func (c *cluster) cronStats() CronStats {
 	}
 	if ref != nil {
 		st.Launches = ref.machine.Stats().Launches
+		for _, j := range ref.machine.Jobs() {
+			for _, l := range j.History {
+				if l.Outcome.Reason == state.ReasonNotKept {
+					st.ReasonsNotKept++
+				}
+			}
+		}
 	}
 	return st
 }

@@ -110,6 +110,10 @@ func DefaultOptions(seed uint64) Options {
 		stateLimits.OpenLaunches = 3 + int(seed/256%6)
 	case 1:
 		stateLimits.OpenLaunchesJob = 1 + int(seed/256%3)
+	case 2:
+		// A few reasons in all: the histories keep most outcomes
+		// without theirs.
+		stateLimits.HistoryReasons = 200 + 100*int(seed/256%8)
 	}
 	nomad := simnomad.DefaultConfig()
 	nomad.GCThreshold = 10 * time.Second

@@ -34,9 +34,9 @@ func (s CronStats) String() string {
 	for _, n := range k.Justified {
 		justified += n
 	}
-	return fmt.Sprintf("launches: started=%d (manual %d, backfilled %d) dispatched=%d skipped=%d failed=%d unknown=%d; calls=%d takeovers=%d nomad: created=%d dedup=%d lost-replies=%d; checked: justified=%d on-time=%d (before the tail %d) crowded=%d dropped-by-delete=%d",
+	return fmt.Sprintf("launches: started=%d (manual %d, backfilled %d) dispatched=%d skipped=%d failed=%d unknown=%d; calls=%d takeovers=%d nomad: created=%d dedup=%d lost-replies=%d; checked: justified=%d on-time=%d (before the tail %d) crowded=%d dropped-by-delete=%d; reasons not kept: %d",
 		l.Started, s.Manual, s.Backfilled, l.Dispatched, l.Skipped, l.Failed, l.Unknown, s.Calls, s.Promotions, s.Nomad.Created, s.Nomad.Deduplicated, s.Nomad.RepliesLost,
-		justified, k.OnTime, k.OnTimeEarly, k.Crowded, k.DroppedByDelete)
+		justified, k.OnTime, k.OnTimeEarly, k.Crowded, k.DroppedByDelete, s.ReasonsNotKept)
 }
 
 // CronStats is what the cron layer did in a run.
@@ -54,6 +54,9 @@ type CronStats struct {
 	// the leader dispatched again.
 	SecondChildren uint64
 	Nomad          simnomad.Stats
+	// ReasonsNotKept counts the failures and skips whose reasons the
+	// final state's histories did not keep (Limits.HistoryReasons).
+	ReasonsNotKept int
 	// Checked is what the cron checker judged.
 	Checked check.CronCounts
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -282,6 +283,35 @@ func TestOpenLaunchBytes(t *testing.T) {
 	}
 }
 
+// TestHistoryEntryBytes measures what a finished launch takes in its
+// job's history, hence in a snapshot, besides its reason: a dispatched launch of a job deep in a
+// long log, its child named by Nomad. DESIGN.md's sum of a snapshot at
+// every limit counts with 23 bytes.
+func TestHistoryEntryBytes(t *testing.T) {
+	m := New()
+	slot := uint64(12_345_678)
+	apply := func(c Command) {
+		t.Helper()
+		slot += 3
+		if err := m.ApplyCommand(slot, c); err != nil {
+			t.Fatalf("%s: %v", c.Kind(), err)
+		}
+	}
+	name := "job-with-a-typical-name"
+	apply(PutJob{Name: name, At: t0, Spec: JobSpec{Schedule: "* * * * *", NomadJob: "batch"}})
+	for range HistoryLen {
+		j := mustJob(t, m, name)
+		apply(LaunchStarted{Job: name, ScheduledAt: j.NextAt, Identity: Identity(name, j.NextAt), SpecVersion: j.Version, At: j.NextAt.Add(1234567891 * time.Nanosecond)})
+		child := fmt.Sprintf("batch/dispatch-%s-%d-%08x", LaunchIdentity(name, j.NextAt, LaunchScheduled), j.NextAt.Unix()+2, 0xdeadbeef)
+		apply(LaunchFinished{Job: name, ScheduledAt: j.NextAt, Outcome: Outcome{Kind: OutcomeDispatched, ChildID: child}})
+	}
+	each := float64(len(m.jobs[name].hist)) / HistoryLen // a snapshot holds it as is
+	t.Logf("a finished launch takes %.1f bytes in a snapshot", each)
+	if each > 23 {
+		t.Fatalf("a finished launch takes %.1f bytes, more than the 23 DESIGN.md counts with", each)
+	}
+}
+
 // TestOpenLaunchesTotalLimit: the state opens no launch past its limit of
 // all jobs' open launches, whichever command would open it, and says so
 // with ErrAllOpen; any launch's conclusion makes room, a deleted job's
@@ -437,5 +467,118 @@ func BenchmarkOpenLaunchMemory(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(jobs*MaxOpenLaunches), "heap-B/open-launch")
 		runtime.KeepAlive(m)
+	}
+}
+
+// TestHistoryReasonsBounded: the histories keep no more bytes of reasons
+// than their limit; past it a conclusion takes the reasons off its job's
+// older entries, then keeps none of its own, and its outcome is kept
+// whatever happens to its reason; the figure is kept through edits that
+// repack a history, deletes and restores.
+func TestHistoryReasonsBounded(t *testing.T) {
+	limits := DefaultLimits()
+	limits.HistoryReasons = 250
+	m, err := NewWithLimits(limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(c Command) {
+		t.Helper()
+		if err := m.ApplyCommand(m.LastSlot()+1, c); err != nil {
+			t.Fatalf("%s: %v", c.Kind(), err)
+		}
+		if err := m.CheckKept(); err != nil {
+			t.Fatal(err)
+		}
+		if m.HistoryReasonBytes() > limits.HistoryReasons {
+			t.Fatalf("%d bytes of reasons kept, limit %d", m.HistoryReasonBytes(), limits.HistoryReasons)
+		}
+	}
+	reason := func(job string, i int) string {
+		return fmt.Sprintf("%s-%d-%s", job, i, strings.Repeat("x", 100-len(job)-3))
+	}
+	n := map[string]int{}
+	conclude := func(job string, kind OutcomeKind) string {
+		t.Helper()
+		j := mustJob(t, m, job)
+		apply(started(job, j.NextAt, j.Version))
+		n[job]++
+		f := finished(job, j.NextAt, kind)
+		if kind != OutcomeDispatched {
+			f.Outcome.Reason = reason(job, n[job])
+		}
+		apply(f)
+		return f.Outcome.Reason
+	}
+	reasons := func(job string) []string {
+		var out []string
+		for _, l := range mustJob(t, m, job).History {
+			out = append(out, l.Outcome.Reason)
+		}
+		return out
+	}
+	want := func(job string, rs ...string) {
+		t.Helper()
+		if got := reasons(job); !slices.Equal(got, rs) {
+			t.Fatalf("job %s keeps reasons %q, want %q", job, got, rs)
+		}
+	}
+	for _, name := range []string{"a", "b"} {
+		apply(PutJob{Name: name, At: t0, Spec: JobSpec{Schedule: "* * * * *", NomadJob: "batch"}})
+	}
+	a1, a2 := conclude("a", OutcomeFailed), conclude("a", OutcomeSkipped)
+	want("a", a1, a2)
+	// b has no older reason to give up: its own is not kept.
+	conclude("b", OutcomeFailed)
+	want("b", ReasonNotKept)
+	// a gives up its older ones for its newest.
+	a3 := conclude("a", OutcomeFailed)
+	want("a", ReasonNotKept, ReasonNotKept, a3)
+	b2 := conclude("b", OutcomeSkipped)
+	want("b", ReasonNotKept, b2)
+	if m.HistoryReasonBytes() != 200 {
+		t.Fatalf("%d bytes of reasons kept, want 200", m.HistoryReasonBytes())
+	}
+	conclude("b", OutcomeDispatched)
+	want("b", ReasonNotKept, b2, "")
+	a4 := conclude("a", OutcomeUnknown)
+	want("a", ReasonNotKept, ReasonNotKept, ReasonNotKept, a4)
+	// An unknown outcome's reason goes too; it reads as none, as it
+	// needs none.
+	apply(PutJob{Name: "c", At: t0, Spec: JobSpec{Schedule: "* * * * *", NomadJob: "batch"}})
+	conclude("c", OutcomeUnknown)
+	want("c", "")
+	// The outcomes are all kept, and counted.
+	if c := mustJob(t, m, "a").Counters; c.Failed != 2 || c.Skipped != 1 || c.Unknown != 1 {
+		t.Fatalf("a's counters %+v", c)
+	}
+	// A history reaching its length drops its oldest reason with it.
+	for range HistoryLen {
+		conclude("b", OutcomeFailed)
+	}
+	if got := len(mustJob(t, m, "b").History); got != HistoryLen {
+		t.Fatalf("b keeps %d launches, want %d", got, HistoryLen)
+	}
+	// An edit that moves a job repacks its history: the same reasons.
+	before := reasons("a")
+	apply(PutJob{Name: "a", At: t0, IfVersion: mustJob(t, m, "a").Version, Spec: JobSpec{Schedule: "* * * * *", NomadJob: "other"}})
+	if got := reasons("a"); !slices.Equal(got, before) {
+		t.Fatalf("moved, a keeps reasons %q, want %q", got, before)
+	}
+	back, err := NewWithLimits(limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := back.Restore(snapshot(t, m)); err != nil {
+		t.Fatal(err)
+	}
+	if back.HistoryReasonBytes() != m.HistoryReasonBytes() || !reflect.DeepEqual(back.Jobs(), m.Jobs()) {
+		t.Fatalf("restored: %d bytes of reasons, want %d; or other jobs", back.HistoryReasonBytes(), m.HistoryReasonBytes())
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		apply(DeleteJob{Name: name})
+	}
+	if m.HistoryReasonBytes() != 0 {
+		t.Fatalf("no job left, %d bytes of reasons kept", m.HistoryReasonBytes())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -119,6 +120,9 @@ func genOne(r *rand.Rand, m *Machine, now time.Time) []byte {
 		f := finished(name, l.ScheduledAt, kinds[r.IntN(len(kinds))])
 		f.LaunchKind = l.Kind
 		f.Term = m.Term()
+		if f.Outcome.Kind != OutcomeDispatched && r.IntN(2) == 0 {
+			f.Outcome.Reason = strings.Repeat("r", 1+r.IntN(200)) // to reach Limits.HistoryReasons
+		}
 		if f.Outcome.Kind == OutcomeDispatched {
 			// Every form the history packs a child ID in (history.go).
 			prefix := l.Target.NomadJob + "/dispatch-" + LaunchIdentity(name, l.ScheduledAt, l.Kind) + "-"
@@ -174,7 +178,7 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 	if testing.Short() {
 		seeds = 8
 	}
-	orphaned, allOpen := 0, 0
+	orphaned, allOpen, notKept := 0, 0, 0
 	kinds := map[LaunchKind]int{}
 	for seed := range uint64(seeds) {
 		// Half the seeds hold few launches open in all, so that starts,
@@ -186,6 +190,10 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 			limits.OpenLaunches = 2 + int(seed/2%6)
 		case 2:
 			limits.OpenLaunchesJob = 1 + int(seed/4%3)
+		}
+		// A third keep few bytes of reasons in the histories.
+		if seed%3 == 1 {
+			limits.HistoryReasons = 40 + int(seed*37%500)
 		}
 		log := genCommandsWithin(t, seed, n, limits)
 		newMachine := func() *Machine {
@@ -217,7 +225,13 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 		for _, j := range full.Jobs() {
 			for _, l := range append(j.Open, j.History...) {
 				kinds[l.Kind]++
+				if l.Outcome.Reason == ReasonNotKept {
+					notKept++
+				}
 			}
+		}
+		if full.HistoryReasonBytes() > limits.HistoryReasons {
+			t.Fatalf("seed %d: %d bytes of reasons kept, limit %d", seed, full.HistoryReasonBytes(), limits.HistoryReasons)
 		}
 		want := snapshot(t, full)
 		if got := snapshot(t, applyAll(newMachine(), log)); !bytes.Equal(got, want) {
@@ -255,7 +269,8 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 			if !reflect.DeepEqual(restored.Jobs(), full.Jobs()) || !reflect.DeepEqual(restored.Rejections(), full.Rejections()) ||
 				!reflect.DeepEqual(restored.OpenLaunches(), full.OpenLaunches()) ||
 				restored.Stats() != full.Stats() || restored.LastSlot() != full.LastSlot() ||
-				restored.OpenCount() != len(restored.OpenLaunches()) || restored.SpecBytes() != full.SpecBytes() {
+				restored.OpenCount() != len(restored.OpenLaunches()) || restored.SpecBytes() != full.SpecBytes() ||
+				restored.HistoryReasonBytes() != full.HistoryReasonBytes() {
 				t.Fatalf("seed %d: state after snapshot at %d + tail differs", seed, k)
 			}
 		}
@@ -270,7 +285,10 @@ func TestSnapshotPlusTailEqualsLog(t *testing.T) {
 			t.Fatalf("seed %d: the machine that froze snapshots ends in another state", seed)
 		}
 	}
-	t.Logf("%d commands refused for want of room", allOpen)
+	t.Logf("%d commands refused for want of room; %d reasons not kept in the histories", allOpen, notKept)
+	if notKept == 0 {
+		t.Fatal("every reason was kept: the generator does not reach Limits.HistoryReasons")
+	}
 	if allOpen == 0 {
 		t.Fatal("no command was refused for want of room among the launches open")
 	}

@@ -76,6 +76,13 @@ func outcomeCode(k OutcomeKind) byte {
 	panic(fmt.Sprintf("state: packing unvalidated outcome %q", k))
 }
 
+// ReasonNotKept is the reason a failed or skipped launch reads with when
+// its history did not keep the reason it concluded with, the histories'
+// reasons being at their limit (MaxHistoryReasonBytes). Such an entry is
+// packed with no reason, which no conclusion makes: a failure or skip
+// needs one.
+const ReasonNotKept = "reason not kept: the histories' reasons were at their limit (MaxHistoryReasonBytes)"
+
 // histEntry is one decoded history entry; child and reason share the packed
 // bytes.
 type histEntry struct {
@@ -151,6 +158,30 @@ func (h history) add(l *Launch, name string, cur Target) history {
 	return history(out.String())
 }
 
+// reasonBytes is the bytes of the reasons h keeps.
+func (h history) reasonBytes() int {
+	n := 0
+	h.each(func(e *histEntry) bool {
+		n += len(e.reason)
+		return true
+	})
+	return n
+}
+
+// withoutReasons returns h with no reasons kept; name is the job's, cur
+// its target.
+func (h history) withoutReasons(name string, cur Target) history {
+	if h.len() == 0 {
+		return h
+	}
+	var out history
+	for _, l := range h.launches(name, cur) {
+		l.Outcome.Reason = ""
+		out = out.add(&l, name, cur)
+	}
+	return out
+}
+
 // each calls fn on every entry, oldest first, until fn returns false. h is
 // in memory, hence valid: a malformed entry is a bug.
 func (h history) each(fn func(e *histEntry) bool) {
@@ -205,7 +236,11 @@ func appendEntry(b []byte, l *Launch, name string, cur Target) []byte {
 	parent := cur.NomadJob
 	sched := l.ScheduledAt.Unix()
 	form, unix, hex, rest := splitChild(l.Outcome.ChildID, childPrefix(parent, name, sched, l.Kind), sched)
-	head := byte(l.Kind) | boolBit(l.Force)<<2 | outcomeCode(l.Outcome.Kind)<<3 | form<<5 | boolBit(l.Outcome.Reason != "")<<7
+	reason := l.Outcome.Reason
+	if reason == ReasonNotKept && needsReason(l.Outcome.Kind) {
+		reason = "" // as it was packed: launch reads it back so
+	}
+	head := byte(l.Kind) | boolBit(l.Force)<<2 | outcomeCode(l.Outcome.Kind)<<3 | form<<5 | boolBit(reason != "")<<7
 	b = append(b, head)
 	b = binary.AppendUvarint(b, uint64(sched))
 	b = binary.AppendVarint(b, l.StartedAt.Unix()-sched)
@@ -221,9 +256,9 @@ func appendEntry(b []byte, l *Launch, name string, cur Target) []byte {
 		b = binary.AppendVarint(b, unix-sched)
 		b = append(b, hex[:]...)
 	}
-	if l.Outcome.Reason != "" {
-		b = binary.AppendUvarint(b, uint64(len(l.Outcome.Reason)))
-		b = append(b, l.Outcome.Reason...)
+	if reason != "" {
+		b = binary.AppendUvarint(b, uint64(len(reason)))
+		b = append(b, reason...)
 	}
 	if l.Outcome.Kind == OutcomeUnknown {
 		switch l.Target {
@@ -241,6 +276,10 @@ func appendEntry(b []byte, l *Launch, name string, cur Target) []byte {
 	}
 	return b
 }
+
+// needsReason reports whether a conclusion of kind k must give a reason
+// (Outcome.validate), so that one packed without says it was not kept.
+func needsReason(k OutcomeKind) bool { return k == OutcomeFailed || k == OutcomeSkipped }
 
 func boolBit(b bool) byte {
 	if b {
@@ -341,6 +380,9 @@ func (e *histEntry) launch(name string, cur Target) Launch {
 		StartedAt: time.Unix(e.startedSec, e.startedNsec).UTC(), Kind: e.kind, Force: e.force,
 		StartedSlot: e.startedSlot, FinishedSlot: e.finishedSlot,
 		Outcome: Outcome{Kind: e.outcome, Reason: e.reason},
+	}
+	if e.reason == "" && needsReason(e.outcome) {
+		l.Outcome.Reason = ReasonNotKept
 	}
 	l.Outcome.ChildID = e.childID(name, parent)
 	if e.outcome == OutcomeUnknown {
@@ -629,8 +671,6 @@ func (e *histEntry) check(j *job, lastSlot uint64) error {
 		return fmt.Errorf("child ID longer than %d bytes", MaxChildIDBytes)
 	case e.outcome == OutcomeDispatched && e.childForm == childNone:
 		return fmt.Errorf("a dispatched outcome needs a child ID")
-	case (e.outcome == OutcomeFailed || e.outcome == OutcomeSkipped) && len(e.reason) == 0:
-		return fmt.Errorf("a %s outcome needs a reason", e.outcome)
 	case e.moved && e.target.validate() != nil:
 		return fmt.Errorf("target: %w", e.target.validate())
 	}

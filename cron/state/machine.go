@@ -46,6 +46,14 @@ const (
 	// refused (ErrLimit, ErrAllOpen) until launches conclude; the
 	// launcher waits for room rather than propose starts to be refused.
 	MaxOpenLaunchesTotal = 1_000_000
+	// MaxHistoryReasonBytes bounds the bytes of the reasons all jobs'
+	// histories keep (see HistoryReasonBytes). A conclusion past it keeps
+	// its outcome, first taking the reasons off its job's older entries
+	// and then, if there is still no room, keeping none of its own: a
+	// Nomad outage of ten periods, each failure explained in 100 bytes,
+	// would give a million jobs a gigabyte of reasons, and a snapshot
+	// over the 1 GiB a replica takes from a peer.
+	MaxHistoryReasonBytes = 32 << 20
 )
 
 // Limits are the state's limits that the simulator and tests lower to
@@ -55,16 +63,17 @@ type Limits struct {
 	SpecBytes       int // MaxSpecBytes
 	OpenLaunches    int // MaxOpenLaunchesTotal
 	OpenLaunchesJob int // MaxOpenLaunches, at most
+	HistoryReasons  int // MaxHistoryReasonBytes
 }
 
 // DefaultLimits are the limits New gives.
 func DefaultLimits() Limits {
-	return Limits{SpecBytes: MaxSpecBytes, OpenLaunches: MaxOpenLaunchesTotal, OpenLaunchesJob: MaxOpenLaunches}
+	return Limits{SpecBytes: MaxSpecBytes, OpenLaunches: MaxOpenLaunchesTotal, OpenLaunchesJob: MaxOpenLaunches, HistoryReasons: MaxHistoryReasonBytes}
 }
 
 func (l Limits) validate() error {
 	switch {
-	case l.SpecBytes <= 0 || l.OpenLaunches <= 0 || l.OpenLaunchesJob <= 0:
+	case l.SpecBytes <= 0 || l.OpenLaunches <= 0 || l.OpenLaunchesJob <= 0 || l.HistoryReasons <= 0:
 		return fmt.Errorf("state: limits %+v: each must be positive", l)
 	case l.OpenLaunchesJob > MaxOpenLaunches:
 		// A snapshot holds no more (its reader's bound).
@@ -236,12 +245,15 @@ func (m *Machine) countSpecBytes() int {
 }
 
 // CheckKept reports whether the figures kept as commands apply, which
-// decide what the limits refuse, are what counting every job and orphan
-// gives: SpecBytes and OpenCount. A check for tests and the simulator,
+// decide what the limits refuse or drop, are what counting every job and
+// orphan gives: SpecBytes, HistoryReasonBytes and OpenCount. A check for tests and the simulator,
 // which takes a walk of the whole state.
 func (m *Machine) CheckKept() error {
 	if kept, counted := m.specBytes, m.countSpecBytes(); kept != counted {
 		return fmt.Errorf("state: spec bytes kept %d, counted %d", kept, counted)
+	}
+	if kept, counted := m.historyReasons, m.countHistoryReasons(); kept != counted {
+		return fmt.Errorf("state: history reason bytes kept %d, counted %d", kept, counted)
 	}
 	counted := len(m.orphans)
 	//detlint:maprange a sum
@@ -252,6 +264,39 @@ func (m *Machine) CheckKept() error {
 		return fmt.Errorf("state: open launches kept %d, counted %d", kept, counted)
 	}
 	return nil
+}
+
+// HistoryReasonBytes is the bytes of the reasons all jobs' histories
+// keep, which MaxHistoryReasonBytes (Limits.HistoryReasons) bounds.
+func (m *Machine) HistoryReasonBytes() int { return m.historyReasons }
+
+func (m *Machine) countHistoryReasons() int {
+	n := 0
+	//detlint:maprange a sum, whatever the order
+	for _, j := range m.jobs {
+		n += j.hist.reasonBytes()
+	}
+	return n
+}
+
+// record adds l, just concluded, to j's history within the limit on the
+// histories' reasons: past it, the reasons of j's older entries go first
+// (an operator reads the newest first), then l's own. The outcome is
+// kept whatever happens to its reason.
+func (m *Machine) record(j *job, l *Launch) {
+	cur := j.Spec.Target()
+	before := j.hist.reasonBytes()
+	h := j.hist.add(l, j.Name, cur)
+	if m.historyReasons-before+h.reasonBytes() > m.limits.HistoryReasons {
+		bare := j.hist.withoutReasons(j.Name, cur)
+		if h = bare.add(l, j.Name, cur); m.historyReasons-before+h.reasonBytes() > m.limits.HistoryReasons {
+			unexplained := *l
+			unexplained.Outcome.Reason = ""
+			h = bare.add(&unexplained, j.Name, cur)
+		}
+	}
+	m.historyReasons += h.reasonBytes() - before
+	j.hist = h
 }
 
 // heldBytes is specBytes of the job as it is.
@@ -335,7 +380,10 @@ type Machine struct {
 	// specBytes is SpecBytes, kept as commands apply (countSpecBytes
 	// counts it afresh).
 	specBytes int
-	limits    Limits
+	// historyReasons is HistoryReasonBytes, kept as launches conclude
+	// (countHistoryReasons counts it afresh).
+	historyReasons int
+	limits         Limits
 	// names caches the job names in order for snapshots, which a million
 	// jobs would otherwise sort each time: added holds names created since
 	// (merged in at the next use), and deleted the names deleted since
@@ -622,6 +670,7 @@ func (m *Machine) deleteJob(c DeleteJob) error {
 	}
 	// Its spec goes; what its open launches dispatch stays with them.
 	m.specBytes += versionBytes(j.Open, 0) - j.heldBytes()
+	m.historyReasons -= j.hist.reasonBytes()
 	if len(j.Open) > 0 {
 		m.orphans = append(m.orphans, j.Open...)
 		slices.SortFunc(m.orphans, compareLaunch)
@@ -818,7 +867,7 @@ func (m *Machine) launchFinished(slot uint64, c LaunchFinished) error {
 		l.Target = Target{}
 	}
 	l.Content, l.payload, l.meta, l.AtLeastOnce = 0, nil, nil, false
-	j.hist = j.hist.add(&l, j.Name, j.Spec.Target())
+	m.record(j, &l)
 	j.Counters.count(c.Outcome.Kind)
 	m.stats.Launches.count(c.Outcome.Kind)
 	return nil

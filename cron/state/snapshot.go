@@ -402,6 +402,7 @@ func DecodeSnapshot(data []byte) (*Machine, error) {
 	// Counted, not checked: a state over MaxSpecBytes (a later version's
 	// limit, say) restores, and refuses only what would grow it.
 	restored.specBytes = restored.countSpecBytes()
+	restored.historyReasons = restored.countHistoryReasons()
 	return restored, nil
 }
 

@@ -109,6 +109,9 @@ func newMetrics(s *Server) *metrics {
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_spec_bytes",
 		Help: "Bytes the jobs' specs take (names, schedules, zones, payloads, meta, Nomad targets, and the older versions open launches still dispatch); a job write that would take them past 512 MiB is refused with 507."},
 		s.stateGauge((*state.Machine).SpecBytes)))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_history_reason_bytes",
+		Help: "Bytes of the reasons the jobs' histories keep; past 32 MiB a launch's failure or skip is kept with the reason \"reason not kept\" (its job's older entries give theirs up first)."},
+		s.stateGauge((*state.Machine).HistoryReasonBytes)))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_snapshot_bytes",
 		Help: "Bytes of the newest snapshot of the cron state taken or restored here; a replica takes one of at most 1 GiB from a peer, so a state near that leaves a follower that needs one unable to catch up."},
 		s.stateGauge((*state.Machine).SnapshotBytes)))
