@@ -27,7 +27,7 @@ type modelNomad struct {
 }
 
 type modelChild struct {
-	id, token           string
+	id, token, job      string
 	created, finishedAt time.Time
 	collected           bool
 }
@@ -58,7 +58,7 @@ func (n *modelNomad) do(req Request, now time.Time) Result {
 		if c := n.live[req.Identity]; c != nil {
 			return Result{ChildID: c.id}
 		}
-		c := &modelChild{id: fmt.Sprintf("%s/dispatch-%s-%d", req.Spec.NomadJob, req.Identity, len(n.all)), token: req.Identity,
+		c := &modelChild{id: fmt.Sprintf("%s/dispatch-%s-%d", req.Spec.NomadJob, req.Identity, len(n.all)), token: req.Identity, job: req.Job,
 			created: now, finishedAt: now.Add(time.Duration(n.r.Int64N(int64(n.runMax))))}
 		n.all = append(n.all, c)
 		n.live[req.Identity] = c
@@ -172,7 +172,13 @@ var modelJobs = map[string]state.JobSpec{
 
 func newModelRun(t *testing.T, seed uint64) *modelRun {
 	r := rand.New(rand.NewPCG(seed, 0x6d6f64656c))
-	m := &modelRun{t: t, r: r, nomad: &modelNomad{gcAfter: modelHorizon, runMax: 6 * time.Second, r: r, live: map[string]*modelChild{}},
+	// Children run up to a little more than a period, or, in every
+	// other seed, up to three (the forbid policy's skips).
+	runMax := 6 * time.Second
+	if seed%2 == 1 {
+		runMax = 15 * time.Second
+	}
+	m := &modelRun{t: t, r: r, nomad: &modelNomad{gcAfter: modelHorizon, runMax: runMax, r: r, live: map[string]*modelChild{}},
 		sent: map[uint64]time.Time{}, atLeast: map[string]bool{}, openings: map[string][]*opening{}, eras: map[string][]jobEra{}, lastStart: map[string]uint64{}, judged: map[string]int{}}
 	m.h = newHarness(t, func(c *Config) {
 		c.MemoryHorizon, c.ClockSkew, c.MaxCallLatency = modelHorizon, time.Second, modelCallWithin
@@ -255,6 +261,24 @@ func (m *modelRun) recordApplied(slot uint64, c state.Command) {
 						m.t.Fatalf("launch %s (opened at slot %d) recorded skipped %q at slot %d, but its job was not deleted since", id, o.slot, c.Outcome.Reason, slot)
 					}
 					m.judged[ReasonDeleted]++
+				case c.Outcome.Reason == ReasonForbid(c.Outcome.ChildID):
+					// The child it names is another launch's of the same
+					// forbid job, and was running at some time since the
+					// launch opened: the launcher asks Nomad only for an
+					// open launch, and Nomad said running only then.
+					ch := m.nomad.child(c.Outcome.ChildID)
+					switch {
+					case modelJobs[c.Job].Concurrency != state.ConcurrencyForbid || o.force:
+						m.t.Fatalf("launch %s (opened at slot %d, forced %v) recorded skipped %q, but its job runs under %q",
+							id, o.slot, o.force, c.Outcome.Reason, modelJobs[c.Job].Concurrency)
+					case ch == nil || ch.job != c.Job || ch.token == id:
+						m.t.Fatalf("launch %s recorded skipped %q, but Nomad made no such child of another of the job's launches (%+v)", id, c.Outcome.Reason, ch)
+					case ch.created.After(m.h.now) || !ch.finishedAt.After(o.at):
+						m.t.Fatalf("launch %s (opened at %s) recorded skipped %q at %s, but that child ran only from %s to %s",
+							id, o.at.Format(time.RFC3339Nano), c.Outcome.Reason, m.h.now.Format(time.RFC3339Nano),
+							ch.created.Format(time.RFC3339Nano), ch.finishedAt.Format(time.RFC3339Nano))
+					}
+					m.judged["forbid"]++
 				}
 				return
 			}
@@ -541,9 +565,9 @@ func TestLauncherAgainstAModelNomad(t *testing.T) {
 			reopened += len(os) - 1
 		}
 	}
-	t.Logf("%d seeds: %d dispatched, %d unknown, %d skipped (judged: %d paused, %d deleted); %d demotions; %d slots reopened by a backfill",
-		seeds, dispatched, unknown, skipped, judged[ReasonPaused], judged[ReasonDeleted], demotions, reopened)
-	if dispatched == 0 || unknown == 0 || skipped == 0 || reopened == 0 || judged[ReasonPaused] == 0 || judged[ReasonDeleted] == 0 {
+	t.Logf("%d seeds: %d dispatched, %d unknown, %d skipped (judged: %d paused, %d deleted, %d forbid); %d demotions; %d slots reopened by a backfill",
+		seeds, dispatched, unknown, skipped, judged[ReasonPaused], judged[ReasonDeleted], judged["forbid"], demotions, reopened)
+	if dispatched == 0 || unknown == 0 || skipped == 0 || reopened == 0 || judged[ReasonPaused] == 0 || judged[ReasonDeleted] == 0 || judged["forbid"] == 0 {
 		t.Fatalf("the runs exercise too little: %d dispatched, %d unknown, %d skipped, %d reopened, judged %v", dispatched, unknown, skipped, reopened, judged)
 	}
 }
