@@ -569,40 +569,42 @@ func bytesAt(b string, i, limit int) (string, int, bool) {
 }
 
 // checkHistory validates a history read from a snapshot for job j, and
-// returns it, packed the current way.
-func checkHistory(b string, j *job, lastSlot uint64, format entryFormat) (history, error) {
+// returns it, packed the current way, and the bytes of its reasons (a
+// restore counts them as it reads, not in a second pass).
+func checkHistory(b string, j *job, lastSlot uint64, format entryFormat) (history, int, error) {
 	if len(b) == 0 {
-		return "", nil
+		return "", 0, nil
 	}
 	n := int(b[0])
 	if n == 0 || n > HistoryLen {
-		return "", fmt.Errorf("%d launches, want 1-%d", n, HistoryLen)
+		return "", 0, fmt.Errorf("%d launches, want 1-%d", n, HistoryLen)
 	}
 	rest := b[1:]
 	cur := j.Spec.Target()
 	var e histEntry
-	unknown := false
+	unknown, reasons := false, 0
 	for i := range n {
 		size, err := readEntry(rest, &e, format)
 		if err != nil {
-			return "", fmt.Errorf("launch %d: %w", i+1, err)
+			return "", 0, fmt.Errorf("launch %d: %w", i+1, err)
 		}
 		if err := e.check(j, lastSlot); err != nil {
-			return "", fmt.Errorf("launch %s: %w", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind), err)
+			return "", 0, fmt.Errorf("launch %s: %w", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind), err)
 		}
 		if !e.canonical(rest[:size], j.Name, cur, format) {
-			return "", fmt.Errorf("launch %s: not packed canonically", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind))
+			return "", 0, fmt.Errorf("launch %s: not packed canonically", LaunchIdentity(j.Name, time.Unix(e.scheduled, 0), e.kind))
 		}
 		unknown = unknown || e.outcome == OutcomeUnknown
+		reasons += len(e.reason)
 		rest = rest[size:]
 	}
 	if len(rest) != 0 {
-		return "", fmt.Errorf("%d bytes after the last launch", len(rest))
+		return "", 0, fmt.Errorf("%d bytes after the last launch", len(rest))
 	}
 	if format == entryLegacy && unknown {
-		return upgradeLegacy(b[1:], n, j.Name, cur), nil
+		return upgradeLegacy(b[1:], n, j.Name, cur), reasons, nil
 	}
-	return history(b), nil
+	return history(b), reasons, nil
 }
 
 // upgradeLegacy repacks the n entries of a checked legacy history the

@@ -493,7 +493,7 @@ func TestHistoryForms(t *testing.T) {
 				t.Fatalf("unpacked\n %+v\nwant\n %+v", got, l)
 			}
 			j := &job{Job: Job{Name: "team.report", Spec: JobSpec{NomadJob: "batch"}, Version: 912345, CreatedVersion: 1, LastStartedAt: at, LastTriggeredAt: at}}
-			back, err := checkHistory(string(h), j, 48_000_071, entryCurrent)
+			back, _, err := checkHistory(string(h), j, 48_000_071, entryCurrent)
 			if err != nil || back != h {
 				t.Fatalf("checkHistory: %v", err)
 			}
@@ -513,7 +513,7 @@ func TestHistoryRejectsBadTargets(t *testing.T) {
 	moved := string(history("").add(&l, "j", cur))
 	l.Target = cur
 	here := string(history("").add(&l, "j", cur))
-	if _, err := checkHistory(moved, j, 6, entryCurrent); err != nil {
+	if _, _, err := checkHistory(moved, j, 6, entryCurrent); err != nil {
 		t.Fatalf("a moved target refused: %v", err)
 	}
 	field := func(s string) string { return string(rune(len(s))) + s }
@@ -526,17 +526,17 @@ func TestHistoryRejectsBadTargets(t *testing.T) {
 		{"a field cut short", moved[:len(moved)-1], "target"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := checkHistory(tc.h, j, 6, entryCurrent); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, _, err := checkHistory(tc.h, j, 6, entryCurrent); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("checkHistory: %v, want an error with %q", err, tc.want)
 			}
 		})
 	}
 	// Read the legacy way, the target byte is one too many.
-	if _, err := checkHistory(here, j, 6, entryLegacy); err == nil || !strings.Contains(err.Error(), "after the last launch") {
+	if _, _, err := checkHistory(here, j, 6, entryLegacy); err == nil || !strings.Contains(err.Error(), "after the last launch") {
 		t.Fatalf("legacy checkHistory of a current history: %v", err)
 	}
 	legacy := here[:len(here)-1]
-	h, err := checkHistory(legacy, j, 6, entryLegacy)
+	h, _, err := checkHistory(legacy, j, 6, entryLegacy)
 	if err != nil || string(h) != here {
 		t.Fatalf("legacy history upgraded to % x (%v), want % x", h, err, here)
 	}
@@ -546,7 +546,7 @@ func TestHistoryRejectsBadTargets(t *testing.T) {
 	for _, child := range []string{"elsewhere/dispatch-x", "batch/dispatch-" + Identity("j", at) + "-not-nomad"} {
 		l.Outcome.ChildID = child
 		current := string(history("").add(&l, "j", cur))
-		if h, err := checkHistory(current[:len(current)-1], j, 6, entryLegacy); err != nil || string(h) != current {
+		if h, _, err := checkHistory(current[:len(current)-1], j, 6, entryLegacy); err != nil || string(h) != current {
 			t.Fatalf("legacy unknown launch with child %s upgraded to % x (%v), want % x", child, h, err, current)
 		}
 	}
@@ -704,12 +704,12 @@ func FuzzHistory(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		j := &job{Job: Job{Name: "hourly", Spec: JobSpec{NomadJob: "report"}, Version: 1 << 40, CreatedVersion: 1,
 			LastStartedAt: time.Unix(maxUnixSeconds, 0), LastTriggeredAt: time.Unix(maxUnixSeconds, 0)}}
-		if h, err := checkHistory(string(b), j, 1<<62, entryLegacy); err == nil {
-			if back, err := checkHistory(string(h), j, 1<<62, entryCurrent); err != nil || back.len() != h.len() || len(b) > 0 && h.len() != int(b[0]) {
+		if h, _, err := checkHistory(string(b), j, 1<<62, entryLegacy); err == nil {
+			if back, _, err := checkHistory(string(h), j, 1<<62, entryCurrent); err != nil || back.len() != h.len() || len(b) > 0 && h.len() != int(b[0]) {
 				t.Fatalf("a legacy history upgraded to %d launches, rejected: %v", back.len(), err)
 			}
 		}
-		h, err := checkHistory(string(b), j, 1<<62, entryCurrent)
+		h, _, err := checkHistory(string(b), j, 1<<62, entryCurrent)
 		if err != nil {
 			return
 		}

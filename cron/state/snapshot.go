@@ -381,7 +381,7 @@ func DecodeSnapshot(data []byte) (*Machine, error) {
 		}
 		j := &slab[0]
 		slab = slab[1:]
-		err = jobFromWire(j, &w, h.LastSlot, h.LastVersion, &bufs)
+		err = jobFromWire(j, &w, h.LastSlot, h.LastVersion, &bufs, &restored.historyReasons)
 		if err != nil {
 			return nil, snapshotErr("job %q: %v", w.Name, err)
 		}
@@ -402,7 +402,6 @@ func DecodeSnapshot(data []byte) (*Machine, error) {
 	// Counted, not checked: a state over MaxSpecBytes (a later version's
 	// limit, say) restores, and refuses only what would grow it.
 	restored.specBytes = restored.countSpecBytes()
-	restored.historyReasons = restored.countHistoryReasons()
 	return restored, nil
 }
 
@@ -554,8 +553,9 @@ func checkOrphan(l Launch, lastSlot, lastVersion uint64) error {
 // jobSlab is how many jobs' structs a restore allocates at once.
 const jobSlab = 1024
 
-// jobFromWire fills j, which must be zero, from w.
-func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, bufs *arena) error {
+// jobFromWire fills j, which must be zero, from w, and adds the bytes of
+// its history's reasons to reasons.
+func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, bufs *arena, reasons *int) error {
 	if err := ValidName(w.Name); err != nil {
 		return err
 	}
@@ -623,8 +623,13 @@ func jobFromWire(j *job, w *wireJob, lastSlot, lastVersion uint64, bufs *arena) 
 			}
 			j.hist = j.hist.add(&l, j.Name, j.Spec.Target())
 		}
-	} else if j.hist, err = checkHistory(w.History, j, lastSlot, entryFormat(w.version < 4)); err != nil {
-		return fmt.Errorf("history: %w", err)
+		*reasons += j.hist.reasonBytes()
+	} else {
+		var n int
+		if j.hist, n, err = checkHistory(w.History, j, lastSlot, entryFormat(w.version < 4)); err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+		*reasons += n
 	}
 	if w.version < 3 {
 		// Before version 3 the latest dispatched child in the history was
