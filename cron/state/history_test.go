@@ -701,6 +701,14 @@ func FuzzHistory(f *testing.F) {
 		unknown = unknown.add(&l, "hourly", Target{NomadJob: "report"})
 	}
 	f.Add([]byte(unknown))
+	// A failure and a skip whose reasons were not kept (Limits.HistoryReasons).
+	var notKept history
+	for i, kind := range []OutcomeKind{OutcomeFailed, OutcomeSkipped} {
+		l := Launch{Job: "hourly", ScheduledAt: at.Add(time.Duration(i) * time.Hour), SpecVersion: 1, StartedAt: at, StartedSlot: 5, FinishedSlot: 6,
+			Outcome: Outcome{Kind: kind, Reason: ReasonNotKept}}
+		notKept = notKept.add(&l, "hourly", Target{NomadJob: "report"})
+	}
+	f.Add([]byte(notKept))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		j := &job{Job: Job{Name: "hourly", Spec: JobSpec{NomadJob: "report"}, Version: 1 << 40, CreatedVersion: 1,
 			LastStartedAt: time.Unix(maxUnixSeconds, 0), LastTriggeredAt: time.Unix(maxUnixSeconds, 0)}}
