@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -210,5 +211,20 @@ func TestShortDuration(t *testing.T) {
 		if got := shortDuration(d); got != want {
 			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestTuneGC: the server collects at GOGC=200 unless the operator set
+// GOGC, which then stands.
+func TestTuneGC(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	tuneGC(func(string) string { return "50" })
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("with GOGC set, the GC percent became %d", got)
+	}
+	tuneGC(func(string) string { return "" })
+	if got := debug.SetGCPercent(100); got != serverGCPercent {
+		t.Fatalf("with GOGC unset, the GC percent is %d, want %d", got, serverGCPercent)
 	}
 }

@@ -477,6 +477,10 @@ func BenchmarkOpenLaunchMemory(b *testing.B) {
 // repack a history, deletes and restores.
 func TestHistoryReasonsBounded(t *testing.T) {
 	limits := DefaultLimits()
+	limits.HistoryReasons = 0
+	if _, err := NewWithLimits(limits); err == nil {
+		t.Fatal("a limit of no reasons accepted")
+	}
 	limits.HistoryReasons = 250
 	m, err := NewWithLimits(limits)
 	if err != nil {
