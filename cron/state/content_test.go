@@ -486,11 +486,10 @@ func TestHistoryReasonsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	applyNext := applier(t, m)
 	apply := func(c Command) {
 		t.Helper()
-		if err := m.ApplyCommand(m.LastSlot()+1, c); err != nil {
-			t.Fatalf("%s: %v", c.Kind(), err)
-		}
+		applyNext(c)
 		if err := m.CheckKept(); err != nil {
 			t.Fatal(err)
 		}
