@@ -284,21 +284,16 @@ func TestOpenLaunchBytes(t *testing.T) {
 }
 
 // TestHistoryEntryBytes measures what a finished launch takes in its
-// job's history, hence in a snapshot, besides its reason: a dispatched launch of a job deep in a
-// long log, its child named by Nomad. DESIGN.md's sum of a snapshot at
-// every limit counts with 23 bytes.
+// job's history, hence in a snapshot, besides its reason: a dispatched
+// launch of a job deep in a long log, its child named by Nomad.
+// DESIGN.md's sum of a snapshot at every limit counts with 23 bytes.
 func TestHistoryEntryBytes(t *testing.T) {
 	m := New()
-	slot := uint64(12_345_678)
-	apply := func(c Command) {
-		t.Helper()
-		slot += 3
-		if err := m.ApplyCommand(slot, c); err != nil {
-			t.Fatalf("%s: %v", c.Kind(), err)
-		}
-	}
 	name := "job-with-a-typical-name"
-	apply(PutJob{Name: name, At: t0, Spec: JobSpec{Schedule: "* * * * *", NomadJob: "batch"}})
+	if err := m.ApplyCommand(12_345_678, PutJob{Name: name, At: t0, Spec: JobSpec{Schedule: "* * * * *", NomadJob: "batch"}}); err != nil {
+		t.Fatal(err)
+	}
+	apply := applier(t, m)
 	for range HistoryLen {
 		j := mustJob(t, m, name)
 		apply(LaunchStarted{Job: name, ScheduledAt: j.NextAt, Identity: Identity(name, j.NextAt), SpecVersion: j.Version, At: j.NextAt.Add(1234567891 * time.Nanosecond)})
@@ -309,6 +304,35 @@ func TestHistoryEntryBytes(t *testing.T) {
 	t.Logf("a finished launch takes %.1f bytes in a snapshot", each)
 	if each > 23 {
 		t.Fatalf("a finished launch takes %.1f bytes, more than the 23 DESIGN.md counts with", each)
+	}
+}
+
+// TestJobBytes measures what a job with typical names and one
+// dispatched launch takes in a snapshot besides its spec (SpecBytes) and
+// its history: times, versions, counters, policies and its last child's
+// ID. DESIGN.md's sum of a snapshot at every limit counts with 177 bytes
+// (the test allows 180).
+func TestJobBytes(t *testing.T) {
+	m := New()
+	apply := applier(t, m)
+	const n = 1000
+	for i := range n {
+		name := fmt.Sprintf("team-%03d-nightly-report", i)
+		apply(PutJob{Name: name, At: t0, Spec: JobSpec{Schedule: "* * * * *", NomadJob: "reports-batch"}})
+		j := mustJob(t, m, name)
+		apply(LaunchStarted{Job: name, ScheduledAt: j.NextAt, Identity: Identity(name, j.NextAt), SpecVersion: j.Version, At: j.NextAt.Add(1234567891 * time.Nanosecond)})
+		child := fmt.Sprintf("reports-batch/dispatch-%s-%d-%08x", LaunchIdentity(name, j.NextAt, LaunchScheduled), j.NextAt.Unix()+2, 0xdeadbeef)
+		apply(LaunchFinished{Job: name, ScheduledAt: j.NextAt, Outcome: Outcome{Kind: OutcomeDispatched, ChildID: child}})
+	}
+	hist := 0
+	for _, j := range m.jobs {
+		hist += len(j.hist)
+	}
+	each := float64(len(snapshot(t, New()))) // the empty state's share
+	each = (float64(len(snapshot(t, m))) - each - float64(m.SpecBytes()+hist)) / n
+	t.Logf("a job takes %.1f bytes in a snapshot besides its spec and history", each)
+	if each > 180 {
+		t.Fatalf("a job takes %.1f bytes besides its spec and history, more than the 180 DESIGN.md allows", each)
 	}
 }
 

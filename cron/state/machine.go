@@ -285,17 +285,18 @@ func (m *Machine) countHistoryReasons() int {
 // kept whatever happens to its reason.
 func (m *Machine) record(j *job, l *Launch) {
 	cur := j.Spec.Target()
-	before := j.hist.reasonBytes()
+	others := m.historyReasons - j.hist.reasonBytes()
 	h := j.hist.add(l, j.Name, cur)
-	if m.historyReasons-before+h.reasonBytes() > m.limits.HistoryReasons {
+	if others+h.reasonBytes() > m.limits.HistoryReasons {
 		bare := j.hist.withoutReasons(j.Name, cur)
-		if h = bare.add(l, j.Name, cur); m.historyReasons-before+h.reasonBytes() > m.limits.HistoryReasons {
+		if others+len(l.Outcome.Reason) > m.limits.HistoryReasons {
 			unexplained := *l
 			unexplained.Outcome.Reason = ""
-			h = bare.add(&unexplained, j.Name, cur)
+			l = &unexplained
 		}
+		h = bare.add(l, j.Name, cur)
 	}
-	m.historyReasons += h.reasonBytes() - before
+	m.historyReasons = others + h.reasonBytes()
 	j.hist = h
 }
 
