@@ -405,6 +405,10 @@ func TestRestoreRejects(t *testing.T) {
 			}
 		})},
 		{"slot past the last", enc(func(s *wireState) { s.LastSlot = 0 })},
+		// OpenCount, which the limit on open launches reads, comes from
+		// the counters (found in review).
+		{"more started than held open", enc(func(s *wireState) { s.Stats.Launches.Started++ })},
+		{"more concluded than started", enc(func(s *wireState) { s.Stats.Launches.Started = 0 })},
 	} {
 		m := applyAll(New(), log[:10])
 		err := m.Restore(tc.b)

@@ -673,6 +673,10 @@ func (e *histEntry) check(j *job, lastSlot uint64) error {
 		return fmt.Errorf("child ID longer than %d bytes", MaxChildIDBytes)
 	case e.outcome == OutcomeDispatched && e.childForm == childNone:
 		return fmt.Errorf("a dispatched outcome needs a child ID")
+	case needsReason(e.outcome) && e.reason == ReasonNotKept:
+		// appendEntry packs this as no reason; spelled out, it would be
+		// counted as kept and dropped uncounted by the next repack.
+		return fmt.Errorf("a %s outcome packed with the reason %q, which is written as none", e.outcome, ReasonNotKept)
 	case e.moved && e.target.validate() != nil:
 		return fmt.Errorf("target: %w", e.target.validate())
 	}

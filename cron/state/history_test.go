@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -794,4 +795,32 @@ func restored(t *testing.T, m *Machine) *Machine {
 		t.Fatal(err)
 	}
 	return back
+}
+
+// TestRestoreRefusesAReasonNotKeptSpelledOut: a failure or skip that kept
+// no reason is packed with none (appendEntry), so one packed with the text
+// of ReasonNotKept is something the encoder never writes. Found in review:
+// a restore took it, counted its bytes as kept reasons, and the first
+// repack of the history (an edit of the job's target) dropped them without
+// the count, which then stayed too high for good.
+func TestRestoreRefusesAReasonNotKeptSpelledOut(t *testing.T) {
+	m := New()
+	apply := applier(t, m)
+	apply(PutJob{Name: "j", At: t0, Spec: JobSpec{Schedule: "* * * * *", NomadJob: "batch"}})
+	at := t0.Add(time.Minute)
+	apply(started("j", at, 1))
+	standIn := strings.Repeat("y", len(ReasonNotKept))
+	apply(LaunchFinished{Job: "j", ScheduledAt: at, Outcome: Outcome{Kind: OutcomeFailed, Reason: standIn}})
+	good := snapshot(t, m)
+	if bytes.Count(good, []byte(standIn)) != 1 {
+		t.Fatal("the stand-in reason is not in the snapshot once")
+	}
+	if err := New().Restore(good); err != nil {
+		t.Fatalf("the snapshot itself: %v", err)
+	}
+	crafted := bytes.Replace(good, []byte(standIn), []byte(ReasonNotKept), 1)
+	err := New().Restore(crafted)
+	if !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), "written as none") {
+		t.Fatalf("Restore of a reason spelled %q: %v, want ErrSnapshot naming it", ReasonNotKept, err)
+	}
 }

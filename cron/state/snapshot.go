@@ -364,6 +364,7 @@ func DecodeSnapshot(data []byte) (*Machine, error) {
 	var bufs arena // histories and payloads
 	restored.names = make([]string, 0, h.Jobs)
 	prev := ""
+	open := 0 // launches held, against the counters that OpenCount reads
 	in := newInterner()
 	for i := range h.Jobs {
 		var w wireJob
@@ -388,6 +389,7 @@ func DecodeSnapshot(data []byte) (*Machine, error) {
 		restored.jobs[j.Name] = j
 		if len(j.Open) > 0 {
 			restored.withOpen[j.Name] = struct{}{}
+			open += len(j.Open)
 		}
 		restored.names = append(restored.names, j.Name) // in order, checked above
 	}
@@ -397,6 +399,12 @@ func DecodeSnapshot(data []byte) (*Machine, error) {
 	}
 	if err := restored.restoreTrailer(&t, version); err != nil {
 		return nil, err
+	}
+	c := h.Stats.Launches
+	if concluded := c.Dispatched + c.Failed + c.Skipped + c.Unknown; concluded > c.Started || c.Started-concluded != uint64(open+len(restored.orphans)) {
+		// OpenCount, and with it the limit on open launches, is read from
+		// these counters.
+		return nil, snapshotErr("launch counters say %d started and %d concluded; the snapshot holds %d open", c.Started, concluded, open+len(restored.orphans))
 	}
 	restored.snapshotSize, restored.snapshotJobs = len(data), len(restored.jobs)
 	// Counted, not checked: a state over MaxSpecBytes (a later version's
