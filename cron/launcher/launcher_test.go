@@ -1321,9 +1321,13 @@ func TestPoliciesLookUpLaunchesConcludedUnknown(t *testing.T) {
 		}
 		h.wantProposed("finished a-1772366580 skipped " + childB + " previous child " + childB + " still running (concurrency forbid)")
 	})
-	// The child found keeps the job from a second child once the unknown
-	// launch has left the history (HistoryLen launches later): the skips
-	// name it, and it becomes the job's last child. Found in review.
+	// The child found keeps the job from a second child for as long as
+	// it runs, past HistoryLen slots: the skips name it, and it becomes
+	// the job's last child (found in review), and the unknown launch
+	// stays in the history, looked up at every slot (found in a later
+	// review: other outcomes pushed it out; only later unknown launches
+	// do now, and then the last child still names it, as state's
+	// TestForbidSkipKeepsTheChildItFound checks).
 	t.Run("forbid, the child found outliving the history", func(t *testing.T) {
 		h := newHarness(t, nil)
 		history(h, state.ConcurrencyForbid)
@@ -1361,8 +1365,8 @@ func TestPoliciesLookUpLaunchesConcludedUnknown(t *testing.T) {
 			h.wantProposed("finished " + id + " skipped " + childB + " previous child " + childB + " still running (concurrency forbid)")
 			h.commit()
 		}
-		if lookups >= state.HistoryLen+3 {
-			t.Fatalf("%d lookups in %d slots: the unknown launch never left the history, so the test proves nothing", lookups, state.HistoryLen+3)
+		if lookups != state.HistoryLen+3 {
+			t.Fatalf("%d lookups in %d slots: the unknown launch left the history while skips came", lookups, state.HistoryLen+3)
 		}
 	})
 	t.Run("replace", func(t *testing.T) {
@@ -1391,4 +1395,57 @@ func TestPoliciesLookUpLaunchesConcludedUnknown(t *testing.T) {
 		h.commit()
 		h.wantRequest(OpDispatch, "a-1772366580")
 	})
+}
+
+// TestForbidRemembersAnUnknownLaunchPastOtherSkips: a forbid job's
+// launch concluded unknown may have a child still running, which the
+// policy finds through the job's history (HistoryLen entries). Found in
+// review: skips that never ask Nomad (paused here; missed slots after an
+// outage do the same) pushed it out, and the next launch was dispatched
+// without asking about that child. The history now keeps it.
+func TestForbidRemembersAnUnknownLaunchPastOtherSkips(t *testing.T) {
+	const childA = "batch/dispatch-a-1772366460-1772366460-aaaaaaaa"
+	s1, s2, s3 := t0.Add(time.Minute), t0.Add(2*time.Minute), t0.Add(3*time.Minute)
+	unknownID := state.Identity("a", s2)
+	spec := job("@every 1m")
+	spec.Concurrency = state.ConcurrencyForbid
+	h := newHarness(t, nil)
+	h.apply(putJob("a", spec),
+		state.LaunchStarted{Job: "a", ScheduledAt: s1, Identity: state.Identity("a", s1), SpecVersion: 1, At: s1},
+		state.LaunchFinished{Job: "a", ScheduledAt: s1, Outcome: state.Outcome{Kind: state.OutcomeDispatched, ChildID: childA}},
+		state.LaunchStarted{Job: "a", ScheduledAt: s2, Identity: unknownID, SpecVersion: 1, At: s2},
+		// Its child may exist and still run: nobody could tell.
+		state.LaunchFinished{Job: "a", ScheduledAt: s2, Outcome: state.Outcome{Kind: state.OutcomeUnknown, Reason: "could not look the launch up in Nomad: down"}},
+		state.Pause{Name: "a"})
+	h.lease(1, 10*time.Second)
+	// HistoryLen slots come due while the job is paused: each is
+	// recorded skipped, without a call to Nomad.
+	for k := 0; k < state.HistoryLen; k++ {
+		h.at(s3.Add(time.Duration(k) * time.Minute))
+		h.commit() // the start
+		h.commit() // the paused skip
+	}
+	h.wantNoRequest()
+	h.apply(state.Resume{Name: "a"})
+	next := s3.Add(time.Duration(state.HistoryLen) * time.Minute)
+	h.at(next)
+	h.commit()
+	// The child of the launch concluded unknown may still run: forbid
+	// must look it up (as it did before the pause) before dispatching.
+	for len(h.d.pending) > 0 {
+		req := h.d.pending[0]
+		switch {
+		case req.Op == OpLookup && req.Identity == unknownID:
+			return // asked: the policy has not forgotten it
+		case req.Op == OpRunning:
+			h.answer(Result{Found: false}) // childA ended long ago
+			h.commit()
+		case req.Op == OpDispatch:
+			t.Fatalf("dispatched %s under forbid without looking up %s, concluded unknown (its child may still run): it left the history behind %d paused skips",
+				req.Identity, unknownID, state.HistoryLen)
+		default:
+			t.Fatalf("unexpected %s %s", req.Op, req.Identity)
+		}
+	}
+	t.Fatal("no request")
 }

@@ -132,21 +132,21 @@ func (h history) len() int {
 	return int(h[0])
 }
 
-// add returns h with l appended and, at HistoryLen, its oldest launch
-// dropped. It allocates the result to its exact size: the history is
-// most of a job's memory. name is the job's, cur its target.
+// add returns h with l appended and, at HistoryLen, one launch dropped:
+// the oldest not concluded unknown, or the oldest if all were. A launch
+// concluded unknown may have a child that still runs, which the forbid
+// and replace policies find only through the history (Machine.Unknown):
+// found in review, a forbid job paused for HistoryLen slots forgot one
+// and started a child beside it. It allocates the result to its exact
+// size: the history is most of a job's memory. name is the job's, cur
+// its target.
 func (h history) add(l *Launch, name string, cur Target) history {
 	n, kept := h.len(), ""
 	if n > 0 {
 		kept = string(h[1:])
 	}
 	if n == HistoryLen {
-		var e histEntry
-		skip, err := readEntry(kept, &e, entryCurrent)
-		if err != nil {
-			panic(fmt.Sprintf("state: job %q: history corrupt in memory: %v", name, err))
-		}
-		kept, n = kept[skip:], n-1
+		kept, n = dropOne(kept, name), n-1
 	}
 	var buf [64]byte
 	packed := appendEntry(buf[:0], l, name, cur)
@@ -156,6 +156,30 @@ func (h history) add(l *Launch, name string, cur Target) history {
 	out.WriteString(kept)
 	out.Write(packed)
 	return history(out.String())
+}
+
+// dropOne returns the packed entries with the oldest not concluded
+// unknown taken out, or the oldest if every one was.
+func dropOne(entries, name string) string {
+	var e histEntry
+	first := -1
+	for at := 0; at < len(entries); {
+		size, err := readEntry(entries[at:], &e, entryCurrent)
+		if err != nil {
+			panic(fmt.Sprintf("state: job %q: history corrupt in memory: %v", name, err))
+		}
+		if first < 0 {
+			first = size
+		}
+		if e.outcome != OutcomeUnknown {
+			return entries[:at] + entries[at+size:]
+		}
+		at += size
+	}
+	if first < 0 {
+		panic(fmt.Sprintf("state: job %q: dropping a launch from an empty history", name))
+	}
+	return entries[first:]
 }
 
 // reasonBytes is the bytes of the reasons h keeps.
