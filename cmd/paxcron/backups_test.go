@@ -251,6 +251,9 @@ func TestSnapshotRestoreFlags(t *testing.T) {
 		{[]string{"-backup", "mem://", "extra"}, `unexpected argument "extra"`},
 		{[]string{"-backup", "ftp://x"}, "not supported"},
 		{[]string{"-backup", "mem://", "-index", "-3"}, "invalid value"},
+		// Found in review: taken for no -index, it restored the newest.
+		{[]string{"-backup", "mem://", "-index", "0"}, "log indexes start at 1"},
+		{[]string{"-file", "x", "-index", "0"}, "without -file"},
 	} {
 		code, _, errOut := restore(t, tc.args...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {

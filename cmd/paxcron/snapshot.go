@@ -193,7 +193,7 @@ Flags:
 type restoreFlags struct {
 	dataDir, members, file, backupURL, key string
 	index                                  uint64
-	skipCorrupt                            bool
+	indexSet, skipCorrupt                  bool
 }
 
 func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
@@ -218,6 +218,7 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "paxcron operator snapshot restore: "+format+"\n", a...)
 		return code
 	}
+	fs.Visit(func(fl *flag.Flag) { f.indexSet = f.indexSet || fl.Name == "index" })
 	members, err := parseMembers(f.members)
 	if err != nil {
 		return fail(exitUsage, "-cluster-members: %v", err)
@@ -267,7 +268,7 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 // check returns what is wrong with the flags' combination, or "".
 func (f restoreFlags) check(fs *flag.FlagSet) string {
 	choices := 0
-	for _, set := range []bool{f.key != "", f.index != 0, f.skipCorrupt} {
+	for _, set := range []bool{f.key != "", f.indexSet, f.skipCorrupt} {
 		if set {
 			choices++
 		}
@@ -283,6 +284,9 @@ func (f restoreFlags) check(fs *flag.FlagSet) string {
 		return "-key, -index and -skip-corrupt choose a backup at -backup, without -file"
 	case choices > 1:
 		return "give at most one of -key, -index and -skip-corrupt"
+	case f.indexSet && f.index == 0:
+		// Found in review: taken for no -index, it restored the newest.
+		return "-index 0: log indexes start at 1 (\"snapshot list\" shows the backups' indexes)"
 	}
 	return ""
 }
@@ -303,7 +307,7 @@ func restoreSource(ctx context.Context, f restoreFlags, st *backup.Store, stderr
 		return info, data, nil
 	case f.key != "":
 		return st.Fetch(ctx, f.key)
-	case f.index != 0:
+	case f.indexSet:
 		return fetchAtIndex(ctx, st, f.index)
 	case f.skipCorrupt:
 		info, data, skipped, err := st.LatestValid(ctx)

@@ -3,6 +3,7 @@ package backup
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -387,5 +388,25 @@ func TestURLPathIsThePrefix(t *testing.T) {
 	}
 	if s, err := Open(context.Background(), "mem://bucket/prod", Options{Prefix: "set/"}); err != nil || s.opts.Prefix != "set/" {
 		t.Fatalf("an explicit prefix: %v", err)
+	}
+}
+
+// with ErrConfig instead of skipping it.
+func TestOversizedManifestIsSkippedAsCorrupt(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, "mem://", Options{})
+	upload(t, s, 1, 2)
+	rewrite(t, s, s.manifestKey(at(2)), func(b []byte) []byte {
+		var m manifest
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		m.Size = DefaultMaxBackupBytes + 1
+		out, _ := json.Marshal(m)
+		return out
+	})
+	info, _, skipped, err := s.LatestValid(ctx)
+	if err != nil || info.Index != 1 || len(skipped) != 1 {
+		t.Fatalf("LatestValid: index %d, skipped %d, %v; want index 1, one skipped", info.Index, len(skipped), err)
 	}
 }

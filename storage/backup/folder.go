@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -31,13 +32,24 @@ import (
 //     objects, where nothing lists it as a backup. Pruning deletes those
 //     older than OrphanGrace.
 
+//   - It writes an attributes file beside each object (rewritten in
+//     place, neither atomically nor synced, when an object is written
+//     again) and reads it before the object; one left empty by a power
+//     cut stopped listing and restoring (found in review). The store uses
+//     no attributes, so Open asks for none to be written (metadata=skip),
+//     and a read that fails on one already there is ErrCorrupt, naming it.
+
 // fileStoreURL returns rawURL with temporary files kept beside the
-// objects, and the folder a file:// URL names.
+// objects and no attributes files written, and the folder a file:// URL
+// names.
 func fileStoreURL(u *url.URL) (rawURL, dir string) {
 	c := *u
 	q := c.Query()
 	if q.Get("no_tmp_dir") == "" {
 		q.Set("no_tmp_dir", "true")
+	}
+	if q.Get("metadata") == "" {
+		q.Set("metadata", "skip")
 	}
 	c.RawQuery = q.Encode()
 	return c.String(), filepath.Clean(filepath.FromSlash(u.Path))
@@ -77,6 +89,26 @@ var syncPath = func(path string) error {
 
 // attrsExt is the suffix of fileblob's attributes file beside an object.
 const attrsExt = ".attrs"
+
+// damagedAttrs returns an ErrCorrupt error if readErr, from reading key
+// in a file:// store, came from its attributes file, which fileblob
+// reads first and which does not decode; else nil.
+func (s *Store) damagedAttrs(key string, readErr error) error {
+	if s.dir == "" || readErr == nil {
+		return nil
+	}
+	path := filepath.Join(s.dir, filepath.FromSlash(key)) + attrsExt
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil // none, or unreadable: the read's own error says more
+	}
+	var attrs map[string]any
+	if err := json.Unmarshal(b, &attrs); err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s, the attributes file fileblob reads before %s, is damaged (%d bytes that do not decode); the object may be whole: "+
+		"this version writes no such files, so delete it and read again", ErrCorrupt, path, key, len(b))
+}
 
 // syncWritten makes the object at key durable in a file:// store (a
 // no-op for the others): the file, its attributes file if there is one,

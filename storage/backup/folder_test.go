@@ -107,3 +107,57 @@ func TestFolderStoreRefusesPrefixesItCannotSync(t *testing.T) {
 		t.Errorf("a plain prefix: %v", err)
 	}
 }
+
+// write) makes Scan stop instead of reporting the backup in place.
+func TestDamagedAttributesFileIsReportedInPlace(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, "file://"+dir, Options{})
+	infos := upload(t, s, 1, 2)
+	attrs := filepath.Join(dir, filepath.FromSlash(s.manifestKey(infos[1].rank()))) + attrsExt
+	if err := os.WriteFile(attrs, nil, 0o644); err != nil { // a power cut after os.Create
+		t.Fatal(err)
+	}
+	listed, err := s.Scan(ctx)
+	if err != nil {
+		t.Fatalf("Scan stopped at a damaged sidecar: %v", err)
+	}
+	if len(listed) != 2 || listed[0].Err == nil {
+		t.Fatalf("Scan: %+v", listed)
+	}
+}
+
+// falling back.
+func TestDamagedAttributesFileOfDataIsSkipped(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, "file://"+dir, Options{})
+	infos := upload(t, s, 1, 2)
+	attrs := filepath.Join(dir, filepath.FromSlash(infos[1].Key)) + attrsExt
+	if err := os.WriteFile(attrs, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	info, _, skipped, err := s.LatestValid(ctx)
+	if err != nil || info.Index != 1 || len(skipped) != 1 {
+		t.Fatalf("LatestValid: index %d, skipped %d, %v; want index 1, one skipped", info.Index, len(skipped), err)
+	}
+}
+
+// TestFolderStoreWritesNoAttributesFiles: fileblob rewrites an object's
+// attributes file in place, unsynced, so the store asks for none.
+func TestFolderStoreWritesNoAttributesFiles(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, "file://"+dir, Options{})
+	upload(t, s, 1, 2)
+	uploadAt(t, s, 1, 2) // again, as an idle cluster does
+	var attrs []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if strings.HasSuffix(path, attrsExt) {
+			attrs = append(attrs, path)
+		}
+		return err
+	})
+	if err != nil || len(attrs) > 0 {
+		t.Fatalf("attributes files %v (%v), want none", attrs, err)
+	}
+}

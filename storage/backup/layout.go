@@ -210,6 +210,9 @@ func (s *Store) readManifest(ctx context.Context, r rank) (Info, error) {
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return Info{}, fmt.Errorf("%w: no backup at %v (no manifest %s)", ErrNotFound, r, key)
 	}
+	if err := s.damagedAttrs(key, err); err != nil {
+		return Info{}, err
+	}
 	if err != nil {
 		return Info{}, fmt.Errorf("backup: reading manifest %s: %w", key, err)
 	}
@@ -245,11 +248,18 @@ func (s *Store) checkManifest(m manifest, r rank) error {
 // readData reads info's data object and verifies its size and SHA-256.
 func (s *Store) readData(ctx context.Context, info Info) ([]byte, error) {
 	if info.Size > s.opts.MaxBackupBytes {
-		return nil, fmt.Errorf("%w: backup %s is %d bytes, over MaxBackupBytes (%d)", ErrConfig, info.Key, info.Size, s.opts.MaxBackupBytes)
+		// Corrupt as well, so that a fallback skips it: no upload with
+		// this store's limit wrote it (found in review: one damaged size
+		// stopped restore -skip-corrupt and snapshot list).
+		return nil, fmt.Errorf("%w: %w: backup %s is %d bytes by its manifest, over MaxBackupBytes (%d): damaged, or written with a larger limit",
+			ErrCorrupt, ErrConfig, info.Key, info.Size, s.opts.MaxBackupBytes)
 	}
 	data, err := s.readObject(ctx, info.Key, info.Size)
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil, fmt.Errorf("%w: the data object %s of the backup at %v is missing", ErrCorrupt, info.Key, info.rank())
+	}
+	if err := s.damagedAttrs(info.Key, err); err != nil {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("backup: reading %s: %w", info.Key, err)

@@ -37,14 +37,18 @@ func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error
 	if err != nil {
 		return Info{}, err
 	}
+	// Before anything else, a repeated upload included: found in review,
+	// an idle cluster asked to back up again wrote and pruned below
+	// another history's generation, and reported a backup its own
+	// pruning had just deleted.
+	if err := s.checkNotOutranked(ctx, meta.rank()); err != nil {
+		return Info{}, err
+	}
 	prev, err := s.readManifest(ctx, meta.rank())
 	switch {
 	case err == nil:
 		return s.again(ctx, prev, info, data)
 	case !errors.Is(err, ErrNotFound):
-		return Info{}, err
-	}
-	if err := s.checkNotOutranked(ctx, meta.rank()); err != nil {
 		return Info{}, err
 	}
 	if err := s.writeData(ctx, info, data); err != nil {

@@ -3,6 +3,7 @@ package backup
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -284,5 +285,37 @@ func TestUploadCopiesMembership(t *testing.T) {
 	m.Membership[0] = 9
 	if info.Membership[0] != 1 {
 		t.Fatal("Info aliases the caller's membership")
+	}
+}
+
+// of a backup its pruning has just deleted.
+func TestRepeatedUploadDoesNotReportABackupItPrunes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a := open(t, "file://"+dir, Options{Keep: 2})
+	b := open(t, "file://"+dir, Options{Keep: 10})
+	uploadAt(t, a, 3, 10)
+	uploadAt(t, b, 5, 1, 2)
+	info, err := a.Upload(ctx, metaAt(3, 10), snap(10))
+	if err != nil {
+		if !errors.Is(err, ErrOutranked) {
+			t.Fatalf("repeated upload: %v, want ErrOutranked or a backup that stays", err)
+		}
+		return
+	}
+	if _, _, ferr := a.Fetch(ctx, info.Key); ferr != nil {
+		t.Fatalf("Upload reported %s as backed up, but it is gone: %v", info.Key, ferr)
+	}
+}
+
+// ErrOutranked "and nothing is written or pruned".
+func TestRepeatedUploadBelowALaterGenerationIsOutranked(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, "mem://", Options{Keep: 3})
+	uploadAt(t, s, 3, 10) // this cluster's backup
+	uploadAt(t, s, 5, 1)  // another history's, of a later generation
+	_, err := s.Upload(ctx, metaAt(3, 10), snap(10))
+	if !errors.Is(err, ErrOutranked) {
+		t.Fatalf("repeated upload at generation 3 below generation 5: %v, want ErrOutranked", err)
 	}
 }
