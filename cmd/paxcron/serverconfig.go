@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -448,12 +449,12 @@ func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.
 
 // backupTarget is backup.url, or by default a folder beside the store
 // (which guards against a damaged store, not a lost disk), or none.
-func backupTarget(url, dataDir string) string {
+func backupTarget(target, dataDir string) string {
 	switch {
-	case url == "off":
+	case target == "off":
 		return ""
-	case url != "":
-		return url
+	case target != "":
+		return target
 	case dataDir == "":
 		return "" // the server refuses the config anyway
 	}
@@ -461,5 +462,6 @@ func backupTarget(url, dataDir string) string {
 	if err != nil {
 		return ""
 	}
-	return "file://" + filepath.ToSlash(abs) + "?create_dir=true"
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: "create_dir=true"}
+	return u.String() // escaped: a folder's name may hold "#", "?" or "%"
 }

@@ -118,9 +118,12 @@ func TestServerConfigErrors(t *testing.T) {
 }
 
 func TestBackupTargetDefault(t *testing.T) {
-	dir := t.TempDir()
+	// A folder a URL must escape: found in review, the default target
+	// was the folder's path pasted into a URL, so "#" cut it short and
+	// backups went to the parent folder.
+	dir := filepath.Join(t.TempDir(), "data #1 ?x=%41")
 	got := backupTarget("", dir)
-	if !strings.HasPrefix(got, "file://"+dir+"/backups") {
+	if !strings.HasPrefix(got, "file://") || !strings.Contains(got, "/backups?create_dir=true") {
 		t.Fatalf("default backup target %q", got)
 	}
 	if backupTarget("off", dir) != "" || backupTarget("s3://b", dir) != "s3://b" {
