@@ -320,10 +320,21 @@ func (a *bundleAnswer) write(w http.ResponseWriter) {
 
 // queuedCall is a call waiting in a follower for its bundle's answer.
 type queuedCall struct {
-	call  bundleCall
-	taken atomic.Bool       // set by the caller that put it in a bundle
+	call bundleCall
+	// state is callQueued until a gatherer takes the call into a bundle
+	// (callTaken) or its caller gives up first (callAbandoned): whichever
+	// swaps it first. Found in review: a call whose caller had gone was
+	// still taken, and a write that had timed out was applied whenever
+	// the next call passed through this replica, hours later maybe.
+	state atomic.Int32
 	done  chan bundleAnswer // buffered: receives exactly one answer
 }
+
+const (
+	callQueued int32 = iota
+	callTaken
+	callAbandoned
+)
 
 // bundler is the follower's side: it gathers the calls to forward into
 // bundles and sends them to whichever replica leads when a bundle leaves.
@@ -355,7 +366,7 @@ func (b *bundler) forward(ctx context.Context, c bundleCall) (bundleAnswer, bool
 		return bundleAnswer{}, false, nil
 	}
 	for {
-		if q.taken.Load() {
+		if q.state.Load() == callTaken {
 			select {
 			case a := <-q.done:
 				return a, true, nil
@@ -372,6 +383,9 @@ func (b *bundler) forward(ctx context.Context, c bundleCall) (bundleAnswer, bool
 			}
 			<-b.inFlight
 		case <-ctx.Done():
+			// Not taken yet, it never will be; taken, it is on its way
+			// and its outcome is unknown.
+			q.state.CompareAndSwap(callQueued, callAbandoned)
 			return bundleAnswer{}, true, ctx.Err()
 		}
 	}
@@ -383,7 +397,9 @@ func (b *bundler) gather() []*queuedCall {
 	for size := 0; len(batch) < maxBundleCalls && size < bundleGatherBytes; {
 		select {
 		case q := <-b.queue:
-			q.taken.Store(true)
+			if !q.state.CompareAndSwap(callQueued, callTaken) {
+				continue // its caller has gone
+			}
 			batch = append(batch, q)
 			size += len(q.call.Body)
 		default:

@@ -374,3 +374,40 @@ func TestCallsABundleCannotCarryAreProxiedAlone(t *testing.T) {
 		t.Errorf("the follower sent %d bundles for calls no bundle can carry", after-before)
 	}
 }
+
+// TestAbandonedForwardedCallIsNotSentLater: a write forwarded through a
+// follower whose bundle slots are all busy (a slow or unreachable
+// leader) waits in the follower's queue, and its client gives up (a
+// timeout). Found in review: the call stayed queued, and the next call
+// forwarded through that follower, however much later, carried it to
+// the leader, which applied it after writes the operator made since.
+func TestAbandonedForwardedCallIsNotSentLater(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	follower := leader%3 + 1
+	f := c.servers[follower-1]
+	ctx := context.Background()
+	lc := c.client(leader, writeToken)
+	if _, err := lc.PutJobs(ctx, putOne("victim")); err != nil {
+		t.Fatal(err)
+	}
+	for range maxBundlesInFlight {
+		f.bundles.inFlight <- struct{}{}
+	}
+	impatient := c.clientWith(follower, api.ClientConfig{Token: writeToken, Timeout: 300 * time.Millisecond, NoLeaderWait: -1})
+	if _, err := impatient.DeleteJob(ctx, "victim"); err == nil {
+		t.Fatal("the delete was answered with every bundle slot taken")
+	}
+	time.Sleep(200 * time.Millisecond) // the handler has returned
+	if _, err := lc.Job(ctx, "victim", 0, api.ReadOptions{}); err != nil {
+		t.Fatalf("the delete timed out and the job is still there, as the operator checks: %v", err)
+	}
+	// The leader recovers; much later someone reads through the follower.
+	for range maxBundlesInFlight {
+		<-f.bundles.inFlight
+	}
+	_, _ = c.client(follower, readToken).Job(ctx, "someone-else", 0, api.ReadOptions{})
+	if _, err := lc.Job(ctx, "victim", 0, api.ReadOptions{}); api.StatusOf(err) == http.StatusNotFound {
+		t.Fatalf("a delete whose client gave up (and which the operator saw not applied) was applied by an unrelated later call; %d calls still queued", len(f.bundles.queue))
+	}
+}
