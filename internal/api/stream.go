@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 
@@ -242,4 +244,20 @@ func (b *Burst) Unlock(flush func() error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return flush()
+}
+
+// DeadlineWriter writes to Conn with a fresh write deadline, Timeout
+// from now, before each write. A stream's bufio.Writer sits on one: it
+// writes a frame larger than its free space straight to the connection,
+// outside any flush, and found in review such a write after the stream
+// had been idle ran under the deadline the last flush had set, long
+// past, failing the stream and every call on it.
+type DeadlineWriter struct {
+	Conn    net.Conn
+	Timeout time.Duration
+}
+
+func (w DeadlineWriter) Write(p []byte) (int, error) {
+	_ = w.Conn.SetWriteDeadline(time.Now().Add(w.Timeout))
+	return w.Conn.Write(p)
 }

@@ -365,3 +365,44 @@ func TestBurstLeavesNothingBuffered(t *testing.T) {
 	}
 	t.Logf("%d frames in %d writes", writers*frames, out.writes)
 }
+
+// TestStreamLargeCallAfterIdle: a call larger than the client's 64 KiB
+// write buffer, which bufio writes straight to the socket, after the
+// stream was idle for longer than the client's timeout. Found in review:
+// it ran under the deadline the last flush had set, long past, and
+// failed with every call on the stream.
+func TestStreamLargeCallAfterIdle(t *testing.T) {
+	f := startFakeStream(t, func(n int32, br *bufio.Reader, conn net.Conn) {
+		for {
+			b, err := ReadStreamFrame(br, nil, MaxStreamCallBytes)
+			if err != nil {
+				return
+			}
+			c, err := DecodeStreamCall(b)
+			if err != nil {
+				return
+			}
+			writeAnswer(t, conn, StreamAnswer{ID: c.ID, Status: 200, Body: []byte(`{"index":1}`)})
+		}
+	})
+	c, err := NewClient(ClientConfig{Address: "http://" + f.ln.Addr().String(), Token: "tok", Stream: true, Timeout: 300 * time.Millisecond, NoLeaderWait: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Pause(ctx, "j1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond) // idle longer than Timeout, well within the server's 2 min
+	var req PutJobs
+	for i := range 1000 {
+		req.Jobs = append(req.Jobs, PutJob{Name: fmt.Sprintf("job-%04d-%0100d", i, 0), Spec: Spec{Schedule: "@hourly", NomadJob: "p"}})
+	}
+	if _, err := c.PutJobs(ctx, req); err != nil {
+		t.Fatalf("a large call after an idle spell: %v", err)
+	}
+	if n := f.conns.Load(); n != 1 {
+		t.Errorf("%d connections, want 1", n)
+	}
+}

@@ -150,7 +150,7 @@ func dialStream(ctx context.Context, base *url.URL, token string, tlsConf *tls.C
 		return nil, fmt.Errorf("api: opening a stream to %s: the server upgraded to %q, not %q", base.Redacted(), resp.Header.Get("Upgrade"), StreamProtocol)
 	}
 	_ = nc.SetDeadline(time.Time{})
-	c := &streamConn{nc: nc, bw: bufio.NewWriterSize(nc, 64<<10), pending: map[uint64]chan streamResult{}, writeTimeout: timeout}
+	c := &streamConn{nc: nc, bw: bufio.NewWriterSize(DeadlineWriter{Conn: nc, Timeout: timeout}, 64<<10), pending: map[uint64]chan streamResult{}, writeTimeout: timeout}
 	go c.read(br)
 	return c, nil
 }
@@ -233,7 +233,6 @@ func (c *streamConn) flush() error {
 	if c.bw.Buffered() == 0 {
 		return nil
 	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 	return c.bw.Flush()
 }
 

@@ -28,10 +28,11 @@ const (
 	maxStreams = 1024
 	// streamIdle closes a stream that sends no call for that long.
 	streamIdle = 2 * time.Minute
-	// streamWriteTimeout bounds one write of answers to a client that
-	// reads none.
-	streamWriteTimeout = 30 * time.Second
 )
+
+// streamWriteTimeout bounds one write of answers to a client that reads
+// none; a variable for tests.
+var streamWriteTimeout = 30 * time.Second
 
 // streams are the replica's open streams, so that a shutdown can let
 // them go (the HTTP server no longer knows of a hijacked connection).
@@ -150,7 +151,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = nc.SetDeadline(time.Time{})
 	// net/http's writer is 4 KiB: answers flushed together take more.
-	st.bw = bufio.NewWriterSize(nc, 32<<10)
+	st.bw = bufio.NewWriterSize(api.DeadlineWriter{Conn: nc, Timeout: streamWriteTimeout}, 32<<10)
 	_, _ = st.bw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + api.StreamProtocol + "\r\n\r\n")
 	if err := st.flush(); err != nil {
 		nc.Close()
@@ -332,6 +333,5 @@ func (st *apiStream) flushBuffered() error {
 
 func (st *apiStream) flush() error {
 	hoptrace.Mark(hoptrace.StreamAnswerFlush, 0)
-	_ = st.nc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 	return st.bw.Flush()
 }

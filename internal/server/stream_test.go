@@ -384,3 +384,37 @@ func TestStreamSaysGoingAway(t *testing.T) {
 	c.servers[follower-1] = nil
 	expectClosed(t, conn, "a stream after its replica's shutdown")
 }
+
+// TestStreamLargeAnswerAfterIdle: a stream idle for longer than
+// streamWriteTimeout (the stream itself stays open for longer) asks for
+// an answer larger than the stream's 32 KiB write buffer, which bufio
+// writes straight to the socket. Found in review: it ran under the
+// deadline the last flush had set, long past, and the replica closed
+// the stream.
+func TestStreamLargeAnswerAfterIdle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits 31 s")
+	}
+	defer func(was time.Duration) { streamWriteTimeout = was }(streamWriteTimeout)
+	streamWriteTimeout = 300 * time.Millisecond
+	c := startCluster(t)
+	leader := c.leader()
+	var req api.PutJobs
+	for i := range 400 {
+		req.Jobs = append(req.Jobs, api.PutJob{Name: fmt.Sprintf("idle-%04d", i), Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}})
+	}
+	if _, err := c.client(leader, writeToken).PutJobs(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	conn, br := openStream(t, c.servers[leader-1], readToken)
+	sendCall(t, conn, api.StreamCall{ID: 1, Method: "GET", Path: "/v1/status"})
+	if a := readAnswer(t, conn, br); a.ID != 1 || a.Status != 200 {
+		t.Fatalf("status: %+v", a)
+	}
+	time.Sleep(streamWriteTimeout + time.Second)
+	sendCall(t, conn, api.StreamCall{ID: 2, Method: "GET", Path: "/v1/jobs?limit=1000"})
+	a := readAnswer(t, conn, br)
+	if a.ID != 2 || a.Status != 200 || len(a.Body) < 32<<10 {
+		t.Fatalf("the job list after an idle spell: %d %d bytes", a.Status, len(a.Body))
+	}
+}
