@@ -368,7 +368,7 @@ func (c *Client) sendVia(ctx context.Context, viaStream bool, method, path strin
 		var err error
 		if viaStream && ep.stream != nil && !ep.stream.refused.Load() {
 			resp, err = c.sendStreamed(ctx, ep, method, path, q, in)
-			if errors.Is(err, errNoStream) {
+			if errors.Is(err, errNoStream) || errors.Is(err, errNotStreamed) {
 				resp, err = c.sendOnce(ctx, ep, method, path, q, in)
 			}
 		} else {
@@ -546,6 +546,13 @@ func (c *Client) sendStreamed(ctx context.Context, ep *endpoint, method, path st
 		if call.Body, call.ContentType, err = c.requestBody(in); err != nil {
 			return nil, err
 		}
+	}
+	if call.validateContent() != nil {
+		// Over HTTP, where the server refuses it alone with the status
+		// it deserves (a body over MaxBodyBytes: 413); found in review,
+		// sent on the stream, it closed the stream and failed every call
+		// beside it.
+		return nil, errNotStreamed
 	}
 	ctx, cancel := context.WithTimeout(ctx, ep.stream.timeout)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -83,14 +84,21 @@ var streamCodecs = mpack.New(streamHandle)
 
 // Validate refuses a call no handler serves over a stream.
 func (c *StreamCall) Validate() error {
+	if c.ID == 0 {
+		return errors.New("a call of ID 0")
+	}
+	return c.validateContent()
+}
+
+// validateContent is Validate but for the ID, which the stream gives a
+// call as it sends it.
+func (c *StreamCall) validateContent() error {
 	switch c.Method {
 	case "GET", "POST", "DELETE":
 	default:
 		return fmt.Errorf("method %q: want GET, POST or DELETE", c.Method)
 	}
 	switch {
-	case c.ID == 0:
-		return errors.New("a call of ID 0")
 	case len(c.Path) > MaxStreamPathBytes:
 		return fmt.Errorf("path of %d bytes, more than %d", len(c.Path), MaxStreamPathBytes)
 	case len(c.Path) < 4 || c.Path[:4] != "/v1/":
@@ -167,6 +175,11 @@ func ReadStreamFrame(r io.Reader, buf []byte, limit int) ([]byte, error) {
 
 // DecodeStreamCall decodes and validates a call frame (what
 // ReadStreamFrame returned). The call's body is a copy.
+//
+// A frame that decodes to a call of an ID the stream does not serve
+// (an unknown method, a path or body over its limit) is a
+// *StreamCallError: the server answers that call alone, as it would
+// answer it over HTTP, and goes on with the stream.
 func DecodeStreamCall(frame []byte) (StreamCall, error) {
 	var c StreamCall
 	body, err := decodeHead(frame, &c)
@@ -174,11 +187,33 @@ func DecodeStreamCall(frame []byte) (StreamCall, error) {
 		return StreamCall{}, fmt.Errorf("%w: not a call: %v", ErrStreamFrame, err)
 	}
 	c.Body = body
-	if err := c.Validate(); err != nil {
-		return StreamCall{}, fmt.Errorf("%w: call %d: %v", ErrStreamFrame, c.ID, err)
+	if c.ID == 0 {
+		return StreamCall{}, fmt.Errorf("%w: a call of ID 0", ErrStreamFrame)
+	}
+	if err := c.validateContent(); err != nil {
+		status := http.StatusBadRequest
+		if len(c.Body) > MaxBodyBytes {
+			status = http.StatusRequestEntityTooLarge
+		}
+		return StreamCall{ID: c.ID}, &StreamCallError{ID: c.ID, Status: status, Err: err}
 	}
 	return c, nil
 }
+
+// StreamCallError is a call, ID, that a stream does not serve: its
+// answer is Status. Found in review: such a call closed the stream, and
+// failed every call sent after it, where over HTTP it is refused alone.
+type StreamCallError struct {
+	ID     uint64
+	Status int
+	Err    error
+}
+
+func (e *StreamCallError) Error() string {
+	return fmt.Sprintf("api: stream call %d: %v", e.ID, e.Err)
+}
+
+func (e *StreamCallError) Unwrap() error { return e.Err }
 
 // DecodeStreamAnswer decodes an answer frame. The answer's body is a
 // copy.

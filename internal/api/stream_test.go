@@ -289,10 +289,6 @@ func TestStreamFrames(t *testing.T) {
 		want string
 	}{
 		{"ID 0", StreamCall{Method: "GET", Path: "/v1/status"}, "ID 0"},
-		{"a method", StreamCall{ID: 1, Method: "PUT", Path: "/v1/status"}, "method"},
-		{"not the API", StreamCall{ID: 1, Method: "GET", Path: "/metrics"}, "not an API path"},
-		{"a long path", StreamCall{ID: 1, Method: "GET", Path: "/v1/" + strings.Repeat("a", MaxStreamPathBytes)}, "path of"},
-		{"a large body", StreamCall{ID: 1, Method: "POST", Path: "/v1/jobs", Body: make([]byte, MaxBodyBytes+1)}, "body of"},
 	} {
 		b, err := AppendStreamCall(nil, &tc.call)
 		if err != nil {
@@ -300,6 +296,28 @@ func TestStreamFrames(t *testing.T) {
 		}
 		if _, err := DecodeStreamCall(b[4:]); !errors.Is(err, ErrStreamFrame) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	// A call the stream does not serve is refused alone, as over HTTP.
+	for _, tc := range []struct {
+		name   string
+		call   StreamCall
+		status int
+		want   string
+	}{
+		{"a method", StreamCall{ID: 3, Method: "PUT", Path: "/v1/status"}, 400, "method"},
+		{"not the API", StreamCall{ID: 3, Method: "GET", Path: "/metrics"}, 400, "not an API path"},
+		{"a long path", StreamCall{ID: 3, Method: "GET", Path: "/v1/" + strings.Repeat("a", MaxStreamPathBytes)}, 400, "path of"},
+		{"a large body", StreamCall{ID: 3, Method: "POST", Path: "/v1/jobs", Body: make([]byte, MaxBodyBytes+1)}, 413, "body of"},
+	} {
+		b, err := AppendStreamCall(nil, &tc.call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeStreamCall(b[4:])
+		var unserved *StreamCallError
+		if !errors.As(err, &unserved) || unserved.ID != 3 || got.ID != 3 || unserved.Status != tc.status || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: call %d, %v, want call 3 refused %d with %q", tc.name, got.ID, err, tc.status, tc.want)
 		}
 	}
 	valid, _ := AppendStreamCall(nil, &call)

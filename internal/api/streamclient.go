@@ -36,6 +36,10 @@ type streamClient struct {
 // the stream); the Client falls back to a request per call.
 var errNoStream = errors.New("api: the server has no API stream")
 
+// errNotStreamed: a call the stream does not carry (StreamCall.Validate
+// refuses it), sent over HTTP instead.
+var errNotStreamed = errors.New("api: a call the stream does not carry")
+
 // errStreamRetry: the call was not served (sent after the server's
 // LastID, or never written): it can be sent again.
 var errStreamRetry = errors.New("api: the stream was let go before the call was served")

@@ -238,7 +238,8 @@ func (st *apiStream) read(ctx context.Context, br *bufio.Reader) *api.StreamAnsw
 		}
 		hoptrace.Mark(hoptrace.StreamFrameRead, 0)
 		call, err := api.DecodeStreamCall(buf)
-		if err != nil {
+		var unserved *api.StreamCallError
+		if err != nil && !errors.As(err, &unserved) {
 			return st.refusal(err)
 		}
 		if call.ID <= st.lastID {
@@ -248,6 +249,10 @@ func (st *apiStream) read(ctx context.Context, br *bufio.Reader) *api.StreamAnsw
 		st.s.streams.calls.Add(1)
 		if len(buf) > 1<<20 {
 			buf = nil
+		}
+		if unserved != nil {
+			st.write(answerFor(call.ID, &api.Error{Status: unserved.Status, Message: unserved.Err.Error()}))
+			continue
 		}
 		if err := notOverAStream(call.Path); err != nil {
 			st.write(answerFor(call.ID, err))

@@ -144,8 +144,8 @@ func readAnswer(t *testing.T, conn net.Conn, br *bufio.Reader) api.StreamAnswer 
 }
 
 // Hostile frames close the stream with a 400 that names the last call
-// served; a call the stream does not carry is refused alone; the replica
-// keeps serving.
+// served; a call the stream does not carry or serve is refused alone;
+// the replica keeps serving.
 func TestStreamRefusesBadFrames(t *testing.T) {
 	c := startCluster(t)
 	target := c.servers[c.leader()-1]
@@ -158,8 +158,6 @@ func TestStreamRefusesBadFrames(t *testing.T) {
 		{"a frame over the limit", func(conn net.Conn) { conn.Write([]byte{0x7f, 0xff, 0xff, 0xff}) }, "more than"},
 		{"an empty frame", func(conn net.Conn) { conn.Write([]byte{0, 0, 0, 0}) }, "empty"},
 		{"not msgpack", func(conn net.Conn) { conn.Write([]byte{0, 0, 0, 3, 0xc1, 0xc1, 0xc1}) }, "not a call"},
-		{"a method", func(conn net.Conn) { sendCall(t, conn, api.StreamCall{ID: 2, Method: "PUT", Path: "/v1/jobs"}) }, "method"},
-		{"not the API", func(conn net.Conn) { sendCall(t, conn, api.StreamCall{ID: 2, Method: "GET", Path: "/metrics"}) }, "not an API path"},
 		{"an ID again", func(conn net.Conn) { s := status; s.ID = 1; sendCall(t, conn, s) }, "IDs must increase"},
 	} {
 		conn, br := openStream(t, target, readToken)
@@ -175,6 +173,27 @@ func TestStreamRefusesBadFrames(t *testing.T) {
 			t.Errorf("%s: %d %d %q (last %d), want the stream refused, with %q, after call 1", tc.name, a.ID, a.Status, a.Body, a.LastID, tc.want)
 		}
 		expectClosed(t, conn, tc.name)
+	}
+	for _, tc := range []struct {
+		name string
+		call api.StreamCall
+		want string
+	}{
+		{"a method", api.StreamCall{ID: 2, Method: "PUT", Path: "/v1/jobs"}, "method"},
+		{"not the API", api.StreamCall{ID: 2, Method: "GET", Path: "/metrics"}, "not an API path"},
+	} {
+		conn, br := openStream(t, target, readToken)
+		sendCall(t, conn, tc.call)
+		s := status
+		s.ID = 3
+		sendCall(t, conn, s)
+		if a := readAnswer(t, conn, br); a.ID != 2 || a.Status != http.StatusBadRequest || !strings.Contains(string(a.Body), tc.want) {
+			t.Errorf("%s: %d %d %q, want call 2 refused with %q", tc.name, a.ID, a.Status, a.Body, tc.want)
+		}
+		if a := readAnswer(t, conn, br); a.ID != 3 || a.Status != http.StatusOK {
+			t.Errorf("%s: then %d %d, want call 3 served", tc.name, a.ID, a.Status)
+		}
+		conn.Close()
 	}
 	conn, br := openStream(t, target, writeToken)
 	for i, path := range []string{api.StreamPath, "/v1/internal/forward", "/v1/operator/snapshot?x=1", api.StreamPath + "?a", "/v1/status"} {
@@ -392,9 +411,6 @@ func TestStreamSaysGoingAway(t *testing.T) {
 // deadline the last flush had set, long past, and the replica closed
 // the stream.
 func TestStreamLargeAnswerAfterIdle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits 31 s")
-	}
 	defer func(was time.Duration) { streamWriteTimeout = was }(streamWriteTimeout)
 	streamWriteTimeout = 300 * time.Millisecond
 	c := startCluster(t)
@@ -412,9 +428,48 @@ func TestStreamLargeAnswerAfterIdle(t *testing.T) {
 		t.Fatalf("status: %+v", a)
 	}
 	time.Sleep(streamWriteTimeout + time.Second)
-	sendCall(t, conn, api.StreamCall{ID: 2, Method: "GET", Path: "/v1/jobs?limit=1000"})
+	// Stale: answered by this replica, leading or not by now.
+	sendCall(t, conn, api.StreamCall{ID: 2, Method: "GET", Path: "/v1/jobs?limit=1000&stale=true"})
 	a := readAnswer(t, conn, br)
 	if a.ID != 2 || a.Status != 200 || len(a.Body) < 32<<10 {
 		t.Fatalf("the job list after an idle spell: %d %d bytes", a.Status, len(a.Body))
+	}
+}
+
+// TestStreamServesCallsBesideAnOversizeOne: a call over MaxBodyBytes is
+// refused alone, with a 413, over the stream as over HTTP: the client
+// sends it over HTTP, and a server that gets one on a stream answers it
+// and serves the calls after it. Found in review: the stream was closed,
+// failing every call sent after it.
+func TestStreamServesCallsBesideAnOversizeOne(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	ctx := context.Background()
+	var big api.PutJobs
+	for i := range 300 {
+		big.Jobs = append(big.Jobs, api.PutJob{Name: fmt.Sprintf("big-%03d", i),
+			Spec: api.Spec{Schedule: "@daily", NomadJob: "p", Payload: make([]byte, 16<<10)}})
+	}
+	if _, err := c.client(leader, writeToken).PutJobs(ctx, big); api.StatusOf(err) != 413 {
+		t.Fatalf("over HTTP: %v, want a 413", err)
+	}
+	if _, err := c.streamClient(leader, writeToken).PutJobs(ctx, big); api.StatusOf(err) != 413 {
+		t.Errorf("over the stream: %v, want a 413 as over HTTP", err)
+	}
+
+	// Two calls pipelined on one stream: the oversize one, then a status.
+	conn, br := openStream(t, c.servers[leader-1], writeToken)
+	sendCall(t, conn, api.StreamCall{ID: 1, Method: "POST", Path: "/v1/jobs", ContentType: "application/json", Body: make([]byte, api.MaxBodyBytes+1)})
+	sendCall(t, conn, api.StreamCall{ID: 2, Method: "GET", Path: "/v1/status"})
+	got := map[uint64]int{}
+	for len(got) < 2 {
+		a := readAnswer(t, conn, br)
+		if a.ID == 0 {
+			t.Fatalf("the stream was closed (status %d, last call %d: %s) with %v answered: call 2 was never served", a.Status, a.LastID, a.Body, got)
+		}
+		got[a.ID] = a.Status
+	}
+	if got[1] != 413 || got[2] != 200 {
+		t.Errorf("answers %v, want 413 for call 1 and 200 for call 2", got)
 	}
 }
