@@ -430,7 +430,10 @@ func (l *Launcher) NextWake() (at time.Time, ok bool) {
 	if l.build != nil {
 		return l.now, true // the next step of the heap's build
 	}
-	if e, has := l.heap.Peek(); has && !l.draining && len(l.starting) < l.cfg.MaxStartsPerStep {
+	// Past the state's room the due starts wait for a conclusion, whose
+	// apply steps the launcher anyway: a wake for them would come at
+	// once, again and again (found in review: every 2 ms while full).
+	if e, has := l.heap.Peek(); has && !l.draining && len(l.starting) < l.cfg.MaxStartsPerStep && l.m.OpenRoom() > len(l.starting) {
 		at, ok = e.NextAt, true
 	}
 	if len(l.delayed) > 0 && (!ok || l.delayed[0].notBefore.Before(at)) {

@@ -690,6 +690,12 @@ func TestStartsWaitForRoomAmongAllJobs(t *testing.T) {
 	if n := startsOf("c"); n != 0 {
 		t.Fatalf("with no room, c's start was proposed %d times, want none", n)
 	}
+	// Nor is a wake asked for it: a conclusion, applied, steps the
+	// launcher anyway. Found in review: the due start asked for one at
+	// once, and the loop woke every 2 ms for as long as the state was full.
+	if at, ok := h.l.NextWake(); ok && !at.After(h.now) {
+		t.Fatalf("with no room, NextWake = %v, now %v: a wake at once, again and again", at, h.now)
+	}
 	h.settle() // the look-ups of a's and b's launches leave
 	h.answerFor(OpLookup, state.Identity("a", due), Result{Found: true, ChildID: "batch/dispatch-a"})
 	h.wantProposed("finished " + state.Identity("a", due) + " dispatched batch/dispatch-a")
