@@ -261,3 +261,34 @@ func TestSnapshotRestoreFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteFileAtomic: the file is written whole or not at all, and a
+// failed rename leaves no temporary file behind (found in review).
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.snap")
+	if err := writeFileAtomic(path, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFileAtomic(path, []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "two" {
+		t.Fatalf("read back %q, %v", b, err)
+	}
+	taken := filepath.Join(dir, "a-folder")
+	if err := os.MkdirAll(filepath.Join(taken, "inside"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFileAtomic(taken, []byte("three")); err == nil {
+		t.Fatal("a rename over a folder that is not empty succeeded")
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("left in the folder: %v, want the file and the folder", names)
+	}
+}

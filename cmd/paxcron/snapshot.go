@@ -91,7 +91,18 @@ func writeFileAtomic(path string, data []byte) error {
 		os.Remove(tmp.Name())
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	// The rename is the folder's: synced, the file is there after a
+	// power cut too (found in review: it was not).
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
 }
 
 const snapshotInspectUsage = `Usage: paxcron operator snapshot inspect [-json] FILE
