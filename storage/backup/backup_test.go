@@ -391,7 +391,9 @@ func TestURLPathIsThePrefix(t *testing.T) {
 	}
 }
 
-// with ErrConfig instead of skipping it.
+// TestOversizedManifestIsSkippedAsCorrupt: a manifest whose size is over
+// MaxBackupBytes is corrupt (no upload wrote it). Found in review:
+// LatestValid stopped at it with ErrConfig instead of skipping it.
 func TestOversizedManifestIsSkippedAsCorrupt(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, "mem://", Options{})

@@ -108,36 +108,41 @@ func TestFolderStoreRefusesPrefixesItCannotSync(t *testing.T) {
 	}
 }
 
-// write) makes Scan stop instead of reporting the backup in place.
-func TestDamagedAttributesFileIsReportedInPlace(t *testing.T) {
-	ctx := context.Background()
+// damageAttributes uploads two backups to a file:// store and empties
+// the attributes file beside the newest's manifest or data object, as a
+// power cut after fileblob's os.Create leaves it.
+func damageAttributes(t *testing.T, ofData bool) *Store {
+	t.Helper()
 	dir := t.TempDir()
 	s := open(t, "file://"+dir, Options{})
 	infos := upload(t, s, 1, 2)
-	attrs := filepath.Join(dir, filepath.FromSlash(s.manifestKey(infos[1].rank()))) + attrsExt
-	if err := os.WriteFile(attrs, nil, 0o644); err != nil { // a power cut after os.Create
+	key := s.manifestKey(infos[1].rank())
+	if ofData {
+		key = infos[1].Key
+	}
+	if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(key))+attrsExt, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	listed, err := s.Scan(ctx)
+	return s
+}
+
+// TestDamagedAttributesFileIsReportedInPlace: found in review, a damaged
+// attributes file (fileblob's, rewritten in place, not atomically)
+// stopped Scan, where a damaged manifest is reported in its place.
+func TestDamagedAttributesFileIsReportedInPlace(t *testing.T) {
+	listed, err := damageAttributes(t, false).Scan(context.Background())
 	if err != nil {
-		t.Fatalf("Scan stopped at a damaged sidecar: %v", err)
+		t.Fatalf("Scan stopped at a damaged attributes file: %v", err)
 	}
-	if len(listed) != 2 || listed[0].Err == nil {
+	if len(listed) != 2 || !errors.Is(listed[0].Err, ErrCorrupt) || !strings.Contains(listed[0].Err.Error(), "delete it") {
 		t.Fatalf("Scan: %+v", listed)
 	}
 }
 
-// falling back.
+// TestDamagedAttributesFileOfDataIsSkipped: the same beside the newest
+// data object; LatestValid stopped instead of falling back.
 func TestDamagedAttributesFileOfDataIsSkipped(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	s := open(t, "file://"+dir, Options{})
-	infos := upload(t, s, 1, 2)
-	attrs := filepath.Join(dir, filepath.FromSlash(infos[1].Key)) + attrsExt
-	if err := os.WriteFile(attrs, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	info, _, skipped, err := s.LatestValid(ctx)
+	info, _, skipped, err := damageAttributes(t, true).LatestValid(context.Background())
 	if err != nil || info.Index != 1 || len(skipped) != 1 {
 		t.Fatalf("LatestValid: index %d, skipped %d, %v; want index 1, one skipped", info.Index, len(skipped), err)
 	}

@@ -288,7 +288,11 @@ func TestUploadCopiesMembership(t *testing.T) {
 	}
 }
 
-// of a backup its pruning has just deleted.
+// TestRepeatedUploadDoesNotReportABackupItPrunes: clusters A (keep 2)
+// and B (keep 10) share a folder; A, idle at index 10, is asked for a
+// backup again after B, of a later generation, backed up twice. Found in
+// review: Upload answered success with the Info of a backup its own
+// pruning had just deleted.
 func TestRepeatedUploadDoesNotReportABackupItPrunes(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -308,7 +312,9 @@ func TestRepeatedUploadDoesNotReportABackupItPrunes(t *testing.T) {
 	}
 }
 
-// ErrOutranked "and nothing is written or pruned".
+// TestRepeatedUploadBelowALaterGenerationIsOutranked: an upload at a
+// rank that already has a backup is refused below a later generation,
+// as a first one is. Found in review: it skipped the check.
 func TestRepeatedUploadBelowALaterGenerationIsOutranked(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, "mem://", Options{Keep: 3})
