@@ -272,22 +272,26 @@ func (e *cronEnv) deleteAndSettle(ctx context.Context, c *Cluster, jobs []string
 	var snaps [][]byte
 	err := c.waitUntil(ctx, func() bool {
 		snaps = snaps[:0]
-		var applied uint64
+		var last uint64
 		for i, r := range live {
 			var open int
+			var slot uint64
 			var snap []byte
 			var err error
+			// Read together on the loop: the replica's Status, read after,
+			// once counted a delete applied after the snapshot was taken,
+			// and two replicas' states a slot apart were compared.
 			if cerr := r.Cron(ctx, func(l *launcher.Launcher) {
-				open = len(l.Machine().OpenLaunches())
-				snap, err = l.Machine().Snapshot()
+				m := l.Machine()
+				open, slot = len(m.OpenLaunches()), m.LastSlot()
+				snap, err = m.Snapshot()
 			}); cerr != nil || err != nil {
 				t.Fatalf("replica %d: %v %v", r.ID(), cerr, err)
 			}
-			s := r.Status()
-			if open > 0 || (i > 0 && s.Applied != applied) {
+			if open > 0 || (i > 0 && slot != last) {
 				return false
 			}
-			applied = s.Applied
+			last = slot
 			snaps = append(snaps, snap)
 		}
 		return true
