@@ -164,15 +164,27 @@ func (s *Server) uploadBackup(ctx context.Context, snap paxos.Snapshot) (backup.
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	info, err := s.backups.store.Upload(ctx, meta, snap.Data)
+	info, err := upload(ctx, s.backups.store, meta, snap.Data)
 	if err != nil {
 		s.metrics.backupErrors.Inc()
+	}
+	if info.Key == "" {
 		return backup.Info{}, err
 	}
+	// Complete, even where only pruning failed after it (Upload returns
+	// the Info with the error): recorded, so that status and the backup
+	// time show it. Found in review: it was not, and an alert on the
+	// backups' age fired for a backup that was there.
 	s.backups.record(info)
 	s.metrics.backupTime.Set(float64(info.TakenAt.Unix()))
-	s.log.Info("snapshot backed up", "generation", info.Generation, "index", info.Index, "bytes", info.Size, "key", info.Key, "url", s.backups.store.URL())
-	return info, nil
+	s.log.Info("snapshot backed up", "generation", info.Generation, "index", info.Index, "bytes", info.Size, "key", info.Key, "url", s.backups.store.URL(), "err", err)
+	return info, err
+}
+
+// upload is backup.Store.Upload; tests replace it to fail after the
+// backup is complete, as a failed pruning does.
+var upload = func(ctx context.Context, st *backup.Store, meta backup.Meta, data []byte) (backup.Info, error) {
+	return st.Upload(ctx, meta, data)
 }
 
 // handleSnapshot serves the replica's state now as a snapshot file

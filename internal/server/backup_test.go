@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"paxcron/cron/replica"
 	"paxcron/cron/state"
 	"paxcron/internal/api"
@@ -421,5 +423,44 @@ func TestRestoreStoreRefusesAnAbsurdGeneration(t *testing.T) {
 	}
 	if round, err := RestoreStore(t.TempDir(), snap, []paxos.ReplicaID{1, 2, 3}, 41); err != nil || round != 42 {
 		t.Errorf("above 41: round %d, %v; want 42", round, err)
+	}
+}
+
+// TestBackupWhosePruningFailedIsRecorded: an upload whose backup is
+// complete but whose pruning failed after it (Upload returns the Info
+// with the error) is the replica's last backup, and sets the backup time
+// an alert on the backups' age reads. Found in review: it was taken for
+// no backup at all.
+func TestBackupWhosePruningFailedIsRecorded(t *testing.T) {
+	pruneErr := errors.New("backup: uploaded it, but pruning failed: the store refused a delete")
+	defer func(was func(context.Context, *backup.Store, backup.Meta, []byte) (backup.Info, error)) { upload = was }(upload)
+	upload = func(ctx context.Context, st *backup.Store, meta backup.Meta, data []byte) (backup.Info, error) {
+		info, err := st.Upload(ctx, meta, data)
+		if err != nil {
+			return info, err
+		}
+		return info, pruneErr
+	}
+	c := startClusterWith(t, func(cfg *Config) { cfg.Backup = "file://" + t.TempDir() })
+	ctx := context.Background()
+	leader := c.leader()
+	w := c.client(leader, writeToken)
+	if _, err := w.PutJobs(ctx, putOne("a")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := w.BackupNow(ctx)
+	if api.StatusOf(err) != 502 || !strings.Contains(err.Error(), "pruning failed") {
+		t.Fatalf("BackupNow: %v, want a 502 that says pruning failed", err)
+	}
+	st, err := w.Status(ctx)
+	if err != nil || st.LastBackup == nil || st.LastBackup.Key == "" {
+		t.Fatalf("status after a backup whose pruning failed: last backup %+v, %v", st.LastBackup, err)
+	}
+	var m dto.Metric
+	if err := c.servers[leader-1].metrics.backupTime.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetGauge().GetValue(); got != float64(st.LastBackup.TakenAt.Unix()) {
+		t.Fatalf("backup time %v, want the backup's %d", got, st.LastBackup.TakenAt.Unix())
 	}
 }
