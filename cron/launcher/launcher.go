@@ -433,7 +433,7 @@ func (l *Launcher) NextWake() (at time.Time, ok bool) {
 	// Past the state's room the due starts wait for a conclusion, whose
 	// apply steps the launcher anyway: a wake for them would come at
 	// once, again and again (found in review: every 2 ms while full).
-	if e, has := l.heap.Peek(); has && !l.draining && len(l.starting) < l.cfg.MaxStartsPerStep && l.m.OpenRoom() > len(l.starting) {
+	if e, has := l.heap.Peek(); has && !l.draining && len(l.starting) < l.cfg.MaxStartsPerStep && l.room() > 0 {
 		at, ok = e.NextAt, true
 	}
 	if len(l.delayed) > 0 && (!ok || l.delayed[0].notBefore.Before(at)) {
@@ -795,6 +795,10 @@ func (l *Launcher) resync(name string) {
 	l.heap.Set(name, at)
 }
 
+// room is how many more launches the state can open, less the starts
+// proposed and not yet applied.
+func (l *Launcher) room() int { return l.m.OpenRoom() - len(l.starting) }
+
 // startDue proposes LaunchStarted for the jobs that came due, a batch at
 // a time. A paused job's launch, or one already beyond its catch-up
 // window, is started and finished at once as skipped: one record per
@@ -803,7 +807,7 @@ func (l *Launcher) startDue() {
 	// Past the state's room for open launches of all jobs every start is
 	// refused, a skip's opening too: none is proposed until launches
 	// conclude, and the jobs due wait in the heap, oldest first.
-	room := l.m.OpenRoom() - len(l.starting)
+	room := l.room()
 	budget := min(l.cfg.MaxStartsPerStep-len(l.starting), room)
 	if budget <= 0 {
 		if next, ok := l.heap.Peek(); ok && !next.NextAt.After(l.now) && room <= 0 {

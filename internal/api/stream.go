@@ -195,23 +195,21 @@ func DecodeStreamCall(frame []byte) (StreamCall, error) {
 		if len(c.Body) > MaxBodyBytes {
 			status = http.StatusRequestEntityTooLarge
 		}
-		return StreamCall{ID: c.ID}, &StreamCallError{ID: c.ID, Status: status, Err: err}
+		return StreamCall{ID: c.ID}, &StreamCallError{Status: status, Err: fmt.Errorf("call %d: %w", c.ID, err)}
 	}
 	return c, nil
 }
 
-// StreamCallError is a call, ID, that a stream does not serve: its
-// answer is Status. Found in review: such a call closed the stream, and
-// failed every call sent after it, where over HTTP it is refused alone.
+// StreamCallError is a call that a stream does not serve (DecodeStreamCall
+// returns its ID in the call): its answer is Status. Found in review:
+// such a call closed the stream, and failed every call sent after it,
+// where over HTTP it is refused alone.
 type StreamCallError struct {
-	ID     uint64
 	Status int
 	Err    error
 }
 
-func (e *StreamCallError) Error() string {
-	return fmt.Sprintf("api: stream call %d: %v", e.ID, e.Err)
-}
+func (e *StreamCallError) Error() string { return "api: stream " + e.Err.Error() }
 
 func (e *StreamCallError) Unwrap() error { return e.Err }
 

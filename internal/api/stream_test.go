@@ -316,7 +316,7 @@ func TestStreamFrames(t *testing.T) {
 		}
 		got, err := DecodeStreamCall(b[4:])
 		var unserved *StreamCallError
-		if !errors.As(err, &unserved) || unserved.ID != 3 || got.ID != 3 || unserved.Status != tc.status || !strings.Contains(err.Error(), tc.want) {
+		if !errors.As(err, &unserved) || got.ID != 3 || unserved.Status != tc.status || !strings.Contains(err.Error(), "call 3: ") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: call %d, %v, want call 3 refused %d with %q", tc.name, got.ID, err, tc.status, tc.want)
 		}
 	}

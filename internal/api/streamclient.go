@@ -154,15 +154,14 @@ func dialStream(ctx context.Context, base *url.URL, token string, tlsConf *tls.C
 		return nil, fmt.Errorf("api: opening a stream to %s: the server upgraded to %q, not %q", base.Redacted(), resp.Header.Get("Upgrade"), StreamProtocol)
 	}
 	_ = nc.SetDeadline(time.Time{})
-	c := &streamConn{nc: nc, bw: bufio.NewWriterSize(DeadlineWriter{Conn: nc, Timeout: timeout}, 64<<10), pending: map[uint64]chan streamResult{}, writeTimeout: timeout}
+	c := &streamConn{nc: nc, bw: bufio.NewWriterSize(DeadlineWriter{Conn: nc, Timeout: timeout}, 64<<10), pending: map[uint64]chan streamResult{}}
 	go c.read(br)
 	return c, nil
 }
 
 // streamConn is one upgraded connection and the calls in flight on it.
 type streamConn struct {
-	nc           net.Conn
-	writeTimeout time.Duration
+	nc net.Conn
 
 	// Calls are written in turn; the last writer of a burst flushes what
 	// all of them wrote, in one write to the socket (Burst).

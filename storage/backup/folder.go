@@ -14,7 +14,7 @@ import (
 )
 
 // A file:// store is a folder, written by gocloud's fileblob driver, which
-// needs three things it does not do by itself (all found in review):
+// needs four things it does not do by itself (all found in review):
 //
 //   - It writes each object to a temporary file in os.TempDir and renames
 //     it into place, which fails ("invalid cross-device link") for every
@@ -31,13 +31,12 @@ import (
 //   - A process killed mid-write leaves its temporary file beside the
 //     objects, where nothing lists it as a backup. Pruning deletes those
 //     older than OrphanGrace.
-
 //   - It writes an attributes file beside each object (rewritten in
 //     place, neither atomically nor synced, when an object is written
 //     again) and reads it before the object; one left empty by a power
-//     cut stopped listing and restoring (found in review). The store uses
-//     no attributes, so Open asks for none to be written (metadata=skip),
-//     and a read that fails on one already there is ErrCorrupt, naming it.
+//     cut stopped listing and restoring. The store uses no attributes, so
+//     Open asks for none to be written (metadata=skip), and a read that
+//     fails on one already there is ErrCorrupt, naming it (readObject).
 
 // fileStoreURL returns rawURL with temporary files kept beside the
 // objects and no attributes files written, and the folder a file:// URL

@@ -210,9 +210,6 @@ func (s *Store) readManifest(ctx context.Context, r rank) (Info, error) {
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return Info{}, fmt.Errorf("%w: no backup at %v (no manifest %s)", ErrNotFound, r, key)
 	}
-	if err := s.damagedAttrs(key, err); err != nil {
-		return Info{}, err
-	}
 	if err != nil {
 		return Info{}, fmt.Errorf("backup: reading manifest %s: %w", key, err)
 	}
@@ -258,9 +255,6 @@ func (s *Store) readData(ctx context.Context, info Info) ([]byte, error) {
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil, fmt.Errorf("%w: the data object %s of the backup at %v is missing", ErrCorrupt, info.Key, info.rank())
 	}
-	if err := s.damagedAttrs(info.Key, err); err != nil {
-		return nil, err
-	}
 	if err != nil {
 		return nil, fmt.Errorf("backup: reading %s: %w", info.Key, err)
 	}
@@ -285,6 +279,9 @@ func sizeOver(got int, want int64) string {
 // tells an object that is too long.
 func (s *Store) readObject(ctx context.Context, key string, limit int64) ([]byte, error) {
 	r, err := s.bucket.NewReader(ctx, key, nil)
+	if damaged := s.damagedAttrs(key, err); damaged != nil {
+		return nil, damaged
+	}
 	if err != nil {
 		return nil, err
 	}
