@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -422,5 +423,58 @@ func TestStreamLargeCallAfterIdle(t *testing.T) {
 	}
 	if n := f.conns.Load(); n != 1 {
 		t.Errorf("%d connections, want 1", n)
+	}
+}
+
+// A replica that vanished without closing its connection (a lost host, a
+// partition) answers nothing: the call in flight times out, and the next
+// call is not sent on the silent stream but opens another, which finds
+// the replica gone and moves to the next one. Found in review: every
+// later call went to the silent stream and timed out in turn, until TCP
+// gave up on it many minutes later.
+func TestStreamSilentReplicaIsLeft(t *testing.T) {
+	silent := startFakeStream(t, func(n int32, br *bufio.Reader, conn net.Conn) {
+		_, _ = io.Copy(io.Discard, br) // reads every call, answers none
+	})
+	serving := startFakeStream(t, func(n int32, br *bufio.Reader, conn net.Conn) {
+		for {
+			b, err := ReadStreamFrame(br, nil, MaxStreamCallBytes)
+			if err != nil {
+				return
+			}
+			c, err := DecodeStreamCall(b)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			writeAnswer(t, conn, done(c, n))
+		}
+	})
+	c, err := NewClient(ClientConfig{
+		Address:      "http://" + silent.ln.Addr().String() + ",http://" + serving.ln.Addr().String(),
+		Token:        "tok",
+		Stream:       true,
+		Timeout:      300 * time.Millisecond,
+		NoLeaderWait: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Pause(ctx, "j1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a call to the silent replica: %v, want its timeout", err)
+	}
+	// The replica is now gone for good: no new connection reaches it.
+	silent.ln.Close()
+	d, err := c.Pause(ctx, "j2")
+	if err != nil {
+		t.Fatalf("the call after the timeout: %v", err)
+	}
+	if d.Index != 21 {
+		t.Errorf("answered %d, want 21 (j2 on the serving replica's first connection)", d.Index)
+	}
+	if n := silent.conns.Load(); n != 1 {
+		t.Errorf("%d connections to the silent replica, want 1", n)
 	}
 }

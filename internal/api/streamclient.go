@@ -170,11 +170,24 @@ type streamConn struct {
 	frame  []byte
 	nextID uint64
 
+	frames atomic.Uint64 // answers read so far
+
 	mu      sync.Mutex
 	pending map[uint64]chan streamResult
 	err     error  // set once: no call is sent from then on
 	lastID  uint64 // when err is set by the server: the last call it serves
+	// retired: a call timed out with nothing read since it was sent. A
+	// replica that vanished without closing (a host lost, a partition)
+	// leaves the connection open until TCP gives up, many minutes on;
+	// the calls in flight keep their own timeouts, but no new call is
+	// sent, and the connection closes once none is left. Found in
+	// review: every later call went to the silent replica and timed out
+	// in turn, where a request per call moved on after one.
+	retired bool
 }
+
+// errRetired: a call found the connection retired before it was written.
+var errRetired = errors.New("api: the stream fell silent")
 
 type streamResult struct {
 	a   StreamAnswer
@@ -184,7 +197,7 @@ type streamResult struct {
 func (c *streamConn) usable() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.err == nil
+	return c.err == nil && !c.retired
 }
 
 // call sends sc and waits for its answer.
@@ -196,6 +209,9 @@ func (c *streamConn) call(ctx context.Context, sc StreamCall) (StreamAnswer, err
 	sc.ID = c.nextID
 	c.mu.Lock()
 	err := c.err
+	if err == nil && c.retired {
+		err = errRetired
+	}
 	if err == nil {
 		c.pending[sc.ID] = done
 	}
@@ -221,13 +237,30 @@ func (c *streamConn) call(ctx context.Context, sc StreamCall) (StreamAnswer, err
 	if err != nil {
 		return StreamAnswer{}, err
 	}
+	framesAtSend := c.frames.Load()
 	select {
 	case r := <-done:
 		hoptrace.Mark(hoptrace.ClientDone, 0)
 		return r.a, r.err
 	case <-ctx.Done():
-		c.forget(sc.ID)
+		silent := errors.Is(ctx.Err(), context.DeadlineExceeded) && c.frames.Load() == framesAtSend
+		c.forgetAfterWait(sc.ID, silent)
 		return StreamAnswer{}, ctx.Err()
+	}
+}
+
+// forgetAfterWait drops a call whose caller stopped waiting; silent:
+// nothing was read while it waited, so the connection is retired.
+func (c *streamConn) forgetAfterWait(id uint64, silent bool) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	if silent {
+		c.retired = true
+	}
+	drained := c.retired && len(c.pending) == 0
+	c.mu.Unlock()
+	if drained {
+		c.nc.Close() // the reader fails and sets err
 	}
 }
 
@@ -271,6 +304,7 @@ func (c *streamConn) read(br *bufio.Reader) {
 			c.fail(err)
 			return
 		}
+		c.frames.Add(1)
 		a, err := DecodeStreamAnswer(buf)
 		hoptrace.Mark(hoptrace.ClientAnswer, 0)
 		if err != nil {
@@ -287,9 +321,14 @@ func (c *streamConn) read(br *bufio.Reader) {
 		c.mu.Lock()
 		done, ok := c.pending[a.ID]
 		delete(c.pending, a.ID)
+		drained := c.retired && len(c.pending) == 0
 		c.mu.Unlock()
 		if ok {
 			done <- streamResult{a: a}
+		}
+		if drained {
+			c.fail(errRetired)
+			return
 		}
 	}
 }
