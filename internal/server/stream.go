@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -28,6 +29,9 @@ const (
 	maxStreams = 1024
 	// streamIdle closes a stream that sends no call for that long.
 	streamIdle = 2 * time.Minute
+	// streamLinger bounds the wait, after a stream's last answer, for
+	// its client to close (see apiStream.finish).
+	streamLinger = 5 * time.Second
 )
 
 // streamWriteTimeout bounds one write of answers to a client that reads
@@ -211,7 +215,23 @@ func (st *apiStream) serve(br *bufio.Reader) {
 		st.write(*bye)
 	}
 	st.calls.Wait()
-	st.nc.Close()
+	st.finish(bye != nil)
+}
+
+// finish closes the connection; answered: the client is still there and
+// has been told the last call served. Then the writing side closes
+// first, and what the client still sends is read and dropped until it
+// closes too (or streamLinger passes): closed with the client's calls
+// unread, the socket would send a reset, which throws away what of the
+// last answers the client's window had not yet let out. Found in review.
+func (st *apiStream) finish(answered bool) {
+	defer st.nc.Close()
+	cw, ok := st.nc.(interface{ CloseWrite() error })
+	if !answered || !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = st.nc.SetReadDeadline(time.Now().Add(streamLinger))
+	_, _ = io.Copy(io.Discard, st.nc)
 }
 
 // read serves the calls it reads; it returns the last message the client

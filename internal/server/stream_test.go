@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -472,4 +473,64 @@ func TestStreamServesCallsBesideAnOversizeOne(t *testing.T) {
 	if got[1] != 413 || got[2] != 200 {
 		t.Errorf("answers %v, want 413 for call 1 and 200 for call 2", got)
 	}
+}
+
+// TestStreamGoingAwayDeliversItsLastAnswers: a client that keeps writing
+// after the replica said it is going away, and reads slowly, still gets
+// every answer up to the last call served, then the end of the stream.
+// Found in review: the replica closed the socket with the client's
+// unread calls in it, which sends a reset at once and throws away what
+// of its own answers the client's window had not yet let out.
+func TestStreamGoingAwayDeliversItsLastAnswers(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	var req api.PutJobs
+	for i := range 1000 {
+		req.Jobs = append(req.Jobs, api.PutJob{Name: fmt.Sprintf("linger-%04d-%0100d", i, 0), Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}})
+	}
+	if _, err := c.client(leader, writeToken).PutJobs(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	target := c.servers[leader-1]
+	conn, br := openStream(t, target, readToken)
+	if err := conn.(*net.TCPConn).SetReadBuffer(32 << 10); err != nil {
+		t.Fatal(err)
+	}
+	sendCall(t, conn, api.StreamCall{ID: 1, Method: "GET", Path: "/v1/jobs?limit=1000&stale=true"})
+	time.Sleep(200 * time.Millisecond) // served; its answer waits on the client's window
+	done := make(chan error, 1)
+	go func() { done <- target.Shutdown(context.Background()) }()
+	time.Sleep(200 * time.Millisecond) // the replica has stopped reading
+	for id := uint64(2); id < 200; id++ {
+		b, err := api.AppendStreamCall(nil, &api.StreamCall{ID: id, Method: "GET", Path: "/v1/status"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write(b); err != nil {
+			t.Logf("call %d: %v", id, err)
+			break // the reset's mark: what follows shows its harm
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	var answered, bye bool
+	for !answered || !bye {
+		a := readAnswer(t, conn, br)
+		switch {
+		case a.ID == 1 && a.Status == http.StatusOK:
+			answered = true
+		case a.ID == 0 && a.Status == 0 && a.LastID == 1:
+			bye = true
+		default:
+			t.Fatalf("%d %d (last %d), want call 1's answer and going away after it", a.ID, a.Status, a.LastID)
+		}
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("after the last answer: %d bytes, %v; want the end of the stream", n, err)
+	}
+	conn.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c.servers[leader-1] = nil
 }
