@@ -957,7 +957,13 @@ func (l *Launcher) advance(t *task) {
 		l.call(t, OpStop, target(t.previous[0].Target), t.previous[0].ID)
 	case phaseDispatch:
 		info, ok := l.m.Info(t.launch.Job)
-		if !l.sameJob(t, info, ok) {
+		switch {
+		case !l.sameJob(t, info, ok) && t.dispatched:
+			// Deleted while a failed dispatch, found not to have made a
+			// child, waited to be sent again: it failed, and says why.
+			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: ReasonDeletedAfterFailure(t.lastErr)})
+			return
+		case !l.sameJob(t, info, ok):
 			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: ReasonDeleted})
 			return
 		}

@@ -241,6 +241,28 @@ func TestAmbiguousDispatchIsLookedUpThenRetried(t *testing.T) {
 	h.wantProposed("finished a-1772370000 dispatched batch/dispatch-a", "finished b-1772370000 dispatched batch/dispatch-b")
 }
 
+// TestDeletedWhileWaitingToDispatchAgain: a dispatch that failed, found
+// not to have happened, waits to be sent again; the job is deleted in the
+// wait. The launch is recorded failed, with the failure, not skipped as
+// though no dispatch had been tried. Found in review.
+func TestDeletedWhileWaitingToDispatchAgain(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("b", job("@every 1h")))
+	h.lease(1, 10*time.Second)
+	h.at(t0.Add(time.Hour))
+	h.commit()
+	h.wantRequest(OpDispatch, "b-1772370000")
+	h.answer(Result{Err: fmt.Errorf("500 internal error")})
+	h.settle()
+	h.wantRequest(OpLookup, "b-1772370000")
+	h.answer(Result{})
+	h.wantNoRequest() // b waits before dispatching again
+	h.apply(state.DeleteJob{Name: "b"})
+	h.at(h.now.Add(time.Second))
+	h.wantNoRequest()
+	h.wantProposed("finished b-1772370000 failed dispatch failed (500 internal error) and the job was deleted since")
+}
+
 func TestRejectedDispatchFails(t *testing.T) {
 	h := newHarness(t, nil)
 	h.apply(putJob("a", job("@every 1h")))
