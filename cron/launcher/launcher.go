@@ -1178,6 +1178,18 @@ func (l *Launcher) lookedUp(t *task, r Result) {
 		// job asked for at least once: dispatch it again, as a retry of
 		// a launch already decided (no policy check: a skip now could
 		// hide a child that ran).
+		if t.mayHaveRun {
+			// Dispatched again already, and that failed too: waits as
+			// any failed dispatch does before the next, within the
+			// catch-up window.
+			info, _ := l.m.Info(t.launch.Job)
+			if !l.now.Add(l.backoff(t)).Before(l.giveUpAt(t, info.Spec.CatchupWindow)) {
+				l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: ReasonRetriesOut(t.attempts+1, t.lastErr)})
+				return
+			}
+			l.retry(t, phaseDispatch, errors.New(t.lastErr))
+			return
+		}
 		t.phase, t.mayHaveRun = phaseDispatch, true
 		l.queue = append(l.queue, t)
 	case !l.now.Before(l.horizonEnd(t)):

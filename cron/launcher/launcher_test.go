@@ -202,6 +202,53 @@ func TestAtLeastOncePastHorizonIsDispatchedAgain(t *testing.T) {
 	wantFinished(pastHorizon(30*time.Minute), "unknown open since")
 }
 
+// TestAtLeastOncePastHorizonBacksOff: an at-least-once launch past the
+// horizon whose dispatches keep failing, each found by its look-up not to
+// have made a child, is sent again after a growing wait, as any failed
+// dispatch is. Found in review: it went again as soon as each look-up
+// answered, for as long as its catch-up window lasted.
+func TestAtLeastOncePastHorizonBacksOff(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MemoryHorizon = time.Hour; c.ClockSkew = time.Minute })
+	spec := job("@every 1m")
+	spec.CatchupWindow = 2 * time.Hour
+	spec.AtLeastOnce = true
+	h.apply(putJob("a", spec))
+	due := t0.Add(time.Minute)
+	h.apply(state.LaunchStarted{Job: "a", ScheduledAt: due, Identity: state.Identity("a", due), SpecVersion: 1, At: due})
+	h.lease(2, 10*time.Second)
+	h.at(due.Add(59 * time.Minute))
+	h.settle()
+	h.wantRequest(OpLookup, "a-1772366460")
+	h.answer(Result{})
+	for i, wait := range []time.Duration{0, DefaultRetryAfter, 2 * DefaultRetryAfter, 4 * DefaultRetryAfter} {
+		if wait > 0 {
+			h.wantNoRequest()
+			h.at(h.now.Add(wait - time.Millisecond))
+			h.wantNoRequest()
+			h.settle()
+		}
+		if len(h.d.pending) != 1 || h.d.pending[0].Op != OpDispatch {
+			t.Fatalf("dispatch %d: pending %+v, want a's dispatch again", i+1, h.d.pending)
+		}
+		h.answer(Result{Err: errTimeout})
+		h.settle()
+		h.wantRequest(OpLookup, "a-1772366460")
+		h.answer(Result{})
+	}
+	// Near the end of its window, the wait would pass it: concluded
+	// unknown (a child of an earlier dispatch may have run), not sent.
+	h.at(due.Add(spec.CatchupWindow - 4*DefaultRetryAfter))
+	h.wantRequest(OpDispatch, "a-1772366460")
+	h.answer(Result{Err: errTimeout})
+	h.settle()
+	h.wantRequest(OpLookup, "a-1772366460")
+	h.answer(Result{})
+	h.wantNoRequest()
+	if got := describe(h.proposed); !strings.Contains(got, "finished a-1772366460 unknown dispatched again after Nomad may have forgotten an earlier child (at least once), then failed: dispatch failed 5 times") {
+		t.Fatalf("proposed:\n%s\nwant the launch concluded unknown once its window would pass", got)
+	}
+}
+
 func TestOpenLaunchBeyondCatchupWindowIsSkipped(t *testing.T) {
 	h := newHarness(t, nil)
 	h.apply(putJob("a", job("@every 1h")))
