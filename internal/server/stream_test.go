@@ -54,8 +54,10 @@ func TestStreamServesTheAPI(t *testing.T) {
 		if j, err := s.Job(ctx, name, 3, api.ReadOptions{}); err != nil || j.Name != name || len(j.Next) != 3 {
 			t.Errorf("replica %d: reading %s: %+v, %v", id, name, j, err)
 		}
-		if st, err := s.Status(ctx); err != nil || st.Leader != uint64(leader) {
-			t.Errorf("replica %d: status %+v, %v", id, st, err)
+		// Not the leader found at the start: under load (CI, -race) an
+		// election may have moved it since; CI run A at 5d966f0 saw one.
+		if st, err := s.Status(ctx); err != nil || st.Replica != uint64(id) || st.Leader == 0 {
+			t.Errorf("replica %d: status %+v, %v; want its own, naming a leader", id, st, err)
 		}
 		if _, err := s.Job(ctx, "nobody", 0, api.ReadOptions{}); api.StatusOf(err) != http.StatusNotFound {
 			t.Errorf("replica %d: a missing job: %v, want a 404", id, err)
