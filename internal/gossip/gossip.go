@@ -232,6 +232,19 @@ func resolveAdvertised(host string) (string, error) {
 // nodeName is a replica's memberlist name: the same wherever it runs.
 func nodeName(id uint64) string { return "replica-" + strconv.FormatUint(id, 10) }
 
+// idOfName is the replica ID a memberlist name stands for, if it is one.
+func idOfName(name string) (uint64, bool) {
+	s, ok := strings.CutPrefix(name, "replica-")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || id == 0 || nodeName(id) != name {
+		return 0, false
+	}
+	return id, true
+}
+
 func (g *Gossip) memberlistConfig() (*memberlist.Config, error) {
 	c, t := g.cfg, g.cfg.Timing
 	mc := memberlist.DefaultLANConfig()
@@ -354,7 +367,16 @@ func (g *Gossip) alive(n *memberlist.Node) {
 
 func (g *Gossip) dead(n *memberlist.Node) {
 	p, ok := g.peerOf(n)
-	if !ok || p.ID == g.cfg.Self.ID {
+	if !ok {
+		// Its meta no longer decodes (or never did): its name still says
+		// which replica it is, and a member known alive must not stay so.
+		id, named := idOfName(n.Name)
+		if !named || !slices.Contains(g.cfg.Members, id) {
+			return
+		}
+		p = Peer{ID: id}
+	}
+	if p.ID == g.cfg.Self.ID {
 		return
 	}
 	g.mu.Lock()

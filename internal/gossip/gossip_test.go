@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
 var testKey = []byte("gossip-test-cluster-key-012345")
@@ -308,5 +310,38 @@ func TestAdvertisedHostNameIsResolved(t *testing.T) {
 	cfg.AdvertiseAddr = "no-such-host.invalid:34752"
 	if _, err := (&Gossip{cfg: cfg, log: slog.New(slog.DiscardHandler)}).memberlistConfig(); !errors.Is(err, ErrConfig) {
 		t.Fatalf("an advertised name that does not resolve: %v, want ErrConfig", err)
+	}
+}
+
+// Found in review: a peer known alive whose meta then stops decoding (a newer meta version
+// in a rolling upgrade, say) must still be reported dead when memberlist
+// declares it dead: its name says which replica it is. Otherwise it stays
+// in Peers forever and the core never hears the suspicion.
+func TestDeadPeerWithUndecodableMetaIsReported(t *testing.T) {
+	rec := newRecorder()
+	g := &Gossip{
+		cfg:   Config{Self: Peer{ID: 1}, Members: []uint64{1, 2, 3}, Events: rec.events()},
+		log:   slog.New(slog.DiscardHandler),
+		peers: map[uint64]Peer{},
+	}
+	good, err := encodeMeta(Peer{ID: 2, PaxosAddr: "127.0.0.1:9002", APIAddr: "127.0.0.1:8002"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := append([]byte{metaVersion + 1}, good[1:]...)
+	ev := events{g}
+	ev.NotifyJoin(&memberlist.Node{Name: nodeName(2), Meta: good})
+	if len(g.Peers()) != 1 {
+		t.Fatalf("peers %v, want replica 2", g.Peers())
+	}
+	ev.NotifyUpdate(&memberlist.Node{Name: nodeName(2), Meta: bad})
+	ev.NotifyLeave(&memberlist.Node{Name: nodeName(2), Meta: bad})
+	if p := g.Peers(); len(p) != 0 {
+		t.Errorf("replica 2 declared dead by memberlist is still alive in Peers: %v", p)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.dead[2] != 1 {
+		t.Errorf("Dead(2) heard %d times, want 1", rec.dead[2])
 	}
 }
