@@ -372,7 +372,13 @@ func (n *Node) Start() {
 func (n *Node) Stop() {
 	n.stopOnce.Do(func() { close(n.quit) })
 	started := true
-	n.startOnce.Do(func() { started = false })
+	n.startOnce.Do(func() {
+		// Never started: the loop will never run, so stop here what it
+		// would have stopped (nothing was taken, nothing is pending).
+		started = false
+		n.publishErr(ErrStopped)
+		close(n.stopped)
+	})
 	if !started {
 		return
 	}

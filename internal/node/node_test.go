@@ -185,3 +185,34 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// Found in review: a node stopped before it was started is stopped: Done closes, its
+// status says ErrStopped, and Propose and Call fail with ErrStopped
+// rather than wait forever for a loop that will never run.
+func TestStopBeforeStartStops(t *testing.T) {
+	n, err := New(Config{
+		ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}, Store: memstore.New(),
+		Send: func(paxos.Message) {}, TickInterval: time.Millisecond, Timing: paxos.DefaultTiming(),
+		Limits: paxos.DefaultLimits(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Stop()
+	select {
+	case <-n.Done():
+	case <-time.After(time.Second):
+		t.Error("Done not closed after Stop")
+	}
+	if s := n.Status(); !errors.Is(s.Err, ErrStopped) {
+		t.Errorf("status error %v, want ErrStopped", s.Err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := n.Propose(ctx, []byte("x")); !errors.Is(err, ErrStopped) {
+		t.Errorf("Propose after Stop: %v, want ErrStopped", err)
+	}
+	if err := n.Call(ctx, func(*replica.Replica) {}); !errors.Is(err, ErrStopped) {
+		t.Errorf("Call after Stop: %v, want ErrStopped", err)
+	}
+}
