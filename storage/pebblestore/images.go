@@ -52,6 +52,10 @@ const (
 	maxFrameRecordBytes = storage.MaxSnapshotChunkBytes + 64
 )
 
+// maxCountedImageFile bounds the file numbers Open numbers new files
+// past: far more files than a store ever creates.
+const maxCountedImageFile = 1 << 62
+
 func imageFileName(n uint64) string { return imageFilePrefix + strconv.FormatUint(n, 10) }
 
 // parseImageFileName returns the number of an image file's name; ok is
@@ -219,13 +223,22 @@ func (s *Store) openImages(dir string) error {
 	if err != nil {
 		return fmt.Errorf("storage: pebblestore: listing %s: %w", s.imagesDir, err)
 	}
-	s.nextFile = max(1, s.snapFile+1)
+	// Number past every file present, except numbers no store reaches by
+	// counting (a stray or damaged name): numbering past 2^64-2 wrapped
+	// to file 0, which no header can name, and the Save that stored it
+	// panicked. New files cannot collide with such a number.
+	s.nextFile = 1
+	if s.snapFile < maxCountedImageFile {
+		s.nextFile = s.snapFile + 1
+	}
 	for _, name := range names {
 		n, ok := parseImageFileName(name)
 		if !ok {
 			continue // not ours
 		}
-		s.nextFile = max(s.nextFile, n+1)
+		if n < maxCountedImageFile {
+			s.nextFile = max(s.nextFile, n+1)
+		}
 		if n != s.snapFile && !s.snapFileUnknown {
 			s.removeImage(n)
 		}

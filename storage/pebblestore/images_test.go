@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -483,5 +484,73 @@ func TestParseImageFileName(t *testing.T) {
 		if n, ok := parseImageFileName(name); ok {
 			t.Errorf("%q parsed as image file %d", name, n)
 		}
+	}
+}
+
+// TestStrayImageNumberNearTheTopDoesNotWrap (found in review): a file in the images folder
+// numbered just below 2^64-1 (a stray or damaged name) must not make the
+// store number a later image 0, which no header can name: the Save that
+// stores it panicked.
+func TestStrayImageNumberNearTheTopDoesNotWrap(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openMem(t, fs)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stray := fs.PathJoin("store", imagesDirName, imageFileName(math.MaxUint64-1))
+	f, err := fs.Create(stray, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openMem(t, fs)
+	defer s.Close()
+	for i := uint64(1); i <= 3; i++ {
+		snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: 10 * i}, Data: []byte(fmt.Sprint("image ", i))}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("Save of snapshot %d panicked: %v", i, r)
+				}
+			}()
+			if err := s.Save(storage.Update{Snapshot: &snap}); err != nil {
+				t.Fatalf("Save of snapshot %d: %v", i, err)
+			}
+		}()
+		checkSnapshot(t, s, snap)
+	}
+}
+
+// TestEntryAtSlotZeroIsCorruption (found in review): no Save writes slot 0, so an entry
+// key for it (a damaged or foreign database, its record's checksum
+// valid) is corruption. The store opened and reported FirstSlot 0,
+// which the paxos.Storage contract rules out and the core refuses with
+// an error that does not say the disk is damaged.
+func TestEntryAtSlotZeroIsCorruption(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openMem(t, fs)
+	if err := s.Save(storage.Update{Entries: []paxos.Entry{{Slot: 1, Kind: paxos.EntryNoop}}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := storage.NewCodec().AppendEntry(nil, paxos.Entry{Slot: 0, Kind: paxos.EntryNoop})
+	if err := s.db.Set(entryKey(0), rec, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open("store", Options{FS: fs, Logger: quietLogger{}})
+	if err != nil {
+		if !errors.Is(err, storage.ErrCorrupt) {
+			t.Fatalf("Open: %v, want ErrCorrupt", err)
+		}
+		return
+	}
+	defer s.Close()
+	first, err := s.FirstSlot()
+	if err == nil && first == 0 {
+		t.Fatalf("FirstSlot() = 0 on a store holding an entry key at slot 0; want ErrCorrupt (FirstSlot is at least 1)")
 	}
 }

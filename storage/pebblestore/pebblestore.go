@@ -201,6 +201,11 @@ func (s *Store) loadFirstSlot() error {
 	if err != nil {
 		return err
 	}
+	if ok && slot == 0 {
+		// No Save writes slot 0 (storage.CheckUpdate), and FirstSlot is
+		// at least 1: the key is damage, not an entry.
+		return fmt.Errorf("%w: an entry key for slot 0", storage.ErrCorrupt)
+	}
 	s.firstSlot = storage.FirstSlot(slot, ok, s.snapIndex)
 	return nil
 }
