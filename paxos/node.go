@@ -440,9 +440,19 @@ func (n *Node) validate(m Message) error {
 		// review).
 		return bad("slot %d or %d out of range", m.Start, m.Last)
 	}
+	if len(m.Entries) > 0 && m.Type != MsgAccept && m.Type != MsgChosen && m.Type != MsgPromise {
+		// Only these carry entries; a heartbeat's were once accepted
+		// unchecked (gaps, foreign ballots) and chose slots never held.
+		return bad("carries %d entries", len(m.Entries))
+	}
 	for i, e := range m.Entries {
 		if e.Kind != EntryNoop && e.Kind != EntryCommand {
 			return bad("entry %d has kind %d", e.Slot, e.Kind)
+		}
+		if e.Ballot.Round >= MaxRound {
+			// A rebuilding replica promises the ballot of the entry that
+			// ends its rebuild: one past MaxRound wrapped its next ballot.
+			return bad("entry %d under ballot round %d out of range", e.Slot, e.Ballot.Round)
 		}
 		if e.Slot == 0 || e.Slot >= maxSlot || (i > 0 && e.Slot <= m.Entries[i-1].Slot) {
 			return bad("entry slots not increasing from 1 at %d, or past %d", e.Slot, uint64(maxSlot))

@@ -968,3 +968,75 @@ func TestRebuildEndsUnderSteadyLoad(t *testing.T) {
 		t.Fatalf("replica 3 still rebuilds after %d writes: chosen %d, the leader's %d", writes, s3.Chosen, s1.Chosen)
 	}
 }
+
+// readyNoPanic takes a Ready, turning a panic into an error.
+func readyNoPanic(n *Node) (rd Ready, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return n.Ready(), nil
+}
+
+// TestHeartbeatWithEntriesIsRefused (found in review): a heartbeat carries no entries; one
+// that does (non-contiguous, under another ballot) must be refused like
+// the same entries on an accept, not taken as accepted.
+func TestHeartbeatWithEntriesIsRefused(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	n := c.replicas[1].node
+	b := Ballot{Round: 5, Replica: 2}
+	m := Message{Type: MsgHeartbeat, From: 2, To: 1, Ballot: b, Start: 1, Commit: 3, Round: 1,
+		Entries: []Entry{{Slot: 1, Ballot: b, Kind: EntryNoop}, {Slot: 3, Ballot: Ballot{Round: 99, Replica: 3}, Kind: EntryNoop}}}
+	err := n.Step(m)
+	if errors.Is(err, ErrInvalidMessage) {
+		return
+	}
+	if _, perr := readyNoPanic(n); perr != nil {
+		t.Fatalf("heartbeat with a gap in its entries accepted (Step = %v), then Ready: %v", err, perr)
+	}
+	t.Fatalf("heartbeat with entries accepted: Step = %v, chosen %d, through %d", err, n.hs.Chosen, n.follow.through)
+}
+
+// TestChosenEntryBallotIsBounded (found in review): an entry's ballot in a catch-up (or a
+// promise) is bounded like the message's own ballot. A rebuilding replica
+// promises the ballot of the chosen entry that ends its rebuild; one at
+// the top of uint64 left it promised past MaxRound (no valid message could
+// reach it again), and its next campaign's ballot wrapped to round 0 and
+// it panicked lowering its promise.
+func TestChosenEntryBallotIsBounded(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.wipe(3)
+	n := c.replicas[3].node
+	if err := n.Step(Message{Type: MsgPrepare, From: 2, To: 3, Ballot: Ballot{Round: 5, Replica: 2}, Start: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for range rebuildQuietTicks(c.timing) {
+		n.Tick()
+	}
+	top := Ballot{Round: math.MaxUint64, Replica: 2}
+	err := n.Step(Message{Type: MsgChosen, From: 2, To: 3, Commit: 1,
+		Entries: []Entry{{Slot: 1, Ballot: top, Kind: EntryNoop}}})
+	if errors.Is(err, ErrInvalidMessage) {
+		return
+	}
+	promised := n.hs.Promised
+	// Campaign: a pre-vote granted by 2, then the prepare.
+	perr := func() (perr error) {
+		defer func() {
+			if r := recover(); r != nil {
+				perr = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		for range 4 * c.timing.ElectionTicks {
+			n.Tick()
+			if n.role == PreCandidate {
+				n.Step(Message{Type: MsgPreVoteReply, From: 2, To: 3, Ballot: n.cand.ballot})
+				break
+			}
+		}
+		return nil
+	}()
+	t.Fatalf("catch-up entry under ballot %s taken (Step = %v): promised %s (MaxRound %d); campaigning: %v",
+		top, err, promised, uint64(MaxRound), perr)
+}
