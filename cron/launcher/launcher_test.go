@@ -156,24 +156,31 @@ func TestOpenLaunchPastHorizonIsNeverRedispatched(t *testing.T) {
 	}
 }
 
+// atLeastOncePastHorizon: an at-least-once launch of job a, due at
+// t0+1m with the given catch-up window, left open by an earlier leader;
+// a new one looks it up just past the horizon (1 h, less 1 m of skew)
+// and finds nothing.
+func atLeastOncePastHorizon(t *testing.T, window time.Duration) *harness {
+	h := newHarness(t, func(c *Config) { c.MemoryHorizon = time.Hour; c.ClockSkew = time.Minute })
+	spec := job("@every 1m")
+	spec.CatchupWindow = window
+	spec.AtLeastOnce = true
+	h.apply(putJob("a", spec))
+	at := t0.Add(time.Minute)
+	h.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
+	h.lease(2, 10*time.Second)
+	h.at(at.Add(59 * time.Minute))
+	h.settle()
+	h.wantRequest(OpLookup, "a-1772366460")
+	h.answer(Result{})
+	return h
+}
+
 // TestAtLeastOncePastHorizonIsDispatchedAgain: the job's choice; the
 // same token, within the catch-up window.
 func TestAtLeastOncePastHorizonIsDispatchedAgain(t *testing.T) {
-	at := t0.Add(time.Minute)
-	// pastHorizon: an at-least-once launch left open by an earlier
-	// leader; a new one looks it up just past the horizon, finds nothing.
 	pastHorizon := func(window time.Duration) *harness {
-		h := newHarness(t, func(c *Config) { c.MemoryHorizon = time.Hour; c.ClockSkew = time.Minute })
-		spec := job("@every 1m")
-		spec.CatchupWindow = window
-		spec.AtLeastOnce = true
-		h.apply(putJob("a", spec))
-		h.apply(state.LaunchStarted{Job: "a", ScheduledAt: at, Identity: state.Identity("a", at), SpecVersion: 1, At: at})
-		h.lease(2, 10*time.Second)
-		h.at(at.Add(59 * time.Minute))
-		h.settle()
-		h.wantRequest(OpLookup, "a-1772366460")
-		h.answer(Result{})
+		h := atLeastOncePastHorizon(t, window)
 		h.settle()
 		return h
 	}
@@ -208,18 +215,9 @@ func TestAtLeastOncePastHorizonIsDispatchedAgain(t *testing.T) {
 // dispatch is. Found in review: it went again as soon as each look-up
 // answered, for as long as its catch-up window lasted.
 func TestAtLeastOncePastHorizonBacksOff(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MemoryHorizon = time.Hour; c.ClockSkew = time.Minute })
-	spec := job("@every 1m")
-	spec.CatchupWindow = 2 * time.Hour
-	spec.AtLeastOnce = true
-	h.apply(putJob("a", spec))
+	const window = 2 * time.Hour
+	h := atLeastOncePastHorizon(t, window)
 	due := t0.Add(time.Minute)
-	h.apply(state.LaunchStarted{Job: "a", ScheduledAt: due, Identity: state.Identity("a", due), SpecVersion: 1, At: due})
-	h.lease(2, 10*time.Second)
-	h.at(due.Add(59 * time.Minute))
-	h.settle()
-	h.wantRequest(OpLookup, "a-1772366460")
-	h.answer(Result{})
 	for i, wait := range []time.Duration{0, DefaultRetryAfter, 2 * DefaultRetryAfter, 4 * DefaultRetryAfter} {
 		if wait > 0 {
 			h.wantNoRequest()
@@ -237,7 +235,7 @@ func TestAtLeastOncePastHorizonBacksOff(t *testing.T) {
 	}
 	// Near the end of its window, the wait would pass it: concluded
 	// unknown (a child of an earlier dispatch may have run), not sent.
-	h.at(due.Add(spec.CatchupWindow - 4*DefaultRetryAfter))
+	h.at(due.Add(window - 4*DefaultRetryAfter))
 	h.wantRequest(OpDispatch, "a-1772366460")
 	h.answer(Result{Err: errTimeout})
 	h.settle()

@@ -94,6 +94,25 @@ func writeAnswer(t *testing.T, conn net.Conn, a StreamAnswer) {
 	}
 }
 
+// answerEach serves a stream by answering each call it reads with
+// answer(call, connection), until the client leaves or sends a frame
+// that is not a call.
+func answerEach(t *testing.T, answer func(c StreamCall, conn int32) StreamAnswer) func(n int32, br *bufio.Reader, conn net.Conn) {
+	return func(n int32, br *bufio.Reader, conn net.Conn) {
+		for {
+			b, err := ReadStreamFrame(br, nil, MaxStreamCallBytes)
+			if err != nil {
+				return
+			}
+			c, err := DecodeStreamCall(b)
+			if err != nil {
+				return
+			}
+			writeAnswer(t, conn, answer(c, n))
+		}
+	}
+}
+
 // done answers a Done whose index names the call's job (jN in its path)
 // and the connection: N*10 + conn.
 func done(c StreamCall, conn int32) StreamAnswer {
@@ -391,19 +410,9 @@ func TestBurstLeavesNothingBuffered(t *testing.T) {
 // it ran under the deadline the last flush had set, long past, and
 // failed with every call on the stream.
 func TestStreamLargeCallAfterIdle(t *testing.T) {
-	f := startFakeStream(t, func(n int32, br *bufio.Reader, conn net.Conn) {
-		for {
-			b, err := ReadStreamFrame(br, nil, MaxStreamCallBytes)
-			if err != nil {
-				return
-			}
-			c, err := DecodeStreamCall(b)
-			if err != nil {
-				return
-			}
-			writeAnswer(t, conn, StreamAnswer{ID: c.ID, Status: 200, Body: []byte(`{"index":1}`)})
-		}
-	})
+	f := startFakeStream(t, answerEach(t, func(c StreamCall, _ int32) StreamAnswer {
+		return StreamAnswer{ID: c.ID, Status: 200, Body: []byte(`{"index":1}`)}
+	}))
 	c, err := NewClient(ClientConfig{Address: "http://" + f.ln.Addr().String(), Token: "tok", Stream: true, Timeout: 300 * time.Millisecond, NoLeaderWait: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -436,20 +445,7 @@ func TestStreamSilentReplicaIsLeft(t *testing.T) {
 	silent := startFakeStream(t, func(n int32, br *bufio.Reader, conn net.Conn) {
 		_, _ = io.Copy(io.Discard, br) // reads every call, answers none
 	})
-	serving := startFakeStream(t, func(n int32, br *bufio.Reader, conn net.Conn) {
-		for {
-			b, err := ReadStreamFrame(br, nil, MaxStreamCallBytes)
-			if err != nil {
-				return
-			}
-			c, err := DecodeStreamCall(b)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			writeAnswer(t, conn, done(c, n))
-		}
-	})
+	serving := startFakeStream(t, answerEach(t, done))
 	c, err := NewClient(ClientConfig{
 		Address:      "http://" + silent.ln.Addr().String() + ",http://" + serving.ln.Addr().String(),
 		Token:        "tok",
