@@ -440,7 +440,7 @@ func (n *Node) validate(m Message) error {
 		// review).
 		return bad("slot %d or %d out of range", m.Start, m.Last)
 	}
-	if len(m.Entries) > 0 && m.Type != MsgAccept && m.Type != MsgChosen && m.Type != MsgPromise {
+	if len(m.Entries) > 0 && !carriesEntries(m.Type) {
 		// Only these carry entries; a heartbeat's were once accepted
 		// unchecked (gaps, foreign ballots) and chose slots never held.
 		return bad("carries %d entries", len(m.Entries))
