@@ -957,14 +957,14 @@ func (l *Launcher) advance(t *task) {
 		l.call(t, OpStop, target(t.previous[0].Target), t.previous[0].ID)
 	case phaseDispatch:
 		info, ok := l.m.Info(t.launch.Job)
-		switch {
-		case !l.sameJob(t, info, ok) && t.dispatched:
-			// Deleted while a failed dispatch, found not to have made a
-			// child, waited to be sent again: it failed, and says why.
-			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: ReasonDeletedAfterFailure(t.lastErr)})
-			return
-		case !l.sameJob(t, info, ok):
-			l.conclude(t, state.Outcome{Kind: state.OutcomeSkipped, Reason: ReasonDeleted})
+		if !l.sameJob(t, info, ok) {
+			o := state.Outcome{Kind: state.OutcomeSkipped, Reason: ReasonDeleted}
+			if t.dispatched {
+				// Deleted while a failed dispatch, found not to have made
+				// a child, waited to be sent again: it failed, and says why.
+				o = state.Outcome{Kind: state.OutcomeFailed, Reason: ReasonDeletedAfterFailure(t.lastErr)}
+			}
+			l.conclude(t, o)
 			return
 		}
 		// The target, payload and meta are the launch's own, fixed when it
@@ -1166,6 +1166,16 @@ func (l *Launcher) Done(r Result) {
 	}
 }
 
+// dispatchAgain sends t's failed dispatch again after the retry's wait,
+// or concludes it failed when the wait would pass its catch-up window.
+func (l *Launcher) dispatchAgain(t *task, info state.JobInfo) {
+	if !l.now.Add(l.backoff(t)).Before(l.giveUpAt(t, info.Spec.CatchupWindow)) {
+		l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: ReasonRetriesOut(t.attempts+1, t.lastErr)})
+		return
+	}
+	l.retry(t, phaseDispatch, errors.New(t.lastErr))
+}
+
 // lookedUp handles a lookup's result.
 func (l *Launcher) lookedUp(t *task, r Result) {
 	switch {
@@ -1180,14 +1190,9 @@ func (l *Launcher) lookedUp(t *task, r Result) {
 		// hide a child that ran).
 		if t.mayHaveRun {
 			// Dispatched again already, and that failed too: waits as
-			// any failed dispatch does before the next, within the
-			// catch-up window.
+			// any failed dispatch does before the next.
 			info, _ := l.m.Info(t.launch.Job)
-			if !l.now.Add(l.backoff(t)).Before(l.giveUpAt(t, info.Spec.CatchupWindow)) {
-				l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: ReasonRetriesOut(t.attempts+1, t.lastErr)})
-				return
-			}
-			l.retry(t, phaseDispatch, errors.New(t.lastErr))
+			l.dispatchAgain(t, info)
 			return
 		}
 		t.phase, t.mayHaveRun = phaseDispatch, true
@@ -1204,11 +1209,7 @@ func (l *Launcher) lookedUp(t *task, r Result) {
 			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: ReasonDeletedAfterFailure(t.lastErr)})
 			return
 		}
-		if !l.now.Add(l.backoff(t)).Before(l.giveUpAt(t, info.Spec.CatchupWindow)) {
-			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: ReasonRetriesOut(t.attempts+1, t.lastErr)})
-			return
-		}
-		l.retry(t, phaseDispatch, errors.New(t.lastErr))
+		l.dispatchAgain(t, info)
 	default:
 		t.phase = phaseDecide
 		l.queue = append(l.queue, t)
