@@ -467,8 +467,10 @@ func TestStreamSilentReplicaIsLeft(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the call after the timeout: %v", err)
 	}
-	if d.Index != 21 {
-		t.Errorf("answered %d, want 21 (j2 on the serving replica's first connection)", d.Index)
+	// j2's answer, on whichever of the serving replica's connections (the
+	// client's search for the leader opens some of its own).
+	if d.Index/10 != 2 {
+		t.Errorf("answered %d, want 2x (j2, served by the serving replica)", d.Index)
 	}
 	if n := silent.conns.Load(); n != 1 {
 		t.Errorf("%d connections to the silent replica, want 1", n)

@@ -219,7 +219,7 @@ func (c *streamConn) call(ctx context.Context, sc StreamCall) (StreamAnswer, err
 	if err == nil {
 		c.frame, err = AppendStreamCall(c.frame[:0], &sc)
 		if err != nil {
-			c.forget(sc.ID)
+			c.forget(sc.ID, false)
 		} else if _, werr := c.bw.Write(c.frame); werr != nil {
 			c.fail(werr)
 		}
@@ -244,14 +244,14 @@ func (c *streamConn) call(ctx context.Context, sc StreamCall) (StreamAnswer, err
 		return r.a, r.err
 	case <-ctx.Done():
 		silent := errors.Is(ctx.Err(), context.DeadlineExceeded) && c.frames.Load() == framesAtSend
-		c.forgetAfterWait(sc.ID, silent)
+		c.forget(sc.ID, silent)
 		return StreamAnswer{}, ctx.Err()
 	}
 }
 
-// forgetAfterWait drops a call whose caller stopped waiting; silent:
+// forget drops a call that will not be answered to its caller; silent:
 // nothing was read while it waited, so the connection is retired.
-func (c *streamConn) forgetAfterWait(id uint64, silent bool) {
+func (c *streamConn) forget(id uint64, silent bool) {
 	c.mu.Lock()
 	delete(c.pending, id)
 	if silent {
@@ -270,12 +270,6 @@ func (c *streamConn) flush() error {
 		return nil
 	}
 	return c.bw.Flush()
-}
-
-func (c *streamConn) forget(id uint64) {
-	c.mu.Lock()
-	delete(c.pending, id)
-	c.mu.Unlock()
 }
 
 // fail ends the connection: every call in flight gets err, as its
