@@ -1040,3 +1040,75 @@ func TestChosenEntryBallotIsBounded(t *testing.T) {
 	t.Fatalf("catch-up entry under ballot %s taken (Step = %v): promised %s (MaxRound %d); campaigning: %v",
 		top, err, promised, uint64(MaxRound), perr)
 }
+
+// TestRebuildingFollowerLosesItsMatch (found in review): a follower that
+// comes back rebuilding has lost what it accepted, so the leader no
+// longer counts it. Before, the leader kept its old match, and with its
+// own write still in flight it chose a slot on the other follower's copy
+// alone: one durable copy where a quorum's are needed.
+func TestRebuildingFollowerLosesItsMatch(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a", "b")
+	c.deliver(1<<20, nil)
+	c.settle()
+	// Replica 2 leads a ballot begun after a and b were chosen: a
+	// replica that rejoins without them cannot vote in it until a new
+	// phase 1 (a rejoiner that lacks nothing makes the leader re-prepare
+	// at once, and no stale match is ever counted).
+	c.crash(1)
+	c.elect(2)
+	c.restart(1)
+	c.settle()
+	leader := c.replicas[2].node
+	if _, err := leader.Propose([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	rd := leader.Ready() // the leader's own write stays in flight
+	chosenBefore := leader.Status().Chosen
+	accepted := func(id ReplicaID) {
+		t.Helper()
+		f := c.replicas[id]
+		for _, m := range rd.EarlyMessages {
+			if m.Type != MsgAccept || m.To != id {
+				continue
+			}
+			if err := f.node.Step(m); err != nil {
+				t.Fatal(err)
+			}
+			frd := f.node.Ready()
+			f.storage.save(frd)
+			f.node.Advance()
+			for _, r := range frd.Messages {
+				if r.Type == MsgAccepted {
+					if err := leader.Step(r); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+			}
+		}
+		t.Fatalf("replica %d sent no MsgAccepted", id)
+	}
+	accepted(3)
+	// Replica 3 loses its disk and answers the leader's next heartbeat
+	// as a learner.
+	c.wipe(3)
+	err := leader.Step(Message{Type: MsgHeartbeatReply, From: 3, To: 2, Ballot: leader.lead.ballot,
+		Round: leader.lead.round, Reject: true, Chosen: c.replicas[3].node.Status().Chosen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leader.role != Leader {
+		t.Fatalf("replica 2 is %s after the learner's reply", leader.role)
+	}
+	accepted(1)
+	if got := leader.Status().Chosen; got != chosenBefore {
+		t.Fatalf("chose slot %d on replica 1's copy alone (3 lost its disk, the leader's write is in flight)", got)
+	}
+	c.replicas[2].storage.save(rd)
+	leader.Persisted()
+	if got := leader.Status().Chosen; got != chosenBefore+1 {
+		t.Fatalf("chosen %d once the leader's write was confirmed, want %d", got, chosenBefore+1)
+	}
+}

@@ -346,8 +346,12 @@ func (n *Node) onAccepted(m Message) {
 	pr.known = true
 	pr.chosen = m.Chosen
 	if m.Reject {
-		// A rebuilding replica: catch it up, never count its vote.
+		// A rebuilding replica: catch it up, never count its vote. What it
+		// accepted before it lost its disk is gone, so its match falls to
+		// what it has learned chosen since (slots a quorum already holds).
 		pr.rebuilding = true
+		pr.match = min(pr.match, pr.chosen)
+		pr.through = min(pr.through, pr.chosen)
 		if pr.chosen < n.hs.Chosen {
 			if m.Round == 0 {
 				pr.catchUpSent = false // a catch-up answered: send the next chunk
@@ -360,8 +364,9 @@ func (n *Node) onAccepted(m Message) {
 		return
 	}
 	pr.rebuilding = false
-	// match only grows: what a follower accepted under our ballot is on its
-	// disk even if it restarted and forgot how far it got.
+	// match only grows while the follower keeps its disk: what it accepted
+	// under our ballot is on it even if it restarted and forgot how far it
+	// got (a follower that lost its disk answers as a learner, above).
 	pr.match = max(pr.match, m.Through)
 	pr.through = m.Through
 	if pr.next <= m.Through {
