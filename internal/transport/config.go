@@ -57,9 +57,19 @@ type Limits struct {
 	QueueMessagesMax int
 	QueueBytesMax    int
 	// InboundConnsMax bounds the inbound connections open at once,
-	// authenticated or still in their handshake; more are closed as soon
-	// as accepted (Stats.Rejected). It bounds what processes without the
-	// key can make a replica hold.
+	// authenticated or still in their handshake, each with its goroutine:
+	// it bounds what processes without the key can make a replica hold.
+	// It must be above the number of peers, since each peer holds one
+	// authenticated connection (a newer one replaces the older) and a
+	// redialing peer needs a slot for its handshake. When every slot is
+	// taken, a new connection closes the oldest one still in its
+	// handshake, never an authenticated one (the new one is closed
+	// instead when none is in its handshake); either is counted in
+	// Stats.Rejected. So connections that stall their handshake hold a
+	// slot only until InboundConnsMax newer ones arrive, not for
+	// HandshakeTimeout, and cannot keep a member out: to push a member's
+	// handshake out, strangers must open more connections than there are
+	// slots during the few round trips it takes.
 	InboundConnsMax int
 	// DialTimeout bounds one TCP dial; HandshakeTimeout the TLS and key
 	// handshake that follows (on both sides); WriteTimeout one batch of
@@ -77,7 +87,7 @@ type Limits struct {
 
 // DefaultLimits are limits for replicas on a LAN: 1024 messages or 128 MiB
 // queued per peer (a few snapshot chunks and full batches), 64 inbound
-// connections (peers redialing, plus room for strangers), dials and
+// connections (one per peer, the rest for handshakes), dials and
 // handshakes of a few seconds, and redials between 50 ms and 5 s apart.
 func DefaultLimits() Limits {
 	return Limits{
@@ -111,7 +121,14 @@ func (c *Config) validate() error {
 	if c.Handler == nil {
 		return fmt.Errorf("%w: Handler is nil", ErrConfig)
 	}
-	return c.Limits.validate()
+	if err := c.Limits.validate(); err != nil {
+		return err
+	}
+	if c.Limits.InboundConnsMax <= len(c.Peers) {
+		return fmt.Errorf("%w: Limits.InboundConnsMax is %d, must be above the %d peers (one connection each, and room for a handshake)",
+			ErrConfig, c.Limits.InboundConnsMax, len(c.Peers))
+	}
+	return nil
 }
 
 func (c *Config) validatePeers() error {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +39,10 @@ type Stats struct {
 	AuthFailures uint64 // handshakes that failed authentication, either side
 	DialFailures uint64 // dials or handshakes that did not yield a connection
 	Reconnects   uint64 // outbound connections made after a peer's first
-	Rejected     uint64 // inbound connections closed over InboundConnsMax
+	// Rejected counts inbound connections closed over InboundConnsMax: the
+	// oldest still in its handshake, pushed out by a newer one, or the new
+	// one when no connection was in its handshake.
+	Rejected uint64
 }
 
 type counters struct {
@@ -57,13 +61,18 @@ type Transport struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	stats  counters
-	// inboundConns counts the inbound connections being served.
-	inboundConns atomic.Int64
+	// inboundSlots holds one token per inbound connection being served,
+	// taken before its goroutine starts and given back when it returns:
+	// its capacity, InboundConnsMax, bounds both.
+	inboundSlots chan struct{}
 
-	mu      sync.Mutex
-	closed  bool
-	conns   map[net.Conn]struct{}        // every open connection, for Close
-	inbound map[paxos.ReplicaID]net.Conn // the current inbound connection per peer
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]struct{} // every open connection, for Close
+	// handshaking holds the inbound connections not yet authenticated,
+	// oldest first: the ones a new connection may push out.
+	handshaking []net.Conn
+	inbound     map[paxos.ReplicaID]net.Conn // the current inbound connection per peer
 }
 
 // New validates cfg, starts listening and starts dialing every peer.
@@ -83,11 +92,12 @@ func New(cfg Config) (*Transport, error) {
 	}
 	cfg.Key = append([]byte(nil), cfg.Key...)
 	t := &Transport{
-		cfg:     cfg,
-		ln:      ln,
-		peers:   make(map[paxos.ReplicaID]*peer, len(cfg.Peers)),
-		conns:   make(map[net.Conn]struct{}),
-		inbound: make(map[paxos.ReplicaID]net.Conn),
+		cfg:          cfg,
+		ln:           ln,
+		peers:        make(map[paxos.ReplicaID]*peer, len(cfg.Peers)),
+		conns:        make(map[net.Conn]struct{}),
+		inbound:      make(map[paxos.ReplicaID]net.Conn),
+		inboundSlots: make(chan struct{}, cfg.Limits.InboundConnsMax),
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	//detlint:maprange each peer gets its own goroutine; order is irrelevant
@@ -191,6 +201,11 @@ func (t *Transport) Close() error {
 func (t *Transport) track(c net.Conn) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.trackLocked(c)
+}
+
+// trackLocked is track with mu held.
+func (t *Transport) trackLocked(c net.Conn) bool {
 	if t.closed {
 		c.Close()
 		return false
@@ -202,6 +217,7 @@ func (t *Transport) track(c net.Conn) bool {
 func (t *Transport) untrack(c net.Conn) {
 	t.mu.Lock()
 	delete(t.conns, c)
+	t.handshaking = slices.DeleteFunc(t.handshaking, func(h net.Conn) bool { return h == c })
 	if id := t.inboundPeer(c); id != paxos.None {
 		delete(t.inbound, id)
 	}
@@ -259,25 +275,79 @@ func (t *Transport) acceptLoop() {
 			}
 			continue
 		}
-		if t.inboundConns.Load() >= int64(t.cfg.Limits.InboundConnsMax) {
-			t.stats.rejected.Add(1)
+		if !t.takeInboundSlot() {
 			c.Close()
+			if t.ctx.Err() != nil {
+				return
+			}
 			continue
 		}
-		if !t.track(c) {
+		if !t.trackHandshaking(c) {
+			<-t.inboundSlots
 			return
 		}
-		t.inboundConns.Add(1)
 		t.wg.Add(1)
 		go t.serveInbound(c)
 	}
+}
+
+// takeInboundSlot takes a slot for a new inbound connection. When every
+// slot is taken it closes the oldest connection still in its handshake and
+// waits for that one's goroutine to give its slot back (at once: its
+// reads and writes fail when closed), so that connections stalling their
+// handshake cannot keep a member out and the bound still holds. It
+// reports false, for the new connection to be closed, when every slot
+// holds an authenticated connection or the transport closes.
+func (t *Transport) takeInboundSlot() bool {
+	select {
+	case t.inboundSlots <- struct{}{}:
+		return true
+	default:
+	}
+	t.stats.rejected.Add(1)
+	if !t.closeOldestHandshake() {
+		return false
+	}
+	select {
+	case t.inboundSlots <- struct{}{}:
+		return true
+	case <-t.ctx.Done():
+		return false
+	}
+}
+
+// closeOldestHandshake closes the oldest inbound connection still in its
+// handshake, if any. It leaves handshaking at once, so that setInbound
+// cannot make it a peer's connection.
+func (t *Transport) closeOldestHandshake() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.handshaking) == 0 {
+		return false
+	}
+	oldest := t.handshaking[0]
+	t.handshaking = slices.Delete(t.handshaking, 0, 1)
+	oldest.Close()
+	return true
+}
+
+// trackHandshaking is track for a new inbound connection, which also
+// joins handshaking.
+func (t *Transport) trackHandshaking(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.trackLocked(c) {
+		return false
+	}
+	t.handshaking = append(t.handshaking, c)
+	return true
 }
 
 // serveInbound authenticates one inbound connection and reads it until it
 // fails or the transport closes.
 func (t *Transport) serveInbound(raw net.Conn) {
 	defer t.wg.Done()
-	defer t.inboundConns.Add(-1)
+	defer func() { <-t.inboundSlots }()
 	defer t.untrack(raw)
 	raw.SetDeadline(time.Now().Add(t.cfg.Limits.HandshakeTimeout))
 	c, err := t.wrapTLS(raw, true, "")
@@ -293,7 +363,9 @@ func (t *Transport) serveInbound(raw net.Conn) {
 		return
 	}
 	raw.SetDeadline(time.Time{})
-	t.setInbound(from, raw)
+	if !t.setInbound(from, raw) {
+		return
+	}
 	t.readLoop(c, from)
 }
 
@@ -302,16 +374,24 @@ func (t *Transport) isPeer(id paxos.ReplicaID) bool {
 	return ok
 }
 
-// setInbound makes c the inbound connection of from, closing an older
-// one (the peer redialed; the old one is dead or about to be).
-func (t *Transport) setInbound(from paxos.ReplicaID, c net.Conn) {
+// setInbound makes c, just authenticated, the inbound connection of from,
+// closing an older one (the peer redialed; the old one is dead or about to
+// be). It reports false if c was pushed out of its handshake meanwhile.
+func (t *Transport) setInbound(from paxos.ReplicaID, c net.Conn) bool {
 	t.mu.Lock()
+	i := slices.Index(t.handshaking, c)
+	if i < 0 {
+		t.mu.Unlock()
+		return false
+	}
+	t.handshaking = slices.Delete(t.handshaking, i, i+1)
 	old := t.inbound[from]
 	t.inbound[from] = c
 	t.mu.Unlock()
 	if old != nil {
 		old.Close()
 	}
+	return true
 }
 
 // readLoop delivers the frames of an authenticated connection from peer

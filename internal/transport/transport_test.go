@@ -346,12 +346,18 @@ func TestImpostorCannotInject(t *testing.T) {
 // replaces the older one, so the real replica 2 would cut the test's off.
 func startAlone(t *testing.T) node {
 	t.Helper()
+	return startAloneWith(t, testLimits())
+}
+
+// startAloneWith is startAlone with the given limits.
+func startAloneWith(t *testing.T, l Limits) node {
+	t.Helper()
 	dead := listen(t)
 	deadAddr := dead.Addr().String()
 	dead.Close()
 	rec := newRecorder()
 	tr, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: deadAddr, 3: deadAddr}, Key: testKey,
-		ListenAddr: "127.0.0.1:0", Handler: rec.handle, Limits: testLimits()})
+		ListenAddr: "127.0.0.1:0", Handler: rec.handle, Limits: l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,6 +566,7 @@ func TestConfigValidation(t *testing.T) {
 		{"no handler", func(c *Config) { c.Handler = nil }},
 		{"zero queue", func(c *Config) { c.Limits.QueueMessagesMax = 0 }},
 		{"zero inbound connections", func(c *Config) { c.Limits.InboundConnsMax = 0 }},
+		{"no inbound connection beyond the peers'", func(c *Config) { c.Limits.InboundConnsMax = len(c.Peers) }},
 		{"negative queue bytes", func(c *Config) { c.Limits.QueueBytesMax = -1 }},
 		{"zero dial timeout", func(c *Config) { c.Limits.DialTimeout = 0 }},
 		{"backoff max below min", func(c *Config) { c.Limits.BackoffMax = c.Limits.BackoffMin / 2 }},
@@ -653,8 +660,8 @@ func TestCloseWaitsForHandler(t *testing.T) {
 }
 
 // TestInboundConnectionsAreBounded holds connections that never finish
-// their handshake: past InboundConnsMax the transport closes new ones at
-// once, and once the stalled ones time out a member connects again.
+// their handshake: past InboundConnsMax the transport closes the oldest
+// at once, the others when they time out, and a member connects again.
 func TestInboundConnectionsAreBounded(t *testing.T) {
 	l := testLimits()
 	l.InboundConnsMax = 3
@@ -688,6 +695,52 @@ func TestInboundConnectionsAreBounded(t *testing.T) {
 	}
 	writeFrame(t, c, frameOf(t, heartbeat(2, 1, 1)))
 	rec.waitFor(t, "a member's message", func() bool { return rec.total() == 1 })
+}
+
+// TestStrangersCannotKeepAMemberOut fills every inbound slot with
+// connections that never send a byte, and would hold their slot for the
+// whole handshake timeout (far beyond the test's wait): a member that
+// redials still gets in, strangers arriving after it push out one another
+// but never its authenticated connection, and the oldest stalled
+// connections are the ones closed.
+func TestStrangersCannotKeepAMemberOut(t *testing.T) {
+	l := testLimits()
+	l.InboundConnsMax = 4
+	l.HandshakeTimeout = 10 * waitTimeout
+	a := startAloneWith(t, l)
+	var stalled []net.Conn
+	stall := func(n int) {
+		for range n {
+			c, err := net.Dial("tcp", a.tr.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			c.SetDeadline(time.Now().Add(waitTimeout))
+			stalled = append(stalled, c)
+		}
+	}
+	stall(l.InboundConnsMax + 1)
+	eventually(t, "one connection over the bound closed", func() bool { return a.tr.Stats().Rejected == 1 })
+
+	c, err := rawDial(t, a.tr, testKey, 2, 1)
+	if err != nil {
+		t.Fatalf("a member's handshake with every inbound slot held by strangers: %v", err)
+	}
+	writeFrame(t, c, frameOf(t, heartbeat(2, 1, 1)))
+	a.rec.waitFor(t, "the member's first message", func() bool { return a.rec.total() == 1 })
+
+	stall(l.InboundConnsMax)
+	eventually(t, "each later stranger to push out an older one", func() bool {
+		return a.tr.Stats().Rejected == uint64(2+l.InboundConnsMax)
+	})
+	writeFrame(t, c, frameOf(t, heartbeat(2, 1, 2)))
+	a.rec.waitFor(t, "the member's second message", func() bool { return a.rec.total() == 2 })
+	// The member holds one slot, the newest strangers the others.
+	open := l.InboundConnsMax - 1
+	for _, s := range stalled[:len(stalled)-open] {
+		expectClosed(t, s)
+	}
 }
 
 // A peer whose address is not known yet is not dialed; what is sent to it
