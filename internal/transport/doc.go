@@ -57,9 +57,14 @@
 // # Delivery
 //
 // Received messages are passed to Config.Handler from the goroutine that
-// reads the connection they arrived on: messages from one peer arrive in
-// order from one goroutine, messages from different peers concurrently.
-// The handler must be safe for concurrent use and should return quickly: a
-// blocked handler stops reading that peer's connection (TCP then pushes
-// back on the sender, whose queue drops).
+// reads the connection they arrived on: messages from one peer one at a
+// time and in the order it sent them, messages from different peers
+// concurrently. When a peer's newer connection replaces the older one,
+// what the older one had read but not handed over yet is dropped (the
+// peer sent it first; handing it over after the newer connection's
+// messages would reorder them), and the newer one's first message waits
+// for the handler call in progress on the older one. The handler must be
+// safe for concurrent use and should return quickly: a blocked handler
+// stops reading that peer's connections (TCP then pushes back on the
+// sender, whose queue drops).
 package transport

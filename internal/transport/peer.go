@@ -11,13 +11,18 @@ import (
 	"paxcron/paxos"
 )
 
-// peer is one outbound destination: its address and its send queue.
+// peer is one other member: the address it is dialed at and its send
+// queue, and the lock that keeps its inbound messages in order.
 type peer struct {
 	id paxos.ReplicaID
 	// wake is signalled when the queue becomes non-empty; redial when the
 	// address changes. Both hold at most one pending signal.
 	wake   chan struct{}
 	redial chan struct{}
+	// deliverMu is held while a message from this peer is handed to the
+	// handler (see Transport.deliver). It is taken before Transport.mu,
+	// never after.
+	deliverMu sync.Mutex
 
 	mu          sync.Mutex
 	addr        string

@@ -366,7 +366,7 @@ func (t *Transport) serveInbound(raw net.Conn) {
 	if !t.setInbound(from, raw) {
 		return
 	}
-	t.readLoop(c, from)
+	t.readLoop(c, raw, from)
 }
 
 func (t *Transport) isPeer(id paxos.ReplicaID) bool {
@@ -395,8 +395,9 @@ func (t *Transport) setInbound(from paxos.ReplicaID, c net.Conn) bool {
 }
 
 // readLoop delivers the frames of an authenticated connection from peer
-// from until the connection fails.
-func (t *Transport) readLoop(c net.Conn, from paxos.ReplicaID) {
+// from (c, read through; raw, as tracked) until the connection fails or
+// is no longer from's current one.
+func (t *Transport) readLoop(c, raw net.Conn, from paxos.ReplicaID) {
 	fr := frameReader{r: bufio.NewReaderSize(c, 64<<10)}
 	for {
 		b, err := fr.next()
@@ -415,11 +416,35 @@ func (t *Transport) readLoop(c net.Conn, from paxos.ReplicaID) {
 			t.stats.misaddressed.Add(1)
 			continue
 		}
-		if t.ctx.Err() != nil {
+		if !t.deliver(from, raw, m) {
 			return
 		}
-		hoptrace.Mark(hoptrace.TransportReceived, hoptrace.Message(uint8(m.Type), uint64(m.From)))
-		t.stats.received.Add(1)
-		t.cfg.Handler(m)
 	}
+}
+
+// deliver hands m, read from raw, to the handler, unless raw is no longer
+// from's current inbound connection or the transport is closing; it
+// reports whether raw should still be read. It holds from's deliverMu
+// throughout, so that a newer connection's first message waits for the
+// handler call in progress on the older one, and what the older one read
+// but had not handed over yet is dropped: the peer sent it before
+// anything on the newer connection, so handing it over later would
+// reorder the peer's messages.
+func (t *Transport) deliver(from paxos.ReplicaID, raw net.Conn, m paxos.Message) bool {
+	p := t.peers[from]
+	p.deliverMu.Lock()
+	defer p.deliverMu.Unlock()
+	if t.ctx.Err() != nil || !t.isCurrentInbound(from, raw) {
+		return false
+	}
+	hoptrace.Mark(hoptrace.TransportReceived, hoptrace.Message(uint8(m.Type), uint64(m.From)))
+	t.stats.received.Add(1)
+	t.cfg.Handler(m)
+	return true
+}
+
+func (t *Transport) isCurrentInbound(from paxos.ReplicaID, c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.inbound[from] == c
 }

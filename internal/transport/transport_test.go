@@ -774,3 +774,63 @@ func TestUnknownAddressWaitsForSetPeerAddr(t *testing.T) {
 		t.Errorf("rounds %v, want 1 2 3", got)
 	}
 }
+
+// TestSupersededConnectionDeliversNothingMore holds the handler on the
+// first of three frames a peer sent in one write, so that the other two
+// are read (buffered) but not handed over, and meanwhile lets the peer
+// redial and send on its new connection. The old connection's two frames
+// were sent before the new one's, so handing them over afterwards would
+// reorder the peer's messages: they must be dropped.
+func TestSupersededConnectionDeliversNothingMore(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	rec := newRecorder()
+	handler := func(m paxos.Message) {
+		rec.handle(m)
+		if m.Round == 1 {
+			close(entered)
+			<-release
+		}
+	}
+	dead := listen(t)
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	a, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: deadAddr}, Key: testKey, ListenAddr: "127.0.0.1:0", Handler: handler, Limits: testLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+
+	old, err := rawDial(t, a, testKey, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var burst []byte
+	for r := range uint64(3) {
+		f, err := encodeFrame(heartbeat(2, 1, r+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		burst = append(burst, f...)
+	}
+	if _, err := old.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the first frame never reached the handler")
+	}
+	c, err := rawDial(t, a, testKey, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFrame(t, c, frameOf(t, heartbeat(2, 1, 100)))
+	expectClosed(t, old) // the new connection replaced it
+	close(release)
+	rec.waitFor(t, "the new connection's frame, and the old connection's reader to end", func() bool {
+		return slices.Contains(rounds(rec.from(2)), 100) && len(a.inboundSlots) == 1
+	})
+	if got := rounds(rec.from(2)); !slices.Equal(got, []uint64{1, 100}) {
+		t.Fatalf("rounds %v handed over, want [1 100]: the old connection's later frames dropped", got)
+	}
+}
