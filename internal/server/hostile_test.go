@@ -124,8 +124,9 @@ func strangers(t *testing.T, c *cluster, target *Server) {
 	}
 
 	// A flood of connections that never finish their hello: beyond
-	// InboundConnsMax they are closed at once, the peers' established
-	// connections carry on, and writes commit meanwhile.
+	// InboundConnsMax each new one closes the oldest still in its hello,
+	// the peers' established connections carry on, and writes commit
+	// meanwhile.
 	before = target.TransportStats()
 	limit := transport.DefaultLimits().InboundConnsMax
 	var flood []net.Conn
