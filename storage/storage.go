@@ -96,7 +96,9 @@ type SnapshotStager interface {
 
 var (
 	// ErrCorrupt is wrapped by every error reporting a record whose bytes
-	// fail their checksum or validation; the message names the record.
+	// fail their checksum or validation, or damage the database beneath a
+	// store finds with checksums of its own (Pebble's); the message names
+	// the record, or what was being read.
 	ErrCorrupt = errors.New("storage: corrupt record")
 	// ErrClosed is returned by every call on a closed store.
 	ErrClosed = errors.New("storage: store is closed")

@@ -11,6 +11,11 @@
 // makes a committed batch readable before its WAL sync has finished, so
 // Save holds the store's write lock until Commit has returned: no read ever
 // sees bytes that might not survive a crash.
+//
+// Damage Pebble reports as corruption (a table's block failing its
+// checksum, a log or MANIFEST it cannot replay) is storage.ErrCorrupt, as
+// damage to one of our records is, and Pebble only logs it rather than
+// ending the process (reportDamage, pebbleError).
 package pebblestore
 
 import (
@@ -101,11 +106,16 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.FS == nil {
 		return nil, errors.New("storage: pebblestore: Options.FS is required (vfs.Default for a real disk)")
 	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = pebble.DefaultLogger
+	}
 	po := &pebble.Options{
 		FS:                 opts.FS,
 		MemTableSize:       opts.MemTableBytes,
 		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             opts.Logger,
+		Logger:             logger,
+		EventListener:      &pebble.EventListener{DataCorruption: reportDamage(logger)},
 	}
 	po.EnsureDefaults() // the memtable's size, if Options left it to Pebble
 	writeThrough := int64(po.MemTableSize)
@@ -115,14 +125,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	po.FS = prewrittenWALs{FS: po.FS, bytes: writeThrough}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
-		return nil, fmt.Errorf("storage: pebblestore: open %s: %w", dir, err)
+		return nil, pebbleError(err, "open "+dir)
 	}
 	s := &Store{
-		db: db, fs: opts.FS, logger: opts.Logger, codec: storage.NewCodec(),
+		db: db, fs: opts.FS, logger: logger, codec: storage.NewCodec(),
 		chunkBytes: snapshotChunkBytes, staged: make(map[uint64]stagedImage),
-	}
-	if s.logger == nil {
-		s.logger = pebble.DefaultLogger
 	}
 	if opts.snapshotChunkBytes > 0 {
 		s.chunkBytes = opts.snapshotChunkBytes
@@ -144,6 +151,19 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// reportDamage is Pebble's DataCorruption event: a block of a table that
+// fails its checksum, found by a read. Left to Pebble, a store with a
+// logger calls its Fatalf, which ends the process before the read
+// returns: the caller could not tell its damaged disk from any other
+// failure, nor the simulator go on. Logged as an error, the read's own
+// error (storage.ErrCorrupt) says it.
+func reportDamage(logger pebble.Logger) func(pebble.DataCorruptionInfo) {
+	return func(info pebble.DataCorruptionInfo) {
+		// Not info's own String: it prints the error's stack traces.
+		logger.Errorf("storage: pebblestore: on-disk corruption in %s (keys %s): %v", info.Path, info.Bounds.String(), info.Details)
+	}
+}
+
 // moveLegacySnapshot moves a snapshot kept under legacySnapshotTag (a
 // store written before the snapshot moved in front of the entries) to
 // snapshotTag, in one synced batch, so that a crash leaves it in one
@@ -161,7 +181,7 @@ func (s *Store) moveLegacySnapshot() error {
 	}
 	rec, closer, err := s.db.Get(legacySnapshotKey(index))
 	if err != nil {
-		return fmt.Errorf("storage: pebblestore: read the snapshot at index %d to move it: %w", index, err)
+		return pebbleError(err, fmt.Sprintf("read the snapshot at index %d to move it", index))
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -174,7 +194,7 @@ func (s *Store) moveLegacySnapshot() error {
 		err = b.Commit(pebble.Sync)
 	}
 	if err != nil {
-		return fmt.Errorf("storage: pebblestore: move the snapshot at index %d to its new key: %w", index, err)
+		return pebbleError(err, fmt.Sprintf("move the snapshot at index %d to its new key", index))
 	}
 	return nil
 }
@@ -222,26 +242,51 @@ func (s *Store) edgeNumber(tag byte, last bool) (n uint64, ok bool, err error) {
 		LowerBound: []byte{tag},
 		UpperBound: tagUpperBound(tag),
 	})
+	if err == nil {
+		found := it.First()
+		if last {
+			found = it.Last()
+		}
+		if found {
+			n, err = parseNumberedKey(tag, it.Key())
+			ok = err == nil
+		}
+		err = closeIter(it, err)
+	}
 	if err != nil {
-		return 0, false, fmt.Errorf("storage: pebblestore: %w", err)
+		edge := "first"
+		if last {
+			edge = "last"
+		}
+		return 0, false, pebbleError(err, fmt.Sprintf("read the %s key of the %q range", edge, tag))
 	}
-	found := it.First()
-	if last {
-		found = it.Last()
-	}
-	if found {
-		n, err = parseNumberedKey(tag, it.Key())
-		ok = err == nil
-	}
-	return n, ok, closeIter(it, err)
+	return n, ok, nil
 }
 
+// closeIter closes it and returns err joined with the iterator's own
+// error: a read that failed partway (a block failing its checksum) ends
+// the iteration as if no key were left, and only Close says why.
 func closeIter(it *pebble.Iterator, err error) error {
-	err = errors.Join(err, it.Close())
-	if err != nil && !errors.Is(err, storage.ErrCorrupt) {
-		return fmt.Errorf("storage: pebblestore: iterate: %w", err)
+	return errors.Join(err, it.Close())
+}
+
+// pebbleError wraps err, met while the store read or wrote what. One
+// Pebble marks as corruption (a table's block or a WAL record failing its
+// checksum, a table or the MANIFEST malformed) is a damaged disk, as a
+// record failing our own checksum is, so it wraps storage.ErrCorrupt:
+// callers tell a damaged disk from a failing one by it. Any other
+// (an I/O error, a full disk) does not. Pebble's error stays in the
+// chain, and an error already wrapping storage.ErrCorrupt names its
+// record and is returned as it is.
+func pebbleError(err error, what string) error {
+	switch {
+	case errors.Is(err, storage.ErrCorrupt):
+		return err
+	case pebble.IsCorruptionError(err):
+		return fmt.Errorf("%w: %s: %w", storage.ErrCorrupt, what, err)
+	default:
+		return fmt.Errorf("storage: pebblestore: %s: %w", what, err)
 	}
-	return err
 }
 
 // Close implements storage.Store.
@@ -258,7 +303,7 @@ func (s *Store) Close() error {
 	s.busy.Wait()
 	s.mu.Lock()
 	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("storage: pebblestore: close: %w", err)
+		return pebbleError(err, "close")
 	}
 	return nil
 }
@@ -277,7 +322,7 @@ func (s *Store) InitialState() (paxos.HardState, paxos.SnapshotMeta, error) {
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 	case err != nil:
-		return hs, paxos.SnapshotMeta{}, fmt.Errorf("storage: pebblestore: read hard state: %w", err)
+		return hs, paxos.SnapshotMeta{}, pebbleError(err, "read hard state")
 	default:
 		hs, err = c.DecodeHardState(rec)
 		_ = closer.Close()
@@ -362,7 +407,7 @@ func readSnapshotRecord(r pebble.Reader, c *storage.Codec, index uint64) (storag
 	if err != nil {
 		// The key was there at Open or written since: losing it is
 		// corruption, not absence.
-		return storage.SnapshotHeader{}, nil, fmt.Errorf("storage: pebblestore: read snapshot at index %d: %w", index, err)
+		return storage.SnapshotHeader{}, nil, pebbleError(err, fmt.Sprintf("read snapshot at index %d", index))
 	}
 	defer closer.Close()
 	if !storage.IsSnapshotHeader(rec) {
@@ -392,7 +437,7 @@ func readChunks(r pebble.Reader, c *storage.Codec, h storage.SnapshotHeader) ([]
 		UpperBound: chunksUpperBound(index),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("storage: pebblestore: %w", err)
+		return nil, pebbleError(err, fmt.Sprintf("read the chunks of the snapshot at index %d", index))
 	}
 	// A header whose checksum is valid but whose size is absurd must not
 	// allocate it: past maxChunksPrealloc the image grows as chunks are
@@ -419,7 +464,7 @@ func readChunks(r pebble.Reader, c *storage.Codec, h storage.SnapshotHeader) ([]
 		}
 	}
 	if err = closeIter(it, err); err != nil {
-		return nil, err
+		return nil, pebbleError(err, fmt.Sprintf("read the chunks of the snapshot at index %d", index))
 	}
 	return data, checkWhole(h, n, data)
 }
@@ -488,14 +533,14 @@ func (s *Store) Entries(lo, hi, maxBytes uint64) ([]paxos.Entry, error) {
 		return nil, nil
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(lo), UpperBound: entryKey(hi)})
-	if err != nil {
-		return nil, fmt.Errorf("storage: pebblestore: %w", err)
+	if err == nil {
+		var out []paxos.Entry
+		out, err = readEntries(it, maxBytes)
+		if err = closeIter(it, err); err == nil {
+			return out, nil
+		}
 	}
-	out, err := readEntries(it, maxBytes)
-	if err = closeIter(it, err); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return nil, pebbleError(err, fmt.Sprintf("read entries %d to %d", lo, hi))
 }
 
 func readEntries(it *pebble.Iterator, maxBytes uint64) ([]paxos.Entry, error) {

@@ -187,17 +187,19 @@ func (s *Store) Compact(upTo uint64) error {
 
 func (s *Store) holdsEntriesThrough(upTo uint64) (bool, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(0), UpperBound: entryKeyAfter(upTo)})
-	if err != nil {
-		return false, fmt.Errorf("storage: pebblestore: %w", err)
+	if err == nil {
+		held := it.First()
+		if err = closeIter(it, nil); err == nil {
+			return held, nil
+		}
 	}
-	held := it.First()
-	return held, closeIter(it, nil)
+	return false, pebbleError(err, fmt.Sprintf("read the entries up to %d", upTo))
 }
 
 // fail makes a write error sticky: after a failed commit the batch may be
 // readable in Pebble's memtable without being durable, so no later read
 // may be served.
 func (s *Store) fail(op string, err error) error {
-	s.err = fmt.Errorf("storage: pebblestore: %s: %w", op, err)
+	s.err = pebbleError(err, op)
 	return s.err
 }
