@@ -123,9 +123,18 @@ func Open(dir string, opts Options) (*Store, error) {
 		writeThrough = opts.walWriteThroughBytes
 	}
 	po.FS = prewrittenWALs{FS: po.FS, bytes: writeThrough}
+	rotateWAL := walLacksSyncOffsets(dir, opts.FS)
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, pebbleError(err, "open "+dir)
+	}
+	if rotateWAL {
+		// Flushing even an empty memtable starts a new WAL, written at
+		// the format Open has raised the store to.
+		if err := db.Flush(); err != nil {
+			_ = db.Close()
+			return nil, pebbleError(err, "start a WAL with sync offsets in "+dir)
+		}
 	}
 	s := &Store{
 		db: db, fs: opts.FS, logger: logger, codec: storage.NewCodec(),
@@ -149,6 +158,20 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// walLacksSyncOffsets reports whether the WAL Pebble will write after
+// opening dir was made before the store's format reached
+// FormatWALSyncChunks: a new store's first WAL is (Open raises its format
+// after making it), or one written by an older Pebble. The chunks of a
+// WAL written at that format carry the offset synced so far, which is how
+// Pebble tells damage inside a log, followed by synced writes, from a torn
+// tail; a WAL without them, damaged, is read up to the damage and no
+// further, and the store opens without its later writes and without an
+// error.
+func walLacksSyncOffsets(dir string, fs vfs.FS) bool {
+	desc, err := pebble.Peek(dir, fs)
+	return err != nil || !desc.Exists || desc.FormatMajorVersion < pebble.FormatWALSyncChunks
 }
 
 // reportDamage is Pebble's DataCorruption event: a block of a table that
