@@ -164,6 +164,11 @@ func (s *Server) openStore() error {
 		return fmt.Errorf("server: creating the data folder: %w", err)
 	}
 	store, err := pebblestore.Open(dir, pebblestore.Options{FS: vfs.Default, Logger: pebbleLogger{s.log}})
+	if errors.Is(err, storage.ErrCorrupt) {
+		return fmt.Errorf("server: the store in %s is damaged: move that folder aside (for inspection) and start again: "+
+			"a replica on an empty store rejoins from its peers, and votes again once it cannot contradict what it forgot "+
+			"(every replica damaged: restore from a backup, see paxcron operator snapshot restore): %w", dir, err)
+	}
 	if err != nil {
 		return err
 	}
