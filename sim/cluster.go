@@ -365,6 +365,7 @@ func (c *cluster) corruptionFound(n *node, err error) {
 	n.corrupted = false
 	n.disk.Wipe()
 	n.wiped = true
+	c.checks.DiskLost(n.id)
 	c.scheduleRestart(n, c.downtime())
 }
 

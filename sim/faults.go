@@ -104,6 +104,7 @@ func (c *cluster) crashAndRestart(n *node, wipe bool) bool {
 		n.corrupted = false
 		n.disk.Wipe()
 		n.wiped = true
+		c.checks.DiskLost(n.id)
 	}
 	c.scheduleRestart(n, c.downtime())
 	return true

@@ -316,6 +316,7 @@ var regressionSeedsDrawnLimits = []struct {
 	why      string
 }{
 	{14000935, 3, "the simulator: a launch that waited for room among all jobs' open launches held to the lateness bound in the healed tail"},
+	{18016477, 3, "the simulator: a replica that lost its disk held to its promise of its own dead candidacy's ballot"},
 }
 
 func TestRegressionSeeds(t *testing.T) {

@@ -62,6 +62,9 @@ func (c *Consensus) Restored(r paxos.ReplicaID, index uint64) error {
 // Crashed records that replica r crashed and lost its volatile state.
 func (c *Consensus) Crashed(r paxos.ReplicaID) { c.Prefix.Crashed(r) }
 
+// DiskLost records that replica r, crashed, lost its disk too.
+func (c *Consensus) DiskLost(r paxos.ReplicaID) { c.Promises.DiskLost(r) }
+
 // Acknowledged records that a client was told e committed at slot.
 func (c *Consensus) Acknowledged(slot uint64, e paxos.Entry) error {
 	return c.Durability.Acknowledged(slot, e)

@@ -17,12 +17,25 @@ import (
 //
 // The rule holds the core to answering a stale MsgAccept with MsgNack,
 // never with a MsgAccepted for the stale ballot.
+//
+// A disk loss (DiskLost) forgets an acceptor's promises of its own
+// ballots, and only those. Its promise of another's ballot may have let
+// that candidate win, and the rebuild must still honour it (DESIGN.md,
+// "Disk loss"); its own was given to a candidacy the crash ended, which
+// no restart resumes (a new campaign takes a ballot above its promise),
+// so nobody relies on it any more.
 type Promises struct {
-	acceptors map[paxos.ReplicaID]promise
+	acceptors map[paxos.ReplicaID]acceptorPromises
 }
 
-// promise is the highest ballot an acceptor has committed to in a sent
-// message, and the message that did it (for the report).
+// acceptorPromises is the highest ballot an acceptor has committed to in a
+// sent message, of any candidate and of other candidates only.
+type acceptorPromises struct {
+	any, others promise
+}
+
+// promise is a ballot an acceptor committed to, and the message that did
+// it (for the report).
 type promise struct {
 	ballot paxos.Ballot
 	by     string
@@ -30,7 +43,7 @@ type promise struct {
 
 // NewPromises returns a promise checker that has seen no messages.
 func NewPromises() *Promises {
-	return &Promises{acceptors: make(map[paxos.ReplicaID]promise)}
+	return &Promises{acceptors: make(map[paxos.ReplicaID]acceptorPromises)}
 }
 
 // Sent checks a message that replica m.From sent, and records the promise
@@ -38,7 +51,7 @@ func NewPromises() *Promises {
 func (p *Promises) Sent(m paxos.Message) error {
 	switch {
 	case m.Type == paxos.MsgPromise && !m.Reject, m.Type == paxos.MsgAccepted:
-		if prev := p.acceptors[m.From]; m.Ballot.Less(prev.ballot) {
+		if prev := p.acceptors[m.From].any; m.Ballot.Less(prev.ballot) {
 			return violation(InvPromiseSafety, "replica %d sent %s for ballot %s after promising ballot %s (in %s)",
 				m.From, m.Type, m.Ballot, prev.ballot, prev.by)
 		}
@@ -50,10 +63,23 @@ func (p *Promises) Sent(m paxos.Message) error {
 }
 
 func (p *Promises) raise(m paxos.Message, b paxos.Ballot) {
-	if prev := p.acceptors[m.From]; prev.ballot.Less(b) {
-		p.acceptors[m.From] = promise{ballot: b, by: m.String()}
+	a := p.acceptors[m.From]
+	if a.any.ballot.Less(b) {
+		a.any = promise{ballot: b, by: m.String()}
 	}
+	if b.Replica != m.From && a.others.ballot.Less(b) {
+		a.others = promise{ballot: b, by: m.String()}
+	}
+	p.acceptors[m.From] = a
+}
+
+// DiskLost records that replica r lost its disk: from now on it is held
+// to its promises of other replicas' ballots only.
+func (p *Promises) DiskLost(r paxos.ReplicaID) {
+	a := p.acceptors[r]
+	a.any = a.others
+	p.acceptors[r] = a
 }
 
 // Promised returns the highest ballot replica r has promised in a message.
-func (p *Promises) Promised(r paxos.ReplicaID) paxos.Ballot { return p.acceptors[r].ballot }
+func (p *Promises) Promised(r paxos.ReplicaID) paxos.Ballot { return p.acceptors[r].any.ballot }

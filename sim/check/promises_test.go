@@ -72,6 +72,43 @@ func TestPromises(t *testing.T) {
 	}
 }
 
+// A disk loss forgets an acceptor's promises of its own ballots (given
+// to a candidacy the crash ended), never those of another's: seed
+// 18016477 failed where a replica that lost its disk promised below the
+// ballot of its own dead candidacy, which nobody else had promised.
+func TestPromisesAcrossADiskLoss(t *testing.T) {
+	own := func(p *Promises) error {
+		m := promiseMsg(3, b(15, 2))
+		m.Reject, m.Promised = true, b(18, 3) // 3 campaigns under 18.3
+		return p.Sent(m)
+	}
+	t.Run("its own candidacy's ballot is forgotten", func(t *testing.T) {
+		p := NewPromises()
+		runSteps(t, []step{
+			func() error { return p.Sent(promiseMsg(3, b(12, 1))) },
+			func() error { return own(p) },
+			func() error { p.DiskLost(3); return nil },
+			func() error { return p.Sent(promiseMsg(3, b(18, 1))) },
+		}, 0)
+	})
+	t.Run("another's ballot is still held", func(t *testing.T) {
+		p := NewPromises()
+		runSteps(t, []step{
+			func() error { return p.Sent(promiseMsg(3, b(12, 1))) },
+			func() error { return own(p) },
+			func() error { p.DiskLost(3); return nil },
+			func() error { return p.Sent(promiseMsg(3, b(11, 2))) },
+		}, InvPromiseSafety, "replica 3", "ballot 11.2", "promising ballot 12.1")
+	})
+	t.Run("without a disk loss its own ballot binds it", func(t *testing.T) {
+		p := NewPromises()
+		runSteps(t, []step{
+			func() error { return own(p) },
+			func() error { return p.Sent(promiseMsg(3, b(18, 1))) },
+		}, InvPromiseSafety, "replica 3", "ballot 18.1", "promising ballot 18.3")
+	})
+}
+
 func TestPromisesPromised(t *testing.T) {
 	p := NewPromises()
 	wantOK(t, p.Sent(promiseMsg(2, b(3, 1))))
