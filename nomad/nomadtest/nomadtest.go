@@ -484,7 +484,9 @@ func (a *Agent) readyStep(ctx context.Context, acl bool, secret string) (bool, s
 
 // Stop stops the agent: SIGINT, then SIGKILL if it has not exited within
 // the grace period, and SIGKILL to whatever is left of its process group
-// (its plugin processes), then detaches any mount left under its directory.
+// (its plugin processes) and to any process naming a path under its
+// directory (task executors, in sessions of their own), then detaches any
+// mount left under its directory.
 // It removes the directory if Launch made it. It returns an error if the agent had to be killed or had exited on
 // its own. Calling it again returns the same result.
 func (a *Agent) Stop() error {
@@ -509,6 +511,7 @@ func (a *Agent) stop() error {
 		}
 	}
 	killGroup(a.cmd.Process.Pid)
+	killStrays(a.Dir)
 	unmountUnder(a.Dir) // left by an agent that was killed
 	a.logFile.Close()
 	if a.ownDir {
