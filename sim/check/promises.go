@@ -29,9 +29,17 @@ type Promises struct {
 }
 
 // acceptorPromises is the highest ballot an acceptor has committed to in a
-// sent message, of any candidate and of other candidates only.
+// sent message, of its own candidacies and of other candidates'.
 type acceptorPromises struct {
-	any, others promise
+	own, others promise
+}
+
+// highest is the promise the acceptor is held to.
+func (a acceptorPromises) highest() promise {
+	if a.own.ballot.Less(a.others.ballot) {
+		return a.others
+	}
+	return a.own
 }
 
 // promise is a ballot an acceptor committed to, and the message that did
@@ -51,7 +59,7 @@ func NewPromises() *Promises {
 func (p *Promises) Sent(m paxos.Message) error {
 	switch {
 	case m.Type == paxos.MsgPromise && !m.Reject, m.Type == paxos.MsgAccepted:
-		if prev := p.acceptors[m.From].any; m.Ballot.Less(prev.ballot) {
+		if prev := p.acceptors[m.From].highest(); m.Ballot.Less(prev.ballot) {
 			return violation(InvPromiseSafety, "replica %d sent %s for ballot %s after promising ballot %s (in %s)",
 				m.From, m.Type, m.Ballot, prev.ballot, prev.by)
 		}
@@ -64,11 +72,12 @@ func (p *Promises) Sent(m paxos.Message) error {
 
 func (p *Promises) raise(m paxos.Message, b paxos.Ballot) {
 	a := p.acceptors[m.From]
-	if a.any.ballot.Less(b) {
-		a.any = promise{ballot: b, by: m.String()}
+	kept := &a.others
+	if b.Replica == m.From {
+		kept = &a.own
 	}
-	if b.Replica != m.From && a.others.ballot.Less(b) {
-		a.others = promise{ballot: b, by: m.String()}
+	if kept.ballot.Less(b) {
+		*kept = promise{ballot: b, by: m.String()}
 	}
 	p.acceptors[m.From] = a
 }
@@ -77,9 +86,9 @@ func (p *Promises) raise(m paxos.Message, b paxos.Ballot) {
 // to its promises of other replicas' ballots only.
 func (p *Promises) DiskLost(r paxos.ReplicaID) {
 	a := p.acceptors[r]
-	a.any = a.others
+	a.own = promise{}
 	p.acceptors[r] = a
 }
 
 // Promised returns the highest ballot replica r has promised in a message.
-func (p *Promises) Promised(r paxos.ReplicaID) paxos.Ballot { return p.acceptors[r].any.ballot }
+func (p *Promises) Promised(r paxos.ReplicaID) paxos.Ballot { return p.acceptors[r].highest().ballot }
