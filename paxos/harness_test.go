@@ -350,3 +350,33 @@ func (c *testCluster) describe() string {
 	}
 	return b.String()
 }
+
+// acceptEarly hands follower the accept among leader's early messages in
+// rd (sent before the leader's own write is done), has it save and
+// answer, and steps its MsgAccepted into the leader, whose write stays in
+// flight.
+func (c *testCluster) acceptEarly(rd Ready, leader, follower ReplicaID) {
+	c.t.Helper()
+	f := c.replicas[follower]
+	for _, m := range rd.EarlyMessages {
+		if m.Type != MsgAccept || m.To != follower {
+			continue
+		}
+		if err := f.node.Step(m); err != nil {
+			c.t.Fatal(err)
+		}
+		frd := f.node.Ready()
+		f.storage.save(frd)
+		f.node.Advance()
+		for _, r := range frd.Messages {
+			if r.Type == MsgAccepted {
+				if err := c.replicas[leader].node.Step(r); err != nil {
+					c.t.Fatal(err)
+				}
+				return
+			}
+		}
+		c.t.Fatalf("replica %d did not answer the accept with a MsgAccepted: %v", follower, frd.Messages)
+	}
+	c.t.Fatalf("no accept for replica %d among the early messages: %v", follower, rd.EarlyMessages)
+}

@@ -510,30 +510,9 @@ func TestLeaderVoteCountsOnlyOncePersisted(t *testing.T) {
 	}
 	rd := leader.Ready() // its write is now "in flight"
 	chosenBefore := leader.Status().Chosen
-	var accept Message
-	for _, m := range rd.EarlyMessages {
-		if m.Type == MsgAccept && m.To == 2 {
-			accept = m
-		}
-	}
-	if accept.Type != MsgAccept {
-		t.Fatalf("no accept for replica 2 among the early messages: %v", rd.EarlyMessages)
-	}
 	// Replica 2 accepts and answers; the leader steps the answer while its
 	// own write is still in flight, and takes another Ready meanwhile.
-	if err := c.replicas[2].node.Step(accept); err != nil {
-		t.Fatal(err)
-	}
-	rd2 := c.replicas[2].node.Ready()
-	c.replicas[2].storage.save(rd2)
-	c.replicas[2].node.Advance()
-	for _, m := range rd2.Messages {
-		if m.Type == MsgAccepted {
-			if err := leader.Step(m); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	c.acceptEarly(rd, 1, 2)
 	if got := leader.Status().Chosen; got != chosenBefore {
 		t.Fatalf("chose slot %d with its own write unconfirmed", got)
 	}
@@ -1066,31 +1045,7 @@ func TestRebuildingFollowerLosesItsMatch(t *testing.T) {
 	}
 	rd := leader.Ready() // the leader's own write stays in flight
 	chosenBefore := leader.Status().Chosen
-	accepted := func(id ReplicaID) {
-		t.Helper()
-		f := c.replicas[id]
-		for _, m := range rd.EarlyMessages {
-			if m.Type != MsgAccept || m.To != id {
-				continue
-			}
-			if err := f.node.Step(m); err != nil {
-				t.Fatal(err)
-			}
-			frd := f.node.Ready()
-			f.storage.save(frd)
-			f.node.Advance()
-			for _, r := range frd.Messages {
-				if r.Type == MsgAccepted {
-					if err := leader.Step(r); err != nil {
-						t.Fatal(err)
-					}
-					return
-				}
-			}
-		}
-		t.Fatalf("replica %d sent no MsgAccepted", id)
-	}
-	accepted(3)
+	c.acceptEarly(rd, 2, 3)
 	// Replica 3 loses its disk and answers the leader's next heartbeat
 	// as a learner.
 	c.wipe(3)
@@ -1102,7 +1057,7 @@ func TestRebuildingFollowerLosesItsMatch(t *testing.T) {
 	if leader.role != Leader {
 		t.Fatalf("replica 2 is %s after the learner's reply", leader.role)
 	}
-	accepted(1)
+	c.acceptEarly(rd, 2, 1)
 	if got := leader.Status().Chosen; got != chosenBefore {
 		t.Fatalf("chose slot %d on replica 1's copy alone (3 lost its disk, the leader's write is in flight)", got)
 	}
