@@ -111,10 +111,7 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 		}
 		s.testClock = c
 	}
-	if err := s.openStore(); err != nil {
-		return nil, err
-	}
-	empty, err := storeIsEmpty(s.store)
+	empty, err := s.openStore()
 	if err != nil {
 		return nil, err
 	}
@@ -158,22 +155,25 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) openStore() error {
+// openStore opens the replica's store and reports whether it holds
+// nothing. Damage found by either (Open, or the first read of the hard
+// state and snapshot) is named with what to do about it.
+func (s *Server) openStore() (empty bool, err error) {
 	dir := filepath.Join(s.cfg.DataDir, "store")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("server: creating the data folder: %w", err)
+		return false, fmt.Errorf("server: creating the data folder: %w", err)
 	}
 	store, err := pebblestore.Open(dir, pebblestore.Options{FS: vfs.Default, Logger: pebbleLogger{s.log}})
+	if err == nil {
+		s.store = store
+		empty, err = storeIsEmpty(store)
+	}
 	if errors.Is(err, storage.ErrCorrupt) {
-		return fmt.Errorf("server: the store in %s is damaged: move that folder aside (for inspection) and start again: "+
+		return false, fmt.Errorf("server: the store in %s is damaged: move that folder aside (for inspection) and start again: "+
 			"a replica on an empty store rejoins from its peers, and votes again once it cannot contradict what it forgot "+
 			"(every replica damaged: restore from a backup, see paxcron operator snapshot restore): %w", dir, err)
 	}
-	if err != nil {
-		return err
-	}
-	s.store = store
-	return nil
+	return empty, err
 }
 
 // realPort replaces port 0 in advertised with bound's port.
