@@ -133,6 +133,10 @@ func newMetrics(s *Server) *metrics {
 		{"misaddressed", "Messages whose sender or receiver did not match their connection.", func(t transport.Stats) uint64 { return t.Misaddressed }},
 		{"oversized", "Connections closed for a frame over the size limit.", func(t transport.Stats) uint64 { return t.Oversized }},
 		{"rejected", "Inbound connections closed over the limit.", func(t transport.Stats) uint64 { return t.Rejected }},
+		{"lost", "Frames taken from a send queue whose connection then failed.", func(t transport.Stats) uint64 { return t.Lost }},
+		{"dial_failures", "Dials or handshakes to a peer that did not yield a connection.", func(t transport.Stats) uint64 { return t.DialFailures }},
+		{"reconnects", "Outbound connections made to a peer after its first.", func(t transport.Stats) uint64 { return t.Reconnects }},
+		{"superseded", "Messages dropped because they arrived on a peer's connection that a newer one had replaced.", func(t transport.Stats) uint64 { return t.Superseded }},
 	} {
 		get := c.get
 		f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "paxcron_transport_" + c.name + "_total", Help: c.help},

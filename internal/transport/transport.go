@@ -43,12 +43,17 @@ type Stats struct {
 	// oldest still in its handshake, pushed out by a newer one, or the new
 	// one when no connection was in its handshake.
 	Rejected uint64
+	// Superseded counts messages read on an inbound connection after a
+	// newer one from the same peer replaced it: each is dropped, so as
+	// not to reorder the peer's messages, and that connection's reader
+	// stops.
+	Superseded uint64
 }
 
 type counters struct {
 	sent, received, dropped, lost, undecodable, misaddressed atomic.Uint64
 	oversized, authFailures, dialFailures, reconnects        atomic.Uint64
-	rejected                                                 atomic.Uint64
+	rejected, superseded                                     atomic.Uint64
 }
 
 // Transport is one replica's endpoint. Its methods are safe for
@@ -171,7 +176,7 @@ func (t *Transport) Stats() Stats {
 		Lost: c.lost.Load(), Undecodable: c.undecodable.Load(), Misaddressed: c.misaddressed.Load(),
 		Oversized: c.oversized.Load(), AuthFailures: c.authFailures.Load(),
 		DialFailures: c.dialFailures.Load(), Reconnects: c.reconnects.Load(),
-		Rejected: c.rejected.Load(),
+		Rejected: c.rejected.Load(), Superseded: c.superseded.Load(),
 	}
 }
 
@@ -434,7 +439,11 @@ func (t *Transport) deliver(from paxos.ReplicaID, raw net.Conn, m paxos.Message)
 	p := t.peers[from]
 	p.deliverMu.Lock()
 	defer p.deliverMu.Unlock()
-	if t.ctx.Err() != nil || !t.isCurrentInbound(from, raw) {
+	if t.ctx.Err() != nil {
+		return false
+	}
+	if !t.isCurrentInbound(from, raw) {
+		t.stats.superseded.Add(1)
 		return false
 	}
 	hoptrace.Mark(hoptrace.TransportReceived, hoptrace.Message(uint8(m.Type), uint64(m.From)))

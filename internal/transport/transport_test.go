@@ -833,4 +833,7 @@ func TestSupersededConnectionDeliversNothingMore(t *testing.T) {
 	if got := rounds(rec.from(2)); !slices.Equal(got, []uint64{1, 100}) {
 		t.Fatalf("rounds %v handed over, want [1 100]: the old connection's later frames dropped", got)
 	}
+	if s := a.Stats(); s.Superseded != 1 || s.Received != 2 {
+		t.Errorf("stats %+v: want the old connection's second frame counted as superseded (its reader then stops) and 2 received", s)
+	}
 }
