@@ -276,7 +276,7 @@ func launch(bin, version, dir string, opts Options) (*Agent, error) {
 		a.waitErr = a.cmd.Wait()
 		close(a.exited)
 	}()
-	if a.wd, err = startWatchdog(a.cmd.Process.Pid); err != nil {
+	if a.wd, err = startWatchdog(a.cmd.Process.Pid, a.Dir); err != nil {
 		a.cmd.Process.Kill()
 		<-a.exited
 		killGroup(a.cmd.Process.Pid)

@@ -19,6 +19,6 @@ func killGroup(int) {}
 
 type watchdog struct{}
 
-func startWatchdog(int) (*watchdog, error) { return &watchdog{}, nil }
+func startWatchdog(int, string) (*watchdog, error) { return &watchdog{}, nil }
 
 func (*watchdog) disarm() {}

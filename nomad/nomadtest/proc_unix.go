@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 )
@@ -28,9 +29,12 @@ func killGroup(pid int) { syscall.Kill(-pid, syscall.SIGKILL) }
 // It interrupts the agent once, which in dev mode destroys its allocations
 // (tasks, plugin processes, mounts) and exits; then (a zombie until its new
 // parent reaps it), or after 15 s, it kills what is left of the agent's
-// process group. A second SIGINT would kill the agent in the middle
-// of that shutdown: this is why the agent has no Pdeathsig (which the
-// kernel may send once per exiting thread of the parent).
+// process group, and, as Stop's killStrays does, every process whose
+// command line names a path under the agent's directory $2 (task
+// executors, each in a session of its own). A second SIGINT would kill
+// the agent in the middle of that shutdown: this is why the agent has no
+// Pdeathsig (which the kernel may send once per exiting thread of the
+// parent).
 const watchdogScript = `trap '' INT HUP TERM
 read _
 kill -INT "$1" 2>/dev/null || exit 0
@@ -41,6 +45,12 @@ while kill -0 "$1" 2>/dev/null && [ "$i" -lt 150 ] &&
 	i=$((i + 1))
 done
 kill -KILL "-$1" 2>/dev/null
+[ -n "$2" ] || exit 0
+for p in /proc/[0-9]*; do
+	[ "${p#/proc/}" = "$$" ] && continue
+	cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+	case "$cmd" in *"$2/"*) kill -KILL "${p#/proc/}" 2>/dev/null ;; esac
+done
 exit 0
 `
 
@@ -49,14 +59,18 @@ type watchdog struct {
 	pipe *os.File // the write end; closing it fires the watchdog
 }
 
-// startWatchdog starts the watchdog of the agent pid.
-func startWatchdog(pid int) (*watchdog, error) {
+// startWatchdog starts the watchdog of the agent pid, whose directory is
+// dir (its strays are found by it; "" for none).
+func startWatchdog(pid int, dir string) (*watchdog, error) {
 	r, w, err := os.Pipe() // close-on-exec: no other child inherits w
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	cmd := exec.Command("/bin/sh", "-c", watchdogScript, "nomadtest-watchdog", strconv.Itoa(pid))
+	if dir != "" {
+		dir = filepath.Clean(dir)
+	}
+	cmd := exec.Command("/bin/sh", "-c", watchdogScript, "nomadtest-watchdog", strconv.Itoa(pid), dir)
 	cmd.Stdin = r
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // out of reach of a Ctrl-C
 	if err := cmd.Start(); err != nil {
