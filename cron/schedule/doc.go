@@ -85,9 +85,11 @@
 //     occurs twice because the clock went back (a fall-back overlap)
 //     launches once, at its first occurrence. A daily job therefore
 //     launches exactly once on every local day.
-//   - Cadences. If the hour field is a single term covering the whole range
-//     0-23, with or without a step (*, */n, 0-23/n, ?/n), the schedule keeps
-//     its cadence in absolute time: it launches at every instant whose wall
+//   - Cadences. If the hour field is a single term running through the
+//     whole range 0-23 at its step, starting within one step of 0 (*,
+//     0-23, */n, 0-23/n, and m-23/n or m/n with m < n, as 1-23/2; a
+//     hashed ?/n resolves to one of these), the schedule keeps its
+//     cadence in absolute time: it launches at every instant whose wall
 //     clock matches, so a wall time inside a gap is skipped and a wall time
 //     in an overlap launches at both of its occurrences (they are different
 //     absolute instants). With a one-hour shift, 0 * * * * launches once

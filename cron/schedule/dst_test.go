@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -57,6 +58,17 @@ func TestDST(t *testing.T) {
 			"2025-10-05T01:45:00+10:30 2025-10-05T02:30:00+11:00 2025-10-05T02:45:00+11:00"},
 		{"Australia/Lord_Howe", "0 * * * *", "2025-04-06T00:30:00+11:00", 3,
 			"2025-04-06T01:00:00+11:00 2025-04-06T02:00:00+10:30 2025-04-06T03:00:00+10:30"},
+		// A stepped term starting within one step of 0 is a cadence too:
+		// 01:00 launches at both of its occurrences; one starting later
+		// has fixed hours.
+		{"America/New_York", "0 1-23/2 * * *", "2025-11-02T00:30:00-04:00", 3,
+			"2025-11-02T01:00:00-04:00 2025-11-02T01:00:00-05:00 2025-11-02T03:00:00-05:00"},
+		{"America/New_York", "0 1/2 * * *", "2025-11-02T00:30:00-04:00", 3,
+			"2025-11-02T01:00:00-04:00 2025-11-02T01:00:00-05:00 2025-11-02T03:00:00-05:00"},
+		{"America/New_York", "0 3-23/2 * * *", "2025-11-02T00:30:00-04:00", 1,
+			"2025-11-02T03:00:00-05:00"},
+		{"America/New_York", "0 2-23/2 * * *", "2025-03-09T00:30:00-05:00", 2,
+			"2025-03-09T03:00:00-04:00 2025-03-09T04:00:00-04:00"},
 	} {
 		if got := launches(t, tc.expr, tc.zone, tc.from, tc.n); got != tc.want {
 			t.Errorf("%s in %s from %s:\n got %s\nwant %s", tc.expr, tc.zone, tc.from, got, tc.want)
@@ -114,5 +126,33 @@ func TestDSTDailyOnce(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A hashed hour step prints a resolved text (String) that runs as the
+// hashed schedule does, through every transition: an operator who reads
+// or copies it gets the same launches. Before, ?/2 hashed to 1 ran as a
+// cadence but printed 1-23/2, which ran as fixed hours.
+func TestDSTHashedStepRunsAsItsResolvedText(t *testing.T) {
+	starts := map[string]bool{}
+	for i := 0; i < 64; i++ {
+		job := "job-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		for _, expr := range []string{"0 ?/2 * * *", "30 ?/3 * * *", "0 ?(0-23)/5 * * *"} {
+			for _, zone := range []string{"America/New_York", "Australia/Lord_Howe"} {
+				hashed := mustParse(t, expr, job, zone)
+				resolved := mustParse(t, hashed.String(), "", zone)
+				starts[hashed.String()] = true
+				from := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+				a := hashed.Between(from, from.AddDate(1, 0, 0), 1<<16)
+				b := resolved.Between(from, from.AddDate(1, 0, 0), 1<<16)
+				if !slices.EqualFunc(a, b, time.Time.Equal) {
+					t.Fatalf("%s for %s in %s resolves to %q, which runs differently (%d launches against %d)",
+						expr, job, zone, hashed.String(), len(a), len(b))
+				}
+			}
+		}
+	}
+	if !starts["0 1-23/2 * * *"] {
+		t.Errorf("no job name hashed ?/2 to 1 (resolved: %v): the test checks nothing it was written for", starts)
 	}
 }

@@ -38,7 +38,7 @@ var (
 type field struct {
 	mask     uint64
 	star     bool // the text starts with '*'
-	whole    bool // a single term covering min..starMax, with or without a step
+	whole    bool // a single term starting below min+step and running to starMax (see coversWhole)
 	resolved string
 
 	hashedName bool // a ? or H term: the field depends on the job's name
@@ -129,8 +129,18 @@ func (f *field) term(spec *fieldSpec, term, job string, nterms int) (string, str
 		return "", reason
 	}
 	f.set(lo, hi, step)
-	f.whole = nterms == 1 && lo == spec.min && hi >= spec.starMax
+	f.whole = nterms == 1 && coversWhole(spec, lo, hi, step)
 	return term, ""
+}
+
+// coversWhole reports whether the term lo-hi/step runs through the whole
+// range at its step: it starts within one step of the range's start and
+// ends at its top (*, */n, 0-23/n, and as much 1-23/2, which is what a
+// hashed ?/2 resolves to when its hash picks 1). A hashed step and the
+// resolved text it prints must agree, since the text is what operators
+// read and copy.
+func coversWhole(spec *fieldSpec, lo, hi, step int) bool {
+	return lo-spec.min < step && hi >= spec.starMax
 }
 
 func (f *field) set(lo, hi, step int) {
@@ -172,7 +182,7 @@ func (f *field) hashed(spec *fieldSpec, rest string, step int, hasStep bool, job
 	}
 	start := lo + int(h%uint64(step))
 	f.set(start, hi, step)
-	f.whole = nterms == 1 && lo == spec.min && hi >= spec.starMax
+	f.whole = nterms == 1 && coversWhole(spec, start, hi, step)
 	return fmt.Sprintf("%d-%d/%d", start, hi, step), ""
 }
 

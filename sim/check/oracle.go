@@ -27,8 +27,8 @@ type Oracle struct {
 	every time.Duration // @every; zero for fields
 	// second, minute, hour, dom, month are the values each field allows.
 	second, minute, hour, dom, month [61]bool
-	// cadence: the hour field covers 0-23 in one term, so the schedule
-	// keeps its cadence through daylight-saving changes.
+	// cadence: the hour field is one term through 0-23 at its step, so
+	// the schedule keeps its cadence through daylight-saving changes.
 	cadence bool
 	loc     *time.Location
 }
@@ -79,11 +79,34 @@ func NewOracle(expr, name, zone string) (*Oracle, error) {
 			return nil, fmt.Errorf("oracle: %q: %s: %w", expr, fd.name, err)
 		}
 	}
-	// One term over the whole range, stepped or not (a hashed step, ?/n,
-	// is refused above).
-	hourRange, _, _ := strings.Cut(f[2], "/")
-	o.cadence = !strings.Contains(f[2], ",") && (hourRange == "*" || hourRange == "0-23")
+	o.cadence = hourCadence(f[2])
 	return o, nil
+}
+
+// hourCadence reads the documented rule: one hour term that runs to 23
+// and starts below its step (*, 0-23, */n, 0-23/n, 1-23/2, 1/2; a hashed
+// step, ?/n, is refused above).
+func hourCadence(text string) bool {
+	if strings.Contains(text, ",") {
+		return false
+	}
+	rng, stepText, stepped := strings.Cut(text, "/")
+	step := 1
+	if stepped {
+		step, _ = strconv.Atoi(stepText) // checked by oracleField
+	}
+	if rng == "*" {
+		return true
+	}
+	a, b, isRange := strings.Cut(rng, "-")
+	from, _ := strconv.Atoi(a)
+	to := 23
+	if isRange {
+		to, _ = strconv.Atoi(b)
+	} else if !stepped {
+		to = from
+	}
+	return from < step && to == 23
 }
 
 // oracleField marks in set the values text allows.
