@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -24,8 +25,12 @@ import (
 // idempotency token for a dispatch, within the context's deadline and
 // RequestTimeout. Safe for concurrent use.
 type Client struct {
-	cfg    Config
-	api    *api.Client
+	cfg Config
+	api *api.Client
+	// base is the URL the calls made outside the Go client (the batched
+	// read-back) are sent to: cfg.Address, or http://127.0.0.1 for a unix
+	// socket, which the transport dials whatever the URL's host.
+	base   string
 	prover *prover
 	// slots holds a token per HTTP call in flight (MaxCalls at most).
 	slots chan struct{}
@@ -67,6 +72,7 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	var base string
 	ac := &api.Config{
 		Address:  cfg.Address,
 		SecretID: cfg.Token,
@@ -78,7 +84,7 @@ func New(cfg Config) (*Client, error) {
 			Insecure:      cfg.TLS.SkipVerify,
 		},
 	}
-	ac.HttpClient = pooledHTTPClient()
+	ac.HttpClient, base = pooledHTTPClient(cfg.Address)
 	if err := api.ConfigureTLS(ac.HttpClient, ac.TLSConfig); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
@@ -86,7 +92,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	c := &Client{cfg: cfg, api: a, slots: make(chan struct{}, MaxCalls)}
+	c := &Client{cfg: cfg, api: a, base: base, slots: make(chan struct{}, MaxCalls)}
 	c.prover = newProver(c.readChildren)
 	return c, nil
 }
@@ -242,10 +248,25 @@ func (c *Client) release() { <-c.slots }
 // gzip, mostly compressing those read-backs, whose replies cross a LAN.
 // The Go API client still asks for gzip on its own calls; a dispatch's
 // reply is too small for Nomad to compress.
-func pooledHTTPClient() *http.Client {
+//
+// For a unix:///path address every connection dials the socket: the Go
+// client sends its calls to http://127.0.0.1 then, and dials the socket
+// only with the client it builds itself when given none (found in
+// review: this one dialled TCP 127.0.0.1:80, and every call failed). base
+// is where the calls made outside the Go client go.
+func pooledHTTPClient(address string) (client *http.Client, base string) {
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	dial, base := dialer.DialContext, strings.TrimSuffix(address, "/")
+	if u, err := url.Parse(address); err == nil && u.Scheme == "unix" {
+		socket := u.Path
+		dial = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "unix", socket)
+		}
+		base = "http://127.0.0.1"
+	}
 	return &http.Client{Transport: &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dial,
 		MaxIdleConns:          100,
 		MaxIdleConnsPerHost:   idleConnsPerHost,
 		IdleConnTimeout:       90 * time.Second,
@@ -253,7 +274,7 @@ func pooledHTTPClient() *http.Client {
 		ExpectContinueTimeout: time.Second,
 		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
 		DisableCompression:    true,
-	}}
+	}}, base
 }
 
 // dispatchOnce sends one dispatch and proves its child exists: an empty

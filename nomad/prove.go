@@ -230,7 +230,7 @@ func (c *Client) readChildren(ctx context.Context, s proofScope, children []stri
 	if err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(strings.TrimSuffix(c.cfg.Address, "/") + statusesPath)
+	u, err := url.Parse(c.base + statusesPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w: address %q: %v", ErrConfig, c.cfg.Address, err)
 	}
