@@ -51,6 +51,14 @@ func (c *Client) CheckSpec(ctx context.Context, name string, spec state.JobSpec)
 		return bad("does not exist; register it first (a parameterized batch job)")
 	case job.Stop != nil && *job.Stop:
 		return bad("is stopped; Nomad refuses to dispatch it")
+	case job.Dispatched:
+		parent := ""
+		if job.ParentID != nil {
+			parent = *job.ParentID
+		}
+		// A child keeps its parent's parameterized block, but Nomad
+		// dispatches parents only.
+		return bad("is a dispatched child of %q, which Nomad refuses to dispatch; name its parameterized parent", parent)
 	case job.ParameterizedJob == nil:
 		return bad("is not parameterized; add a parameterized block listing %s in meta_optional", strings.Join(MetaKeys(), ", "))
 	}
