@@ -150,6 +150,11 @@ func (c Config) Validate() error {
 		}
 	}
 	switch {
+	case c.Namespace == "*":
+		// Nomad reads "*" as every namespace for a listing only: a
+		// dispatch looks the parent up in a namespace named "*" and is
+		// refused, and a look-up would list every namespace's children.
+		return fmt.Errorf("%w: namespace (NOMAD_NAMESPACE) %q is Nomad's wildcard, which cannot dispatch: name one namespace, or none for \"default\"", ErrConfig, c.Namespace)
 	case (c.TLS.ClientCert == "") != (c.TLS.ClientKey == ""):
 		return fmt.Errorf("%w: a client certificate needs both its file and its key (NOMAD_CLIENT_CERT=%q, NOMAD_CLIENT_KEY=%q)",
 			ErrConfig, c.TLS.ClientCert, c.TLS.ClientKey)

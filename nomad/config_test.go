@@ -114,3 +114,17 @@ func TestNewRefusesUnreadableTLS(t *testing.T) {
 		t.Fatalf("New with missing certificate files: %v", err)
 	}
 }
+
+// TestConfigRefusesWildcardNamespace: NOMAD_NAMESPACE=* (which operators
+// set for the CLI to list every namespace) is no namespace to dispatch in:
+// Nomad looks the parent up in a namespace named "*", refuses every
+// dispatch as "parameterized job not found", and a look-up lists children
+// of every namespace. Found in review: the server took it from the
+// environment, and every launch of a job naming no namespace failed.
+func TestConfigRefusesWildcardNamespace(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("NOMAD_NAMESPACE", "*")
+	if _, err := ConfigFromEnv(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "NOMAD_NAMESPACE") {
+		t.Fatalf("ConfigFromEnv with NOMAD_NAMESPACE=* = %v; want ErrConfig naming NOMAD_NAMESPACE", err)
+	}
+}
