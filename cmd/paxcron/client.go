@@ -61,7 +61,12 @@ func (f *apiFlags) client() (*api.Client, error) {
 // reads, its argument count, and what it does.
 type apiCommand struct {
 	usage string
+	// reads: the command changes nothing, so a call left without an
+	// answer may be sent again (exit 5, never 6).
 	reads bool
+	// local: served by the replica asked, whatever it is (a status, a
+	// snapshot download), so it takes no -stale.
+	local bool
 	// args is the number of words it takes (-1: zero or one).
 	args   int
 	extra  func(fs *flag.FlagSet)
@@ -72,7 +77,7 @@ func runAPICommand(name string, cmd apiCommand, args []string, stdout, stderr io
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f apiFlags
-	f.register(fs, getenv, cmd.reads)
+	f.register(fs, getenv, cmd.reads && !cmd.local)
 	if cmd.extra != nil {
 		cmd.extra(fs)
 	}
@@ -499,6 +504,9 @@ var operatorStatus = apiCommand{
 Shows the cluster as the replica asked sees it: who leads, each replica's
 addresses and health, the log's chosen and applied indexes, the lease, and
 the newest snapshot and backup.`,
+	// A read: one that got no answer was once reported as a write that
+	// may have been done (exit 6).
+	reads: true, local: true,
 	args: 0,
 	action: func(ctx context.Context, c *api.Client, f *apiFlags, _ []string, out io.Writer) error {
 		st, err := c.Status(ctx)

@@ -311,3 +311,38 @@ func TestJobRunSendsALargeFileInParts(t *testing.T) {
 		t.Fatalf("a failure in the second request: exit %d, %d requests, %q", code, len(sizes), errOut)
 	}
 }
+
+// TestOperatorReadsAreNotWrites: `operator status` and `operator snapshot
+// save` change nothing, so a call that reached the replica and got no
+// answer, or a 502, is as safe to send again as any read: exit 5. They
+// were taken for writes: exit 6, saying "the write was sent ... it may
+// have been done; look before sending it again" of a status read.
+func TestOperatorReadsAreNotWrites(t *testing.T) {
+	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // the request arrived; no answer leaves
+		}
+	}))
+	defer hangUp.Close()
+	badGateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadGateway)
+		fmt.Fprint(w, `{"error":"upstream failed"}`)
+	}))
+	defer badGateway.Close()
+	file := filepath.Join(t.TempDir(), "state.snap")
+	for _, addr := range []string{hangUp.URL, badGateway.URL} {
+		for _, args := range [][]string{{"operator", "status"}, {"operator", "snapshot", "save", file}} {
+			args := append(append([]string{}, args...), "-address", addr, "-token", "cli-test-token-0123456789")
+			code, _, errOut := runCLI(t, args...)
+			if code != exitUnavailable || strings.Contains(errOut, "write") {
+				t.Errorf("%v: exit %d, %q; want %d, and no word of a write", args[:len(args)-4], code, errOut, exitUnavailable)
+			}
+		}
+	}
+	// Neither takes -stale: each is served by the replica asked.
+	if code, _, _ := runCLI(t, "operator", "status", "-stale", "-address", hangUp.URL); code != exitUsage {
+		t.Errorf("operator status -stale: exit %d, want %d", code, exitUsage)
+	}
+}

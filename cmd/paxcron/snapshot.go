@@ -29,6 +29,9 @@ Saves the cluster's state as the replica asked holds it now (every job,
 its launches and history) to FILE, checksummed. It holds the jobs'
 payloads: it needs a write token. Restore it with
 "paxcron operator snapshot restore -file FILE".`,
+	// A read (of the replica asked), though it needs a write token: one
+	// that got no answer may be sent again.
+	reads: true, local: true,
 	args: 1,
 	action: func(ctx context.Context, c *api.Client, f *apiFlags, words []string, out io.Writer) error {
 		var buf bytes.Buffer
