@@ -2,6 +2,9 @@ package api
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"paxcron/cron/state"
@@ -12,6 +15,10 @@ const (
 	DeliveryAtMostOnce  = "at-most-once"
 	DeliveryAtLeastOnce = "at-least-once"
 )
+
+// ReservedMetaPrefix starts the meta keys paxcron adds to every dispatch
+// (nomad.MetaPrefix); a job's own meta may not use it.
+const ReservedMetaPrefix = "paxcron_"
 
 // SpecOf is spec in its JSON form.
 func SpecOf(spec state.JobSpec) Spec {
@@ -27,8 +34,9 @@ func SpecOf(spec state.JobSpec) Spec {
 }
 
 // JobSpec is s as the cron state takes it. It checks the fields this
-// form adds (delivery, concurrency, a negative window); the state
-// validates the rest when it is proposed (state.JobSpec.Validate).
+// form adds (delivery, concurrency, a negative window) and what a writer
+// refuses that the state does not (meta keys of paxcron's own prefix);
+// the state validates the rest when it is proposed (state.JobSpec.Validate).
 func (s Spec) JobSpec() (state.JobSpec, error) {
 	spec := state.JobSpec{
 		Schedule: s.Schedule, TimeZone: s.TimeZone, Concurrency: state.Concurrency(s.Concurrency),
@@ -51,6 +59,15 @@ func (s Spec) JobSpec() (state.JobSpec, error) {
 	}
 	if spec.CatchupWindow < 0 {
 		return state.JobSpec{}, fmt.Errorf("catchup_window %v is negative", spec.CatchupWindow)
+	}
+	// As in a cron file: paxcron sets these keys on every dispatch, and
+	// its dispatcher refuses a job's own, so such a job would be written
+	// and then fail every launch (found in review). The state does not
+	// look, so that the commands its log holds apply as they always did.
+	for _, k := range slices.Sorted(maps.Keys(spec.Meta)) {
+		if strings.HasPrefix(k, ReservedMetaPrefix) {
+			return state.JobSpec{}, fmt.Errorf("meta key %q: keys starting with %s are reserved: paxcron sets them on every dispatch", k, ReservedMetaPrefix)
+		}
 	}
 	return spec, nil
 }
