@@ -377,6 +377,9 @@ func (p *parser) meta(a *hcl.Attribute) map[string]string {
 	if diags.HasErrors() {
 		return nil
 	}
+	if p.duplicateKeys(a.Expr) {
+		return nil
+	}
 	m, err := convert.Convert(v, cty.Map(cty.String))
 	if err != nil || m.IsNull() || !m.IsWhollyKnown() {
 		p.fail(a.Expr.Range().Ptr(), "Invalid meta", "meta is a map of strings, such as { kind = \"nightly\" }")
@@ -399,6 +402,36 @@ func (p *parser) meta(a *hcl.Attribute) map[string]string {
 		}
 	}
 	return out
+}
+
+// duplicateKeys reports a key that an object constructor ({ k = v })
+// sets twice: HCL keeps the last value without a word, so the first was
+// dropped silently (found in review). The keys evaluated without error
+// already, in Value.
+func (p *parser) duplicateKeys(expr hcl.Expression) bool {
+	obj, ok := expr.(*hclsyntax.ObjectConsExpr)
+	if !ok {
+		return false
+	}
+	seen := map[string]hcl.Range{}
+	dup := false
+	for _, item := range obj.Items {
+		kv, diags := item.KeyExpr.Value(p.ctx)
+		if diags.HasErrors() || !kv.IsKnown() || kv.IsNull() {
+			continue
+		}
+		k, err := convert.Convert(kv, cty.String)
+		if err != nil || k.IsNull() {
+			continue
+		}
+		if first, ok := seen[k.AsString()]; ok {
+			p.fail(item.KeyExpr.Range().Ptr(), "Duplicate meta key", fmt.Sprintf("%q is set already at line %d", k.AsString(), first.Start.Line))
+			dup = true
+			continue
+		}
+		seen[k.AsString()] = item.KeyExpr.Range()
+	}
+	return dup
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -302,3 +302,24 @@ func TestHostileShapesAreRefused(t *testing.T) {
 		t.Fatalf("an ordinary file: %v", err)
 	}
 }
+
+// TestDuplicateMetaKeyIsRefused: a meta key written twice is an error at
+// the second, naming the first's line. HCL's object constructor keeps the
+// last value without a word, so the first was dropped silently (found in
+// review).
+func TestDuplicateMetaKeyIsRefused(t *testing.T) {
+	for _, tc := range []struct{ meta, at string }{
+		{`{ kind = "nightly", team = "a", kind = "weekly" }`, "jobs.hcl:5,44: Duplicate meta key"},
+		{"{\n      kind   = \"nightly\"\n      \"kind\" = \"weekly\"\n    }", "jobs.hcl:7,7: Duplicate meta key"},
+	} {
+		src := "cron \"a\" {\n  schedule = \"@daily\"\n  nomad {\n    job  = \"p\"\n    meta = " + tc.meta + "\n  }\n}\n"
+		crons, err := Parse("jobs.hcl", []byte(src), ".")
+		if err == nil {
+			t.Errorf("meta %s: accepted as %v", tc.meta, crons[0].Spec.Meta)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.at) || !strings.Contains(err.Error(), `"kind"`) || !strings.Contains(err.Error(), "line") {
+			t.Errorf("meta %s: %v; want %q naming the key and the first's line", tc.meta, err, tc.at)
+		}
+	}
+}
