@@ -116,10 +116,21 @@ func runJobValidate(args []string, stdout, stderr io.Writer, now func() time.Tim
 	}
 	out := make([]jobValidateOutput, 0, len(crons))
 	at := now()
+	never := false
 	for _, c := range crons {
 		sched, err := schedule.Parse(c.Spec.Schedule, schedule.Options{JobName: c.Name, TimeZone: c.Spec.TimeZone})
 		if err != nil { // cronfile checked it: a bug
 			panic(fmt.Sprintf("paxcron: %s: schedule accepted, then refused: %v", c.Name, err))
+		}
+		// The cluster refuses a schedule with no launch within
+		// schedule.SearchYears of the write (firesSoonEnough in
+		// internal/server), so this check does too: it passed such a
+		// file, which `job run` then failed (found in review).
+		if _, ok := sched.Next(at); !ok {
+			fmt.Fprintf(stderr, "%s:%d,%d: cron %q: schedule %q never fires within %d years of %s: the cluster refuses it\n",
+				c.Range.Filename, c.Range.Start.Line, c.Range.Start.Column, c.Name, c.Spec.Schedule, schedule.SearchYears, at.UTC().Format(time.RFC3339))
+			never = true
+			continue
 		}
 		o := jobValidateOutput{
 			Name: c.Name, Schedule: c.Spec.Schedule, Resolved: c.Resolved, TimeZone: sched.Location().String(),
@@ -145,6 +156,9 @@ func runJobValidate(args []string, stdout, stderr io.Writer, now func() time.Tim
 			t = next
 		}
 		out = append(out, o)
+	}
+	if never {
+		return 1
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

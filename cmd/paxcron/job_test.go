@@ -346,3 +346,25 @@ func TestOperatorReadsAreNotWrites(t *testing.T) {
 		t.Errorf("operator status -stale: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// TestJobValidateRefusesAScheduleThatNeverFires: a schedule with no
+// launch within schedule.SearchYears is refused by the cluster (a 400:
+// the state would hold the job with no next launch), so `job validate`,
+// which "checks a file as the cluster will", fails it too, naming the
+// block. It passed it (exit 0, no launch listed), and
+// `job run` of the same file was then refused.
+func TestJobValidateRefusesAScheduleThatNeverFires(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "leap.hcl")
+	// The fifth Monday of February next falls in 2044; runCLI's clock
+	// says 2026.
+	src := "cron \"ok\" {\n  schedule = \"@daily\"\n  nomad { job = \"p\" }\n}\ncron \"leap\" {\n  schedule = \"0 0 * 2 MON#5\"\n  nomad { job = \"p\" }\n}\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"job", "validate", file}, {"job", "validate", "-n", "0", file}, {"job", "validate", "-json", file}} {
+		code, out, errOut := runCLI(t, args...)
+		if code != 1 || !strings.Contains(errOut, "leap.hcl:5,1: cron \"leap\"") || !strings.Contains(errOut, "never fires within") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 1 naming the block", args[:len(args)-1], code, out, errOut)
+		}
+	}
+}
