@@ -341,7 +341,7 @@ func (p *parser) nomad(b *hcl.Block, spec *state.JobSpec) {
 		spec.Meta = p.meta(a)
 	}
 	if a := content.Attributes["payload"]; a != nil {
-		if v, ok := p.text(a); ok {
+		if v, ok := p.text(a); ok && !p.duplicateKeys(a.Expr, "Duplicate key") {
 			if len(v) > state.MaxPayloadBytes {
 				p.fail(a.Expr.Range().Ptr(), "Payload too large", fmt.Sprintf("%d bytes; Nomad takes at most %d", len(v), state.MaxPayloadBytes))
 			} else if v != "" {
@@ -377,7 +377,7 @@ func (p *parser) meta(a *hcl.Attribute) map[string]string {
 	if diags.HasErrors() {
 		return nil
 	}
-	if p.duplicateKeys(a.Expr) {
+	if p.duplicateKeys(a.Expr, "Duplicate meta key") {
 		return nil
 	}
 	m, err := convert.Convert(v, cty.Map(cty.String))
@@ -404,33 +404,40 @@ func (p *parser) meta(a *hcl.Attribute) map[string]string {
 	return out
 }
 
-// duplicateKeys reports a key that an object constructor ({ k = v })
-// sets twice: HCL keeps the last value without a word, so the first was
-// dropped silently (found in review). The keys evaluated without error
-// already, in Value.
-func (p *parser) duplicateKeys(expr hcl.Expression) bool {
-	obj, ok := expr.(*hclsyntax.ObjectConsExpr)
+// duplicateKeys reports each key that an object constructor ({ k = v })
+// in expr sets twice, as summary: HCL keeps the last value without a
+// word, so the first was dropped silently (found in review). The keys
+// evaluated without error already, in Value.
+func (p *parser) duplicateKeys(expr hcl.Expression, summary string) bool {
+	node, ok := expr.(hclsyntax.Node)
 	if !ok {
 		return false
 	}
-	seen := map[string]hcl.Range{}
 	dup := false
-	for _, item := range obj.Items {
-		kv, diags := item.KeyExpr.Value(p.ctx)
-		if diags.HasErrors() || !kv.IsKnown() || kv.IsNull() {
-			continue
+	hclsyntax.VisitAll(node, func(n hclsyntax.Node) hcl.Diagnostics {
+		obj, ok := n.(*hclsyntax.ObjectConsExpr)
+		if !ok {
+			return nil
 		}
-		k, err := convert.Convert(kv, cty.String)
-		if err != nil || k.IsNull() {
-			continue
+		seen := map[string]hcl.Range{}
+		for _, item := range obj.Items {
+			kv, diags := item.KeyExpr.Value(p.ctx)
+			if diags.HasErrors() || !kv.IsKnown() || kv.IsNull() {
+				continue
+			}
+			k, err := convert.Convert(kv, cty.String)
+			if err != nil || k.IsNull() {
+				continue
+			}
+			if first, ok := seen[k.AsString()]; ok {
+				p.fail(item.KeyExpr.Range().Ptr(), summary, fmt.Sprintf("%q is set already at line %d", k.AsString(), first.Start.Line))
+				dup = true
+				continue
+			}
+			seen[k.AsString()] = item.KeyExpr.Range()
 		}
-		if first, ok := seen[k.AsString()]; ok {
-			p.fail(item.KeyExpr.Range().Ptr(), "Duplicate meta key", fmt.Sprintf("%q is set already at line %d", k.AsString(), first.Start.Line))
-			dup = true
-			continue
-		}
-		seen[k.AsString()] = item.KeyExpr.Range()
-	}
+		return nil
+	})
 	return dup
 }
 

@@ -323,3 +323,18 @@ func TestDuplicateMetaKeyIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateKeyInAPayloadIsRefused: jsonencode({ ... }) with a key
+// written twice dropped the first value silently, as meta did.
+func TestDuplicateKeyInAPayloadIsRefused(t *testing.T) {
+	src := "cron \"a\" {\n  schedule = \"@daily\"\n  nomad {\n    job     = \"p\"\n    payload = jsonencode({ shard = 1, opts = { day = \"mon\", day = \"tue\" }, shard = 2 })\n  }\n}\n"
+	crons, err := Parse("jobs.hcl", []byte(src), ".")
+	if err == nil {
+		t.Fatalf("accepted, payload %s", crons[0].Spec.Payload)
+	}
+	for _, want := range []string{`jobs.hcl:5,61: Duplicate key: "day" is set already at line 5`, `jobs.hcl:5,76: Duplicate key: "shard"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v\nlacks %q", err, want)
+		}
+	}
+}
