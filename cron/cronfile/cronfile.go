@@ -276,8 +276,8 @@ func (p *parser) cron(b *hcl.Block) (Cron, bool) {
 			switch {
 			case err != nil:
 				p.fail(a.Expr.Range().Ptr(), "Invalid catch-up window", fmt.Sprintf("%q is not a duration such as \"10m\" or \"1h30m\"", v))
-			case d <= 0 || d > state.MaxCatchupWindow:
-				p.fail(a.Expr.Range().Ptr(), "Invalid catch-up window", fmt.Sprintf("%s is outside (0, %s]", d, state.MaxCatchupWindow))
+			case d < state.MinCatchupWindow || d > state.MaxCatchupWindow:
+				p.fail(a.Expr.Range().Ptr(), "Invalid catch-up window", fmt.Sprintf("%s is outside [%s, %s]: a launch later than its window is skipped, and launches start up to seconds late after a failover", d, state.MinCatchupWindow, state.MaxCatchupWindow))
 			default:
 				spec.CatchupWindow = d
 			}

@@ -72,6 +72,14 @@ const (
 	MaxNomadFieldBytes = 128
 	// MaxCatchupWindow is the longest catch-up window a job may ask for.
 	MaxCatchupWindow = 7 * 24 * time.Hour
+	// MinCatchupWindow is the shortest catch-up window a cron file or an
+	// API call may ask for: launches start milliseconds late, seconds
+	// after a failover, and one later than its window is skipped, so a
+	// shorter window skips launches for no one's benefit (and a JSON
+	// number, read as nanoseconds, is caught). The state itself takes any
+	// positive window, so that the commands its log holds apply as they
+	// always did.
+	MinCatchupWindow = time.Second
 	// DefaultCatchupWindow replaces a zero CatchupWindow when a job is put.
 	DefaultCatchupWindow = 5 * time.Minute
 	// MaxChildIDBytes and MaxReasonBytes bound an Outcome. Nomad names a

@@ -57,8 +57,13 @@ func (s Spec) JobSpec() (state.JobSpec, error) {
 	default:
 		return state.JobSpec{}, fmt.Errorf("concurrency %q: want %q, %q or %q", s.Concurrency, state.ConcurrencyAllow, state.ConcurrencyForbid, state.ConcurrencyReplace)
 	}
-	if spec.CatchupWindow < 0 {
-		return state.JobSpec{}, fmt.Errorf("catchup_window %v is negative", spec.CatchupWindow)
+	switch w := spec.CatchupWindow; {
+	case w < 0:
+		return state.JobSpec{}, fmt.Errorf("catchup_window %v is negative", w)
+	case w > 0 && w < state.MinCatchupWindow:
+		// Zero asks for the default. A JSON number is nanoseconds, so
+		// "catchup_window": 300 asks for 300ns: said plainly.
+		return state.JobSpec{}, fmt.Errorf("catchup_window %v is shorter than %v: a launch later than its window is skipped, and launches start up to seconds late after a failover (a JSON number is nanoseconds: write a string such as \"10m\")", w, state.MinCatchupWindow)
 	}
 	// As in a cron file: paxcron sets these keys on every dispatch, and
 	// its dispatcher refuses a job's own, so such a job would be written

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestUTCIsTheDefaultZone: a job sent with time_zone "UTC" is the job sent
@@ -39,5 +41,23 @@ func TestReservedMetaKeysAreRefused(t *testing.T) {
 	}
 	if _, err := (Spec{Schedule: "@daily", NomadJob: "p", Meta: map[string]string{"Paxcron": "x", "my_paxcron_job": "y"}}).JobSpec(); err != nil {
 		t.Errorf("keys that only contain paxcron: %v", err)
+	}
+}
+
+// A catch-up window under a second skips nearly every launch (they start
+// milliseconds late, seconds after a failover), and a JSON number is
+// nanoseconds: "catchup_window": 300 asked for 300ns and was written.
+func TestCatchupWindowUnderASecondIsRefused(t *testing.T) {
+	var s Spec
+	if err := json.Unmarshal([]byte(`{"schedule":"@daily","nomad_job":"p","catchup_window":300}`), &s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.JobSpec(); err == nil || !strings.Contains(err.Error(), "300ns") || !strings.Contains(err.Error(), "nanoseconds") {
+		t.Errorf("catchup_window 300 (ns): %v; want an error naming 300ns and how a number is read", err)
+	}
+	for _, w := range []time.Duration{0, time.Second, 10 * time.Minute} {
+		if _, err := (Spec{Schedule: "@daily", NomadJob: "p", CatchupWindow: Duration(w)}).JobSpec(); err != nil {
+			t.Errorf("catchup_window %v: %v", w, err)
+		}
 	}
 }
