@@ -61,6 +61,11 @@ func (c *Client) CheckSpec(ctx context.Context, name string, spec state.JobSpec)
 		return bad("is a dispatched child of %q, which Nomad refuses to dispatch; name its parameterized parent", parent)
 	case job.ParameterizedJob == nil:
 		return bad("is not parameterized; add a parameterized block listing %s in meta_optional", strings.Join(MetaKeys(), ", "))
+	case job.Periodic != nil:
+		// Nomad dispatches a periodic parent's child as a periodic job of
+		// its own, with no evaluation: a template its own dispatcher then
+		// launches on the parent's schedule, not one run now.
+		return bad("has a periodic block, so each dispatch would make a periodic job that Nomad launches on its own schedule; remove the periodic block and let paxcron schedule it")
 	}
 	p := job.ParameterizedJob
 	allowed := append(slices.Clone(p.MetaRequired), p.MetaOptional...)
