@@ -412,6 +412,14 @@ func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.
 		cfg.Members = append(cfg.Members, paxos.ReplicaID(m))
 	}
 	cfg.TickInterval = 50 * time.Millisecond
+	// Both once changed silently: keep 0 became the default 5, and a
+	// period under one tick became "never by time".
+	if o.backupKeep < 1 {
+		return bad("backup.keep %d: at least 1 (the newest backups kept; backup.url = \"off\" turns backups off)", o.backupKeep)
+	}
+	if o.snapEvery > 0 && o.snapEvery < cfg.TickInterval {
+		return bad("snapshot.every %v: 0 (never by time) or at least %v, one tick", o.snapEvery, cfg.TickInterval)
+	}
 	if o.snapEvery > 0 {
 		cfg.Snapshots.EveryTicks = uint64(o.snapEvery / cfg.TickInterval)
 	}

@@ -111,6 +111,22 @@ func TestServerConfigErrors(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "cluster key is required") {
 		t.Errorf("bare boolean flags: exit %d: %s", code, errOut)
 	}
+	// Values once changed silently are refused, naming what to write.
+	keyFile := filepath.Join(dir, "cluster.key")
+	os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef"), 0o600)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-backup-keep", "0"}, "backup.keep 0: at least 1"},
+		{[]string{"-snapshot-every", "10ms"}, "snapshot.every 10ms: 0 (never by time) or at least 50ms"},
+	} {
+		args := append([]string{"server", "-replica-id", "1", "-cluster-key-file", keyFile, "-data-dir", filepath.Join(dir, "data")}, tc.args...)
+		code, _, errOut = runCLI(t, args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d: %s; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
 	code, _, errOut = runCLI(t, "server", "-api-insecure=maybe")
 	if code != 2 || !strings.Contains(errOut, "want true or false") {
 		t.Errorf("a boolean flag's bad value: exit %d: %s", code, errOut)
