@@ -621,6 +621,11 @@ func (fs prewrittenWALs) Create(name string, category vfs.DiskWriteCategory) (vf
 	}
 	zeros := make([]byte, min(fs.bytes, 256<<10))
 	for left := fs.bytes; left > 0 && err == nil; left -= int64(len(zeros)) {
+		// vfs.File.Write may modify what it is given (Pebble's memory file
+		// system scribbles on it in invariant builds, -race among them):
+		// the buffer is zeroed again before each write. Found when the
+		// WALs of a -race test held 0xCC-like bytes past their records.
+		clear(zeros)
 		_, err = f.Write(zeros[:min(left, int64(len(zeros)))])
 	}
 	if err == nil {
