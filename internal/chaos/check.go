@@ -216,6 +216,11 @@ func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken ma
 	}
 	when := at.UTC().Format(time.TimeOnly)
 	switch {
+	case recorded && !knownOutcomes[rec.Outcome]:
+		// Every case below reads one of the four outcomes; another (the
+		// API's "open", a new word) would match none and pass a slot with
+		// no child and no skip.
+		r.Unexplained = append(r.Unexplained, fmt.Sprintf("%s (%s): recorded outcome %q (%s), which is none of dispatched, skipped, failed, unknown", id, when, rec.Outcome, rec.Source))
 	case len(cs) == 0 && !recorded:
 		r.Missing = append(r.Missing, fmt.Sprintf("%s (%s): no child in Nomad and no recorded outcome", id, when))
 	case len(cs) == 0 && rec.Outcome == "dispatched":
@@ -253,6 +258,9 @@ func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken ma
 		r.Early = append(r.Early, fmt.Sprintf("%s (%s): child submitted %v before its time, outside every fault window", id, when, (-late).Round(time.Millisecond)))
 	}
 }
+
+// knownOutcomes are the launch outcomes the checker judges.
+var knownOutcomes = map[string]bool{"dispatched": true, "skipped": true, "failed": true, "unknown": true}
 
 // PolicySlack is how far the checker lets two children of a forbid or
 // replace job overlap: Nomad's times come from its server and its client

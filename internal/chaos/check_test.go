@@ -389,3 +389,20 @@ func TestCheckNamesTheLatestSlot(t *testing.T) {
 		t.Fatalf("the report does not name %s:\n%s", id, b.String())
 	}
 }
+
+// A record with an outcome the checker does not know (the API's "open",
+// or a new outcome) is no child and no skip: the slot must not pass.
+func TestCheckUnknownOutcomeIsNoSkip(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	for _, outcome := range []string{"open", "skip", "Dispatched"} {
+		in := base()
+		id := Identity("a", t0.Add(25*time.Second))
+		drop(&in, id)
+		in.Records = append(in.Records, Record{Identity: id, Outcome: outcome, Source: "the API's history"})
+		if r := Check(in); r.Violations() != 1 || len(r.Unexplained) != 1 {
+			var b strings.Builder
+			r.Print(&b)
+			t.Errorf("outcome %q with no child:\n%s", outcome, b.String())
+		}
+	}
+}
