@@ -178,7 +178,11 @@ func Check(in CheckInput) *Report {
 		}
 		name, at, ok := SplitIdentity(tok)
 		j, known := jobs[name]
-		if !ok || !known || at.Unix()%j.EverySeconds != 0 {
+		// The token must be the slot's identity as written, not only
+		// parse to it: a child whose token spells the time another way
+		// ("a-0100") groups apart from the slot's own and would hide a
+		// second child of it.
+		if !ok || !known || at.Unix()%j.EverySeconds != 0 || tok != Identity(name, at) {
 			r.Stray = append(r.Stray, fmt.Sprintf("%s: token %q is no slot of a workload job", childIDs(cs), tok))
 		}
 	}

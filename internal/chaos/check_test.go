@@ -406,3 +406,18 @@ func TestCheckUnknownOutcomeIsNoSkip(t *testing.T) {
 		}
 	}
 }
+
+// A second child for a slot whose token spells the slot's time another
+// way ("a-01800000015") groups apart from the slot's own: it must not
+// pass as a child of a slot.
+func TestCheckNonCanonicalTokenIsStray(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	in := base()
+	tok := "a-0" + fmt.Sprint(t0.Unix()+15)
+	in.Children = append(in.Children, Child{ID: "p/dispatch-" + tok + "-9-ffff", Token: tok, MetaIdentity: tok, Submitted: t0.Add(15*time.Second + 300*time.Millisecond)})
+	if r := Check(in); r.Violations() != 1 || len(r.Stray) != 1 {
+		var b strings.Builder
+		r.Print(&b)
+		t.Fatalf("a child with token %s:\n%s", tok, b.String())
+	}
+}
