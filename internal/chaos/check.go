@@ -184,16 +184,36 @@ func Check(in CheckInput) *Report {
 		// second child of it.
 		if !ok || !known || at.Unix()%j.EverySeconds != 0 || tok != Identity(name, at) {
 			r.Stray = append(r.Stray, fmt.Sprintf("%s: token %q is no slot of a workload job", childIDs(cs), tok))
+			continue
+		}
+		if s := at.Unix(); s < firstSlot(j) || s > in.To.Unix() {
+			// No slot check judges this child, yet one made before its
+			// slot (a second child of a slot, its identity's time written
+			// in another unit) is wrong wherever the slot lies.
+			ahead := time.Duration(0)
+			if w := window(in.Windows, at, in.LateBound); w != nil {
+				ahead = w.Ahead
+			}
+			for _, c := range cs {
+				if early := at.Sub(c.Submitted); early > in.EarlyBound+ahead {
+					r.Early = append(r.Early, fmt.Sprintf("%s: child %s submitted %v before its slot, which no slot check covers", tok, c.ID, early.Round(time.Millisecond)))
+				}
+			}
 		}
 	}
 	r.checkPolicies(in.Jobs, byToken)
 	for _, j := range in.Jobs {
-		first := (j.From.Unix()/j.EverySeconds + 1) * j.EverySeconds
-		for s := first; s <= in.To.Unix(); s += j.EverySeconds {
+		for s := firstSlot(j); s <= in.To.Unix(); s += j.EverySeconds {
 			r.checkSlot(in, j, time.Unix(s, 0), byToken, records, lastChild)
 		}
 	}
 	return r
+}
+
+// firstSlot is the unix second of j's first checked slot: its first
+// after From.
+func firstSlot(j CheckedJob) int64 {
+	return (j.From.Unix()/j.EverySeconds + 1) * j.EverySeconds
 }
 
 func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken map[string][]Child, records map[string]Record, last lastChildren) {
@@ -250,6 +270,11 @@ func (r *Report) checkSlot(in CheckInput, j CheckedJob, at time.Time, byToken ma
 		late = min(late, c.Submitted.Sub(at))
 	}
 	if w != nil {
+		// A fault excuses lateness, not earliness: only a replica's clock
+		// run ahead launches early, by as much as it ran ahead.
+		if late < -(in.EarlyBound + w.Ahead) {
+			r.Early = append(r.Early, fmt.Sprintf("%s (%s): child submitted %v before its time, in the window of %s (clock ahead %v)", id, when, (-late).Round(time.Millisecond), w.Fault, w.Ahead))
+		}
 		return
 	}
 	if r.LatestOutside == "" || late > r.MaxLateOutside {

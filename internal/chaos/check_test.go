@@ -421,3 +421,31 @@ func TestCheckNonCanonicalTokenIsStray(t *testing.T) {
 		t.Fatalf("a child with token %s:\n%s", tok, b.String())
 	}
 }
+
+// A child made long before the slot its token names is judged early
+// even where no slot is checked: a slot after the run's end (a second
+// child of a slot, its identity's time in milliseconds), or inside a
+// fault window that no clock ran ahead in.
+func TestCheckEarlyChildOutsideTheCheckedSlots(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	in := base()
+	tok := fmt.Sprintf("a-%d", (t0.Unix()+15)*1000) // a-1800000015000
+	in.Children = append(in.Children, Child{ID: "p/dispatch-" + tok + "-9-ffff", Token: tok, MetaIdentity: tok, Submitted: t0.Add(15*time.Second + 300*time.Millisecond)})
+	if r := Check(in); r.Violations() != 1 || len(r.Early) != 1 {
+		var b strings.Builder
+		r.Print(&b)
+		t.Errorf("a child for a slot far after the run:\n%s", b.String())
+	}
+	in = base()
+	setSubmitted(&in, Identity("a", t0.Add(45*time.Second)), t0.Add(20*time.Second))
+	if r := Check(in); r.Violations() != 1 || len(r.Early) != 1 {
+		var b strings.Builder
+		r.Print(&b)
+		t.Errorf("a child 25 s early in a window of no clock jump:\n%s", b.String())
+	}
+	// A clock 30 s ahead there excuses it.
+	in.Windows[0].Ahead = 30 * time.Second
+	if r := Check(in); r.Violations() != 0 {
+		t.Errorf("with the clock 30 s ahead: early %v", r.Early)
+	}
+}
