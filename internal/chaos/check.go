@@ -25,6 +25,9 @@ type CheckedJob struct {
 	CatchupWindow time.Duration
 	// From is when the job existed: slots after it are checked.
 	From time.Time
+	// Parent is the Nomad job the spec dispatches: each child must be
+	// Nomad's child of it. Empty (a run.json saved before): not checked.
+	Parent string `json:",omitempty"`
 }
 
 // The concurrency policies a CheckedJob may have.
@@ -43,6 +46,12 @@ type Child struct {
 	// MetaIdentity is the child's paxcron_identity meta, which must equal
 	// Token.
 	MetaIdentity string
+	// Parent is the job Nomad made the child from (its ParentID).
+	Parent string
+	// MetaJob and MetaScheduledAt are its paxcron_job and
+	// paxcron_scheduled_at meta (RFC 3339, UTC), which must name the
+	// token's job and time where they are set.
+	MetaJob, MetaScheduledAt string
 	// Submitted is when Nomad registered the child (its SubmitTime).
 	Submitted time.Time
 	// Ended is when Nomad knew the child's allocations had all ended (see
@@ -178,6 +187,21 @@ func Check(in CheckInput) *Report {
 		}
 		name, at, ok := SplitIdentity(tok)
 		j, known := jobs[name]
+		if ok && known {
+			// Token and paxcron_identity are one string paxcron wrote: a
+			// child dispatched from another job's spec (its parent, its
+			// other meta) under this identity agrees with both.
+			for _, c := range cs {
+				switch {
+				case j.Parent != "" && c.Parent != j.Parent:
+					r.Stray = append(r.Stray, fmt.Sprintf("%s: token %q of job %s, whose parent is %s, but Nomad made it from %q", c.ID, tok, name, j.Parent, c.Parent))
+				case c.MetaJob != "" && c.MetaJob != name:
+					r.Stray = append(r.Stray, fmt.Sprintf("%s: token %q but meta paxcron_job %q", c.ID, tok, c.MetaJob))
+				case c.MetaScheduledAt != "" && c.MetaScheduledAt != at.UTC().Format(time.RFC3339):
+					r.Stray = append(r.Stray, fmt.Sprintf("%s: token %q but meta paxcron_scheduled_at %q", c.ID, tok, c.MetaScheduledAt))
+				}
+			}
+		}
 		// The token must be the slot's identity as written, not only
 		// parse to it: a child whose token spells the time another way
 		// ("a-0100") groups apart from the slot's own and would hide a

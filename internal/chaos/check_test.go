@@ -449,3 +449,38 @@ func TestCheckEarlyChildOutsideTheCheckedSlots(t *testing.T) {
 		t.Errorf("with the clock 30 s ahead: early %v", r.Early)
 	}
 }
+
+// A child whose token and paxcron_identity name a slot of one job but
+// which Nomad made from another job's parent, or whose other meta name
+// another job or time, is a child of the wrong job or time.
+func TestCheckChildOfTheWrongJobOrTime(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	id := Identity("b-x", t0.Add(30*time.Second))
+	for _, tc := range []struct {
+		name string
+		edit func(c *Child)
+	}{
+		{"another parent", func(c *Child) { c.Parent = "quick" }},
+		{"another job's meta", func(c *Child) { c.MetaJob = "a" }},
+		{"another time's meta", func(c *Child) { c.MetaScheduledAt = t0.Add(40 * time.Second).UTC().Format(time.RFC3339) }},
+	} {
+		in := base()
+		for i := range in.Jobs {
+			in.Jobs[i].Parent = "p"
+		}
+		for i := range in.Children {
+			c := &in.Children[i]
+			name, at, _ := SplitIdentity(c.Token)
+			c.Parent, c.MetaJob, c.MetaScheduledAt = "p", name, at.UTC().Format(time.RFC3339)
+		}
+		if r := Check(in); r.Violations() != 0 {
+			t.Fatalf("%s: the clean run with parents and meta: %d violations", tc.name, r.Violations())
+		}
+		setChild(&in, childID("b-x", t0.Unix()+30), tc.edit)
+		if r := Check(in); r.Violations() != 1 || len(r.Stray) != 1 {
+			var b strings.Builder
+			r.Print(&b)
+			t.Errorf("%s: a child for %s:\n%s", tc.name, id, b.String())
+		}
+	}
+}

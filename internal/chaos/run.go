@@ -223,7 +223,7 @@ func (r *runner) submit(ctx context.Context) error {
 			policy = PolicyAllow
 		}
 		r.jobs = append(r.jobs, CheckedJob{Name: j.Name, EverySeconds: j.EverySeconds, Policy: policy,
-			CatchupWindow: time.Duration(j.Spec.CatchupWindow), From: from})
+			CatchupWindow: time.Duration(j.Spec.CatchupWindow), From: from, Parent: j.Spec.NomadJob})
 		counts[strings.TrimRight(strings.TrimPrefix(j.Name, "chaos-"), "-0123456789")]++
 	}
 	r.say("submitted %d cron jobs every 5-30 s (%d allow, %d forbid, %d replace); slots after %s are checked",
@@ -589,7 +589,8 @@ func readChild(ctx context.Context, nc *nomadapi.Client, s *nomadapi.JobListStub
 	if err != nil {
 		return Child{}, fmt.Errorf("chaos: reading child %s: %w", s.ID, err)
 	}
-	c := Child{ID: s.ID, Submitted: time.Unix(0, s.SubmitTime), MetaIdentity: j.Meta["paxcron_identity"]}
+	c := Child{ID: s.ID, Submitted: time.Unix(0, s.SubmitTime), MetaIdentity: j.Meta["paxcron_identity"], Parent: s.ParentID,
+		MetaJob: j.Meta["paxcron_job"], MetaScheduledAt: j.Meta["paxcron_scheduled_at"]}
 	if j.DispatchIdempotencyToken != nil {
 		c.Token = *j.DispatchIdempotencyToken
 	}
