@@ -539,14 +539,31 @@ func dedupeRecords(recs []Record, r *Report) map[string]Record {
 			old.At = rec.At
 			out[rec.Identity] = old
 		}
-		if (old.Outcome != rec.Outcome || old.ChildID != rec.ChildID) && !conflicted[rec.Identity] {
+		if reasonNotKept(old.Reason) && rec.Reason != "" && !reasonNotKept(rec.Reason) {
+			// Judge the reason the launch concluded with, not a history's
+			// stand-in for it.
+			old.Reason = rec.Reason
+			out[rec.Identity] = old
+		}
+		// Only the record kept is judged: one whose reason differs (a
+		// justified skip read first hiding another's unjustified one)
+		// tells of another history, unless a history did not keep it.
+		reasons := old.Reason == rec.Reason || reasonNotKept(old.Reason) || reasonNotKept(rec.Reason)
+		if (old.Outcome != rec.Outcome || old.ChildID != rec.ChildID || !reasons) && !conflicted[rec.Identity] {
 			conflicted[rec.Identity] = true
 			r.Conflicting = append(r.Conflicting, fmt.Sprintf("%s: %s %s (%s) vs %s %s (%s)",
 				rec.Identity, old.Outcome, old.ChildID, old.Source, rec.Outcome, rec.ChildID, rec.Source))
+			if !reasons {
+				r.Conflicting[len(r.Conflicting)-1] += fmt.Sprintf(": reasons %q vs %q", old.Reason, rec.Reason)
+			}
 		}
 	}
 	return out
 }
+
+// reasonNotKept: the reason a history gives a skip or failure whose own
+// it did not keep (cron/state's ReasonNotKept).
+func reasonNotKept(reason string) bool { return strings.HasPrefix(reason, "reason not kept: ") }
 
 // Identity is paxcron's launch identity for a scheduled slot, written
 // here from its documented form (README: "<cron name>-<scheduled unix

@@ -9,6 +9,7 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 
 	"paxcron/cron/launcher"
+	"paxcron/cron/state"
 )
 
 // base is a clean run: job "a" (allow, catch-up window 15 s) every 5 s,
@@ -482,5 +483,26 @@ func TestCheckChildOfTheWrongJobOrTime(t *testing.T) {
 			r.Print(&b)
 			t.Errorf("%s: a child for %s:\n%s", tc.name, id, b.String())
 		}
+	}
+}
+
+// Two sources recording one skip with different reasons applied
+// different histories: only the first read was judged, so an unjustified
+// reason behind a justified one passed. A history that did not keep the
+// reason ("reason not kept: ...") disagrees with nothing.
+func TestCheckRecordsDisagreeingOnTheReason(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	id := Identity("b-x", t0.Add(20*time.Second))
+	in := base()
+	in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", ChildID: childID("b-x", t0.Unix()+10), Reason: "job paused", Source: "replica 2"})
+	if r := Check(in); r.Violations() != 1 || len(r.Conflicting) != 1 {
+		var b strings.Builder
+		r.Print(&b)
+		t.Errorf("two reasons for one skip:\n%s", b.String())
+	}
+	in = base()
+	in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", ChildID: childID("b-x", t0.Unix()+10), Reason: state.ReasonNotKept, Source: "the API's history"})
+	if r := Check(in); r.Violations() != 0 {
+		t.Errorf("a history without the reason: %v", r.Conflicting)
 	}
 }
