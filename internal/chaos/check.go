@@ -428,7 +428,12 @@ func judgeSkip(j CheckedJob, at time.Time, rec Record, w *Window, last lastChild
 			return fmt.Sprintf("%v late is within the %v window", late, window)
 		case w == nil:
 			return "the slot lies outside every fault window: no fault delayed it"
-		case !rec.At.IsZero() && rec.At.Add(w.Ahead+time.Second).Before(at.Add(window)):
+		case rec.At.IsZero():
+			// Only a log line tells when: without one (the API's history
+			// alone) the lateness is paxcron's word, which the checker
+			// does not take.
+			return fmt.Sprintf("no source recorded when it was decided (%s), so nothing shows its window had run out", rec.Source)
+		case rec.At.Add(w.Ahead + time.Second).Before(at.Add(window)):
 			return fmt.Sprintf("it was recorded at %s, before its window ran out at %s", clock(rec.At), clock(at.Add(window)))
 		}
 		return ""

@@ -506,3 +506,20 @@ func TestCheckRecordsDisagreeingOnTheReason(t *testing.T) {
 		t.Errorf("a history without the reason: %v", r.Conflicting)
 	}
 }
+
+// A catch-up skip only the API's history records (no log line, so no
+// time) claims its lateness in paxcron's words alone: the checker cannot
+// tell it was decided once the window had run out.
+func TestCheckCatchupSkipWithoutATime(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	in := base()
+	id := Identity("a", t0.Add(45*time.Second))
+	drop(&in, id)
+	in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", Source: "the API's history",
+		Reason: "not dispatched within its catch-up window (16s late, window 15s)"})
+	if r := Check(in); r.Violations() != 1 || len(r.Unjustified) != 1 {
+		var b strings.Builder
+		r.Print(&b)
+		t.Errorf("a catch-up skip with no time:\n%s", b.String())
+	}
+}
