@@ -39,8 +39,10 @@ type cellKey struct {
 // cell is the kept runs of one system at one concurrency.
 type cell struct {
 	Throughput, P50, P99, ServerCPU, ClientCPU, Others, Kernel stat
-	InProcess                                                  bool
-	Errors, Redone, DisturbedKept                              int
+	// TotalCPU is servers + client CPU per write, run by run.
+	TotalCPU                      stat
+	InProcess                     bool
+	Errors, Redone, DisturbedKept int
 }
 
 // ratio is, over repetitions, a system's figure divided by etcd's in the
@@ -80,11 +82,12 @@ func summarize(runs []runRecord, clients []int, systems []string) summary {
 		kept[k][r.Rep] = r
 	}
 	for k, byRep := range kept {
-		var tput, p50, p99, scpu, ccpu, others, kernel []float64
+		var tput, p50, p99, scpu, ccpu, tcpu, others, kernel []float64
 		c := s.Cells[k]
 		for _, r := range byRep {
 			tput, p50, p99 = append(tput, r.WritesPerSec), append(p50, r.P50Ms), append(p99, r.P99Ms)
 			scpu, ccpu = append(scpu, r.serverCPUPerWrite()), append(ccpu, r.clientCPUPerWrite())
+			tcpu = append(tcpu, r.serverCPUPerWrite()+r.clientCPUPerWrite())
 			others, kernel = append(others, r.OthersCores), append(kernel, r.KernelCores)
 			c.InProcess = r.InProcess
 			c.Errors += r.Errors
@@ -94,6 +97,7 @@ func summarize(runs []runRecord, clients []int, systems []string) summary {
 		}
 		c.Throughput, c.P50, c.P99 = statOf(tput), statOf(p50), statOf(p99)
 		c.ServerCPU, c.ClientCPU, c.Others, c.Kernel = statOf(scpu), statOf(ccpu), statOf(others), statOf(kernel)
+		c.TotalCPU = statOf(tcpu)
 		s.Cells[k] = c
 	}
 	for k, byRep := range kept {
@@ -304,7 +308,7 @@ func renderLatency(b *strings.Builder, s summary) {
 }
 
 func renderCPU(b *strings.Builder, s summary) {
-	fmt.Fprintf(b, "## CPU per committed write\n\nMedian µs of CPU per acknowledged write. The in-process log's figure is the whole harness process (replicas and clients).\n\n| clients |")
+	fmt.Fprintf(b, "## CPU per committed write\n\nMedian µs of CPU per acknowledged write (the total: the median of each run's servers + client). The in-process log's figure is the whole harness process (replicas and clients).\n\n| clients |")
 	cols := 0
 	for _, name := range s.Systems {
 		if name == sysPaxcronLog {
@@ -330,11 +334,7 @@ func renderCPU(b *strings.Builder, s summary) {
 				fmt.Fprintf(b, " %s |", us(c.ServerCPU))
 				continue
 			}
-			total := "-"
-			if c.ServerCPU.N > 0 {
-				total = fmt.Sprintf("%.0f", c.ServerCPU.Med+c.ClientCPU.Med)
-			}
-			fmt.Fprintf(b, " %s | %s | %s |", us(c.ServerCPU), us(c.ClientCPU), total)
+			fmt.Fprintf(b, " %s | %s | %s |", us(c.ServerCPU), us(c.ClientCPU), us(c.TotalCPU))
 		}
 		fmt.Fprintf(b, "\n")
 	}

@@ -121,3 +121,24 @@ func TestCommas(t *testing.T) {
 		}
 	}
 }
+
+// The CPU table's total is the median of each run's servers + client
+// CPU per write, not the sum of the two columns' medians, which can
+// belong to different runs.
+func TestSummarizeTotalCPUIsTheMedianOfEachRunsTotal(t *testing.T) {
+	run := func(rep int, server, client float64) runRecord {
+		return runRecord{Rep: rep, Clients: 1, System: sysEtcd, Kept: true, Writes: 1000, WindowSec: 10, WritesPerSec: 100,
+			P50Ms: 1, P99Ms: 2, ServerCPUSec: server * 1000e-6, ClientCPUSec: client * 1000e-6}
+	}
+	// Per write: servers 100, 200, 1000 µs; client 1000, 200, 100 µs:
+	// totals 1100, 400, 1100 (median 1100); the medians' sum is 400.
+	runs := []runRecord{run(1, 100, 1000), run(2, 200, 200), run(3, 1000, 100)}
+	s := summarize(runs, []int{1}, []string{sysEtcd})
+	if got := s.Cells[cellKey{sysEtcd, 1}].TotalCPU.Med; got < 1099.9 || got > 1100.1 {
+		t.Errorf("total CPU per write: median %v µs, want 1100", got)
+	}
+	md := renderMarkdown(reportMeta{Config: etcdConfig{Systems: []string{sysEtcd}, Clients: []int{1}}}, s)
+	if !strings.Contains(md, "| 1 | 200 | 200 | 1100 |") {
+		t.Errorf("the CPU table's total is not the median of the runs' totals:\n%s", md)
+	}
+}
