@@ -85,7 +85,8 @@ func summarize(runs []runRecord, clients []int, systems []string) summary {
 		var tput, p50, p99, scpu, ccpu, tcpu, others, kernel []float64
 		c := s.Cells[k]
 		for _, r := range byRep {
-			tput, p50, p99 = append(tput, r.WritesPerSec), append(p50, r.P50Ms), append(p99, r.P99Ms)
+			l50, l99 := runLatencies(r)
+			tput, p50, p99 = append(tput, r.WritesPerSec), append(p50, l50), append(p99, l99)
 			scpu, ccpu = append(scpu, r.serverCPUPerWrite()), append(ccpu, r.clientCPUPerWrite())
 			tcpu = append(tcpu, r.serverCPUPerWrite()+r.clientCPUPerWrite())
 			others, kernel = append(others, r.OthersCores), append(kernel, r.KernelCores)
@@ -111,14 +112,25 @@ func summarize(runs []runRecord, clients []int, systems []string) summary {
 			if !ok || e.WritesPerSec == 0 || e.P99Ms == 0 {
 				continue
 			}
+			_, l99 := runLatencies(r)
 			tr = append(tr, r.WritesPerSec/e.WritesPerSec)
-			pr = append(pr, r.P99Ms/e.P99Ms)
+			pr = append(pr, l99/e.P99Ms)
 		}
 		if len(tr) > 0 {
 			s.Ratios[k] = ratio{Throughput: statOf(tr), P99: statOf(pr)}
 		}
 	}
 	return s
+}
+
+// runLatencies is r's p50 and p99 for the figures: +Inf for a run that
+// acknowledged no write, whose recorded 0 ms would otherwise count as
+// better than any real run.
+func runLatencies(r runRecord) (p50, p99 float64) {
+	if r.Writes == 0 {
+		return math.Inf(1), math.Inf(1)
+	}
+	return r.P50Ms, r.P99Ms
 }
 
 // reportMeta is the report's header: where, when and how it was measured.
@@ -386,20 +398,27 @@ func charts(s summary) (throughput, p99 benchplot.Chart) {
 	p99 = benchplot.Chart{Title: "p99 write latency (median)", XLabel: "concurrent clients", YLabel: "ms", LogX: true, LogY: true}
 	var goal *benchplot.Series
 	for _, name := range s.Systems {
-		var xs, ts, ps []float64
+		var xs, ts, pxs, ps []float64
 		for _, n := range s.Clients {
 			c := s.Cells[cellKey{name, n}]
-			if c.Throughput.N == 0 || c.Throughput.Med <= 0 || c.P99.Med <= 0 {
+			if c.Throughput.N == 0 || c.Throughput.Med <= 0 {
 				continue
 			}
-			xs, ts, ps = append(xs, float64(n)), append(ts, c.Throughput.Med), append(ps, c.P99.Med)
+			xs, ts = append(xs, float64(n)), append(ts, c.Throughput.Med)
+			// A median p99 of +Inf (most runs acknowledged nothing) has
+			// no point on the chart.
+			if c.P99.Med > 0 && !math.IsInf(c.P99.Med, 0) {
+				pxs, ps = append(pxs, float64(n)), append(ps, c.P99.Med)
+			}
 		}
 		if len(xs) == 0 {
 			continue
 		}
 		dashed := name == sysEtcd
 		throughput.Series = append(throughput.Series, benchplot.Series{Name: systemLabel[name], X: xs, Y: ts, Dashed: dashed})
-		p99.Series = append(p99.Series, benchplot.Series{Name: systemLabel[name], X: xs, Y: ps, Dashed: dashed})
+		if len(pxs) > 0 {
+			p99.Series = append(p99.Series, benchplot.Series{Name: systemLabel[name], X: pxs, Y: ps, Dashed: dashed})
+		}
 		if name == sysEtcd {
 			g := make([]float64, len(ts))
 			for i, t := range ts {
@@ -440,6 +459,9 @@ func writeReport(dir string, m reportMeta, runs []runRecord) error {
 	}
 	if err := t.SavePNG(filepath.Join(dir, "etcd-throughput.png"), 0, 0); err != nil {
 		return err
+	}
+	if len(p.Series) == 0 {
+		return fmt.Errorf("paxcron-bench: no system has a finite median p99: no p99 chart to draw")
 	}
 	return p.SavePNG(filepath.Join(dir, "etcd-p99.png"), 0, 0)
 }

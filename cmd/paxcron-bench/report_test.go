@@ -142,3 +142,29 @@ func TestSummarizeTotalCPUIsTheMedianOfEachRunsTotal(t *testing.T) {
 		t.Errorf("the CPU table's total is not the median of the runs' totals:\n%s", md)
 	}
 }
+
+// A run that acknowledged no write has no latency: it must not enter the
+// p99 figures as 0 ms, better than any real run.
+func TestSummarizeARunWithoutWritesHasNoGoodP99(t *testing.T) {
+	r := func(rep int, sys string, writes int, p99 float64) runRecord {
+		return runRecord{Rep: rep, Clients: 1, System: sys, Kept: true, Writes: writes, WindowSec: 10,
+			WritesPerSec: float64(writes) / 10, P50Ms: p99 / 2, P99Ms: p99}
+	}
+	var runs []runRecord
+	for rep := 1; rep <= 4; rep++ {
+		runs = append(runs, r(rep, sysEtcd, 10000, 4))
+	}
+	// paxcron: three runs with p99s of 1.1, 2 and 3 times etcd's, and one
+	// that failed every write (its p99 recorded as 0).
+	runs = append(runs, r(1, sysPaxcronAPI, 20000, 4.4), r(2, sysPaxcronAPI, 20000, 8), r(3, sysPaxcronAPI, 20000, 12), r(4, sysPaxcronAPI, 0, 0))
+	s := summarize(runs, []int{1}, []string{sysEtcd, sysPaxcronAPI})
+	if got := s.Ratios[cellKey{sysPaxcronAPI, 1}].P99.Med; got < 2 {
+		t.Errorf("p99 ratio median %v: the failed run counted as a 0 ms p99", got)
+	}
+	if got := s.Cells[cellKey{sysPaxcronAPI, 1}].P99.Med; got < 8 {
+		t.Errorf("p99 median %v ms: the failed run counted as a 0 ms p99", got)
+	}
+	if err := writeReport(t.TempDir(), reportMeta{Config: etcdConfig{Systems: []string{sysEtcd, sysPaxcronAPI}, Clients: []int{1}}}, runs); err != nil {
+		t.Errorf("writeReport: %v", err)
+	}
+}
