@@ -31,7 +31,8 @@ second, p50/p99 latency and CPU per write of
                commands through the replicated log directly
 at each concurrency of -clients, all data on the same disk. Each of -reps
 repetitions runs every concurrency in turn, and at each the systems one
-after the other, each on a fresh cluster. Before a run it waits until the
+after the other, each on a fresh cluster; the order of the systems turns
+by one each repetition, so that each goes first in turn. Before a run it waits until the
 machine is quiet; a run that others' CPU disturbed is redone.
 
 Writes OUT/etcd.md (tables: medians, ranges, ratios to etcd, CPU/write,
@@ -76,7 +77,7 @@ func parseEtcdFlags(args []string, stderr io.Writer) (etcdConfig, error) {
 	var etcdInstall string
 	fs.IntVar(&cfg.Reps, "reps", 5, "repetitions; medians and ranges are taken over them (the issue asks at least 5)")
 	fs.StringVar(&clients, "clients", "1,8,64,512", "comma-separated concurrencies: clients writing at once, each in a closed loop")
-	fs.StringVar(&systems, "systems", strings.Join(allSystems, ","), "comma-separated systems to run, in this order within a concurrency: "+strings.Join(allSystems, ", "))
+	fs.StringVar(&systems, "systems", strings.Join(allSystems, ","), "comma-separated systems to run, in this order within a concurrency at the first repetition (it turns by one each repetition): "+strings.Join(allSystems, ", "))
 	fs.DurationVar(&cfg.Window, "duration", 10*time.Second, "measured time of each run")
 	fs.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "load before each run's measured time, not counted")
 	fs.StringVar(&cfg.APITarget, "api-target", targetClient, "where paxcron-api's clients send writes: 'client' (paxcron's Go client given all three replicas, as etcd's client is given all three members: it calls the leader once it learns which one leads), 'spread' (round robin over the replicas, as etcd's client does; followers forward to the leader) or 'leader' (straight to the leader)")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -101,11 +102,14 @@ type suite struct {
 
 // run runs every repetition: within one, each concurrency in turn, and
 // at each the systems one after the other, so that the systems meet the
-// same machine at nearly the same time.
+// same machine at nearly the same time. The order turns by one system
+// each repetition: otherwise the first always ran right after the last
+// one's heaviest load (the replicated log's, its folder then deleted, at
+// the concurrency before), and the last never did.
 func (s *suite) run(ctx context.Context, base string) error {
 	for rep := 1; rep <= s.cfg.Reps; rep++ {
 		for _, clients := range s.cfg.Clients {
-			for _, name := range s.cfg.Systems {
+			for _, name := range systemsInTurn(s.cfg.Systems, rep) {
 				if err := s.runGuarded(ctx, base, rep, clients, name); err != nil {
 					return err
 				}
@@ -274,4 +278,14 @@ func keepLogs(dir string) (string, error) {
 		}
 	}
 	return kept, nil
+}
+
+// systemsInTurn is systems turned left by one for each repetition after
+// the first.
+func systemsInTurn(systems []string, rep int) []string {
+	if len(systems) == 0 {
+		return nil
+	}
+	k := (rep - 1) % len(systems)
+	return append(slices.Clone(systems[k:]), systems[:k]...)
 }

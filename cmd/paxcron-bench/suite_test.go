@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,5 +110,26 @@ func TestKeepLogsCopiesTheServersLogs(t *testing.T) {
 	}
 	if kept, err := keepLogs(t.TempDir()); kept != "" || err != nil {
 		t.Errorf("no logs: %q, %v; want nothing", kept, err)
+	}
+}
+
+// Each system goes first in turn: etcd went first at every concurrency
+// of every repetition, straight after the replicated log's heaviest load.
+func TestSuiteTurnsTheOrderEachRepetition(t *testing.T) {
+	s, _ := newTestSuite(1e9, 0, false)
+	s.cfg.Reps, s.cfg.Clients = 4, []int{1, 2}
+	s.cfg.Systems = []string{sysEtcd, sysPaxcronAPI, sysPaxcronLog}
+	s.cfg.Warmup, s.cfg.Window = time.Millisecond, 5*time.Millisecond
+	if err := s.run(context.Background(), t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range s.runs {
+		got = append(got, r.System)
+	}
+	e, a, l := sysEtcd, sysPaxcronAPI, sysPaxcronLog
+	want := []string{e, a, l, e, a, l, a, l, e, a, l, e, l, e, a, l, e, a, e, a, l, e, a, l}
+	if !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
 	}
 }
