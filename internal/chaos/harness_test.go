@@ -7,8 +7,8 @@ import (
 )
 
 // The replicas' JSON launch lines become records, with the time each was
-// logged; other lines, and
-// "launch started" (no outcome yet), are passed over.
+// logged, however long; other lines, a line cut short (a replica killed
+// mid-write) and "launch started" (no outcome yet) are passed over.
 func TestLaunchRecords(t *testing.T) {
 	out := strings.Join([]string{
 		`{"time":"2026-11-25T04:18:48Z","level":"INFO","msg":"launch started","replica":2,"job":"a","identity":"a-1795580328","slot":11}`,
@@ -16,6 +16,8 @@ func TestLaunchRecords(t *testing.T) {
 		`paxcron server: replica 2 serving its API on [::]:4750`,
 		`{"time":"2026-11-25T04:18:50Z","level":"DEBUG","msg":"launch skipped","replica":2,"job":"b","identity":"b-1795580330","outcome":"skipped","child":"","reason":"job paused","slot":13}`,
 		`{"msg":"launch dispatched", broken`,
+		`{"time":"2026-11-25T04:18:51Z","level":"INFO","msg":"launch skipped","replica":2,"job":"c","identity":"c-1795580331","outcome":"skipped","child":"","reason":"` + strings.Repeat("x", 1<<20) + `","slot":14}`,
+		`{"time":"2026-11-25T04:18:52Z","level":"INFO","msg":"launch skipped","replica":2,"job":"d","identity":"d-1795580332","outcome":"skipped","child":"","reason":"job paused","slot":15}`,
 	}, "\n")
 	got := launchRecords([]byte(out), "replica 2")
 	want := []Record{
@@ -23,6 +25,12 @@ func TestLaunchRecords(t *testing.T) {
 			At: time.Date(2026, 11, 25, 4, 18, 48, 0, time.UTC)},
 		{Identity: "b-1795580330", Outcome: "skipped", Reason: "job paused", Source: "replica 2",
 			At: time.Date(2026, 11, 25, 4, 18, 50, 0, time.UTC)},
+		// A line over a megabyte, and the lines after it (a scanner
+		// stopped at it, quietly).
+		{Identity: "c-1795580331", Outcome: "skipped", Reason: strings.Repeat("x", 1<<20), Source: "replica 2",
+			At: time.Date(2026, 11, 25, 4, 18, 51, 0, time.UTC)},
+		{Identity: "d-1795580332", Outcome: "skipped", Reason: "job paused", Source: "replica 2",
+			At: time.Date(2026, 11, 25, 4, 18, 52, 0, time.UTC)},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v", got)
