@@ -173,7 +173,7 @@ func renderMarkdown(m reportMeta, s summary) string {
 	p("- Commit %s, %s, %s\n", m.Commit, m.GoVersion, m.EtcdVersion)
 	p("- %s to %s UTC; load average %s before, %s after\n", m.Started.UTC().Format("2006-01-02 15:04"), m.Ended.UTC().Format("15:04"), m.LoadBefore, m.LoadAfter)
 	c := m.Config
-	p("- %d repetitions; in each, every concurrency in turn, and at each the systems one after the other (%s), each on a fresh cluster in fresh folders: %v warm-up, then %v measured\n",
+	p("- %d repetitions; in each, every concurrency in turn, and at each the systems one after the other (%s in the first repetition, the order turned by one in each after it), each on a fresh cluster in fresh folders: %v warm-up, then %v measured\n",
 		c.Reps, strings.Join(c.Systems, ", "), c.Warmup, c.Window)
 	p("- Quiet guard: before each run, wait (at most %v) until processes other than ours use at most %.2f cores over 1 s; a run in which they used more than %.2f cores is redone (at most %d times, then kept and marked disturbed)\n\n",
 		c.QuietWait, c.QuietCores, c.MaxOthersCores, c.Retries)
