@@ -28,10 +28,17 @@ func fake(t *testing.T, h http.HandlerFunc) *Client {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	return fakeAt(t, srv.URL, 3*time.Second)
+}
+
+// fakeAt returns a Client of the Nomad at address with short timeouts
+// and backoffs, the request's whole time requestTimeout.
+func fakeAt(t *testing.T, address string, requestTimeout time.Duration) *Client {
+	t.Helper()
 	cfg := DefaultConfig()
-	cfg.Address = srv.URL
+	cfg.Address = address
 	cfg.CallTimeout = time.Second
-	cfg.RequestTimeout = 3 * time.Second
+	cfg.RequestTimeout = requestTimeout
 	cfg.RetryBackoffMin = 5 * time.Millisecond
 	cfg.RetryBackoffMax = 20 * time.Millisecond
 	c, err := New(cfg)

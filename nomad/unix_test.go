@@ -40,17 +40,7 @@ func TestUnixSocketAddress(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	cfg := DefaultConfig()
-	cfg.Address = "unix://" + sock
-	cfg.CallTimeout = time.Second
-	cfg.RequestTimeout = 2 * time.Second
-	cfg.RetryBackoffMin = 5 * time.Millisecond
-	cfg.RetryBackoffMax = 20 * time.Millisecond
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := fakeAt(t, "unix://"+sock, 2*time.Second)
 	got, err := c.Dispatch(context.Background(), testLaunch)
 	if err != nil || got != child1 {
 		t.Fatalf("Dispatch = %q, %v; want %s", got, err, child1)

@@ -211,27 +211,11 @@ func TestJobStatusNextLaunches(t *testing.T) {
 // done: 6. A script that retried a
 // trigger on 5 once launched twice.
 func TestExitStatusSaysWhetherAWriteMayHaveBeenDone(t *testing.T) {
-	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err == nil {
-			conn.Close() // the request arrived; no answer leaves
-		}
-	}))
-	defer hangUp.Close()
-	badGateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadGateway)
-		fmt.Fprint(w, `{"error":"forwarding to the leader: connection reset"}`)
-	}))
-	defer badGateway.Close()
+	hangUp := hangUpServer(t)
+	badGateway := badGatewayServer(t, `{"error":"forwarding to the leader: connection reset"}`)
 	// A 502 that says nothing was done (Nomad could not be asked before
 	// a job write): 5.
-	notDone := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadGateway)
-		fmt.Fprint(w, `{"error":"job \"nightly\": could not check it against Nomad (connection refused): nothing was written","not_done":true}`)
-	}))
-	defer notDone.Close()
+	notDone := badGatewayServer(t, `{"error":"job \"nightly\": could not check it against Nomad (connection refused): nothing was written","not_done":true}`)
 	closed := httptest.NewServer(http.NotFoundHandler())
 	nowhere := closed.URL
 	closed.Close() // nothing listens there now: calls are never sent
@@ -318,19 +302,8 @@ func TestJobRunSendsALargeFileInParts(t *testing.T) {
 // were taken for writes: exit 6, saying "the write was sent ... it may
 // have been done; look before sending it again" of a status read.
 func TestOperatorReadsAreNotWrites(t *testing.T) {
-	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err == nil {
-			conn.Close() // the request arrived; no answer leaves
-		}
-	}))
-	defer hangUp.Close()
-	badGateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadGateway)
-		fmt.Fprint(w, `{"error":"upstream failed"}`)
-	}))
-	defer badGateway.Close()
+	hangUp := hangUpServer(t)
+	badGateway := badGatewayServer(t, `{"error":"upstream failed"}`)
 	file := filepath.Join(t.TempDir(), "state.snap")
 	for _, addr := range []string{hangUp.URL, badGateway.URL} {
 		for _, args := range [][]string{{"operator", "status"}, {"operator", "snapshot", "save", file}} {
@@ -367,4 +340,27 @@ func TestJobValidateRefusesAScheduleThatNeverFires(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 1 naming the block", args[:len(args)-1], code, out, errOut)
 		}
 	}
+}
+
+// hangUpServer takes each request and closes its connection: the call
+// arrived, and no answer leaves.
+func hangUpServer(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// badGatewayServer answers every request 502 with the JSON body given.
+func badGatewayServer(t *testing.T, body string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadGateway)
+		fmt.Fprint(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
