@@ -65,9 +65,7 @@ func childID(job string, s int64) string {
 func TestCheckCleanRunPasses(t *testing.T) {
 	r := Check(base())
 	if r.Violations() != 0 {
-		var b strings.Builder
-		r.Print(&b)
-		t.Fatalf("a clean run has violations:\n%s", b.String())
+		t.Fatalf("a clean run has violations:\n%s", printed(r))
 	}
 	if r.Slots != 12+6+3 || r.Dispatched != 20 || r.Skips["previous child <child> still running (concurrency forbid)"] != 1 {
 		t.Fatalf("counts: slots %d dispatched %d skips %v", r.Slots, r.Dispatched, r.Skips)
@@ -183,9 +181,7 @@ func TestCheckCatchesPlantedViolations(t *testing.T) {
 			tc.plant(&in)
 			r := Check(in)
 			if got := len(tc.list(r)); got != 1 || r.Violations() != 1 {
-				var b strings.Builder
-				r.Print(&b)
-				t.Fatalf("want exactly this violation once, got %d of it and %d in all:\n%s", got, r.Violations(), b.String())
+				t.Fatalf("want exactly this violation once, got %d of it and %d in all:\n%s", got, r.Violations(), printed(r))
 			}
 			if !strings.HasPrefix(r.Verdict(), "VERDICT: FAIL") {
 				t.Fatal(r.Verdict())
@@ -209,9 +205,7 @@ func TestCheckFaultWindows(t *testing.T) {
 	in.Records = append(in.Records, Record{Identity: Identity("a", t0.Add(50*time.Second)), Outcome: "skipped", At: t0.Add(65*time.Second + 500*time.Millisecond),
 		Reason: "missed: no leader could launch it within its catch-up window (15s late, window 15s)"})
 	if r := Check(in); r.Violations() != 0 || r.InWindows != 6 || r.Unknown != 1 {
-		var b strings.Builder
-		r.Print(&b)
-		t.Fatalf("violations %d, in windows %d, unknown %d:\n%s", r.Violations(), r.InWindows, r.Unknown, b.String())
+		t.Fatalf("violations %d, in windows %d, unknown %d:\n%s", r.Violations(), r.InWindows, r.Unknown, printed(r))
 	}
 	in.Windows = nil
 	if r := Check(in); len(r.Late) != 2 || len(r.Unexplained) != 1 || len(r.Unjustified) != 1 {
@@ -337,9 +331,7 @@ func TestCheckForbidSkipNamingTheChildOfAnUnknownLaunch(t *testing.T) {
 	drop(&in, s40)
 	in.Records = append(in.Records, Record{Identity: s40, Outcome: "skipped", ChildID: childID("b-x", t0.Unix()+30), Reason: "previous child " + childID("b-x", t0.Unix()+30) + " still running (concurrency forbid)"})
 	if r := Check(in); r.Violations() != 0 {
-		var b strings.Builder
-		r.Print(&b)
-		t.Fatalf("a skip naming the unknown launch's child:\n%s", b.String())
+		t.Fatalf("a skip naming the unknown launch's child:\n%s", printed(r))
 	}
 	// The same skip, the launch recorded dispatched to another child: not
 	// the last child, and no unknown launch's.
@@ -384,10 +376,8 @@ func TestCheckNamesTheLatestSlot(t *testing.T) {
 	if r.Violations() != 0 || r.MaxLateOutside != 1700*time.Millisecond || !strings.HasPrefix(r.LatestOutside, id+" (") {
 		t.Fatalf("violations %d, latest %v at %q; want none, 1.7s at %s", r.Violations(), r.MaxLateOutside, r.LatestOutside, id)
 	}
-	var b strings.Builder
-	r.Print(&b)
-	if !strings.Contains(b.String(), "1.7s after its slot, "+id+" (") {
-		t.Fatalf("the report does not name %s:\n%s", id, b.String())
+	if !strings.Contains(printed(r), "1.7s after its slot, "+id+" (") {
+		t.Fatalf("the report does not name %s:\n%s", id, printed(r))
 	}
 }
 
@@ -401,9 +391,7 @@ func TestCheckUnknownOutcomeIsNoSkip(t *testing.T) {
 		drop(&in, id)
 		in.Records = append(in.Records, Record{Identity: id, Outcome: outcome, Source: "the API's history"})
 		if r := Check(in); r.Violations() != 1 || len(r.Unexplained) != 1 {
-			var b strings.Builder
-			r.Print(&b)
-			t.Errorf("outcome %q with no child:\n%s", outcome, b.String())
+			t.Errorf("outcome %q with no child:\n%s", outcome, printed(r))
 		}
 	}
 }
@@ -417,9 +405,7 @@ func TestCheckNonCanonicalTokenIsStray(t *testing.T) {
 	tok := "a-0" + fmt.Sprint(t0.Unix()+15)
 	in.Children = append(in.Children, Child{ID: "p/dispatch-" + tok + "-9-ffff", Token: tok, MetaIdentity: tok, Submitted: t0.Add(15*time.Second + 300*time.Millisecond)})
 	if r := Check(in); r.Violations() != 1 || len(r.Stray) != 1 {
-		var b strings.Builder
-		r.Print(&b)
-		t.Fatalf("a child with token %s:\n%s", tok, b.String())
+		t.Fatalf("a child with token %s:\n%s", tok, printed(r))
 	}
 }
 
@@ -433,16 +419,12 @@ func TestCheckEarlyChildOutsideTheCheckedSlots(t *testing.T) {
 	tok := fmt.Sprintf("a-%d", (t0.Unix()+15)*1000) // a-1800000015000
 	in.Children = append(in.Children, Child{ID: "p/dispatch-" + tok + "-9-ffff", Token: tok, MetaIdentity: tok, Submitted: t0.Add(15*time.Second + 300*time.Millisecond)})
 	if r := Check(in); r.Violations() != 1 || len(r.Early) != 1 {
-		var b strings.Builder
-		r.Print(&b)
-		t.Errorf("a child for a slot far after the run:\n%s", b.String())
+		t.Errorf("a child for a slot far after the run:\n%s", printed(r))
 	}
 	in = base()
 	setSubmitted(&in, Identity("a", t0.Add(45*time.Second)), t0.Add(20*time.Second))
 	if r := Check(in); r.Violations() != 1 || len(r.Early) != 1 {
-		var b strings.Builder
-		r.Print(&b)
-		t.Errorf("a child 25 s early in a window of no clock jump:\n%s", b.String())
+		t.Errorf("a child 25 s early in a window of no clock jump:\n%s", printed(r))
 	}
 	// A clock 30 s ahead there excuses it.
 	in.Windows[0].Ahead = 30 * time.Second
@@ -479,9 +461,7 @@ func TestCheckChildOfTheWrongJobOrTime(t *testing.T) {
 		}
 		setChild(&in, childID("b-x", t0.Unix()+30), tc.edit)
 		if r := Check(in); r.Violations() != 1 || len(r.Stray) != 1 {
-			var b strings.Builder
-			r.Print(&b)
-			t.Errorf("%s: a child for %s:\n%s", tc.name, id, b.String())
+			t.Errorf("%s: a child for %s:\n%s", tc.name, id, printed(r))
 		}
 	}
 }
@@ -496,9 +476,7 @@ func TestCheckRecordsDisagreeingOnTheReason(t *testing.T) {
 	in := base()
 	in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", ChildID: childID("b-x", t0.Unix()+10), Reason: "job paused", Source: "replica 2"})
 	if r := Check(in); r.Violations() != 1 || len(r.Conflicting) != 1 {
-		var b strings.Builder
-		r.Print(&b)
-		t.Errorf("two reasons for one skip:\n%s", b.String())
+		t.Errorf("two reasons for one skip:\n%s", printed(r))
 	}
 	in = base()
 	in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", ChildID: childID("b-x", t0.Unix()+10), Reason: state.ReasonNotKept, Source: "the API's history"})
@@ -518,8 +496,13 @@ func TestCheckCatchupSkipWithoutATime(t *testing.T) {
 	in.Records = append(in.Records, Record{Identity: id, Outcome: "skipped", Source: "the API's history",
 		Reason: "not dispatched within its catch-up window (16s late, window 15s)"})
 	if r := Check(in); r.Violations() != 1 || len(r.Unjustified) != 1 {
-		var b strings.Builder
-		r.Print(&b)
-		t.Errorf("a catch-up skip with no time:\n%s", b.String())
+		t.Errorf("a catch-up skip with no time:\n%s", printed(r))
 	}
+}
+
+// printed is r as Print writes it, for a failing test's message.
+func printed(r *Report) string {
+	var b strings.Builder
+	r.Print(&b)
+	return b.String()
 }
