@@ -230,11 +230,14 @@ func (c *Cron) Started(slot uint64, now time.Time, cmd state.LaunchStarted, job 
 
 // followsNamesake reports whether a re-created job's first launch at is
 // the slot after a launch of its deleted namesake: the state counts a job
-// created while such launches are open from the last of them.
+// created while such launches are open from the last of them. Only a
+// namesake's launches count (another incarnation's, not manual, as
+// namesakeFrom reads them): the job's own trigger or backfill before its
+// first start excused every slot it jumped over before them.
 func (c *Cron) followsNamesake(s *Oracle, job state.Job, at time.Time) bool {
 	//detlint:maprange any match will do; the answer does not depend on the order
 	for _, l := range c.launches {
-		if l.job != job.Name || !l.at.After(job.CreatedAt) || !l.at.Before(at) {
+		if l.job != job.Name || l.inc == job.CreatedVersion || l.kind == state.LaunchManual || !l.at.After(job.CreatedAt) || !l.at.Before(at) {
 			continue
 		}
 		if next, err := s.Next(l.at, at); err == nil && next.Equal(at) {

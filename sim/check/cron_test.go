@@ -315,3 +315,20 @@ func TestCronForbidOverlap(t *testing.T) {
 	// asking: not judged.
 	wantOK(t, run(true, [3]time.Duration{long, long, short}))
 }
+
+// TestCronFirstLaunchFollowsOnlyANamesake: a re-created job may count its
+// first launch from a launch of its deleted namesake, never from one of
+// its own: a job whose first scheduled start came after its own manual
+// trigger jumped over the slots between its creation and the trigger.
+func TestCronFirstLaunchFollowsOnlyANamesake(t *testing.T) {
+	c := newCron()
+	j := cronJob("a", "*/10 * * * * *", 1)
+	j.CreatedAt = sec(0)
+	put(t, c, 1, j)
+	manual := state.Launch{Job: "a", ScheduledAt: sec(25), StartedAt: sec(25), Kind: state.LaunchManual,
+		Identity: state.LaunchIdentity("a", sec(25), state.LaunchManual)}
+	wantOK(t, c.Opened(2, sec(25), manual, j))
+	// Planted: the slots at sec(10) and sec(20) never started.
+	wantViolation(t, c.Started(3, sec(30), startCmd("a", sec(30)), j), InvNoSilentSkip,
+		`job "a"`, sec(10).Format(time.RFC3339), "jumped over")
+}
