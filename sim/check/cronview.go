@@ -280,8 +280,12 @@ func (c *Cron) deleteJob(slot uint64, now time.Time, name string) error {
 	if err != nil {
 		return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker's oracle cannot read: %v", name, err)
 	}
-	// A slot is enough to judge; a few more only count.
-	for range 16 {
+	// Every slot owed is kept: the first few may fall before any healthy
+	// interval and a later one inside one (a cap of 16 let a job every
+	// second, stalled from before an interval, be deleted with slots lost
+	// in it). Next moves on by at least a second, and deletions come within
+	// a run of minutes, so the walk is short.
+	for {
 		next, err := s.Next(from, now)
 		if err != nil && !errors.Is(err, errNoLaunch) {
 			return violation(InvNoSilentSkip, "job %q deleted, counting its slots from %s: %v", name, from.UTC().Format(time.RFC3339), err)

@@ -392,3 +392,18 @@ func TestCronCrowdedLaunchesWaitForRoom(t *testing.T) {
 		wantViolation(t, err, InvNoSilentSkip, "due "+sec(10).Format(time.RFC3339), "2.5s late")
 	}
 }
+
+// TestCronDeletedJudgesEverySlotOwed: a job that owed more than a handful
+// of slots when it was deleted is judged on each, not only on the first
+// few: here the first sixteen fall before the healthy interval, and the
+// slot due at sec(21), well inside it, was lost.
+func TestCronDeletedJudgesEverySlotOwed(t *testing.T) {
+	c := newCron()
+	j := cronJob("a", "* * * * * *", 1)
+	j.CreatedAt = sec(0)
+	put(t, c, 1, j)
+	// Planted: never started, deleted at sec(40).
+	wantOK(t, c.Applied(2, sec(40), state.DeleteJob{Name: "a"}, state.Job{}))
+	err := c.Final(CronFinal{End: sec(60), Bound: 2 * time.Second, Healthy: []Interval{{From: sec(21), To: sec(60)}}})
+	wantViolation(t, err, InvNoSilentSkip, `job "a"'s slot `+sec(21).Format(time.RFC3339), "never started before the job was deleted")
+}
