@@ -434,6 +434,9 @@ func (c *Cron) Final(f CronFinal) error {
 	for _, id := range sortedStrings(c.launches) {
 		l := c.launches[id]
 		chs := byToken[id]
+		if err := earlierChild(id, l, chs); err != nil {
+			return err
+		}
 		switch {
 		case !l.finished && l.due.Before(due):
 			return violation(InvNoSilentSkip, "%s launch %s, due %s, is still open at the end (%s)", l.kind, id, l.due.Format(time.RFC3339), f.End.Format(time.RFC3339))
@@ -489,6 +492,30 @@ func (c *Cron) Final(f CronFinal) error {
 		return violation(InvNoSilentSkip, "the checker counts %d launches open, the state holds %d", c.open, len(f.Open))
 	}
 	return nil
+}
+
+// earlierChild checks the children of a reopened (backfilled) launch
+// against its earlier attempts, which the checks on the latest outcome do
+// not see: a child Nomad made before the latest attempt was first applied
+// is an earlier attempt's, and those were recorded skipped or failed (a
+// backfill reopens nothing else) unless one concluded unknown. Without
+// this, an attempt recorded failed whose child existed passed once a
+// backfill reopened its slot and concluded unknown, or, at least once,
+// dispatched again after Nomad forgot the first child.
+func earlierChild(id string, l *cronLaunch, chs []NomadChild) error {
+	if len(l.earlier) == 0 || slices.ContainsFunc(l.earlier, func(o state.Outcome) bool { return o.Kind == state.OutcomeUnknown }) {
+		return nil
+	}
+	i := slices.IndexFunc(chs, func(ch NomadChild) bool { return ch.CreatedAt.Before(l.openedAt) })
+	if i < 0 {
+		return nil
+	}
+	kinds := make([]string, len(l.earlier))
+	for k, o := range l.earlier {
+		kinds[k] = fmt.Sprintf("%s (%s)", o.Kind, o.Reason)
+	}
+	return violation(InvNoSilentSkip, "launch %s has child %s, made at %s before its %s attempt was opened at %s, but its earlier attempts were recorded %s",
+		id, chs[i].ID, chs[i].CreatedAt.Format(time.RFC3339Nano), l.kind, l.openedAt.Format(time.RFC3339Nano), strings.Join(kinds, ", "))
 }
 
 // forbidOverlap checks that no child of a launch held to forbid was made

@@ -232,9 +232,11 @@ func TestCronOpened(t *testing.T) {
 	mf.LaunchKind = state.LaunchManual
 	wantOK(t, c.Finished(21, sec(10), mf))
 	// The backfilled slot's child exists, its first record said skipped:
-	// fine, the latest says dispatched.
+	// fine, the latest says dispatched (and the child was made after the
+	// backfill opened, at sec(5): one made before would be the skipped
+	// attempt's).
 	err := c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: []NomadChild{
-		child(1, "c1", 0), child(2, "c2", 0), {ID: "m4", Token: state.LaunchIdentity("a", sec(4), state.LaunchManual), CreatedAt: sec(4)},
+		child(1, "c1", 0), child(2, "c2", 4*time.Second), {ID: "m4", Token: state.LaunchIdentity("a", sec(4), state.LaunchManual), CreatedAt: sec(4)},
 	}})
 	wantOK(t, err)
 }
@@ -331,4 +333,37 @@ func TestCronFirstLaunchFollowsOnlyANamesake(t *testing.T) {
 	// Planted: the slots at sec(10) and sec(20) never started.
 	wantViolation(t, c.Started(3, sec(30), startCmd("a", sec(30)), j), InvNoSilentSkip,
 		`job "a"`, sec(10).Format(time.RFC3339), "jumped over")
+}
+
+// TestCronBackfilledAttemptsAnswerForTheirChildren: each attempt of a
+// launch is judged by the children made while it was the latest. A first
+// attempt recorded failed whose child Nomad made is a silent lie, even
+// once a backfill reopened the slot (and concluded it unknown, or, at
+// least once, dispatched again after Nomad forgot the first child).
+func TestCronBackfilledAttemptsAnswerForTheirChildren(t *testing.T) {
+	failed := state.Outcome{Kind: state.OutcomeFailed, Reason: "dispatch failed 3 times, last: timeout"}
+	run := func(atLeastOnce bool, latest state.Outcome, children ...NomadChild) error {
+		c := newCron()
+		j := cronJob("a", "* * * * * *", 1)
+		j.Spec.AtLeastOnce = atLeastOnce
+		put(t, c, 1, j)
+		wantOK(t, c.Started(2, sec(1), startCmd("a", sec(1)), j))
+		wantOK(t, c.Finished(3, sec(3), finishCmd("a", sec(1), failed)))
+		bf := state.Launch{Job: "a", ScheduledAt: sec(1), StartedAt: sec(5), Kind: state.LaunchBackfill, Identity: state.Identity("a", sec(1))}
+		wantOK(t, c.Opened(4, sec(5), bf, j))
+		f := finishCmd("a", sec(1), latest)
+		f.LaunchKind = state.LaunchBackfill
+		wantOK(t, c.Finished(5, sec(8), f))
+		return c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: children, Jobs: []state.Job{endJob("0 0 * * *", sec(30))}})
+	}
+	unknown := state.Outcome{Kind: state.OutcomeUnknown}
+	first := child(1, "c1", 100*time.Millisecond) // made by the first attempt
+	second := child(1, "c2", 5*time.Second)       // made by the backfill
+	wantOK(t, run(false, dispatched("c2"), second))
+	wantOK(t, run(false, unknown, second))
+	// Planted: the first attempt, recorded failed, made c1.
+	wantViolation(t, run(false, unknown, first), InvNoSilentSkip, "child c1", "backfill", "failed")
+	collected := first
+	collected.CollectedAt = sec(4)
+	wantViolation(t, run(true, dispatched("c2"), collected, second), InvNoSilentSkip, "child c1", "backfill", "failed")
 }
