@@ -576,7 +576,10 @@ func (c *Cron) judgeForbid(chs []forbidChild) error {
 		}
 		c.counts.ForbidJudged++
 		for _, prev := range chs[:i] {
-			ran := prev.held && prev.child.CreatedAt.Before(next.child.CreatedAt) && prev.child.FinishedAt.After(next.child.CreatedAt)
+			// chs is in creation order, so prev was made no later than
+			// next: two made at the same instant ran side by side too
+			// (a strict "made before" let such a pair pass).
+			ran := prev.held && prev.child.FinishedAt.After(next.child.CreatedAt)
 			if ran && !displacedBetween(chs, prev.child.CreatedAt, next.child.CreatedAt) {
 				return violation(InvAtMostOnce, "forbid job %q: launch %s got child %s at %s while %s (launch %s, made %s) ran until %s",
 					next.inc.name, next.launch, next.child.ID, next.child.CreatedAt.Format(time.RFC3339Nano),

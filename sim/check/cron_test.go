@@ -367,3 +367,22 @@ func TestCronBackfilledAttemptsAnswerForTheirChildren(t *testing.T) {
 	collected.CollectedAt = sec(4)
 	wantViolation(t, run(true, dispatched("c2"), collected, second), InvNoSilentSkip, "child c1", "backfill", "failed")
 }
+
+// TestCronForbidChildrenMadeAtOnce: two children of a forbid job made at
+// the same instant run side by side as surely as two made a moment apart.
+func TestCronForbidChildrenMadeAtOnce(t *testing.T) {
+	c := newCron()
+	j := cronJob("a", "* * * * * *", 1)
+	j.Spec.Concurrency = state.ConcurrencyForbid
+	put(t, c, 1, j)
+	wantOK(t, c.Started(2, sec(1), startCmd("a", sec(1)), j))
+	wantOK(t, c.Started(3, sec(2), startCmd("a", sec(2)), j))
+	wantOK(t, c.Finished(4, sec(3), finishCmd("a", sec(1), dispatched("c1"))))
+	wantOK(t, c.Finished(5, sec(3), finishCmd("a", sec(2), dispatched("c2"))))
+	// Planted: both dispatched at once, each running 2 s.
+	c1, c2 := child(1, "c1", 1100*time.Millisecond), child(2, "c2", 100*time.Millisecond)
+	c1.FinishedAt, c2.FinishedAt = c1.CreatedAt.Add(2*time.Second), c2.CreatedAt.Add(2*time.Second)
+	j.NextAt, j.Spec.Schedule = sec(9), "0 0 * * *"
+	err := c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: []NomadChild{c1, c2}, Jobs: []state.Job{j}})
+	wantViolation(t, err, InvAtMostOnce, `forbid job "a"`, "got child c2", "while c1")
+}
