@@ -321,6 +321,12 @@ func (c *Cron) Finished(slot uint64, now time.Time, cmd state.LaunchFinished) er
 		return violation(InvNoSilentSkip, "launch %s finished at slot %d but never started", id, slot)
 	case l.finished:
 		return violation(InvNoSilentSkip, "launch %s finished twice (%s, then %s at slot %d)", id, l.outcome.Kind, cmd.Outcome.Kind, slot)
+	case cmd.StartedSlot != 0 && cmd.StartedSlot != l.slot:
+		// A conclusion names the opening it was proposed for; one for an
+		// earlier opening closed a reopened (backfilled) launch that no
+		// leader decided on (the state must refuse it).
+		return violation(InvNoSilentSkip, "launch %s was concluded %s at slot %d by a conclusion for its opening at slot %d, but it was last opened at slot %d",
+			id, cmd.Outcome.Kind, slot, cmd.StartedSlot, l.slot)
 	case cmd.Term != c.term:
 		// The state refuses an earlier term's; a later one's means a
 		// leader concluded before its takeover was chosen, on a state

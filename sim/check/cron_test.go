@@ -386,3 +386,28 @@ func TestCronForbidChildrenMadeAtOnce(t *testing.T) {
 	err := c.Final(CronFinal{End: sec(10), Bound: 2 * time.Second, Children: []NomadChild{c1, c2}, Jobs: []state.Job{j}})
 	wantViolation(t, err, InvAtMostOnce, `forbid job "a"`, "got child c2", "while c1")
 }
+
+// TestCronConclusionNamesItsOpening: a conclusion names the opening it
+// concludes (StartedSlot); one naming an earlier opening (a stale copy of
+// the first attempt's) must not close a backfill's reopening, which then
+// ended without anyone deciding on it.
+func TestCronConclusionNamesItsOpening(t *testing.T) {
+	failed := state.Outcome{Kind: state.OutcomeFailed, Reason: "dispatch failed 3 times, last: timeout"}
+	c := newCron()
+	j := cronJob("a", "* * * * * *", 1)
+	put(t, c, 1, j)
+	wantOK(t, c.Started(2, sec(1), startCmd("a", sec(1)), j))
+	first := finishCmd("a", sec(1), failed)
+	first.StartedSlot = 2
+	wantOK(t, c.Finished(3, sec(3), first))
+	bf := state.Launch{Job: "a", ScheduledAt: sec(1), StartedAt: sec(5), Kind: state.LaunchBackfill, Identity: state.Identity("a", sec(1))}
+	wantOK(t, c.Opened(4, sec(5), bf, j))
+	// Planted: the first attempt's conclusion again, applied to the backfill.
+	stale := first
+	stale.LaunchKind = state.LaunchBackfill
+	wantViolation(t, c.Finished(5, sec(6), stale), InvNoSilentSkip, "slot 5", "opening at slot 2", "last opened at slot 4")
+	// The backfill's own conclusion is fine.
+	own := stale
+	own.StartedSlot = 4
+	wantOK(t, c.Finished(6, sec(6), own))
+}
