@@ -159,8 +159,9 @@ type cronLaunch struct {
 	// may skip as it proposes the start, the slot of its job's previous
 	// start (the state's next launch was this one only from there on).
 	decidedFrom uint64
-	// scheduleAt is when its job's schedule was last set before it
-	// started (jobView.scheduleAt).
+	// scheduleAt is when its slot became known: when its job's schedule
+	// was last set before it started, or earlier if the schedules before
+	// had the slot too (Cron.knownAt).
 	scheduleAt time.Time
 }
 
@@ -196,7 +197,7 @@ func (c *Cron) Started(slot uint64, now time.Time, cmd state.LaunchStarted, job 
 	}
 	c.opened(now)
 	c.launches[cmd.Identity] = &cronLaunch{job: cmd.Job, at: at, due: at, slot: slot, atLeastOnce: job.Spec.AtLeastOnce,
-		inc: job.CreatedVersion, target: job.Spec.Target(), openedAt: now, scheduleAt: c.view(cmd.Job).scheduleAt,
+		inc: job.CreatedVersion, target: job.Spec.Target(), openedAt: now, scheduleAt: c.knownAt(c.view(cmd.Job), at),
 		forbidAllAlong: job.Spec.Concurrency == state.ConcurrencyForbid}
 	c.starts++
 	inc := incarnation{name: job.Name, version: job.CreatedVersion}

@@ -49,6 +49,39 @@ type jobView struct {
 	// creation, or a new schedule or zone): a slot due before it could not
 	// be launched on time.
 	scheduleAt time.Time
+	// schedules are the live incarnation's schedules, oldest first, each
+	// with when it was set (the last at scheduleAt), so that knownAt can
+	// tell a slot the edit added from one its schedules shared.
+	schedules []setSchedule
+}
+
+// setSchedule is a schedule (and zone) set for a job at true time at.
+type setSchedule struct {
+	at  time.Time
+	job state.Job // its name and spec, as Cron.schedule reads them
+}
+
+// knownAt returns when slot at of v's live incarnation became known: when
+// its schedule was last set, or earlier, back over each edit made after
+// at to the schedule before it, as long as that one had at as a slot too.
+// A slot due before its schedule was set is excused from the lateness
+// bound; one the schedule in force when it came due had was known all
+// along (scheduleAt alone excused it whenever an edit came while it
+// waited, and the simulated edits share many slots).
+func (c *Cron) knownAt(v *jobView, at time.Time) time.Time {
+	known := v.scheduleAt
+	for i := len(v.schedules) - 1; i > 0 && v.schedules[i].at.After(at); i-- {
+		prev := v.schedules[i-1]
+		s, err := c.schedule(prev.job)
+		if err != nil {
+			break
+		}
+		if next, err := s.Next(at.Add(-time.Second), at); err != nil || !next.Equal(at) {
+			break
+		}
+		known = prev.at
+	}
+	return known
 }
 
 // current returns the era in effect now.
@@ -243,8 +276,12 @@ func (c *Cron) putJob(slot uint64, now time.Time, cmd state.PutJob, job state.Jo
 	if spec.CatchupWindow == 0 {
 		spec.CatchupWindow = state.DefaultCatchupWindow
 	}
+	if created {
+		v.schedules = nil
+	}
 	if created || spec.Schedule != v.job.Spec.Schedule || spec.TimeZone != v.job.Spec.TimeZone {
 		v.scheduleAt = now
+		v.schedules = append(v.schedules, setSchedule{at: now, job: state.Job{Name: cmd.Name, Spec: spec}})
 	}
 	if created {
 		v.job = state.Job{Name: cmd.Name, CreatedVersion: job.CreatedVersion, CreatedAt: job.CreatedAt}
@@ -293,11 +330,11 @@ func (c *Cron) deleteJob(slot uint64, now time.Time, name string) error {
 		if err != nil || !next.Before(now) {
 			break
 		}
-		c.deleted = append(c.deleted, deletedSlot{job: name, at: next.UTC(), deletedAt: now, scheduleAt: v.scheduleAt})
+		c.deleted = append(c.deleted, deletedSlot{job: name, at: next.UTC(), deletedAt: now, scheduleAt: c.knownAt(v, next)})
 		from = next
 	}
 	v.change(slot, func(e *jobEra) { *e = jobEra{from: slot} })
-	v.job = state.Job{}
+	v.job, v.schedules = state.Job{}, nil
 	return nil
 }
 

@@ -407,3 +407,34 @@ func TestCronDeletedJudgesEverySlotOwed(t *testing.T) {
 	err := c.Final(CronFinal{End: sec(60), Bound: 2 * time.Second, Healthy: []Interval{{From: sec(21), To: sec(60)}}})
 	wantViolation(t, err, InvNoSilentSkip, `job "a"'s slot `+sec(21).Format(time.RFC3339), "never started before the job was deleted")
 }
+
+// TestCronScheduleEditExcusesOnlyNewSlots: a slot due before its job's
+// schedule was last set is excused from the lateness bound only if the
+// schedule in force when it came due did not have it: a slot both
+// schedules share was known all along, and an edit while it waited does
+// not explain its lateness.
+func TestCronScheduleEditExcusesOnlyNewSlots(t *testing.T) {
+	// run creates job "a" under from at sec(0), dispatches the slot at
+	// first on time, sets the schedule to to at sec(4) and dispatches the
+	// slot at late, 4 s after it was due.
+	run := func(from, to string, first, late int) error {
+		c := newCron()
+		j := cronJob("a", from, 1)
+		j.CreatedAt = sec(0)
+		wantOK(t, c.Applied(1, sec(0), state.PutJob{Name: "a", Spec: j.Spec, At: sec(0)}, j))
+		c1 := child(first, "c1", 100*time.Millisecond)
+		wantOK(t, c.Started(2, sec(first), startCmd("a", sec(first)), j))
+		wantOK(t, c.Finished(3, c1.CreatedAt, finishCmd("a", sec(first), dispatched(c1.ID))))
+		j.Spec.Schedule = to
+		wantOK(t, c.Applied(4, sec(4), state.PutJob{Name: "a", Spec: j.Spec, At: sec(4)}, j))
+		c2 := child(late, "c2", 4*time.Second)
+		wantOK(t, c.Started(5, sec(5), startCmd("a", sec(late)), j))
+		wantOK(t, c.Finished(6, c2.CreatedAt, finishCmd("a", sec(late), dispatched(c2.ID))))
+		return c.Final(CronFinal{End: sec(20), Bound: 2 * time.Second, Healthy: []Interval{{From: sec(0), To: sec(20)}},
+			Children: []NomadChild{c1, c2}, Jobs: []state.Job{endJob("0 0 * * *", sec(30))}})
+	}
+	// 06:59:43 is no slot of every other second: it came due unknown.
+	wantOK(t, run("*/2 * * * * *", "* * * * * *", 2, 3))
+	// Planted: 06:59:42 is a slot of both, 4 s late while healthy.
+	wantViolation(t, run("* * * * * *", "*/2 * * * * *", 1, 2), InvNoSilentSkip, "due "+sec(2).Format(time.RFC3339), "4s late")
+}
