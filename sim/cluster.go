@@ -366,6 +366,7 @@ func (c *cluster) corruptionFound(n *node, err error) {
 	n.disk.Wipe()
 	n.wiped = true
 	c.checks.DiskLost(n.id)
+	c.corrupt.DiskWiped(n.id)
 	c.scheduleRestart(n, c.downtime())
 }
 

@@ -105,6 +105,7 @@ func (c *cluster) crashAndRestart(n *node, wipe bool) bool {
 		n.disk.Wipe()
 		n.wiped = true
 		c.checks.DiskLost(n.id)
+		c.corrupt.DiskWiped(n.id)
 	}
 	c.scheduleRestart(n, c.downtime())
 	return true

@@ -55,6 +55,15 @@ func (c *Corruption) CorruptionInjected(r paxos.ReplicaID) {
 	c.stats.Injected++
 }
 
+// DiskWiped records that replica r's disk was wiped: the records
+// corrupted on it are gone, so a later report of corruption on it, before
+// any new injection, is a false alarm.
+func (c *Corruption) DiskWiped(r paxos.ReplicaID) {
+	s := c.state(r)
+	c.unreported -= s.unreported
+	s.injected, s.unreported = 0, 0
+}
+
 // CorruptRecordRead records that replica r's storage read back a record
 // whose bytes were flipped.
 func (c *Corruption) CorruptRecordRead(r paxos.ReplicaID) {

@@ -31,6 +31,24 @@ func TestCorruption(t *testing.T) {
 				func() error { return c.CorruptionDetected(2) },
 			}
 		}, InvCorruption, []string{"replica 2", "none was injected"}},
+		// The corrupted records went with the wiped disk: a report after
+		// it, before a new injection, is a false alarm (the books kept
+		// the old injection and passed it).
+		{"false alarm after a wipe", func(c *Corruption) []step {
+			return []step{
+				func() error { c.CorruptionInjected(2); c.CorruptRecordRead(2); return c.CorruptionDetected(2) },
+				func() error { c.DiskWiped(2); return c.Check() },
+				func() error { return c.CorruptionDetected(2) },
+			}
+		}, InvCorruption, []string{"replica 2", "none was injected"}},
+		// A wipe also forgives a corrupt read not yet reported: the
+		// replica that read it is gone with its disk.
+		{"read, then wiped", func(c *Corruption) []step {
+			return []step{
+				func() error { c.CorruptionInjected(3); c.CorruptRecordRead(3); return nil },
+				func() error { c.DiskWiped(3); return c.Check() },
+			}
+		}, 0, nil},
 		{"corrupt value applied", func(c *Corruption) []step {
 			return []step{
 				func() error { c.CorruptionInjected(1); c.CorruptRecordRead(1); return c.CorruptionDetected(1) },
