@@ -242,6 +242,12 @@ func (c *cluster) finalCheck() error {
 				f.Up = false // it does not hold the log yet
 			}
 			store := n.store
+			// A snapshot that does not read back (a corruption not yet
+			// found) holds nothing: its slots then count only where the
+			// log still has them.
+			if snap, err := store.Snapshot(); err == nil {
+				f.Snapshot = snap.Meta.Index
+			}
 			f.Entry = func(slot uint64) (paxos.Entry, bool) {
 				es, err := store.Entries(slot, slot+1, 1)
 				if err != nil || len(es) == 0 {

@@ -69,6 +69,11 @@ type ReplicaFinal struct {
 	// Entry, if not nil, returns the value the replica holds at slot; ok is
 	// false for slots compacted into its snapshot or not held.
 	Entry func(slot uint64) (e paxos.Entry, ok bool)
+	// Snapshot is the last slot its snapshot holds (0: none). With Entry
+	// set, a slot at or below Chosen counts as held only if the snapshot
+	// or the log holds it: the replica's word for its chosen index is not
+	// taken alone.
+	Snapshot uint64
 }
 
 // CheckFinal checks, at the end of a run that was given time to settle,
@@ -93,6 +98,16 @@ func (d *Durability) CheckFinal(replicas []ReplicaFinal) error {
 	return nil
 }
 
+// holds reports whether r holds slot in its snapshot or its log (true
+// where r gives no Entry to look).
+func (r ReplicaFinal) holds(slot uint64) bool {
+	if r.Entry == nil || slot <= r.Snapshot {
+		return true
+	}
+	_, ok := r.Entry(slot)
+	return ok
+}
+
 func (d *Durability) checkSlotFinal(slot uint64, replicas []ReplicaFinal, quorum int) error {
 	ack := d.acked[slot]
 	var holders []paxos.ReplicaID
@@ -103,12 +118,12 @@ func (d *Durability) checkSlotFinal(slot uint64, replicas []ReplicaFinal, quorum
 					r.ID, describe(e), slot, describe(ack))
 			}
 		}
-		if r.Up && r.Chosen >= slot {
+		if r.Up && r.Chosen >= slot && r.holds(slot) {
 			holders = append(holders, r.ID)
 		}
 	}
 	if len(holders) < quorum {
-		return violation(InvDurability, "at the end only replicas %v (up, chosen index >= %d) hold acknowledged slot %d (%s); a majority is %d of %d",
+		return violation(InvDurability, "at the end only replicas %v (up, chosen index >= %d, the slot in their snapshot or log) hold acknowledged slot %d (%s); a majority is %d of %d",
 			holders, slot, slot, describe(ack), quorum, len(replicas))
 	}
 	return nil

@@ -69,7 +69,7 @@ func TestDurabilityCheckFinal(t *testing.T) {
 	}{
 		{"majority holds everything", []ReplicaFinal{
 			{ID: 1, Up: true, Chosen: 2, Entry: holds(x1, y2)},
-			{ID: 2, Up: true, Chosen: 2, Entry: holds(y2)}, // slot 1 compacted
+			{ID: 2, Up: true, Chosen: 2, Entry: holds(y2), Snapshot: 1}, // slot 1 compacted
 			{ID: 3, Up: false, Chosen: 0},
 		}, nil},
 		{"only a minority is up with slot 2", []ReplicaFinal{
@@ -82,6 +82,14 @@ func TestDurabilityCheckFinal(t *testing.T) {
 			{ID: 2, Up: true, Chosen: 2, Entry: holds(x1, cmd(2, 3, 3, "z"))},
 			{ID: 3, Up: true, Chosen: 2},
 		}, []string{"replica 2 holds", `"z"`, "slot 2", `"y"`}},
+		// A replica's chosen index is its own word: one that claims slot
+		// 2 but holds it neither in its log nor in its snapshot does not
+		// count toward the majority.
+		{"a replica claims a slot it does not hold", []ReplicaFinal{
+			{ID: 1, Up: true, Chosen: 2, Entry: holds(x1, y2)},
+			{ID: 2, Up: true, Chosen: 2, Entry: holds(x1), Snapshot: 0},
+			{ID: 3, Up: false, Chosen: 2},
+		}, []string{"slot 2", "[1]", "majority is 2 of 3"}},
 		{"lowest failing slot is named", []ReplicaFinal{
 			{ID: 1, Up: true, Chosen: 0},
 			{ID: 2, Up: true, Chosen: 0},
