@@ -39,8 +39,9 @@ type cellKey struct {
 // cell is the kept runs of one system at one concurrency.
 type cell struct {
 	Throughput, P50, P99, ServerCPU, ClientCPU, Others, Kernel stat
-	// TotalCPU is servers + client CPU per write, run by run.
-	TotalCPU                      stat
+	// TotalCPU is servers + client CPU per write, run by run; MachineCPU
+	// the whole machine's (see machineCPUPerWrite).
+	TotalCPU, MachineCPU          stat
 	InProcess                     bool
 	Errors, Redone, DisturbedKept int
 }
@@ -82,13 +83,14 @@ func summarize(runs []runRecord, clients []int, systems []string) summary {
 		kept[k][r.Rep] = r
 	}
 	for k, byRep := range kept {
-		var tput, p50, p99, scpu, ccpu, tcpu, others, kernel []float64
+		var tput, p50, p99, scpu, ccpu, tcpu, mcpu, others, kernel []float64
 		c := s.Cells[k]
 		for _, r := range byRep {
 			l50, l99 := runLatencies(r)
 			tput, p50, p99 = append(tput, r.WritesPerSec), append(p50, l50), append(p99, l99)
 			scpu, ccpu = append(scpu, r.serverCPUPerWrite()), append(ccpu, r.clientCPUPerWrite())
 			tcpu = append(tcpu, r.serverCPUPerWrite()+r.clientCPUPerWrite())
+			mcpu = append(mcpu, r.machineCPUPerWrite())
 			others, kernel = append(others, r.OthersCores), append(kernel, r.KernelCores)
 			c.InProcess = r.InProcess
 			c.Errors += r.Errors
@@ -98,7 +100,7 @@ func summarize(runs []runRecord, clients []int, systems []string) summary {
 		}
 		c.Throughput, c.P50, c.P99 = statOf(tput), statOf(p50), statOf(p99)
 		c.ServerCPU, c.ClientCPU, c.Others, c.Kernel = statOf(scpu), statOf(ccpu), statOf(others), statOf(kernel)
-		c.TotalCPU = statOf(tcpu)
+		c.TotalCPU, c.MachineCPU = statOf(tcpu), statOf(mcpu)
 		s.Cells[k] = c
 	}
 	for k, byRep := range kept {
@@ -347,6 +349,18 @@ func renderCPU(b *strings.Builder, s summary) {
 				continue
 			}
 			fmt.Fprintf(b, " %s | %s | %s |", us(c.ServerCPU), us(c.ClientCPU), us(c.TotalCPU))
+		}
+		fmt.Fprintf(b, "\n")
+	}
+	fmt.Fprintf(b, "\nThe whole machine's CPU per write, median µs: the processes' above, and what no process is charged with (kernel threads, such as the file system's journal, and interrupt time, such as a loopback packet's receive), and the little the guard counted for others.\n\n| clients |")
+	for _, name := range s.Systems {
+		fmt.Fprintf(b, " %s |", systemLabel[name])
+	}
+	fmt.Fprintf(b, "\n|---|%s\n", strings.Repeat("---|", len(s.Systems)))
+	for _, n := range s.Clients {
+		fmt.Fprintf(b, "| %d |", n)
+		for _, name := range s.Systems {
+			fmt.Fprintf(b, " %s |", us(s.Cells[cellKey{name, n}].MachineCPU))
 		}
 		fmt.Fprintf(b, "\n")
 	}
