@@ -333,6 +333,9 @@ func (p *parser) nomad(b *hcl.Block, spec *state.JobSpec) {
 	spec.NomadJob, _ = p.text(content.Attributes["job"])
 	if a := content.Attributes["namespace"]; a != nil {
 		spec.Namespace, _ = p.text(a)
+		if spec.Namespace == "*" {
+			p.fail(a.Expr.Range().Ptr(), "Invalid namespace", `"*" is Nomad's wildcard for listings: a dispatch cannot use it; name one namespace, or none for the server's`)
+		}
 	}
 	if a := content.Attributes["region"]; a != nil {
 		spec.Region, _ = p.text(a)

@@ -106,6 +106,7 @@ func TestParseBad(t *testing.T) {
 		{"bad window", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `catchup_window = "soon"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,18: Invalid catch-up window", `"10m"`}},
 		{"bad delivery", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `delivery = "exactly-once"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,12: Invalid delivery", "at-least-once"}},
 		{"window too long", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `catchup_window = "200h"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,18: Invalid catch-up window", "168h0m0s"}},
+		{"wildcard namespace", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `nomad {` + "\n" + `job = "p"` + "\n" + `namespace = "*"` + "\n}\n}", []string{"jobs.hcl:5,13: Invalid namespace", "wildcard"}},
 		{"window too short", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + `catchup_window = "500ms"` + "\n" + nomad + "\n}", []string{"jobs.hcl:3,18: Invalid catch-up window", "500ms is outside [1s, 168h0m0s]"}},
 		{"no nomad", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n}", []string{"jobs.hcl:1,1: Missing nomad block"}},
 		{"two nomad", `cron "a" {` + "\n" + `schedule = "@daily"` + "\n" + nomad + "\n" + nomad + "\n}", []string{"jobs.hcl:4,1: Duplicate nomad block", "line 3"}},

@@ -65,6 +65,11 @@ func (s Spec) JobSpec() (state.JobSpec, error) {
 		// "catchup_window": 300 asks for 300ns: said plainly.
 		return state.JobSpec{}, fmt.Errorf("catchup_window %v is shorter than %v: a launch later than its window is skipped, and launches start up to seconds late after a failover (a JSON number is nanoseconds: write a string such as \"10m\")", w, state.MinCatchupWindow)
 	}
+	if spec.Namespace == "*" {
+		// As in a cron file: Nomad reads "*" as every namespace in a
+		// listing only; each dispatch would be refused.
+		return state.JobSpec{}, fmt.Errorf(`namespace "*" is Nomad's wildcard for listings: a dispatch cannot use it; name one namespace, or none for the server's`)
+	}
 	// As in a cron file: paxcron sets these keys on every dispatch, and
 	// its dispatcher refuses a job's own, so such a job would be written
 	// and then fail every launch (found in review). The state does not

@@ -61,3 +61,12 @@ func TestCatchupWindowUnderASecondIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A job's namespace "*" (Nomad's wildcard for listings) would have every
+// dispatch refused: it is refused when written.
+func TestWildcardNamespaceIsRefused(t *testing.T) {
+	_, err := Spec{Schedule: "@daily", NomadJob: "p", Namespace: "*"}.JobSpec()
+	if err == nil || !strings.Contains(err.Error(), "wildcard") {
+		t.Errorf("namespace *: %v; want an error naming the wildcard", err)
+	}
+}
