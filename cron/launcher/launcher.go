@@ -454,6 +454,16 @@ func (l *Launcher) promote() {
 	l.tasks = map[string]*task{}
 	l.calls = map[uint64]*task{}
 	l.swept = l.now
+	if l.m.Term() == l.stateTerm() {
+		// Promoted again in a term whose Takeover is applied (the node
+		// held the launcher back meanwhile, CanLaunch): the state would
+		// refuse a second Takeover of the term as stale, and the leader
+		// would wait for it for ever. Every earlier leader's conclusion
+		// is applied or refused already, so it takes over now; what it
+		// trusts of its memory of its calls is takeOver's to decide.
+		l.takeOver()
+		return
+	}
 	l.proposeTakeover()
 }
 
