@@ -418,7 +418,11 @@ func (r *Replica) WriteDone(err error) error {
 		return fmt.Errorf("replica %d: persisting: %w", r.node.ID(), err)
 	}
 	if w.ready == nil {
-		r.obs.SnapshotTaken(w.snapIndex)
+		// As in SnapshotWritten: a newer snapshot from the leader
+		// restored since (its write comes next) is the replica's newest.
+		if r.snapAt == w.snapIndex {
+			r.obs.SnapshotTaken(w.snapIndex)
+		}
 		return nil
 	}
 	if err := r.finish(*w.ready); err != nil {

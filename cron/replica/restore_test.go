@@ -153,3 +153,106 @@ func TestSnapshotDecodedOffThread(t *testing.T) {
 		t.Fatalf("%d entries still held", follower.HeldEntries())
 	}
 }
+
+// snapshotEvents records the snapshots an observer hears of, in order.
+type snapshotEvents struct {
+	NopObserver
+	events []string
+}
+
+func (o *snapshotEvents) Restored(index uint64) {
+	o.events = append(o.events, fmt.Sprint("restored ", index))
+}
+func (o *snapshotEvents) SnapshotTaken(index uint64) {
+	o.events = append(o.events, fmt.Sprint("taken ", index))
+}
+
+// A local snapshot queued through a plain Writer that completes after a
+// newer snapshot from the leader was installed is not reported taken:
+// it is no longer the replica's newest (as SnapshotWritten already held
+// for a SnapshotWriter). It was, and the node's Status.SnapshotIndex
+// went back from the leader's snapshot to the older local one.
+func TestLocalSnapshotOvertakenByLeadersIsNotReportedTaken(t *testing.T) {
+	tr := newTrio(t)
+	store := memstore.New()
+	w := &queueWriter{store: store}
+	obs := &snapshotEvents{}
+	r, err := New(Config{
+		ID: 3, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}, Timing: paxos.DefaultTiming(),
+		Limits: paxos.DefaultLimits(), Rand: rand.New(rand.NewPCG(3, 7)), Store: store, StateMachine: tr.sms[3],
+		Send:      func(m paxos.Message) { tr.queue = append(tr.queue, m) },
+		Snapshots: SnapshotPolicy{EveryEntries: 5}, Observer: obs, Writer: w,
+		DecodeSnapshots: func(decode func()) { tr.decodes = append(tr.decodes, decode) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.reps[3] = r
+	for i := 0; tr.leader() == nil || tr.leader().Node().ID() == 3; i++ {
+		if i > 500 {
+			t.Fatal("no leader among replicas 1 and 2")
+		}
+		tr.tick()
+	}
+	lead := tr.leader()
+	tr.isolated = false
+	held := func() bool {
+		for _, q := range r.inflight {
+			if q.ready == nil {
+				return true
+			}
+		}
+		return false
+	}
+	// Replica 3 catches up, then follows with its writes held until it
+	// has queued a local snapshot.
+	for i := 0; r.Applied() == 0 || r.Applied() < lead.Applied(); i++ {
+		if i > 500 {
+			t.Fatalf("replica 3 did not catch up (applied %d, the leader %d)", r.Applied(), lead.Applied())
+		}
+		tr.tick()
+		w.completeAll(t, r)
+		tr.deliver()
+	}
+	for i := 0; !held(); i++ {
+		if i > 200 {
+			t.Fatalf("replica 3 queued no local snapshot (applied %d)", r.Applied())
+		}
+		propose(t, lead, fmt.Sprint("a", i))
+		tr.tick()
+	}
+	var local uint64
+	for _, q := range r.inflight {
+		if q.ready == nil {
+			local = q.snapIndex
+		}
+	}
+	// Cut off, it falls behind the leader's log, and is sent its
+	// snapshot when it comes back.
+	tr.isolated = true
+	for i := range 12 {
+		propose(t, lead, fmt.Sprint("b", i))
+		tr.deliver()
+	}
+	tr.isolated = false
+	for i := 0; len(tr.decodes) == 0; i++ {
+		if i > 500 {
+			t.Fatal("replica 3 was never sent the leader's snapshot")
+		}
+		tr.tick()
+	}
+	for _, decode := range tr.decodes {
+		decode()
+	}
+	if err := r.SnapshotDecoded(); err != nil {
+		t.Fatal(err)
+	}
+	w.completeAll(t, r)
+	restored := slices.IndexFunc(obs.events, func(e string) bool { return len(e) > 8 && e[:8] == "restored" })
+	if restored < 0 {
+		t.Fatalf("no snapshot restored: %v", obs.events)
+	}
+	if i := slices.Index(obs.events, fmt.Sprint("taken ", local)); i > restored {
+		t.Fatalf("the local snapshot at %d reported taken after the leader's was installed: %v", local, obs.events)
+	}
+}
