@@ -311,6 +311,16 @@ func (s *Server) launcherNow() func() time.Time {
 	return s.testClock.now
 }
 
+// leaseNow is now on the clock the leader's lease is kept on, the
+// launcher's (Leadership.LeaseUntil): a lease checked against another
+// clock ends early or late by their difference.
+func (s *Server) leaseNow() time.Time {
+	if s.testClock == nil {
+		return time.Now()
+	}
+	return s.testClock.now()
+}
+
 func (s *Server) newDispatcher(_ paxos.ReplicaID, done func(launcher.Result)) launcher.Dispatcher {
 	if s.cfg.NewDispatcher != nil {
 		return s.cfg.NewDispatcher(done)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"paxcron/internal/api"
 )
 
 func TestReadTestClockOffset(t *testing.T) {
@@ -92,5 +94,27 @@ func TestTestClockJumpsAtRuntime(t *testing.T) {
 		eventually(t, fmt.Sprintf("replica %d reading the 30 s offset", s.cfg.ID), func() bool {
 			return time.Duration(s.testClock.offset.Load()) == 30*time.Second
 		})
+	}
+}
+
+// A leader's lease is on its launcher's clock; the check that it may
+// answer a linearizable read must read the same clock. On the real one,
+// a replica whose launcher's clock ran an hour behind refused every read
+// (its lease had "ended" an hour ago), and one running ahead would have
+// answered reads after its lease had ended.
+func TestLinearizableReadsUseTheLeasesClock(t *testing.T) {
+	offsetFile := filepath.Join(t.TempDir(), "offset")
+	if err := os.WriteFile(offsetFile, []byte("-1h"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startClusterWith(t, func(cfg *Config) { cfg.TestClockOffsetFile = offsetFile })
+	leader := c.leader()
+	if _, err := c.client(leader, writeToken).PutJobs(context.Background(), everySecond("behind")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.client(leader, writeToken).Job(ctx, "behind", 0, api.ReadOptions{}); err != nil {
+		t.Fatalf("a linearizable read from the leader, its launcher's clock an hour behind: %v", err)
 	}
 }
