@@ -21,7 +21,7 @@ const (
 	// MetaScheduledAt is the launch's scheduled time, RFC 3339 in UTC.
 	MetaScheduledAt = "paxcron_scheduled_at"
 	// MetaPrefix is reserved: a job's own meta may not use it.
-	MetaPrefix = "paxcron_"
+	MetaPrefix = state.ReservedMetaPrefix
 )
 
 // MaxIdentityBytes bounds an identity: a job name (state.MaxNameBytes), a

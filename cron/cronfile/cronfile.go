@@ -334,7 +334,7 @@ func (p *parser) nomad(b *hcl.Block, spec *state.JobSpec) {
 	if a := content.Attributes["namespace"]; a != nil {
 		spec.Namespace, _ = p.text(a)
 		if spec.Namespace == "*" {
-			p.fail(a.Expr.Range().Ptr(), "Invalid namespace", `"*" is Nomad's wildcard for listings: a dispatch cannot use it; name one namespace, or none for the server's`)
+			p.fail(a.Expr.Range().Ptr(), "Invalid namespace", state.ErrWildcardNamespace.Error())
 		}
 	}
 	if a := content.Attributes["region"]; a != nil {
@@ -400,8 +400,8 @@ func (p *parser) meta(a *hcl.Attribute) map[string]string {
 		return nil
 	}
 	for _, k := range sortedKeys(out) {
-		if strings.HasPrefix(k, "paxcron_") {
-			p.fail(a.Expr.Range().Ptr(), "Reserved meta key", fmt.Sprintf("%q: keys starting with paxcron_ are set by paxcron on every dispatch", k))
+		if strings.HasPrefix(k, state.ReservedMetaPrefix) {
+			p.fail(a.Expr.Range().Ptr(), "Reserved meta key", fmt.Sprintf("%q: keys starting with %s are set by paxcron on every dispatch", k, state.ReservedMetaPrefix))
 		}
 	}
 	return out

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode"
@@ -72,6 +74,10 @@ const (
 	MaxNomadFieldBytes = 128
 	// MaxCatchupWindow is the longest catch-up window a job may ask for.
 	MaxCatchupWindow = 7 * 24 * time.Hour
+	// ReservedMetaPrefix starts the meta keys paxcron sets on every
+	// dispatch (nomad.MetaIdentity and its siblings): a writer refuses a
+	// job's own (CheckWritable).
+	ReservedMetaPrefix = "paxcron_"
 	// MinCatchupWindow is the shortest catch-up window a cron file or an
 	// API call may ask for: launches start milliseconds late, seconds
 	// after a failover, and one later than its window is skipped, so a
@@ -824,6 +830,29 @@ func (o Outcome) validate() error {
 	case OutcomeUnknown:
 	default:
 		return invalid("outcome %q is not dispatched, failed, skipped or unknown", o.Kind)
+	}
+	return nil
+}
+
+// ErrWildcardNamespace says a job named "*" as its namespace: Nomad reads
+// it as every namespace in a listing only, and refuses every dispatch.
+var ErrWildcardNamespace = errors.New(`namespace "*" is Nomad's wildcard for listings: a dispatch cannot use it; name one namespace, or none for the server's`)
+
+// CheckWritable is what a writer (a cron file, the API) refuses beyond
+// Validate: a namespace of "*" and meta keys under ReservedMetaPrefix,
+// which would be written and then fail every launch. Validate, which
+// every replica runs on every logged command, does not look, so that
+// the commands a log already holds apply as they always did. The
+// catch-up window's floor (MinCatchupWindow) is each writer's to check:
+// zero means the default in the API and is refused in a cron file.
+func (spec JobSpec) CheckWritable() error {
+	if spec.Namespace == "*" {
+		return ErrWildcardNamespace
+	}
+	for _, k := range slices.Sorted(maps.Keys(spec.Meta)) {
+		if strings.HasPrefix(k, ReservedMetaPrefix) {
+			return fmt.Errorf("meta key %q: keys starting with %s are reserved: paxcron sets them on every dispatch", k, ReservedMetaPrefix)
+		}
 	}
 	return nil
 }

@@ -2,9 +2,6 @@ package api
 
 import (
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"paxcron/cron/state"
@@ -15,10 +12,6 @@ const (
 	DeliveryAtMostOnce  = "at-most-once"
 	DeliveryAtLeastOnce = "at-least-once"
 )
-
-// ReservedMetaPrefix starts the meta keys paxcron adds to every dispatch
-// (nomad.MetaPrefix); a job's own meta may not use it.
-const ReservedMetaPrefix = "paxcron_"
 
 // SpecOf is spec in its JSON form.
 func SpecOf(spec state.JobSpec) Spec {
@@ -65,19 +58,9 @@ func (s Spec) JobSpec() (state.JobSpec, error) {
 		// "catchup_window": 300 asks for 300ns: said plainly.
 		return state.JobSpec{}, fmt.Errorf("catchup_window %v is shorter than %v: a launch later than its window is skipped, and launches start up to seconds late after a failover (a JSON number is nanoseconds: write a string such as \"10m\")", w, state.MinCatchupWindow)
 	}
-	if spec.Namespace == "*" {
-		// As in a cron file: Nomad reads "*" as every namespace in a
-		// listing only; each dispatch would be refused.
-		return state.JobSpec{}, fmt.Errorf(`namespace "*" is Nomad's wildcard for listings: a dispatch cannot use it; name one namespace, or none for the server's`)
-	}
-	// As in a cron file: paxcron sets these keys on every dispatch, and
-	// its dispatcher refuses a job's own, so such a job would be written
-	// and then fail every launch (found in review). The state does not
-	// look, so that the commands its log holds apply as they always did.
-	for _, k := range slices.Sorted(maps.Keys(spec.Meta)) {
-		if strings.HasPrefix(k, ReservedMetaPrefix) {
-			return state.JobSpec{}, fmt.Errorf("meta key %q: keys starting with %s are reserved: paxcron sets them on every dispatch", k, ReservedMetaPrefix)
-		}
+	// What a cron file refuses too, and the state does not look at.
+	if err := spec.CheckWritable(); err != nil {
+		return state.JobSpec{}, err
 	}
 	return spec, nil
 }
