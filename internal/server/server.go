@@ -315,10 +315,10 @@ func (s *Server) launcherNow() func() time.Time {
 // launcher's (Leadership.LeaseUntil): a lease checked against another
 // clock ends early or late by their difference.
 func (s *Server) leaseNow() time.Time {
-	if s.testClock == nil {
-		return time.Now()
+	if now := s.launcherNow(); now != nil {
+		return now()
 	}
-	return s.testClock.now()
+	return time.Now()
 }
 
 func (s *Server) newDispatcher(_ paxos.ReplicaID, done func(launcher.Result)) launcher.Dispatcher {
