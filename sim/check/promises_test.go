@@ -82,23 +82,22 @@ func TestPromisesAcrossADiskLoss(t *testing.T) {
 		m.Reject, m.Promised = true, b(18, 3) // 3 campaigns under 18.3
 		return p.Sent(m)
 	}
-	t.Run("its own candidacy's ballot is forgotten", func(t *testing.T) {
+	// afterDiskLoss: replica 3 promised 12.1, campaigned under 18.3 and
+	// lost its disk; then it promises ballot next.
+	afterDiskLoss := func(t *testing.T, next paxos.Ballot, inv Invariant, parts ...string) {
 		p := NewPromises()
 		runSteps(t, []step{
 			func() error { return p.Sent(promiseMsg(3, b(12, 1))) },
 			func() error { return own(p) },
 			func() error { p.DiskLost(3); return nil },
-			func() error { return p.Sent(promiseMsg(3, b(18, 1))) },
-		}, 0)
+			func() error { return p.Sent(promiseMsg(3, next)) },
+		}, inv, parts...)
+	}
+	t.Run("its own candidacy's ballot is forgotten", func(t *testing.T) {
+		afterDiskLoss(t, b(18, 1), 0)
 	})
 	t.Run("another's ballot is still held", func(t *testing.T) {
-		p := NewPromises()
-		runSteps(t, []step{
-			func() error { return p.Sent(promiseMsg(3, b(12, 1))) },
-			func() error { return own(p) },
-			func() error { p.DiskLost(3); return nil },
-			func() error { return p.Sent(promiseMsg(3, b(11, 2))) },
-		}, InvPromiseSafety, "replica 3", "ballot 11.2", "promising ballot 12.1")
+		afterDiskLoss(t, b(11, 2), InvPromiseSafety, "replica 3", "ballot 11.2", "promising ballot 12.1")
 	})
 	t.Run("without a disk loss its own ballot binds it", func(t *testing.T) {
 		p := NewPromises()
