@@ -24,6 +24,9 @@ Suites:
          replicas (job writes through the HTTP API, and commands through
          the replicated log directly), same disk, same run, alternating;
          writes/s, p50/p99 and CPU per write at each concurrency
+  etcd-report DIR
+         renders DIR/etcd.md and its charts again from DIR/etcd.json (the
+         runs of an earlier etcd suite), with this version's report
   commit-table FILE...
          issue 2's commit throughput against raw Pebble: medians and
          ratios over repetitions of the Go benchmarks (tools/bench/run commit)
@@ -46,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "etcd":
 		return runEtcdSuite(args[1:], stdout, stderr)
+	case "etcd-report":
+		return runEtcdReport(args[1:], stdout, stderr)
 	case "commit-table":
 		return runCommitTable(args[1:], stdout, stderr)
 	case "hops":

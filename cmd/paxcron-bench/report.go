@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -478,4 +479,38 @@ func writeReport(dir string, m reportMeta, runs []runRecord) error {
 		return fmt.Errorf("paxcron-bench: no system has a finite median p99: no p99 chart to draw")
 	}
 	return p.SavePNG(filepath.Join(dir, "etcd-p99.png"), 0, 0)
+}
+
+// runEtcdReport renders an etcd suite's report again from its etcd.json:
+// a table added to the report since (the whole machine's CPU per write)
+// is then read off runs already measured, by a command anyone can rerun.
+func runEtcdReport(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprint(stderr, "usage: paxcron-bench etcd-report DIR (a folder holding an etcd suite's etcd.json)\n")
+		return 2
+	}
+	dir := args[0]
+	raw, err := os.ReadFile(filepath.Join(dir, "etcd.json"))
+	if err != nil {
+		fmt.Fprintf(stderr, "paxcron-bench etcd-report: %v\n", err)
+		return 1
+	}
+	var saved struct {
+		Meta reportMeta  `json:"meta"`
+		Runs []runRecord `json:"runs"`
+	}
+	if err := json.Unmarshal(raw, &saved); err != nil {
+		fmt.Fprintf(stderr, "paxcron-bench etcd-report: %s: %v\n", filepath.Join(dir, "etcd.json"), err)
+		return 1
+	}
+	if len(saved.Runs) == 0 {
+		fmt.Fprintf(stderr, "paxcron-bench etcd-report: %s holds no runs\n", filepath.Join(dir, "etcd.json"))
+		return 1
+	}
+	if err := writeReport(dir, saved.Meta, saved.Runs); err != nil {
+		fmt.Fprintf(stderr, "paxcron-bench etcd-report: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "report in %s\n", filepath.Join(dir, "etcd.md"))
+	return 0
 }

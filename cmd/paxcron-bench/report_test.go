@@ -186,3 +186,30 @@ func TestMachineCPUPerWriteCountsWhatNoProcessIsChargedWith(t *testing.T) {
 		t.Errorf("no whole-machine CPU table with 1200 µs:\n%s", md)
 	}
 }
+
+// etcd-report renders a suite's report again from its etcd.json, tables
+// added since included, and refuses a folder without runs.
+func TestEtcdReportRendersAgainFromTheRuns(t *testing.T) {
+	dir := t.TempDir()
+	runs := []runRecord{{Rep: 1, Clients: 1, System: sysEtcd, Kept: true, Writes: 1000, WindowSec: 10, WritesPerSec: 100,
+		P50Ms: 1, P99Ms: 2, ServerCPUSec: 0.5, ClientCPUSec: 0.1, KernelCores: 0.05, InterruptCores: 0.01}}
+	if err := writeReport(dir, reportMeta{Config: etcdConfig{Systems: []string{sysEtcd}, Clients: []int{1}}}, runs); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "etcd.md")); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut strings.Builder
+	if code := run([]string{"etcd-report", dir}, &out, &errOut); code != 0 {
+		t.Fatalf("etcd-report: exit %d: %s", code, errOut.String())
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "etcd.md"))
+	if err != nil || !strings.Contains(string(md), "| 1 | 1200 |") {
+		t.Errorf("the report rendered again lacks the whole machine's 1200 µs per write (%v):\n%s", err, md)
+	}
+	empty := t.TempDir()
+	os.WriteFile(filepath.Join(empty, "etcd.json"), []byte(`{"runs":[]}`), 0o644)
+	if code := run([]string{"etcd-report", empty}, &out, &errOut); code != 1 {
+		t.Errorf("etcd-report of a folder without runs: exit %d, want 1", code)
+	}
+}
