@@ -348,6 +348,12 @@ func (n *Node) Leadership() launcher.Leadership {
 	return launcher.LeadershipOf(n.rep.Node().Status(), n.rep.Applied(), n.now(), n.cfg.TickInterval)
 }
 
+// ServesReads reports whether this replica may answer a linearizable
+// read now: Leadership's lease checked on the clock it is kept on, the
+// launchers' (CronOptions.Now), not the caller's. Call it only from
+// inside Cron's fn, as Leadership.
+func (n *Node) ServesReads() bool { return n.Leadership().Serves(n.now()) }
+
 // ProposeCommand encodes c and proposes it as Propose does, returning the
 // state's verdict on it. It returns ErrNotCron outside cron mode.
 func (n *Node) ProposeCommand(ctx context.Context, c state.Command) error {

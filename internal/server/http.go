@@ -392,7 +392,7 @@ func (s *Server) readState(w http.ResponseWriter, r *http.Request, fn func(m *st
 	var ferr error
 	err := s.node.Cron(r.Context(), func(l *launcher.Launcher) {
 		now := time.Now()
-		if !stale && !s.node.Leadership().Serves(s.leaseNow()) {
+		if !stale && !s.node.ServesReads() {
 			ferr = errNotLeading
 			return
 		}
@@ -670,7 +670,7 @@ func (s *Server) putJob(ctx context.Context, j api.PutJob, spec state.JobSpec) (
 			// that state is the cluster's (as readState requires). A
 			// deposed leader that has not noticed yet would otherwise ack
 			// a spec its successor has replaced.
-			if !s.node.Leadership().Serves(s.leaseNow()) {
+			if !s.node.ServesReads() {
 				return nil, errNotLeading
 			}
 			return nil, nil

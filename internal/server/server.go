@@ -311,16 +311,6 @@ func (s *Server) launcherNow() func() time.Time {
 	return s.testClock.now
 }
 
-// leaseNow is now on the clock the leader's lease is kept on, the
-// launcher's (Leadership.LeaseUntil): a lease checked against another
-// clock ends early or late by their difference.
-func (s *Server) leaseNow() time.Time {
-	if now := s.launcherNow(); now != nil {
-		return now()
-	}
-	return time.Now()
-}
-
 func (s *Server) newDispatcher(_ paxos.ReplicaID, done func(launcher.Result)) launcher.Dispatcher {
 	if s.cfg.NewDispatcher != nil {
 		return s.cfg.NewDispatcher(done)
