@@ -1,10 +1,12 @@
 package nomad
 
 import (
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -88,6 +90,9 @@ func New(cfg Config) (*Client, error) {
 	if err := api.ConfigureTLS(ac.HttpClient, ac.TLSConfig); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
+	// After ConfigureTLS, which wants the *http.Transport itself; the
+	// API client configures it only when given no client.
+	ac.HttpClient.Transport = boundedErrorBodies{ac.HttpClient.Transport.(*http.Transport)}
 	a, err := api.NewClient(ac)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
@@ -537,4 +542,39 @@ func (c *Client) backoff(n int) time.Duration {
 		d = c.cfg.RetryBackoffMin << n
 	}
 	return d - rand.N(d/2+1)
+}
+
+// maxErrorBody is how much of an error reply's body the client reads.
+const maxErrorBody = 64 << 10
+
+// boundedErrorBodies lets the Go API client read at most maxErrorBody of
+// an error reply's body, which it would otherwise copy into memory whole
+// (and ungzip whole): a broken or hostile proxy in front of Nomad could
+// make a replica hold any amount for one refused call (found in review).
+// A gzipped error body is ungzipped here, within the bound, and handed on
+// as plain text. A reply that succeeds is left alone: its size is the
+// caller's to bound.
+type boundedErrorBodies struct{ *http.Transport }
+
+func (b boundedErrorBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := b.Transport.RoundTrip(r)
+	if err != nil || resp.StatusCode < http.StatusBadRequest {
+		return resp, err
+	}
+	var body io.Reader = resp.Body
+	if resp.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			body = strings.NewReader("(an error body that claims to be gzipped and is not)")
+		} else {
+			body = zr
+		}
+		resp.Header.Del("Content-Encoding")
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(body, maxErrorBody), resp.Body}
+	resp.ContentLength = -1
+	return resp, nil
 }
