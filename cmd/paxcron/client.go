@@ -125,6 +125,10 @@ func exitCodeOf(err error, read bool) int {
 	if errors.As(err, &usage) {
 		return exitUsage
 	}
+	var file fileError
+	if errors.As(err, &file) {
+		return exitFailed
+	}
 	switch api.StatusOf(err) {
 	case 0: // no answer at all
 		if read || api.NeverSent(err) {
@@ -150,6 +154,10 @@ func exitCodeOf(err error, read bool) int {
 // usageError is a bad argument found after flags were parsed.
 type usageError struct{ error }
 
+// fileError is a file with problems: exit 1, as in `job validate`, not 2
+// (the command line was right); nothing was sent.
+type fileError struct{ error }
+
 func printJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
@@ -165,7 +173,8 @@ whose spec changed, and leaves the same ones alone. file() calls are read
 here, relative to the file. Before writing, the cluster checks with Nomad
 that it will accept each job's dispatches (-skip-nomad-check to skip).
 A file of more than 1,000 jobs is sent 1,000 at a time, in order; if one
-request fails, the jobs before it stay written.`,
+request fails, the jobs before it stay written. A file with problems
+(see "paxcron job validate") exits 1 and sends nothing.`,
 		args: 1,
 		extra: func(fs *flag.FlagSet) {
 			fs.Bool("skip-nomad-check", false, "write without first checking the jobs against Nomad")
@@ -173,7 +182,7 @@ request fails, the jobs before it stay written.`,
 		action: func(ctx context.Context, c *api.Client, f *apiFlags, words []string, out io.Writer) error {
 			crons, err := cronfile.ParseFile(words[0])
 			if err != nil {
-				return usageError{err}
+				return fileError{err}
 			}
 			// A file may hold more jobs than one request takes: it goes in
 			// several, in the file's order (found in review: a file that

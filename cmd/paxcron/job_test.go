@@ -364,3 +364,30 @@ func badGatewayServer(t *testing.T, body string) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// TestJobRunBadFileExitsAsValidateDoes: a file with problems is exit 1 in
+// `job validate`; `job run` of the same file said 2, "bad usage", though
+// its command line was right (found in review). Nothing is sent.
+func TestJobRunBadFileExitsAsValidateDoes(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.hcl")
+	if err := os.WriteFile(bad, []byte("cron \"a\" {\n  schedule = \"0 25 * * *\"\n  nomad { job = \"p\" }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls++ }))
+	t.Cleanup(srv.Close)
+	for _, file := range []string{bad, filepath.Join(dir, "missing.hcl")} {
+		vcode, _, _ := runCLI(t, "job", "validate", file)
+		code, _, errOut := runCLI(t, "job", "run", "-address", srv.URL, file)
+		if code != vcode || code != exitFailed || !strings.Contains(errOut, filepath.Base(file)) {
+			t.Errorf("job run %s: exit %d (validate %d), stderr %q; want %d naming the file", filepath.Base(file), code, vcode, errOut, exitFailed)
+		}
+	}
+	if calls != 0 {
+		t.Errorf("%d calls reached the replica; want none", calls)
+	}
+	if code, _, _ := runCLI(t, "job", "run", "-address", srv.URL); code != exitUsage {
+		t.Errorf("job run with no FILE: exit %d, want %d", code, exitUsage)
+	}
+}
