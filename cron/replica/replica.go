@@ -183,13 +183,15 @@ var (
 
 // Replica drives one replica. It is not safe for concurrent use.
 type Replica struct {
-	node   *paxos.Node
-	store  storage.Store
-	sm     StateMachine
-	send   func(paxos.Message)
-	obs    Observer
-	policy SnapshotPolicy
-	snapAt uint64 // index of the newest snapshot
+	node  *paxos.Node
+	store storage.Store
+	// snapshotReads is the core's store when Config.ReadSnapshots is set.
+	snapshotReads *snapshotReads
+	sm            StateMachine
+	send          func(paxos.Message)
+	obs           Observer
+	policy        SnapshotPolicy
+	snapAt        uint64 // index of the newest snapshot
 	// snapBytes is the newest snapshot's size, logBytes the size of the
 	// commands applied since.
 	snapBytes, logBytes int
@@ -257,8 +259,10 @@ func New(cfg Config) (*Replica, error) {
 		}
 	}
 	var coreStore paxos.Storage = cfg.Store
+	var reads *snapshotReads
 	if cfg.ReadSnapshots != nil {
-		coreStore = &snapshotReads{Store: cfg.Store, start: cfg.ReadSnapshots}
+		reads = &snapshotReads{Store: cfg.Store, start: cfg.ReadSnapshots}
+		coreStore = reads
 	}
 	node, err := paxos.NewNode(paxos.Config{
 		ID: cfg.ID, Membership: cfg.Membership, Storage: coreStore, Rand: cfg.Rand,
@@ -271,6 +275,7 @@ func New(cfg Config) (*Replica, error) {
 		node: node, store: cfg.Store, sm: cfg.StateMachine, send: cfg.Send, obs: cfg.Observer,
 		policy: cfg.Snapshots, snapAt: snap.Meta.Index, applied: snap.Meta.Index, snapBytes: len(snap.Data),
 		writer: cfg.Writer, maxApply: cfg.MaxApplyPerProcess, decodeSnapshots: cfg.DecodeSnapshots,
+		snapshotReads: reads,
 	}
 	if snap.Meta.Index > 0 {
 		r.obs.Restored(snap.Meta.Index)
@@ -296,6 +301,9 @@ func (r *Replica) Applied() uint64 { return r.applied }
 // Tick advances local time by one tick and processes the outcome.
 func (r *Replica) Tick() error {
 	r.node.Tick()
+	if r.snapshotReads != nil {
+		r.snapshotReads.tick()
+	}
 	if err := r.Process(); err != nil {
 		return err
 	}

@@ -613,3 +613,51 @@ func TestWriteQueuedBetweenAccepts(t *testing.T) {
 		t.Fatalf("the leader's commit went through the Writer as %q; want nothing written", got)
 	}
 }
+
+// A snapshot read that the core does not come back for (leadership lost
+// while it ran, or the peer gone) is let go after maxHeldTicks of the
+// replica's ticks; it used to stay in memory until the next transfer,
+// which then sent it stale. One asked for in time is handed over.
+func TestSnapshotReadNotAskedForIsLetGo(t *testing.T) {
+	var started []func()
+	r, err := New(Config{
+		ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1}},
+		Timing: paxos.DefaultTiming(), Limits: paxos.DefaultLimits(), Rand: rand.New(rand.NewPCG(1, 1)),
+		Store: memstore.New(), StateMachine: &listMachine{}, Send: func(paxos.Message) {},
+		Observer: NopObserver{}, ReadSnapshots: func(read func()) { started = append(started, read) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func() (paxos.Snapshot, error) { return r.snapshotReads.Snapshot() }
+	if _, err := ask(); !errors.Is(err, paxos.ErrSnapshotTemporarilyUnavailable) || len(started) != 1 {
+		t.Fatalf("first ask: %v, %d reads started", err, len(started))
+	}
+	started[0]()
+	for range maxHeldTicks {
+		if err := r.Tick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ask(); err != nil {
+		t.Fatalf("asked within %d ticks: %v; want the read handed over", maxHeldTicks, err)
+	}
+	if _, err := ask(); !errors.Is(err, paxos.ErrSnapshotTemporarilyUnavailable) || len(started) != 2 {
+		t.Fatalf("second ask: %v, %d reads started", err, len(started))
+	}
+	started[1]()
+	for range maxHeldTicks + 1 {
+		if err := r.Tick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.snapshotReads.mu.Lock()
+	held := r.snapshotReads.read != nil
+	r.snapshotReads.mu.Unlock()
+	if held {
+		t.Fatalf("a read left for %d ticks is still held", maxHeldTicks+1)
+	}
+	if _, err := ask(); !errors.Is(err, paxos.ErrSnapshotTemporarilyUnavailable) || len(started) != 3 {
+		t.Fatalf("ask after the read was let go: %v, %d reads started; want a new read", err, len(started))
+	}
+}

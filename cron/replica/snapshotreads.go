@@ -16,6 +16,12 @@ import (
 // catch-up of the peer and gets the snapshot read. It is handed over once
 // and forgotten: the core keeps it for as long as a transfer sends it, and
 // a later ask reads the newest again.
+//
+// A read the core does not come back for (it lost its leadership while
+// the read ran, or the peer went away) is let go after maxHeldTicks of
+// the replica's ticks: held, it kept the whole snapshot in memory until
+// the next transfer, however much later, and that transfer then sent a
+// stale image (found in review).
 type snapshotReads struct {
 	storage.Store
 	start func(read func())
@@ -23,7 +29,26 @@ type snapshotReads struct {
 	mu      sync.Mutex
 	reading bool
 	read    *paxos.Snapshot
+	heldFor int // ticks since read was done
 	err     error
+}
+
+// maxHeldTicks is how long a finished read waits for the core: eight
+// catch-up rounds at the default timing (the core asks again at each, every
+// two heartbeats).
+const maxHeldTicks = 8 * 2 * 4
+
+// tick ages a finished read, letting it go once it has waited
+// maxHeldTicks. An error is kept: the core halts on it when it asks.
+func (s *snapshotReads) tick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.read == nil {
+		return
+	}
+	if s.heldFor++; s.heldFor > maxHeldTicks {
+		s.read = nil
+	}
 }
 
 func (s *snapshotReads) Snapshot() (paxos.Snapshot, error) {
@@ -58,5 +83,5 @@ func (s *snapshotReads) readNow() {
 		s.err = err // the core halts on it: a snapshot it cannot read
 		return
 	}
-	s.read = &snap
+	s.read, s.heldFor = &snap, 0
 }
