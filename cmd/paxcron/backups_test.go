@@ -292,3 +292,35 @@ func TestWriteFileAtomic(t *testing.T) {
 		t.Fatalf("left in the folder: %v, want the file and the folder", names)
 	}
 }
+
+// TestSnapshotRestoreRefusesAnIndexBelowItsState: a snapshot file whose
+// header says an index below the last slot its state applied (the header
+// is not under the checksum: damaged, or edited) is refused. Found in
+// review: it was restored, and every replica started from it stopped at
+// the first command it applied, at a slot its state had already passed
+// (state: "applying slot 3 after slot 4").
+func TestSnapshotRestoreRefusesAnIndexBelowItsState(t *testing.T) {
+	data := cronSnapshot(t, 5, "a", "b", "c") // commands at slots 1-4
+	meta := backup.Meta{Generation: 5, Index: 2, Membership: []uint64{1, 2, 3}, Cluster: "paxcron", TakenAt: time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)}
+	path := filepath.Join(t.TempDir(), "below.snap")
+	for _, tc := range []struct {
+		index uint64
+		ok    bool
+	}{{2, false}, {3, false}, {4, true}, {9, true}} {
+		meta.Index = tc.index
+		file, err := backup.EncodeFile(backup.NewInfo(meta, data), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := restore(t, "-file", path)
+		switch {
+		case tc.ok && code != 0:
+			t.Errorf("index %d: exit %d\n%s%s", tc.index, code, out, errOut)
+		case !tc.ok && (code != exitFailed || !strings.Contains(errOut, "slot 4")):
+			t.Errorf("index %d, below the state's last slot 4: exit %d\n%s%s", tc.index, code, out, errOut)
+		}
+	}
+}

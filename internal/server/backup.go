@@ -264,6 +264,13 @@ func RestoreStore(dataDir string, snap paxos.Snapshot, members []paxos.ReplicaID
 	if err != nil {
 		return 0, fmt.Errorf("server: the snapshot does not decode: %w", err)
 	}
+	// The index is the manifest's or the file header's, which no checksum
+	// covers. Below a slot the state applied, the restored replicas would
+	// apply that slot again, which the state refuses by stopping.
+	if last := m.LastSlot(); last > snap.Meta.Index {
+		return 0, fmt.Errorf("server: the snapshot is described as at log index %d, but its state applied slot %d: it is not the snapshot its description was written for",
+			snap.Meta.Index, last)
+	}
 	// The state remembers the term of the last leader that took over; a
 	// new leader's launcher must take over in a later one. The restored
 	// acceptors start promised above it, so the first ballot is above it
