@@ -189,7 +189,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		if err := checkFolderPrefix(opts.Prefix); err != nil {
 			return nil, err
 		}
-		rawURL, dir = fileStoreURL(u)
+		if rawURL, dir, err = fileStoreURL(u); err != nil {
+			return nil, err
+		}
 	}
 	b, err := blob.OpenBucket(ctx, rawURL)
 	if err != nil {

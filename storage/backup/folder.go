@@ -40,8 +40,11 @@ import (
 
 // fileStoreURL returns rawURL with temporary files kept beside the
 // objects and no attributes files written, and the folder a file:// URL
-// names.
-func fileStoreURL(u *url.URL) (rawURL, dir string) {
+// names, absolute, as fileblob reads it: the host "." makes the path
+// relative to the working folder (file://./backups). Found in review:
+// taken as /backups, the folder synced was not the one written, and
+// every upload to a relative URL failed after writing its data.
+func fileStoreURL(u *url.URL) (rawURL, dir string, err error) {
 	c := *u
 	q := c.Query()
 	if q.Get("no_tmp_dir") == "" {
@@ -51,7 +54,15 @@ func fileStoreURL(u *url.URL) (rawURL, dir string) {
 		q.Set("metadata", "skip")
 	}
 	c.RawQuery = q.Encode()
-	return c.String(), filepath.Clean(filepath.FromSlash(u.Path))
+	path := u.Path
+	if u.Host == "." || os.PathSeparator != '/' {
+		path = strings.TrimPrefix(path, "/")
+	}
+	dir, err = filepath.Abs(filepath.FromSlash(path))
+	if err != nil {
+		return "", "", fmt.Errorf("backup: the folder of %s: %w", redact(u), err)
+	}
+	return c.String(), dir, nil
 }
 
 // checkFolderPrefix refuses a prefix that fileblob would escape on disk:

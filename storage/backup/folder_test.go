@@ -166,3 +166,23 @@ func TestFolderStoreWritesNoAttributesFiles(t *testing.T) {
 		t.Fatalf("attributes files %v (%v), want none", attrs, err)
 	}
 }
+
+// TestRelativeFolderURL: file://./backups is a folder relative to the
+// working folder, for the syncs as for fileblob. Found in review: the
+// store synced /backups instead, and every upload failed after writing
+// its data ("syncing /backups/...: no such file or directory").
+func TestRelativeFolderURL(t *testing.T) {
+	t.Chdir(t.TempDir())
+	const folder = "relative-backups"
+	if err := os.Mkdir(folder, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, "file://./"+folder, Options{})
+	info := upload(t, s, 1)[0]
+	if _, err := os.Stat(filepath.Join(folder, filepath.FromSlash(info.Key))); err != nil {
+		t.Fatalf("the backup is not in the relative folder: %v", err)
+	}
+	if got, _, err := s.Latest(context.Background()); err != nil || got.Key != info.Key {
+		t.Fatalf("Latest: %+v, %v", got, err)
+	}
+}
