@@ -157,7 +157,9 @@ func checkShape(filename string, src []byte) error {
 					Detail: "a cron file's values are written out: for expressions and template for directives are not evaluated", Subject: &r}}}
 			}
 		}
-		if tok.Type != hclsyntax.TokenNewline {
+		// The parser skips comments as it skips newlines: [ /* */ for
+		// is a for expression too (found in review).
+		if tok.Type != hclsyntax.TokenNewline && tok.Type != hclsyntax.TokenComment {
 			prev = tok.Type
 		}
 	}

@@ -340,3 +340,23 @@ func TestDuplicateKeyInAPayloadIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestForExpressionBehindACommentIsRefused: the parser skips comments, so
+// a comment between a bracket and "for" still makes a for expression; the
+// check that refuses for expressions looked at the comment instead, and let
+// nested for expressions (the cost TestHostileShapesAreRefused measures)
+// through.
+func TestForExpressionBehindACommentIsRefused(t *testing.T) {
+	for _, expr := range []string{
+		`jsonencode([/* */ for a in [0, 1]: a])`,
+		"jsonencode([ # a comment\n for a in [0, 1]: a])",
+		"jsonencode({ // a comment\n for k, v in { a = 1 }: k => v })",
+		`"%{ /* */ for a in [0, 1] }${a}%{ endfor }"`,
+	} {
+		src := "cron \"a\" {\n  schedule = \"@daily\"\n  nomad {\n    job     = \"p\"\n    payload = " + expr + "\n  }\n}\n"
+		crons, err := ParseSubmitted("jobs.hcl", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), "For expression not allowed") {
+			t.Errorf("payload = %s: %v, %d crons; want refused as a for expression", expr, err, len(crons))
+		}
+	}
+}
