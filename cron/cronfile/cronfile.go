@@ -26,6 +26,7 @@
 package cronfile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -119,8 +120,11 @@ func ParseSubmitted(filename string, src []byte) ([]Cron, error) {
 	return parse(filename, src, evalContext(noFileFunc))
 }
 
-// MaxNesting bounds how deep brackets, braces, parentheses and template
-// interpolations nest in a file: far beyond a cron file's needs.
+// MaxNesting bounds how deep expressions nest in a file: each open
+// bracket, brace, parenthesis, template interpolation or directive counts
+// one level, and so does each template if directive inside another and
+// each operator of an expression not yet ended (see checkShape). Far
+// beyond a cron file's needs.
 const MaxNesting = 32
 
 // checkShape refuses, before the parser sees them, files that would cost
@@ -129,24 +133,56 @@ const MaxNesting = 32
 // a fatal error that killed the server), and a for expression nested in
 // another multiplies the work (six of them in 300 bytes took 2.4 s). A
 // cron file needs neither. Found in review. The lexer does not recurse.
+//
+// Brackets are not the only nesting: the parser or the evaluator also
+// recurses once per operator of a chain (- - 1, a ? b : c ? d : e, 1 + 1
+// + 1, x[*][*]) and per if directive inside another, so these count as
+// levels too (each chain overflowed the stack in a file of 4 MB or less;
+// found in a later review, TestUnbracketedNestingIsRefused). An
+// expression's operators stop counting where it ends: at a comma, at the
+// end of its bracket, or at a newline in a body or an object (elsewhere
+// the parser reads on across newlines).
 func checkShape(filename string, src []byte) error {
 	tokens, diags := hclsyntax.LexConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
 		return &Error{Diagnostics: diags}
 	}
-	depth := 0
+	type frame struct {
+		newlineEnds bool // a newline ends an expression here
+		ops         int  // operators of the expression not yet ended
+	}
+	frames := []frame{{newlineEnds: true}} // the file's body, then each open bracket
+	ops, ifs := 0, 0                       // operators over all frames; template ifs open
 	var prev hclsyntax.TokenType
 	for _, tok := range tokens {
+		top := &frames[len(frames)-1]
 		switch tok.Type {
 		case hclsyntax.TokenOBrace, hclsyntax.TokenOBrack, hclsyntax.TokenOParen, hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl:
-			depth++
-			if depth > MaxNesting {
-				r := tok.Range
-				return &Error{Diagnostics: hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Nested too deep",
-					Detail: fmt.Sprintf("brackets, braces and parentheses nest at most %d deep in a cron file", MaxNesting), Subject: &r}}}
+			if tok.Type == hclsyntax.TokenOBrack && endsOperand(prev) {
+				top.ops++ // an index or a splat, x[0] or x[*]
+				ops++
 			}
+			frames = append(frames, frame{newlineEnds: tok.Type == hclsyntax.TokenOBrace})
 		case hclsyntax.TokenCBrace, hclsyntax.TokenCBrack, hclsyntax.TokenCParen, hclsyntax.TokenTemplateSeqEnd:
-			depth--
+			if len(frames) > 1 { // a closer with nothing open makes no room
+				ops -= top.ops
+				frames = frames[:len(frames)-1]
+			}
+		case hclsyntax.TokenComma:
+			ops -= top.ops
+			top.ops = 0
+		case hclsyntax.TokenNewline, hclsyntax.TokenComment:
+			// A line comment takes its newline with it.
+			if top.newlineEnds && bytes.HasSuffix(tok.Bytes, []byte("\n")) {
+				ops -= top.ops
+				top.ops = 0
+			}
+		case hclsyntax.TokenMinus, hclsyntax.TokenBang, hclsyntax.TokenPlus, hclsyntax.TokenStar, hclsyntax.TokenSlash,
+			hclsyntax.TokenPercent, hclsyntax.TokenEqualOp, hclsyntax.TokenNotEqual, hclsyntax.TokenLessThan,
+			hclsyntax.TokenLessThanEq, hclsyntax.TokenGreaterThan, hclsyntax.TokenGreaterThanEq, hclsyntax.TokenAnd,
+			hclsyntax.TokenOr, hclsyntax.TokenQuestion, hclsyntax.TokenDot:
+			top.ops++
+			ops++
 		case hclsyntax.TokenIdent:
 			// A template's %{ for } directive repeats text as a for
 			// expression repeats values (found in a later review: see
@@ -156,6 +192,19 @@ func checkShape(filename string, src []byte) error {
 				return &Error{Diagnostics: hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "For expression not allowed",
 					Detail: "a cron file's values are written out: for expressions and template for directives are not evaluated", Subject: &r}}}
 			}
+			if prev == hclsyntax.TokenTemplateControl {
+				switch string(tok.Bytes) {
+				case "if":
+					ifs++
+				case "endif":
+					ifs = max(ifs-1, 0)
+				}
+			}
+		}
+		if len(frames)-1+ops+ifs > MaxNesting {
+			r := tok.Range
+			return &Error{Diagnostics: hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Nested too deep",
+				Detail: fmt.Sprintf("brackets, braces, parentheses, template directives and the operators of one expression nest at most %d deep in a cron file", MaxNesting), Subject: &r}}}
 		}
 		// The parser skips comments as it skips newlines: [ /* */ for
 		// is a for expression too (found in review).
@@ -164,6 +213,18 @@ func checkShape(filename string, src []byte) error {
 		}
 	}
 	return nil
+}
+
+// endsOperand reports whether a token of type t can end an operand, so
+// that a bracket after it indexes or splats the operand rather than
+// opening a tuple.
+func endsOperand(t hclsyntax.TokenType) bool {
+	switch t {
+	case hclsyntax.TokenIdent, hclsyntax.TokenNumberLit, hclsyntax.TokenCBrack, hclsyntax.TokenCParen, hclsyntax.TokenCBrace,
+		hclsyntax.TokenCQuote, hclsyntax.TokenCHeredoc, hclsyntax.TokenStar:
+		return true
+	}
+	return false
 }
 
 func parse(filename string, src []byte, ctx *hcl.EvalContext) ([]Cron, error) {

@@ -360,3 +360,41 @@ func TestForExpressionBehindACommentIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestUnbracketedNestingIsRefused: the parser and the evaluator recurse
+// once per operator of a chain (a unary operator's operand, a
+// conditional's false branch, a binary operator's left operand, a splat's
+// source) and once per template if directive inside another, with no
+// bracket for MaxNesting to count; and closing brackets with nothing open
+// made room for as many openers after them. Each shape overflowed the
+// goroutine's 1 GB stack, a fatal error that kills a server parsing a
+// file sent to its API, in a file within MaxFileBytes (found in review):
+// 300,000 minus signs (300 KB, the first case here), 2,000,000 ! signs,
+// 950,000 conditionals (1?1:, 3.8 MB), 500,000 additions (1 MB), 260,000
+// template ifs (3.9 MB), 1,300,000 splats ([*], 3.9 MB), and 70,000 stray
+// closers before 70,000 parentheses. The others are shorter here, to keep
+// the test quick: they were accepted, now refused.
+func TestUnbracketedNestingIsRefused(t *testing.T) {
+	payload := func(expr string) string {
+		return "cron \"a\" {\n  schedule = \"@daily\"\n  nomad {\n    job     = \"p\"\n    payload = " + expr + "\n  }\n}\n"
+	}
+	const n = 10_000
+	for _, tc := range []struct{ name, src string }{
+		{"unary minus", payload(strings.Repeat("-", 300_000) + "1")},
+		{"logical not", payload(strings.Repeat("!", n) + "true")},
+		{"conditionals", payload(strings.Repeat("1?1:", n) + "1")},
+		{"binary chain", payload(strings.Repeat("1+", n) + "1")},
+		{"template ifs", payload(`"` + strings.Repeat("%{if a}", n) + "x" + strings.Repeat("%{endif}", n) + `"`)},
+		{"splat chain", payload("[1]" + strings.Repeat("[*]", n))},
+		{"stray closers", "cron \"a\" {\n  x = 1" + strings.Repeat(")", n) + "\n  y = " + strings.Repeat("(", n) + "1" + strings.Repeat(")", n) + "\n}\n"},
+	} {
+		_, err := ParseSubmitted("jobs.hcl", []byte(tc.src))
+		if err == nil || !strings.Contains(err.Error(), "Nested too deep") {
+			t.Errorf("%s: %.200v; want Nested too deep", tc.name, err)
+		}
+	}
+	ok := payload(`jsonencode({ a = -1, b = [1 + 2 * 3, !false ? 1 : 2], c = "%{ if true }y%{ endif }", d = [[1], [2]][0][0] })`)
+	if _, err := ParseSubmitted("jobs.hcl", []byte(ok)); err != nil {
+		t.Fatalf("an ordinary file: %v", err)
+	}
+}
