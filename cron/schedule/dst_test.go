@@ -156,3 +156,48 @@ func TestDSTHashedStepRunsAsItsResolvedText(t *testing.T) {
 		t.Errorf("no job name hashed ?/2 to 1 (resolved: %v): the test checks nothing it was written for", starts)
 	}
 }
+
+// TestDSTAfterAZonesLastListedTransition: past a zone's last listed
+// transition the time package reads the zone's rule, and its ZoneBounds
+// reported the start of the rule's period (New Year, or the rule's last
+// change) rather than the listed transition inside it, so Next missed
+// the fall-back overlap that transition made and launched a fixed hour at
+// both occurrences. Metlakatla moved from -08 to -09 at 02:00 on
+// 2019-01-20, Ciudad Juárez from -06 to -07 at 00:00 on 2022-11-30, and
+// Winamac from -06 to -04 at 02:00 on 2007-03-11, a two-hour gap whose
+// launch was lost (found in review).
+func TestDSTAfterAZonesLastListedTransition(t *testing.T) {
+	for _, tc := range []struct {
+		zone, expr, from string
+		n                int
+		want             string
+	}{
+		{"America/Metlakatla", "0 1 * * *", "2019-01-19T12:00:00-08:00", 2,
+			"2019-01-20T01:00:00-08:00 2019-01-21T01:00:00-09:00"},
+		{"America/Metlakatla", "*/30 1 * * *", "2019-01-20T00:45:00-08:00", 3,
+			"2019-01-20T01:00:00-08:00 2019-01-20T01:30:00-08:00 2019-01-21T01:00:00-09:00"},
+		{"America/Ciudad_Juarez", "59 23 * * *", "2022-11-29T12:00:00-06:00", 2,
+			"2022-11-29T23:59:00-06:00 2022-11-30T23:59:00-07:00"},
+		{"America/Indiana/Winamac", "30 2 * * *", "2007-03-10T12:00:00-06:00", 2,
+			"2007-03-11T04:00:00-04:00 2007-03-12T02:30:00-04:00"},
+	} {
+		if got := launches(t, tc.expr, tc.zone, tc.from, tc.n); got != tc.want {
+			t.Errorf("%s in %s from %s:\n got %s\nwant %s", tc.expr, tc.zone, tc.from, got, tc.want)
+		}
+	}
+	// And the oracle agrees around each of them.
+	for _, tc := range []struct {
+		zone string
+		at   time.Time
+	}{
+		{"America/Metlakatla", time.Date(2019, 1, 20, 10, 0, 0, 0, time.UTC)},
+		{"America/Ciudad_Juarez", time.Date(2022, 11, 30, 6, 0, 0, 0, time.UTC)},
+		{"America/Indiana/Winamac", time.Date(2007, 3, 11, 8, 0, 0, 0, time.UTC)},
+	} {
+		for _, expr := range []string{"0 1 * * *", "30 0 * * *", "59 23 * * *", "30 2 * * *", "*/10 0-3 * * *", "0 * * * *"} {
+			s := mustParse(t, expr, "", tc.zone)
+			from, to := tc.at.Add(-30*time.Hour), tc.at.Add(30*time.Hour)
+			compareLaunches(t, expr+" in "+tc.zone, s.Between(from, to, 1<<20), oracleLaunches(s, from, to))
+		}
+	}
+}

@@ -103,6 +103,17 @@ func (s *Schedule) zoneAt(t int64) zone {
 	start, end := tt.ZoneBounds()
 	if !start.IsZero() {
 		z.start, z.hasStart = start.Unix(), true
+		if z.start < s.lastListed && s.lastListed <= t {
+			// Past a zone's last listed transition the time package
+			// applies the zone's rule, and ZoneBounds gives the start of
+			// the rule's period (New Year in UTC, or the rule's last
+			// change) even when that listed transition lies inside it:
+			// Next missed the overlap or the gap it made, and launched a
+			// fixed hour twice or not at all (America/Metlakatla on
+			// 2019-01-20, America/Indiana/Winamac on 2007-03-11; found in
+			// review).
+			z.start = s.lastListed
+		}
 	}
 	if !end.IsZero() {
 		z.end, z.hasEnd = end.Unix(), true

@@ -3,6 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -45,9 +46,10 @@ func (e *ParseError) Error() string {
 // Schedule is a parsed expression for one job. It is immutable and safe
 // for concurrent use.
 type Schedule struct {
-	loc      *time.Location
-	resolved string
-	every    int64 // seconds; non-zero for @every
+	loc        *time.Location
+	lastListed int64 // the zone file's last transition (see zoneAt)
+	resolved   string
+	every      int64 // seconds; non-zero for @every
 
 	second, minute, hour uint64 // bit i: value i
 	dom                  uint64 // bits 1-31
@@ -97,7 +99,7 @@ func Parse(expr string, opts Options) (*Schedule, error) {
 	if len(expr) > MaxExprBytes {
 		return fail("expression", "longer than %d bytes", MaxExprBytes)
 	}
-	loc, err := loadZone(opts.TimeZone)
+	zone, err := loadZone(opts.TimeZone)
 	if errors.Is(err, errHostZone) {
 		return fail("time zone", "%q is the host's own zone, which differs from machine to machine: name an IANA zone such as Europe/Berlin", opts.TimeZone)
 	}
@@ -106,7 +108,7 @@ func Parse(expr string, opts Options) (*Schedule, error) {
 	}
 	text := strings.TrimSpace(expr)
 	if strings.HasPrefix(text, "@") {
-		return parseMacro(expr, text, loc)
+		return parseMacro(expr, text, zone)
 	}
 	var fieldStore [6]string // no allocation, as below
 	fields, count := splitFields(text, &fieldStore)
@@ -118,7 +120,7 @@ func Parse(expr string, opts Options) (*Schedule, error) {
 	default:
 		return fail("expression", "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got %d", count)
 	}
-	s := &Schedule{loc: loc, second: 1}
+	s := &Schedule{loc: zone.loc, lastListed: zone.lastListed, second: 1}
 	var store [6]field // no allocation: a million jobs parse on every restore
 	parsed := store[:len(fields)]
 	n := len(fields) - 1
@@ -217,31 +219,39 @@ func (s *Schedule) impossible(domText, monthText string) string {
 // zones caches loaded time zones by name. A Location is immutable once
 // loaded and safe to share, and loading one reads and parses its zone
 // file: a million jobs in a few zones must not hold a million copies.
-var zones sync.Map // string -> *time.Location
+var zones sync.Map // string -> *zoneInfo
+
+// zoneInfo is a loaded zone and the last transition its file lists.
+type zoneInfo struct {
+	loc        *time.Location
+	lastListed int64
+}
+
+var utcZone = &zoneInfo{loc: time.UTC, lastListed: math.MinInt64}
 
 var errHostZone = errors.New("schedule: the host's own time zone")
 
-func loadZone(name string) (*time.Location, error) {
+func loadZone(name string) (*zoneInfo, error) {
 	if name == "" || name == "UTC" {
-		return time.UTC, nil
+		return utcZone, nil
 	}
 	if name == "Local" {
 		// Go's name for the host's own zone: each replica would compute
 		// other times. Found in review.
 		return nil, errHostZone
 	}
-	if loc, ok := zones.Load(name); ok {
-		return loc.(*time.Location), nil
+	if z, ok := zones.Load(name); ok {
+		return z.(*zoneInfo), nil
 	}
-	loc, err := tzdb.Load(name)
+	loc, last, err := tzdb.LoadWithLastListed(name)
 	if err != nil {
 		return nil, err
 	}
-	actual, _ := zones.LoadOrStore(name, loc)
-	return actual.(*time.Location), nil
+	actual, _ := zones.LoadOrStore(name, &zoneInfo{loc: loc, lastListed: last})
+	return actual.(*zoneInfo), nil
 }
 
-func parseMacro(expr, text string, loc *time.Location) (*Schedule, error) {
+func parseMacro(expr, text string, zone *zoneInfo) (*Schedule, error) {
 	name, arg, _ := strings.Cut(text, " ")
 	name = strings.ToLower(name)
 	arg = strings.TrimSpace(arg)
@@ -260,7 +270,7 @@ func parseMacro(expr, text string, loc *time.Location) (*Schedule, error) {
 		case d%time.Second != 0:
 			return fail("%s is not a whole number of seconds", d)
 		}
-		return &Schedule{loc: loc, every: int64(d / time.Second), resolved: "@every " + d.String()}, nil
+		return &Schedule{loc: zone.loc, lastListed: zone.lastListed, every: int64(d / time.Second), resolved: "@every " + d.String()}, nil
 	}
 	std, ok := macros[name]
 	if !ok {
@@ -273,7 +283,7 @@ func parseMacro(expr, text string, loc *time.Location) (*Schedule, error) {
 	if err != nil {
 		panic("schedule: built-in macro does not parse: " + err.Error())
 	}
-	s.loc = loc
+	s.loc, s.lastListed = zone.loc, zone.lastListed
 	s.resolved = name
 	return s, nil
 }

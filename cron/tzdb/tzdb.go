@@ -9,9 +9,11 @@ import (
 	"archive/zip"
 	"bytes"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"time"
 )
@@ -50,25 +52,86 @@ var errUnknownZone = errors.New("unknown time zone")
 // Load loads the named zone from the embedded database: an IANA name
 // such as "Europe/Berlin", or "UTC". The host's own database is never read.
 func Load(name string) (*time.Location, error) {
+	loc, _, err := LoadWithLastListed(name)
+	return loc, err
+}
+
+// LoadWithLastListed is Load, and also returns the last transition the
+// zone's file lists, in Unix seconds (math.MinInt64 if it lists none).
+// After it the time package applies the zone's rule (the TZ string that
+// ends the file), and Time.ZoneBounds then reports the start of the
+// rule's period, which can lie before that last listed transition
+// (America/Metlakatla on 2019-01-20): a caller that needs the true start
+// takes the later of the two.
+func LoadWithLastListed(name string) (*time.Location, int64, error) {
 	if name == "UTC" {
-		return time.UTC, nil
+		return time.UTC, math.MinInt64, nil
 	}
 	files, err := zoneFiles()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	f, ok := files[name]
 	if !ok {
-		return nil, fmt.Errorf("%w %s", errUnknownZone, name)
+		return nil, 0, fmt.Errorf("%w %s", errUnknownZone, name)
 	}
 	rc, err := f.Open()
 	if err != nil {
-		return nil, fmt.Errorf("tzdb: zone %s: %w", name, err)
+		return nil, 0, fmt.Errorf("tzdb: zone %s: %w", name, err)
 	}
 	defer rc.Close()
 	data, err := io.ReadAll(io.LimitReader(rc, 1<<20))
 	if err != nil {
-		return nil, fmt.Errorf("tzdb: zone %s: %w", name, err)
+		return nil, 0, fmt.Errorf("tzdb: zone %s: %w", name, err)
 	}
-	return time.LoadLocationFromTZData(name, data)
+	loc, err := time.LoadLocationFromTZData(name, data)
+	if err != nil {
+		return nil, 0, err
+	}
+	last, err := lastListed(data)
+	if err != nil {
+		return nil, 0, fmt.Errorf("tzdb: zone %s: %w", name, err)
+	}
+	return loc, last, nil
+}
+
+// lastListed returns the last transition time of TZif data (RFC 8536),
+// from the 64-bit block of a version 2 or later file as the time package
+// reads it, or math.MinInt64 if there is none.
+func lastListed(data []byte) (int64, error) {
+	const headerLen = 44
+	malformed := errors.New("malformed TZif data")
+	header := func(at int) (version byte, counts [6]int, ok bool) {
+		if len(data) < at+headerLen || string(data[at:at+4]) != "TZif" {
+			return 0, counts, false
+		}
+		for i := range counts { // isutcnt, isstdcnt, leapcnt, timecnt, typecnt, charcnt
+			counts[i] = int(binary.BigEndian.Uint32(data[at+20+4*i:]))
+		}
+		return data[at+4], counts, true
+	}
+	version, c, ok := header(0)
+	if !ok {
+		return 0, malformed
+	}
+	at, width := headerLen, 4
+	if version >= '2' {
+		at += c[3]*4 + c[3] + c[4]*6 + c[5] + c[2]*8 + c[1] + c[0] // skip the 32-bit block
+		if _, c, ok = header(at); !ok {
+			return 0, malformed
+		}
+		at, width = at+headerLen, 8
+	}
+	n := c[3]
+	if n == 0 {
+		return math.MinInt64, nil
+	}
+	end := at + n*width
+	if end > len(data) {
+		return 0, malformed
+	}
+	if width == 4 {
+		return int64(int32(binary.BigEndian.Uint32(data[end-4:]))), nil
+	}
+	return int64(binary.BigEndian.Uint64(data[end-8:])), nil
 }

@@ -3,6 +3,7 @@ package tzdb
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"math"
 	"testing"
 	"time"
 )
@@ -56,3 +57,39 @@ func TestTheDatabaseIsPinned(t *testing.T) {
 // pinnedSHA256 is the SHA-256 of Go 1.26's lib/time/zoneinfo.zip, tzdata
 // 2025c.
 const pinnedSHA256 = "8f55634d05f8bca1f7bc7c69c5933428c69357e0bdf565e5ba224e3f88ff12e8"
+
+// TestLastListed: the last transition a zone's file lists, read from the
+// file itself: past it ZoneBounds can report a start before it, which
+// cron/schedule corrects with it.
+func TestLastListed(t *testing.T) {
+	for _, tc := range []struct {
+		zone string
+		want time.Time
+	}{
+		{"America/Metlakatla", time.Date(2019, 1, 20, 10, 0, 0, 0, time.UTC)},
+		{"America/Ciudad_Juarez", time.Date(2022, 11, 30, 6, 0, 0, 0, time.UTC)},
+		{"America/Indiana/Winamac", time.Date(2007, 3, 11, 8, 0, 0, 0, time.UTC)},
+	} {
+		loc, last, err := LoadWithLastListed(tc.zone)
+		if err != nil || loc.String() != tc.zone {
+			t.Fatalf("%s: %v, %v", tc.zone, loc, err)
+		}
+		if got := time.Unix(last, 0).UTC(); !got.Equal(tc.want) {
+			t.Errorf("%s: last listed transition %s, want %s", tc.zone, got.Format(time.RFC3339), tc.want.Format(time.RFC3339))
+		}
+		// The offset changes there, as the time package reads the file.
+		before, after := time.Unix(last-1, 0).In(loc), time.Unix(last, 0).In(loc)
+		_, b := before.Zone()
+		if _, a := after.Zone(); a == b {
+			t.Errorf("%s: no change of offset at %s", tc.zone, after)
+		}
+	}
+	for _, zone := range []string{"UTC", "Etc/GMT+5"} {
+		if _, last, err := LoadWithLastListed(zone); err != nil || last != math.MinInt64 {
+			t.Errorf("%s: last listed %d, %v; want none", zone, last, err)
+		}
+	}
+	if _, err := lastListed([]byte("TZif2 short")); err == nil {
+		t.Error("truncated data read")
+	}
+}
