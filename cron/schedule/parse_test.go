@@ -179,3 +179,18 @@ func TestSplitFieldsIsStringsFields(t *testing.T) {
 		}
 	}
 }
+
+// TestMacroArgumentAfterAnySpace: fields are split at any white space, and
+// so is a macro from its argument; @every and its duration separated by a
+// tab were refused as an unknown macro named "@every\t90s".
+func TestMacroArgumentAfterAnySpace(t *testing.T) {
+	for _, expr := range []string{"@every\t90s", "@every \t 90s", "@every\n90s", "@every\u00a090s"} {
+		s, err := Parse(expr, Options{})
+		if err != nil || s.String() != "@every 1m30s" {
+			t.Errorf("Parse(%q) = %v, %v; want @every 1m30s", expr, s, err)
+		}
+	}
+	if _, err := Parse("@daily\t3", Options{}); err == nil || !strings.Contains(err.Error(), "@daily: takes no argument") {
+		t.Errorf("@daily with a tab and an argument: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"paxcron/cron/tzdb"
@@ -252,7 +253,12 @@ func loadZone(name string) (*zoneInfo, error) {
 }
 
 func parseMacro(expr, text string, zone *zoneInfo) (*Schedule, error) {
-	name, arg, _ := strings.Cut(text, " ")
+	// Split at any white space, as the fields are (strings.Fields): a
+	// tab after @every made the whole an unknown macro (found in review).
+	name, arg := text, ""
+	if i := strings.IndexFunc(text, unicode.IsSpace); i >= 0 {
+		name, arg = text[:i], text[i:]
+	}
 	name = strings.ToLower(name)
 	arg = strings.TrimSpace(arg)
 	fail := func(format string, args ...any) (*Schedule, error) {
