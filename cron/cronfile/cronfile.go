@@ -615,11 +615,13 @@ func Format(crons []Cron) ([]byte, error) {
 			n.SetAttributeValue("region", cty.StringVal(s.Region))
 		}
 		if len(s.Meta) > 0 {
-			meta := map[string]cty.Value{}
-			for k, v := range s.Meta {
-				meta[k] = cty.StringVal(v)
+			// Keys quoted: hclwrite writes an identifier bare, and "for"
+			// or "null" bare is no key to Parse (found in review).
+			var meta []hclwrite.ObjectAttrTokens
+			for _, k := range sortedKeys(s.Meta) {
+				meta = append(meta, hclwrite.ObjectAttrTokens{Name: hclwrite.TokensForValue(cty.StringVal(k)), Value: hclwrite.TokensForValue(cty.StringVal(s.Meta[k]))})
 			}
-			n.SetAttributeValue("meta", cty.ObjectVal(meta))
+			n.SetAttributeRaw("meta", hclwrite.TokensForObject(meta))
 		}
 		if len(s.Payload) > 0 {
 			if !utf8.Valid(s.Payload) || cty.StringVal(string(s.Payload)).AsString() != string(s.Payload) {

@@ -398,3 +398,22 @@ func TestUnbracketedNestingIsRefused(t *testing.T) {
 		t.Fatalf("an ordinary file: %v", err)
 	}
 }
+
+// TestFormatQuotesKeywordMetaKeys: Format wrote a meta key that is a
+// valid identifier bare, and "for" or "null" written bare is no key to
+// Parse (a for expression, a null key), so Format's output did not read
+// back; every meta key is now written quoted.
+func TestFormatQuotesKeywordMetaKeys(t *testing.T) {
+	in := []Cron{{Name: "a", Spec: state.JobSpec{Schedule: "@daily", NomadJob: "p", Meta: map[string]string{"for": "x", "null": "y", "true": "z", "team": "w"}}}}
+	b, err := Format(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Parse("formatted.hcl", b, ".")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if len(out) != 1 || !reflect.DeepEqual(out[0].Spec, in[0].Spec) {
+		t.Errorf("got %+v, want %+v\n%s", out, in, b)
+	}
+}
