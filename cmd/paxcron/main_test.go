@@ -100,3 +100,17 @@ func TestEveryCommandHelps(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleNeverFiringIsDocumented: an expression with no launch
+// within schedule.SearchYears exits 1, which the help did not say (it
+// listed 1 for an invalid expression or zone only).
+func TestScheduleNeverFiringIsDocumented(t *testing.T) {
+	code, _, stderr := runCLI(t, "schedule", "0 0 * 2 1#5")
+	if code != 1 || !strings.Contains(stderr, "never fires") {
+		t.Fatalf("exit %d, %q; want 1, never fires", code, stderr)
+	}
+	code, _, help := runCLI(t, "schedule", "-h")
+	if code != 0 || !strings.Contains(help, "no launch within 10 years") {
+		t.Errorf("exit %d; the help does not say what a schedule that never fires exits with:\n%s", code, help)
+	}
+}

@@ -22,7 +22,7 @@ offset, one per line. Quote EXPR so the shell leaves * and ? alone:
   paxcron schedule -n 3 -from 2026-03-29T00:00:00Z -tz Europe/Berlin '30 2 * * *'
 
 Exit status: 0 success, 1 an invalid expression or zone (the message names
-the field), 2 bad usage.
+the field) or an expression with no launch within 10 years, 2 bad usage.
 
 Flags:
 `
