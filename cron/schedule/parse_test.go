@@ -194,3 +194,13 @@ func TestMacroArgumentAfterAnySpace(t *testing.T) {
 		t.Errorf("@daily with a tab and an argument: %v", err)
 	}
 }
+
+// TestImpossibleDayNamesTheHashedMonth: a day that never occurs in the
+// month a ? hashed to was reported as "31 never occurs in month ?", which
+// does not say which month; the message now gives what ? resolved to.
+func TestImpossibleDayNamesTheHashedMonth(t *testing.T) {
+	_, err := Parse("0 0 31 ? *", Options{JobName: "job-2"}) // ? is 6 for job-2
+	if err == nil || !strings.Contains(err.Error(), "31 never occurs in month 6") {
+		t.Errorf("got %v; want the hashed month named", err)
+	}
+}

@@ -148,7 +148,8 @@ func Parse(expr string, opts Options) (*Schedule, error) {
 		parsed = parsed[1:]
 	}
 	s.assemble(parsed)
-	if reason := s.impossible(fields[len(fields)-3], fields[len(fields)-2]); reason != "" {
+	// Named as resolved: "month ?" would not say which month ? chose.
+	if reason := s.impossible(parsed[2].resolved, parsed[3].resolved); reason != "" {
 		return fail("day-of-month", "%s", reason)
 	}
 	return s, nil
