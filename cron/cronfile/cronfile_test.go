@@ -199,22 +199,7 @@ func TestFormat(t *testing.T) {
 			NomadJob: "report", Namespace: "data", Region: "eu", Meta: map[string]string{"k": `quote " and ${x}`, "team.name": "x"}, Payload: []byte("{\"day\": 1}\n")}},
 		{Name: "plain", Spec: state.JobSpec{Schedule: "@hourly", NomadJob: "p"}},
 	}
-	b, err := Format(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := Parse("formatted.hcl", b, ".")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, b)
-	}
-	if len(out) != len(in) {
-		t.Fatalf("%d crons back", len(out))
-	}
-	for i := range in {
-		if out[i].Name != in[i].Name || !reflect.DeepEqual(out[i].Spec, in[i].Spec) {
-			t.Errorf("cron %d:\n got %+v\nwant %+v\n%s", i, out[i], in[i], b)
-		}
-	}
+	checkFormatReadsBack(t, in)
 	if _, err := Format([]Cron{{Name: "bin", Spec: state.JobSpec{Schedule: "@daily", NomadJob: "p", Payload: []byte{0xff}}}}); err == nil {
 		t.Error("a binary payload formatted")
 	}
@@ -405,6 +390,13 @@ func TestUnbracketedNestingIsRefused(t *testing.T) {
 // back; every meta key is now written quoted.
 func TestFormatQuotesKeywordMetaKeys(t *testing.T) {
 	in := []Cron{{Name: "a", Spec: state.JobSpec{Schedule: "@daily", NomadJob: "p", Meta: map[string]string{"for": "x", "null": "y", "true": "z", "team": "w"}}}}
+	checkFormatReadsBack(t, in)
+}
+
+// checkFormatReadsBack formats in and parses the text back to the same
+// crons.
+func checkFormatReadsBack(t *testing.T, in []Cron) {
+	t.Helper()
 	b, err := Format(in)
 	if err != nil {
 		t.Fatal(err)
@@ -413,7 +405,12 @@ func TestFormatQuotesKeywordMetaKeys(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, b)
 	}
-	if len(out) != 1 || !reflect.DeepEqual(out[0].Spec, in[0].Spec) {
-		t.Errorf("got %+v, want %+v\n%s", out, in, b)
+	if len(out) != len(in) {
+		t.Fatalf("%d crons back", len(out))
+	}
+	for i := range in {
+		if out[i].Name != in[i].Name || !reflect.DeepEqual(out[i].Spec, in[i].Spec) {
+			t.Errorf("cron %d:\n got %+v\nwant %+v\n%s", i, out[i], in[i], b)
+		}
 	}
 }
