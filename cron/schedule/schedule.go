@@ -47,10 +47,9 @@ func (e *ParseError) Error() string {
 // Schedule is a parsed expression for one job. It is immutable and safe
 // for concurrent use.
 type Schedule struct {
-	loc        *time.Location
-	lastListed int64 // the zone file's last transition (see zoneAt)
-	resolved   string
-	every      int64 // seconds; non-zero for @every
+	*zoneInfo // shared by every schedule in the zone
+	resolved  string
+	every     int64 // seconds; non-zero for @every
 
 	second, minute, hour uint64 // bit i: value i
 	dom                  uint64 // bits 1-31
@@ -121,7 +120,7 @@ func Parse(expr string, opts Options) (*Schedule, error) {
 	default:
 		return fail("expression", "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got %d", count)
 	}
-	s := &Schedule{loc: zone.loc, lastListed: zone.lastListed, second: 1}
+	s := &Schedule{zoneInfo: zone, second: 1}
 	var store [6]field // no allocation: a million jobs parse on every restore
 	parsed := store[:len(fields)]
 	n := len(fields) - 1
@@ -226,7 +225,7 @@ var zones sync.Map // string -> *zoneInfo
 // zoneInfo is a loaded zone and the last transition its file lists.
 type zoneInfo struct {
 	loc        *time.Location
-	lastListed int64
+	lastListed int64 // Unix seconds (see Schedule.zoneAt)
 }
 
 var utcZone = &zoneInfo{loc: time.UTC, lastListed: math.MinInt64}
@@ -277,7 +276,7 @@ func parseMacro(expr, text string, zone *zoneInfo) (*Schedule, error) {
 		case d%time.Second != 0:
 			return fail("%s is not a whole number of seconds", d)
 		}
-		return &Schedule{loc: zone.loc, lastListed: zone.lastListed, every: int64(d / time.Second), resolved: "@every " + d.String()}, nil
+		return &Schedule{zoneInfo: zone, every: int64(d / time.Second), resolved: "@every " + d.String()}, nil
 	}
 	std, ok := macros[name]
 	if !ok {
@@ -290,7 +289,7 @@ func parseMacro(expr, text string, zone *zoneInfo) (*Schedule, error) {
 	if err != nil {
 		panic("schedule: built-in macro does not parse: " + err.Error())
 	}
-	s.loc, s.lastListed = zone.loc, zone.lastListed
+	s.zoneInfo = zone
 	s.resolved = name
 	return s, nil
 }
