@@ -88,15 +88,19 @@
 //   - Cadences. If the hour field is a single term running through the
 //     whole range 0-23 at its step, starting within one step of 0 (*,
 //     0-23, */n, 0-23/n, and m-23/n or m/n with m < n, as 1-23/2; a
-//     hashed ?/n resolves to one of these), the schedule keeps its
-//     cadence in absolute time: it launches at every instant whose wall
-//     clock matches, so a wall time inside a gap is skipped and a wall time
-//     in an overlap launches at both of its occurrences (they are different
-//     absolute instants). With a one-hour shift, 0 * * * * launches once
-//     every absolute hour through both transitions and */15 * * * * every
-//     fifteen absolute minutes; with a 30-minute shift (Australia/Lord_Howe),
-//     */15 and */30 keep their cadence, while 0 * * * * has one interval of
-//     90 minutes at each transition.
+//     hashed ?/n resolves to one of these) and matches two hours or more,
+//     the schedule keeps its cadence in absolute time: it launches at
+//     every instant whose wall clock matches, so a wall time inside a gap
+//     is skipped and a wall time in an overlap launches at both of its
+//     occurrences (they are different absolute instants). With a one-hour
+//     shift, 0 * * * * launches once every absolute hour through both
+//     transitions and */15 * * * * every fifteen absolute minutes; with a
+//     30-minute shift (Australia/Lord_Howe), */15 and */30 keep their
+//     cadence, while 0 * * * * has one interval of 90 minutes at each
+//     transition. A step that yields a single hour (1/24, 2-23/22, 13/14,
+//     */24, ?/24) is a fixed hour, as daily as that hour written plainly;
+//     one that yields two hours or more, however far apart (*/12, 1/12),
+//     is a cadence.
 //
 // In both cases no launch is doubled (Next is strictly increasing and an
 // instant is returned once) and none is lost beyond what the rules say.

@@ -1,6 +1,8 @@
 package schedule
 
 import (
+	"fmt"
+	"math/bits"
 	"slices"
 	"testing"
 	"time"
@@ -198,6 +200,68 @@ func TestDSTAfterAZonesLastListedTransition(t *testing.T) {
 			s := mustParse(t, expr, "", tc.zone)
 			from, to := tc.at.Add(-30*time.Hour), tc.at.Add(30*time.Hour)
 			compareLaunches(t, expr+" in "+tc.zone, s.Between(from, to, 1<<20), oracleLaunches(s, from, to))
+		}
+	}
+}
+
+// An hour field that matches exactly one hour is a fixed hour whatever
+// its spelling: 1/24, 2-23/22, 13/14, */24 or a hashed ?/24 is as daily
+// as 1, 2, 13 or 0, and runs as that hour written plainly. Before, a
+// step through 23 that started below its step counted as a cadence even
+// when it yielded one hour, so 0 1/24 * * * launched at both 01:00s of a
+// fall-back overlap and not at all on a spring-forward day whose gap
+// held 02:30 (found in review).
+func TestDSTSingleHourStepIsAFixedHour(t *testing.T) {
+	for _, tc := range []struct {
+		zone, expr, from string
+		n                int
+		want             string
+	}{
+		{"America/New_York", "0 1/24 * * *", "2025-11-01T12:00:00-04:00", 2,
+			"2025-11-02T01:00:00-04:00 2025-11-03T01:00:00-05:00"},
+		{"America/New_York", "30 1-23/23 * * *", "2025-11-01T12:00:00-04:00", 2,
+			"2025-11-02T01:30:00-04:00 2025-11-03T01:30:00-05:00"},
+		{"America/New_York", "30 2/24 * * *", "2025-03-08T00:00:00-05:00", 3,
+			"2025-03-08T02:30:00-05:00 2025-03-09T03:00:00-04:00 2025-03-10T02:30:00-04:00"},
+		{"Australia/Sydney", "30 2/22 * * *", "2025-04-05T12:00:00+11:00", 2,
+			"2025-04-06T02:30:00+11:00 2025-04-07T02:30:00+10:00"},
+		{"Australia/Lord_Howe", "15 2-23/22 * * *", "2025-10-04T12:00:00+10:30", 2,
+			"2025-10-05T02:30:00+11:00 2025-10-06T02:15:00+11:00"},
+	} {
+		if got := launches(t, tc.expr, tc.zone, tc.from, tc.n); got != tc.want {
+			t.Errorf("%s in %s from %s:\n got %s\nwant %s", tc.expr, tc.zone, tc.from, got, tc.want)
+		}
+	}
+	// Every spelling of one hour runs as the plain hour, through two
+	// years of transitions (Beirut's are at midnight, for */24's 0).
+	zones := append(dstZones(t), "Asia/Beirut")
+	type spelling struct{ expr, job string }
+	var spellings []spelling
+	for h := 0; h < 24; h++ {
+		spellings = append(spellings, spelling{fmt.Sprintf("30 %d/24 * * *", h), ""},
+			spelling{fmt.Sprintf("30 %d-23/24 * * *", h), ""})
+		if n := 24 - h; h < n && n < 24 {
+			spellings = append(spellings, spelling{fmt.Sprintf("30 %d/%d * * *", h, n), ""})
+		}
+	}
+	spellings = append(spellings, spelling{"30 */24 * * *", ""})
+	for i := 0; i < 24; i++ {
+		spellings = append(spellings, spelling{"30 ?/24 * * *", fmt.Sprintf("job-%d", i)})
+	}
+	from := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, zone := range zones {
+		for _, sp := range spellings {
+			s := mustParse(t, sp.expr, sp.job, zone)
+			if bits.OnesCount64(s.hour) != 1 {
+				t.Fatalf("%s (%s): hours %b, want one", sp.expr, s.String(), s.hour)
+			}
+			plain := mustParse(t, fmt.Sprintf("30 %d * * *", bits.TrailingZeros64(s.hour)), "", zone)
+			a := s.Between(from, from.AddDate(2, 0, 0), 1<<12)
+			b := plain.Between(from, from.AddDate(2, 0, 0), 1<<12)
+			if !slices.EqualFunc(a, b, time.Time.Equal) {
+				t.Errorf("%s (%s) in %s runs differently from %s: %d launches against %d",
+					sp.expr, s.String(), zone, plain.String(), len(a), len(b))
+			}
 		}
 	}
 }

@@ -138,7 +138,8 @@ func (f *field) term(spec *fieldSpec, term, job string, nterms int) (string, str
 // ends at its top (*, */n, 0-23/n, and as much 1-23/2, which is what a
 // hashed ?/2 resolves to when its hash picks 1). A hashed step and the
 // resolved text it prints must agree, since the text is what operators
-// read and copy.
+// read and copy. A whole hour field is a cadence only if it matches two
+// hours or more (see Schedule.assemble): 1/24 is whole but a fixed hour.
 func coversWhole(spec *fieldSpec, lo, hi, step int) bool {
 	return lo-spec.min < step && hi >= spec.starMax
 }

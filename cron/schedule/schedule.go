@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strings"
 	"sync"
 	"time"
@@ -56,7 +57,7 @@ type Schedule struct {
 	month                uint64 // bits 1-12
 	dow                  uint64 // bits 0-6
 	domStar, dowStar     bool   // the field's text starts with '*'
-	hourCadence          bool   // the hour field covers 0-23 (see the DST rules)
+	hourCadence          bool   // the hour field is a cadence: two or more hours through 0-23 at a step (see the DST rules)
 	usesName             bool   // a ? or H term hashed the job's name
 
 	lastDay     bool     // L in day-of-month
@@ -190,7 +191,9 @@ func asciiSpace(c byte) bool {
 func (s *Schedule) assemble(p []field) {
 	s.minute, s.hour = p[0].mask, p[1].mask
 	s.dom, s.month, s.dow = p[2].mask, p[3].mask, p[4].mask
-	s.hourCadence = p[1].whole
+	// A cadence needs two hours or more: a step that yields one hour
+	// (1/24, 2-23/22, */24, ?/24) is as daily as the hour written plainly.
+	s.hourCadence = p[1].whole && bits.OnesCount64(p[1].mask) > 1
 	s.domStar, s.dowStar = p[2].star, p[4].star
 	s.lastDay, s.lastWeekday, s.nearestDay = p[2].lastDay, p[2].lastWeekday, p[2].nearest
 	s.nthDow, s.lastDow = p[4].nth, p[4].lastDow
