@@ -27,8 +27,9 @@ type Oracle struct {
 	every time.Duration // @every; zero for fields
 	// second, minute, hour, dom, month are the values each field allows.
 	second, minute, hour, dom, month [61]bool
-	// cadence: the hour field is one term through 0-23 at its step, so
-	// the schedule keeps its cadence through daylight-saving changes.
+	// cadence: the hour field is one term through 0-23 at its step that
+	// yields two hours or more, so the schedule keeps its cadence through
+	// daylight-saving changes.
 	cadence bool
 	loc     *time.Location
 }
@@ -79,13 +80,20 @@ func NewOracle(expr, name, zone string) (*Oracle, error) {
 			return nil, fmt.Errorf("oracle: %q: %s: %w", expr, fd.name, err)
 		}
 	}
-	o.cadence = hourCadence(f[2])
+	hours := 0
+	for _, on := range o.hour[:24] {
+		if on {
+			hours++
+		}
+	}
+	o.cadence = hours > 1 && hourCadence(f[2])
 	return o, nil
 }
 
 // hourCadence reads the documented rule: one hour term that runs to 23
 // and starts below its step (*, 0-23, */n, 0-23/n, 1-23/2, 1/2; a hashed
-// step, ?/n, is refused above).
+// step, ?/n, is refused above). NewOracle also asks for two hours or
+// more: a term that yields one hour (1/24, 2-23/22) is a fixed hour.
 func hourCadence(text string) bool {
 	if strings.Contains(text, ",") {
 		return false

@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,9 @@ var oracleCases = []struct{ expr, zone string }{
 	{"15 0-30/10 1,2 * * *", "Australia/Lord_Howe"},
 	{"? ? * * * *", "Australia/Sydney"},
 	{"0 0 0-23/2 * * *", "America/New_York"}, // a cadence over the whole range
+	{"*/5 * 1/24 * * *", "America/New_York"}, // one hour, however spelt: a fixed hour
+	{"0 0 2-23/22 * * *", "Australia/Sydney"},
+	{"0 15 1/12 * * *", "Australia/Lord_Howe"}, // two hours 12 apart: a cadence
 }
 
 // The oracle agrees with cron/schedule around every daylight-saving
@@ -100,7 +104,7 @@ func TestOracleAgreesOnRandomExpressions(t *testing.T) {
 	menus := [][]string{
 		{"*", "0", "30", "*/15", "*/7", "5,35", "0-10/5", "?", "59", "10/20", "1-3"},
 		{"*", "*/2", "0", "1-3", "?", "*/10", "15,45", "59"},
-		{"*", "*", "1", "2", "3", "1-3", "*/2", "0,2", "?", "1,2", "2-4/2", "0-23/2", "0-23", "1/2", "1-23/2", "2-23/3", "3-23/2", "2/2"},
+		{"*", "*", "1", "2", "3", "1-3", "*/2", "0,2", "?", "1,2", "2-4/2", "0-23/2", "0-23", "1/2", "1-23/2", "2-23/3", "3-23/2", "2/2", "1/24", "2-23/22", "1/23", "*/12", "1/12"},
 		{"*", "*", "1", "8", "1-10", "*/2", "?"},
 		{"*", "*", "3", "10", "3,4,10,11", "*/2"},
 	}
@@ -136,5 +140,42 @@ func TestOracleAgreesOnRandomExpressions(t *testing.T) {
 	t.Logf("%d expressions compared, %d launches", compared, launches)
 	if compared < 250 || launches < 1500 {
 		t.Fatalf("only %d expressions and %d launches compared", compared, launches)
+	}
+}
+
+// An hour field that matches one hour is a fixed hour whatever its
+// spelling: at New York's fall-back (06:00Z on 2026-11-01, 01:00 EDT to
+// 01:00 EST) 1/24 launches at the first 01:00 only, as 1 does; 1/12, two
+// hours, is a cadence and launches at both. Before, the oracle read any
+// step through 23 that started below its step as a cadence.
+func TestOracleSingleHourStepIsAFixedHour(t *testing.T) {
+	first := time.Date(2026, 11, 1, 5, 0, 0, 0, time.UTC) // 01:00 EDT
+	for _, tc := range []struct {
+		expr string
+		want []time.Time
+	}{
+		{"0 0 1 * * *", []time.Time{first}},
+		{"0 0 1/24 * * *", []time.Time{first}},
+		{"0 0 1-23/23 * * *", []time.Time{first}},
+		{"0 0 1/23 * * *", []time.Time{first}},
+		{"0 0 1/12 * * *", []time.Time{first, first.Add(time.Hour)}},
+	} {
+		o, err := NewOracle(tc.expr, "j", "America/New_York")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.expr, err)
+		}
+		var got []time.Time
+		from, end := first.Add(-time.Hour), first.Add(3*time.Hour)
+		for {
+			at, err := o.Next(from, end)
+			if err != nil {
+				break
+			}
+			got = append(got, at.UTC())
+			from = at
+		}
+		if !slices.EqualFunc(got, tc.want, time.Time.Equal) {
+			t.Errorf("%s in New York from %s: launches %v, want %v", tc.expr, first.Add(-time.Hour), got, tc.want)
+		}
 	}
 }
