@@ -70,8 +70,8 @@ func BenchmarkLaunchVsNomadPeriodic(b *testing.B) {
 					run.G, run.L = measureGuarded(b, cfg, agent, a, run)
 					// Printed as it comes (a benchmark's log is held to
 					// its end): a run cut short still shows what it did.
-					fmt.Printf("launch: %s %s N=%d rep %d %s: p50 %v p99 %v max %v, %.0f children/s, missing %d, doubled %d; others %.2f cores, redos %d\n",
-						time.Now().UTC().Format("15:04:05"), su, n, r+1, sys, run.L.P50, run.L.P99, run.L.Max, run.L.Rate, run.L.Missing, run.L.Doubled, run.G.Others, run.G.Redos)
+					fmt.Printf("launch: %s %s N=%d rep %d %s: p50 %v p99 %v max %v, %.0f children/s, missing %d, doubled %d; others %.2f cores, %.1f MB/s written, redos %d\n",
+						time.Now().UTC().Format("15:04:05"), su, n, r+1, sys, run.L.P50, run.L.P99, run.L.Max, run.L.Rate, run.L.Missing, run.L.Doubled, run.G.Others, run.G.OthersWriteMBps, run.G.Redos)
 					rep.add(run)
 				}
 			}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"paxcron/internal/diskload"
 )
 
 // The launch benchmark's quiet guard. The machine is shared: a run is
@@ -13,7 +15,9 @@ import (
 // that processes other than this test and what it started (the Nomad
 // agent, its executors and tasks) used during the run is recorded; a run
 // in which others used more than quietOthersMaxCores is done again, a
-// bounded number of times.
+// bounded number of times. Disk writes are watched the same way: others
+// writing (a file copied, a build) slow the agent's Raft syncs without
+// much CPU.
 
 const (
 	// clockTicksPerSecond is the kernel's USER_HZ, the unit of /proc's CPU
@@ -29,6 +33,11 @@ const (
 	// quietOthersMaxCores: a run during which others used more than this
 	// many cores on average is disturbed and done again.
 	quietOthersMaxCores = 0.3
+	// quietWriteMaxMBps: before a run, others must also have written at
+	// most this many megabytes a second over quietWindow;
+	// quietOthersMaxWriteMBps is the most they may write during a run.
+	quietWriteMaxMBps       = 1.0
+	quietOthersMaxWriteMBps = 2.0
 	// quietRedosMax bounds the runs done again per measurement.
 	quietRedosMax = 2
 )
@@ -146,12 +155,17 @@ func cores(a, b cpuSample) (all, others float64) {
 }
 
 // waitQuiet waits until the whole machine used at most quietBusyMaxCores
-// over quietWindow, or quietWaitMax passed, and returns how busy the last
-// window was and whether it was quiet.
+// and others wrote at most quietWriteMaxMBps over quietWindow, or
+// quietWaitMax passed, and returns how busy the last window was and
+// whether it was quiet.
 func waitQuiet() (busyCores float64, quiet bool, err error) {
 	deadline := time.Now().Add(quietWaitMax)
 	for {
 		a, err := takeCPUSample()
+		if err != nil {
+			return 0, false, err
+		}
+		da, err := diskload.Take(os.Getpid())
 		if err != nil {
 			return 0, false, err
 		}
@@ -160,9 +174,14 @@ func waitQuiet() (busyCores float64, quiet bool, err error) {
 		if err != nil {
 			return 0, false, err
 		}
+		db, err := diskload.Take(os.Getpid())
+		if err != nil {
+			return 0, false, err
+		}
 		all, _ := cores(a, b)
-		if all <= quietBusyMaxCores || time.Now().After(deadline) {
-			return all, all <= quietBusyMaxCores, nil
+		quiet := all <= quietBusyMaxCores && db.Since(da).OthersMBps() <= quietWriteMaxMBps
+		if quiet || time.Now().After(deadline) {
+			return all, quiet, nil
 		}
 	}
 }
@@ -174,9 +193,11 @@ type guard struct {
 	BusyBefore  float64
 	QuietBefore bool
 	// Others is the CPU (cores, averaged over the run) of processes
-	// outside the benchmark's tree; Redos the runs done again before it.
-	Others float64
-	Redos  int
+	// outside the benchmark's tree, OthersWriteMBps what they wrote to
+	// disk; Redos the runs done again before it.
+	Others          float64
+	OthersWriteMBps float64
+	Redos           int
 }
 
 // guarded runs run after waiting for quiet, and again (at most
@@ -194,16 +215,25 @@ func guarded(run func() error) (guard, error) {
 		if err != nil {
 			return g, err
 		}
+		da, err := diskload.Take(os.Getpid())
+		if err != nil {
+			return g, err
+		}
 		runErr := run()
 		b, err := takeCPUSample()
 		if err != nil {
 			return g, err
 		}
+		db, err := diskload.Take(os.Getpid())
+		if err != nil {
+			return g, err
+		}
 		_, g.Others = cores(a, b)
+		g.OthersWriteMBps = db.Since(da).OthersMBps()
 		if runErr != nil {
 			return g, runErr
 		}
-		if g.Others <= quietOthersMaxCores || g.Redos == quietRedosMax {
+		if (g.Others <= quietOthersMaxCores && g.OthersWriteMBps <= quietOthersMaxWriteMBps) || g.Redos == quietRedosMax {
 			return g, nil
 		}
 		g.Redos++

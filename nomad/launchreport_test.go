@@ -249,8 +249,8 @@ func (r *launchReport) table() []string {
 // runsTable lists every run as Markdown lines.
 func (r *launchReport) runsTable() []string {
 	lines := []string{
-		"| set-up | N | rep | system | ran | p50 | p99 | max | children/s | children | missing | doubled | load before (cores) | others' CPU | redos |",
-		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+		"| set-up | N | rep | system | ran | p50 | p99 | max | children/s | children | missing | doubled | load before (cores) | others' CPU | others' disk writes (MB/s) | redos |",
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
 	}
 	for _, run := range r.runs {
 		order := "second"
@@ -261,9 +261,9 @@ func (r *launchReport) runsTable() []string {
 		if !run.G.QuietBefore {
 			quiet = " (not quiet)"
 		}
-		lines = append(lines, fmt.Sprintf("| %s | %d | %d | %s | %s | %s | %s | %s | %.0f | %d | %d | %d | %.2f%s | %.2f | %d |",
+		lines = append(lines, fmt.Sprintf("| %s | %d | %d | %s | %s | %s | %s | %s | %.0f | %d | %d | %d | %.2f%s | %.2f | %.1f | %d |",
 			run.Setup, run.N, run.Rep, run.System, order, fmtDur(run.L.P50), fmtDur(run.L.P99), fmtDur(run.L.Max), run.L.Rate,
-			run.L.Children, run.L.Missing, run.L.Doubled, run.G.BusyBefore, quiet, run.G.Others, run.G.Redos))
+			run.L.Children, run.L.Missing, run.L.Doubled, run.G.BusyBefore, quiet, run.G.Others, run.G.OthersWriteMBps, run.G.Redos))
 	}
 	return lines
 }
@@ -322,8 +322,9 @@ func (r *launchReport) write(dir string) error {
 		"Children/s is children over the last one's lateness. \"unplaceable\": the parents carry a constraint no node meets, " +
 		"so children are created but no task runs; \"runnable\": each child runs `sleep 0` through raw_exec, so the agent places and " +
 		"starts children while it creates the rest. Before each run the harness waits until the whole machine uses at most " +
-		fmt.Sprintf("%.2f cores over %v (bounded by %v), records the CPU other processes used during the run, and redoes a run in which "+
-			"they used more than %.2f cores (at most %d times).\n\n", quietBusyMaxCores, quietWindow, quietWaitMax, quietOthersMaxCores, quietRedosMax))
+		fmt.Sprintf("%.2f cores and other processes write at most %.1f MB/s to disk over %v (bounded by %v), records the CPU other processes used "+
+			"and what they wrote during the run, and redoes a run in which they used more than %.2f cores or wrote more than %.1f MB/s (at most %d times).\n\n",
+			quietBusyMaxCores, quietWriteMaxMBps, quietWindow, quietWaitMax, quietOthersMaxCores, quietOthersMaxWriteMBps, quietRedosMax))
 	for _, l := range r.table() {
 		b.WriteString(l + "\n")
 	}

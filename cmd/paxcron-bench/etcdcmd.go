@@ -91,6 +91,8 @@ func parseEtcdFlags(args []string, stderr io.Writer) (etcdConfig, error) {
 	fs.Float64Var(&cfg.QuietCores, "quiet-cores", 0.10, "before each run, wait until processes other than ours use at most this many cores over one second")
 	fs.DurationVar(&cfg.QuietWait, "quiet-wait", 2*time.Minute, "longest wait for a quiet machine before a run (the run then goes ahead, marked disturbed)")
 	fs.Float64Var(&cfg.MaxOthersCores, "max-others-cores", 0.20, "a run during which other processes used more cores than this (on average) is disturbed and redone")
+	fs.Float64Var(&cfg.QuietWriteMBps, "quiet-write-mbps", 1, "before each run, wait also until processes other than ours write at most this many megabytes a second to disk")
+	fs.Float64Var(&cfg.MaxOthersWriteMBps, "max-others-write-mbps", 2, "a run during which other processes wrote more than this to disk (megabytes a second, on average) is disturbed and redone")
 	fs.IntVar(&cfg.Retries, "retries", 2, "times a disturbed run is redone before it is kept, marked disturbed")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -115,8 +117,8 @@ func parseEtcdFlags(args []string, stderr io.Writer) (etcdConfig, error) {
 		return cfg, errors.New("-duration must be positive and -warmup not negative")
 	case cfg.APITarget != targetClient && cfg.APITarget != targetSpread && cfg.APITarget != targetLeader:
 		return cfg, fmt.Errorf("-api-target %q: want %s, %s or %s", cfg.APITarget, targetClient, targetSpread, targetLeader)
-	case cfg.QuietCores < 0 || cfg.MaxOthersCores < 0 || cfg.Retries < 0:
-		return cfg, errors.New("-quiet-cores, -max-others-cores and -retries must not be negative")
+	case cfg.QuietCores < 0 || cfg.MaxOthersCores < 0 || cfg.Retries < 0 || cfg.QuietWriteMBps < 0 || cfg.MaxOthersWriteMBps < 0:
+		return cfg, errors.New("-quiet-cores, -max-others-cores, -quiet-write-mbps, -max-others-write-mbps and -retries must not be negative")
 	}
 	if slices.Contains(cfg.Systems, sysEtcd) {
 		if cfg.EtcdBin, err = findEtcd(cfg.EtcdBin, etcdInstall, func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }); err != nil {
@@ -164,7 +166,7 @@ func etcdSuite(ctx context.Context, cfg etcdConfig, args []string, logf func(str
 	logf("%s; %s; commit %s; data under %s", meta.Machine, meta.EtcdVersion, meta.Commit, base)
 	s := &suite{
 		cfg: cfg, log: logf, newSystem: newSystemFunc(cfg),
-		guard: newGuard(cfg.QuietCores, cfg.QuietWait, logf),
+		guard: newGuard(cfg.QuietCores, cfg.QuietWriteMBps, cfg.QuietWait, logf),
 	}
 	runErr := s.run(ctx, base)
 	meta.Ended, meta.LoadAfter = time.Now().UTC(), loadavg()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+
+	"paxcron/internal/diskload"
 )
 
 // userHZ is the unit of the CPU times in /proc/stat and /proc/<pid>/stat
@@ -142,6 +144,9 @@ type cpuSample struct {
 	Self uint64
 	// Kernel is the CPU of the kernel threads (readKernelThreadTicks).
 	Kernel uint64
+	// Disk is the machine's write counters, ours being this process's
+	// tree (the servers are its children).
+	Disk diskload.Sample
 }
 
 // cpuDelta is the CPU used between two samples, in cores (seconds of CPU
@@ -159,6 +164,10 @@ type cpuDelta struct {
 	Steal float64
 	// ServerSeconds and SelfSeconds are our processes' CPU seconds.
 	ServerSeconds, SelfSeconds float64
+	// OthersWriteMBps is what processes other than ours wrote to disk,
+	// DeviceWriteMBps what the disks wrote (ours, theirs and the
+	// journal's), in megabytes a second.
+	OthersWriteMBps, DeviceWriteMBps float64
 }
 
 // deltaOf computes what was used between a and b on a machine of ncpu
@@ -170,9 +179,12 @@ func deltaOf(a, b cpuSample, ncpu int) cpuDelta {
 	}
 	wall := float64(b.Machine.total()-a.Machine.total()) / float64(ncpu) // ticks of wall time
 	ours := float64(b.Servers-a.Servers) + float64(b.Self-a.Self)
+	disk := b.Disk.Since(a.Disk)
 	d := cpuDelta{
-		ServerSeconds: float64(b.Servers-a.Servers) / userHZ,
-		SelfSeconds:   float64(b.Self-a.Self) / userHZ,
+		ServerSeconds:   float64(b.Servers-a.Servers) / userHZ,
+		SelfSeconds:     float64(b.Self-a.Self) / userHZ,
+		OthersWriteMBps: disk.OthersMBps(),
+		DeviceWriteMBps: disk.DeviceMBps(),
 	}
 	if wall <= 0 {
 		return d

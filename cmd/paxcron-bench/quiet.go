@@ -6,6 +6,8 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"paxcron/internal/diskload"
 )
 
 // guard keeps the runs apart from other load on the machine: before a
@@ -18,6 +20,9 @@ type guard struct {
 	// QuietCores is the most CPU (in cores) others may use over one
 	// Window for the machine to count as quiet.
 	QuietCores float64
+	// QuietWriteMBps is the most others may write to disk over one
+	// Window, in megabytes a second.
+	QuietWriteMBps float64
 	// Window is how long one quiet check measures.
 	Window time.Duration
 	// MaxWait bounds the wait for quiet before a run.
@@ -27,12 +32,13 @@ type guard struct {
 }
 
 // newGuard returns a guard for this machine.
-func newGuard(quietCores float64, maxWait time.Duration, log func(string, ...any)) *guard {
-	return &guard{NCPU: runtime.NumCPU(), QuietCores: quietCores, Window: time.Second, MaxWait: maxWait, Log: log}
+func newGuard(quietCores, quietWriteMBps float64, maxWait time.Duration, log func(string, ...any)) *guard {
+	return &guard{NCPU: runtime.NumCPU(), QuietCores: quietCores, QuietWriteMBps: quietWriteMBps, Window: time.Second, MaxWait: maxWait, Log: log}
 }
 
 // sample reads the machine's CPU, our processes' own (the server
-// processes given and this process) and the kernel threads'.
+// processes given and this process) and the kernel threads', and the
+// disk writes.
 func (g *guard) sample(servers []int) (cpuSample, error) {
 	var s cpuSample
 	m, err := readMachineCPU()
@@ -53,6 +59,9 @@ func (g *guard) sample(servers []int) (cpuSample, error) {
 	if s.Kernel, err = readKernelThreadTicks(); err != nil {
 		return s, err
 	}
+	if s.Disk, err = diskload.Take(os.Getpid()); err != nil {
+		return s, err
+	}
 	return s, nil
 }
 
@@ -60,14 +69,17 @@ func (g *guard) sample(servers []int) (cpuSample, error) {
 type quietResult struct {
 	// Waited is how long it waited.
 	Waited time.Duration
-	// Others is what others used in the last window, in cores.
-	Others float64
+	// Others is what others used in the last window, in cores, and
+	// OthersWriteMBps what they wrote to disk.
+	Others          float64
+	OthersWriteMBps float64
 	// Quiet is false when MaxWait passed without a quiet window.
 	Quiet bool
 }
 
 // waitQuiet measures windows of g.Window until others used at most
-// g.QuietCores in one, or g.MaxWait passes.
+// g.QuietCores and wrote at most g.QuietWriteMBps in one, or g.MaxWait
+// passes.
 func (g *guard) waitQuiet(ctx context.Context, servers []int) (quietResult, error) {
 	began := time.Now()
 	var r quietResult
@@ -85,9 +97,10 @@ func (g *guard) waitQuiet(ctx context.Context, servers []int) (quietResult, erro
 		if err != nil {
 			return r, err
 		}
-		r.Others = deltaOf(a, b, g.NCPU).Others
+		d := deltaOf(a, b, g.NCPU)
+		r.Others, r.OthersWriteMBps = d.Others, d.OthersWriteMBps
 		r.Waited = time.Since(began)
-		if r.Others <= g.QuietCores {
+		if r.Others <= g.QuietCores && r.OthersWriteMBps <= g.QuietWriteMBps {
 			r.Quiet = true
 			return r, nil
 		}
@@ -95,7 +108,7 @@ func (g *guard) waitQuiet(ctx context.Context, servers []int) (quietResult, erro
 			return r, nil
 		}
 		if g.Log != nil {
-			g.Log("waiting for a quiet machine: others used %.2f cores over the last %v (at most %.2f wanted)", r.Others, g.Window, g.QuietCores)
+			g.Log("waiting for a quiet machine: others used %.2f cores and wrote %.1f MB/s over the last %v (at most %.2f and %.1f wanted)", r.Others, r.OthersWriteMBps, g.Window, g.QuietCores, g.QuietWriteMBps)
 		}
 	}
 }

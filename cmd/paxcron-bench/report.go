@@ -45,6 +45,9 @@ type cell struct {
 	TotalCPU, MachineCPU          stat
 	InProcess                     bool
 	Errors, Redone, DisturbedKept int
+	// OthersWrite is what others wrote to disk (MB/s) in the runs that
+	// recorded it; its N is 0 in reports from before the guard read it.
+	OthersWrite stat
 }
 
 // ratio is, over repetitions, a system's figure divided by etcd's in the
@@ -84,7 +87,7 @@ func summarize(runs []runRecord, clients []int, systems []string) summary {
 		kept[k][r.Rep] = r
 	}
 	for k, byRep := range kept {
-		var tput, p50, p99, scpu, ccpu, tcpu, mcpu, others, kernel []float64
+		var tput, p50, p99, scpu, ccpu, tcpu, mcpu, others, kernel, writes []float64
 		c := s.Cells[k]
 		for _, r := range byRep {
 			l50, l99 := runLatencies(r)
@@ -93,6 +96,9 @@ func summarize(runs []runRecord, clients []int, systems []string) summary {
 			tcpu = append(tcpu, r.serverCPUPerWrite()+r.clientCPUPerWrite())
 			mcpu = append(mcpu, r.machineCPUPerWrite())
 			others, kernel = append(others, r.OthersCores), append(kernel, r.KernelCores)
+			if r.OthersWriteMBps != nil {
+				writes = append(writes, *r.OthersWriteMBps)
+			}
 			c.InProcess = r.InProcess
 			c.Errors += r.Errors
 			if r.Disturbed {
@@ -102,6 +108,9 @@ func summarize(runs []runRecord, clients []int, systems []string) summary {
 		c.Throughput, c.P50, c.P99 = statOf(tput), statOf(p50), statOf(p99)
 		c.ServerCPU, c.ClientCPU, c.Others, c.Kernel = statOf(scpu), statOf(ccpu), statOf(others), statOf(kernel)
 		c.TotalCPU, c.MachineCPU = statOf(tcpu), statOf(mcpu)
+		if len(writes) > 0 {
+			c.OthersWrite = statOf(writes)
+		}
 		s.Cells[k] = c
 	}
 	for k, byRep := range kept {
@@ -178,8 +187,13 @@ func renderMarkdown(m reportMeta, s summary) string {
 	c := m.Config
 	p("- %d repetitions; in each, every concurrency in turn, and at each the systems one after the other (%s in the first repetition, the order turned by one in each after it), each on a fresh cluster in fresh folders: %v warm-up, then %v measured\n",
 		c.Reps, strings.Join(c.Systems, ", "), c.Warmup, c.Window)
-	p("- Quiet guard: before each run, wait (at most %v) until processes other than ours use at most %.2f cores over 1 s; a run in which they used more than %.2f cores is redone (at most %d times, then kept and marked disturbed)\n\n",
-		c.QuietWait, c.QuietCores, c.MaxOthersCores, c.Retries)
+	if c.MaxOthersWriteMBps > 0 {
+		p("- Quiet guard: before each run, wait (at most %v) until processes other than ours use at most %.2f cores and write at most %.1f MB/s to disk over 1 s; a run in which they used more than %.2f cores or wrote more than %.1f MB/s is redone (at most %d times, then kept and marked disturbed)\n\n",
+			c.QuietWait, c.QuietCores, c.QuietWriteMBps, c.MaxOthersCores, c.MaxOthersWriteMBps, c.Retries)
+	} else {
+		p("- Quiet guard: before each run, wait (at most %v) until processes other than ours use at most %.2f cores over 1 s; a run in which they used more than %.2f cores is redone (at most %d times, then kept and marked disturbed)\n\n",
+			c.QuietWait, c.QuietCores, c.MaxOthersCores, c.Retries)
+	}
 	renderSetup(&b, c)
 	renderThroughput(&b, s)
 	renderLatency(&b, s)
@@ -394,14 +408,26 @@ func renderGoal(b *strings.Builder, s summary) {
 }
 
 func renderLoad(b *strings.Builder, s summary) {
-	fmt.Fprintf(b, "## Other load during the runs\n\nCPU that processes other than ours used during each kept run's window (cores: median, max); the kernel threads' (median), kept apart since they mostly complete our own synced writes (block I/O); runs redone for others' load, kept runs still disturbed, and failed writes.\n\n| clients | system | others' CPU | kernel threads | redone | disturbed | errors |\n|---|---|---|---|---|---|---|\n")
+	disk := false
+	for _, c := range s.Cells {
+		disk = disk || c.OthersWrite.N > 0
+	}
+	if !disk {
+		fmt.Fprintf(b, "## Other load during the runs\n\nCPU that processes other than ours used during each kept run's window (cores: median, max); the kernel threads' (median), kept apart since they mostly complete our own synced writes (block I/O); runs redone for others' load, kept runs still disturbed, and failed writes.\n\n| clients | system | others' CPU | kernel threads | redone | disturbed | errors |\n|---|---|---|---|---|---|---|\n")
+	} else {
+		fmt.Fprintf(b, "## Other load during the runs\n\nCPU that processes other than ours used during each kept run's window (cores: median, max), and what they wrote to disk (MB/s: median, max; the bytes each process dirtied, from /proc/<pid>/io); the kernel threads' CPU (median), kept apart since they mostly complete our own synced writes (block I/O); runs redone for others' load, kept runs still disturbed, and failed writes.\n\n| clients | system | others' CPU | others' disk writes | kernel threads | redone | disturbed | errors |\n|---|---|---|---|---|---|---|---|\n")
+	}
 	for _, n := range s.Clients {
 		for _, name := range s.Systems {
 			c := s.Cells[cellKey{name, n}]
 			if c.Others.N == 0 {
 				continue
 			}
-			fmt.Fprintf(b, "| %d | %s | %.2f (max %.2f) | %.2f | %d | %d | %d |\n", n, systemLabel[name], c.Others.Med, c.Others.Hi, c.Kernel.Med, c.Redone, c.DisturbedKept, c.Errors)
+			writes := ""
+			if disk {
+				writes = fmt.Sprintf(" %.1f (max %.1f) |", c.OthersWrite.Med, c.OthersWrite.Hi)
+			}
+			fmt.Fprintf(b, "| %d | %s | %.2f (max %.2f) |%s %.2f | %d | %d | %d |\n", n, systemLabel[name], c.Others.Med, c.Others.Hi, writes, c.Kernel.Med, c.Redone, c.DisturbedKept, c.Errors)
 		}
 	}
 	fmt.Fprintf(b, "\n")

@@ -114,6 +114,29 @@ func TestWriteReport(t *testing.T) {
 	}
 }
 
+// Runs that recorded others' disk writes get the column and the guard's
+// limits in the set-up; older runs, without either, render as before
+// (TestRenderMarkdown, TestEtcdReportRendersAgainFromTheRuns).
+func TestRenderMarkdownWithDiskWrites(t *testing.T) {
+	cfg := etcdConfig{Reps: 2, Clients: []int{1, 8}, Systems: []string{sysEtcd, sysPaxcronAPI}, Warmup: time.Second, Window: 10 * time.Second,
+		QuietCores: 0.1, QuietWait: time.Minute, MaxOthersCores: 0.2, Retries: 2, QuietWriteMBps: 1, MaxOthersWriteMBps: 2}
+	runs := syntheticRuns()
+	for i := range runs {
+		w, d := 0.5*float64(runs[i].Rep), 9.0
+		runs[i].OthersWriteMBps, runs[i].DeviceWriteMBps = &w, &d
+	}
+	md := renderMarkdown(reportMeta{Config: cfg}, summarize(runs, cfg.Clients, cfg.Systems))
+	for _, want := range []string{
+		"write at most 1.0 MB/s to disk over 1 s; a run in which they used more than 0.20 cores or wrote more than 2.0 MB/s is redone",
+		"| clients | system | others' CPU | others' disk writes | kernel threads | redone | disturbed | errors |",
+		"| 8 | etcd | 0.01 (max 0.01) | 0.8 (max 1.0) | 0.00 | 1 | 0 | 0 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 func TestCommas(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -4500: "-4,500"} {
 		if got := commas(n); got != want {

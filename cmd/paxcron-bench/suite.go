@@ -29,6 +29,11 @@ type etcdConfig struct {
 	QuietWait      time.Duration
 	MaxOthersCores float64
 	Retries        int
+	// QuietWriteMBps, MaxOthersWriteMBps: the same for what others
+	// write to disk (megabytes a second; diskload). Zero in the runs of
+	// reports from before the guard read the disk.
+	QuietWriteMBps     float64
+	MaxOthersWriteMBps float64
 }
 
 // runRecord is one run of one system at one concurrency: what the JSON
@@ -68,6 +73,11 @@ type runRecord struct {
 	KernelCores    float64 `json:"kernel_thread_cores"`
 	InterruptCores float64 `json:"interrupt_cores"`
 	StealCores     float64 `json:"steal_cores"`
+	// OthersWriteMBps is what processes other than ours wrote to disk
+	// during the window, DeviceWriteMBps what the disks wrote, ours and
+	// theirs (nil in runs from before the guard read the disk).
+	OthersWriteMBps *float64 `json:"others_write_mbps,omitempty"`
+	DeviceWriteMBps *float64 `json:"device_write_mbps,omitempty"`
 	// QuietBefore: the machine was quiet before the run (after
 	// QuietWaitSec); OthersBeforeCores is the last check's figure.
 	QuietBefore       bool    `json:"quiet_before"`
@@ -206,7 +216,7 @@ func (s *suite) runOnce(ctx context.Context, base string, rep, clients int, name
 			rec.LogsKept = kept
 		}
 	}
-	rec.Disturbed = !q.Quiet || rec.OthersCores > s.cfg.MaxOthersCores
+	rec.Disturbed = !q.Quiet || rec.OthersCores > s.cfg.MaxOthersCores || *rec.OthersWriteMBps > s.cfg.MaxOthersWriteMBps
 	return rec, nil
 }
 
@@ -231,6 +241,7 @@ func fillRecord(rec *runRecord, res loadResult, inProcess bool) {
 	}
 	rec.OthersCores, rec.InterruptCores, rec.StealCores = res.CPU.Others, res.CPU.Interrupts, res.CPU.Steal
 	rec.KernelCores = res.CPU.Kernel
+	rec.OthersWriteMBps, rec.DeviceWriteMBps = &res.CPU.OthersWriteMBps, &res.CPU.DeviceWriteMBps
 }
 
 // newSystemFunc returns the constructor of the systems the suite runs.

@@ -35,9 +35,9 @@ func newTestSuite(maxOthers float64, retries int, fail bool) (*suite, *fakeSyste
 	fake := &fakeSystem{fail: fail}
 	s := &suite{
 		cfg: etcdConfig{Reps: 1, Clients: []int{2}, Systems: []string{sysEtcd}, Warmup: 10 * time.Millisecond, Window: 100 * time.Millisecond,
-			MaxOthersCores: maxOthers, Retries: retries},
+			MaxOthersCores: maxOthers, MaxOthersWriteMBps: 1e9, Retries: retries},
 		// Any machine counts as quiet before the run.
-		guard:     &guard{NCPU: runtime.NumCPU(), QuietCores: 1e9, Window: 10 * time.Millisecond, MaxWait: time.Second},
+		guard:     &guard{NCPU: runtime.NumCPU(), QuietCores: 1e9, QuietWriteMBps: 1e9, Window: 10 * time.Millisecond, MaxWait: time.Second},
 		log:       func(string, ...any) {},
 		newSystem: func(string, int) (system, error) { return fake, nil },
 	}
@@ -74,6 +74,30 @@ func TestSuiteRedoesADisturbedRun(t *testing.T) {
 	for i, r := range s.runs {
 		if !r.Disturbed || r.Attempt != i+1 || r.Kept != (i == 2) {
 			t.Errorf("attempt %d: %+v", i+1, r)
+		}
+	}
+}
+
+// Others' disk writes disturb a run as their CPU does: with a limit no
+// run can meet, during the run or before it, every run is redone.
+func TestSuiteRedoesARunDisturbedByDiskWrites(t *testing.T) {
+	for _, during := range []bool{true, false} {
+		s, fake := newTestSuite(1e9, 1, false)
+		if during {
+			s.cfg.MaxOthersWriteMBps = -1
+		} else {
+			s.guard.QuietWriteMBps, s.guard.MaxWait = -1, 50*time.Millisecond
+		}
+		if err := s.run(context.Background(), t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.runs) != 2 || fake.started.Load() != 2 {
+			t.Fatalf("during %v: %d runs, %d starts; want 2 (1 + 1 retry)", during, len(s.runs), fake.started.Load())
+		}
+		for i, r := range s.runs {
+			if !r.Disturbed || r.QuietBefore == !during || r.OthersWriteMBps == nil || r.DeviceWriteMBps == nil {
+				t.Errorf("during %v, attempt %d: %+v", during, i+1, r)
+			}
 		}
 	}
 }
