@@ -20,6 +20,8 @@ type testStorage struct {
 	unavailable int
 	// widest is the widest range (hi - lo) Entries was asked for.
 	widest uint64
+	// snapErr, when set, is what Snapshot answers (a failing disk).
+	snapErr error
 }
 
 func newTestStorage() *testStorage { return &testStorage{entries: map[uint64]Entry{}, first: 1} }
@@ -57,6 +59,9 @@ func (s *testStorage) Snapshot() (Snapshot, error) {
 	if s.unavailable > 0 {
 		s.unavailable--
 		return Snapshot{}, ErrSnapshotTemporarilyUnavailable
+	}
+	if s.snapErr != nil {
+		return Snapshot{}, s.snapErr
 	}
 	return s.snap, nil
 }

@@ -686,12 +686,19 @@ type Status struct {
 	CaughtUpAt uint64
 }
 
-// Status returns the node's current status.
+// Status returns the node's current status. A halted node (Err) reports
+// itself a follower of no one, whatever role it had: it will neither
+// lead nor forward again, and a status that still said Leader would
+// point clients and peers at it.
 func (n *Node) Status() Status {
 	s := Status{
 		ID: n.id, Role: n.role, Leader: n.leader, Promised: n.hs.Promised,
 		Chosen: n.hs.Chosen, Applied: n.applied, LastSlot: n.log.lastSlot, Now: n.now,
 		Rebuilding: n.hs.Rebuilding,
+	}
+	if n.halted != nil {
+		s.Role, s.Leader = Follower, None
+		return s
 	}
 	if n.role == Leader {
 		s.Ballot = n.lead.ballot

@@ -329,6 +329,37 @@ func TestSnapshotCatchUp(t *testing.T) {
 	}
 }
 
+// A leader halted by its storage leads nothing: its status must not
+// say Leader, or a server publishing it (gossip's leader hint, the
+// status API, the leader metric) points clients at a replica that will
+// never answer. Found in review: the status kept the role it had.
+func TestHaltedLeaderDoesNotReportLeading(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a", "b", "c")
+	c.deliver(1<<20, nil)
+	c.settle()
+	c.crash(3)
+	c.propose(1, "d")
+	c.deliver(1<<20, nil)
+	c.settle()
+	r := c.replicas[1]
+	r.storage.compact(4, 4, []byte(strings.Join(r.applied[:4], ",")), c.members)
+	r.node.Compacted(4, 4)
+	r.storage.snapErr = errors.New("read error on the snapshot")
+	c.restart(3)
+	c.run(c.timing.LeaseTicks)
+	if err := r.node.Err(); !errors.Is(err, ErrHalted) {
+		t.Fatalf("the leader did not halt on its snapshot's read error: %v\n%s", err, c.describe())
+	}
+	if st := r.node.Status(); st.Role == Leader || st.Leader == 1 || st.LeaseUntil != 0 || st.Ballot != (Ballot{}) {
+		t.Fatalf("a halted leader's status: %+v", st)
+	}
+	if _, ok := r.node.LeaseValidUntil(); ok {
+		t.Fatal("a halted leader holds the lease")
+	}
+}
+
 func TestInvalidMessagesRejected(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
 	n := c.replicas[1].node
