@@ -54,9 +54,15 @@ type Child struct {
 	MetaJob, MetaScheduledAt string
 	// Submitted is when Nomad registered the child (its SubmitTime).
 	Submitted time.Time
+	// Status is Nomad's status of the child job when the checker read it:
+	// pending, running or dead.
+	Status string
 	// Ended is when Nomad knew the child's allocations had all ended (see
 	// allocsEnded); zero if it has none or one had not when the checker
-	// read it. The forbid policy's skips are judged by it.
+	// read it. For a slow parent's child that was never placed and is
+	// dead, it is when Nomad knew it dead instead (see unplacedDead);
+	// zero if Nomad kept nothing that tells. The forbid policy's skips are
+	// judged by it.
 	Ended time.Time
 	// Placed: Nomad made an allocation for it (the slow parent's
 	// children). TaskEnded is then when the last of its tasks ended, by
@@ -129,7 +135,7 @@ type Report struct {
 	Conflicting  []string // two different outcomes recorded for one launch
 	Unexplained  []string // a skip without its reason; failed/unknown outside fault windows
 	Unjustified  []string // a skip its job's policy, the faults and Nomad's view do not explain
-	Overlapping  []string // a forbid child made while the one before ran; a replace child before the one before was stopped
+	Overlapping  []string // a forbid child made while the one before ran or was pending; a replace child before the one before was stopped
 	Stray        []string // a child whose token is no slot of its job, or meta disagrees
 }
 
@@ -326,7 +332,9 @@ const PolicySlack = time.Second
 // ended (the launcher asks Nomad, which counts a pending or running
 // allocation as running), and a replace child after the one before was
 // stopped or had ended (the launcher stops it first; its tasks may still
-// be exiting, by design).
+// be exiting, by design). A child never placed ran nothing, but it ended
+// only once Nomad had it dead (see unplacedEnded): until then the
+// launcher's forbid check counts it running.
 func (r *Report) checkPolicies(jobs []CheckedJob, byToken map[string][]Child) {
 	byJob := map[string][]slotChild{}
 	for tok, cs := range byToken {
@@ -346,7 +354,7 @@ func (r *Report) checkPolicies(jobs []CheckedJob, byToken map[string][]Child) {
 			prev, next := cs[i-1].Child, cs[i].Child
 			ended := prev.Placed && !prev.TaskEnded.IsZero() && !prev.TaskEnded.After(next.Submitted.Add(PolicySlack))
 			if !prev.Placed {
-				ended = true // nothing ran
+				ended = unplacedEnded(prev, next.Submitted)
 			}
 			stopped := !prev.StopAsked.IsZero() && !prev.StopAsked.After(next.Submitted.Add(PolicySlack))
 			switch {
@@ -361,7 +369,33 @@ func (r *Report) checkPolicies(jobs []CheckedJob, byToken map[string][]Child) {
 	}
 }
 
+// unplacedEnded says whether child c, which Nomad never placed, had
+// ended by at as the launcher's forbid check sees it: that check counts
+// a child running while Nomad has it pending or running (its evaluation
+// blocked, say), whether or not a task ever started, and ended once Nomad
+// has it dead with no allocation left running. So c ended by at only if
+// it was dead when the checker read it (a child's status never goes back
+// from dead) and Nomad knew it dead by at (Ended, with PolicySlack). A
+// dead child for which Nomad kept nothing that tells when (its
+// evaluations garbage-collected, never stopped) passes: Nomad's own
+// collection is no overlap, and nothing shows it came late.
+func unplacedEnded(c Child, at time.Time) bool {
+	switch {
+	case c.Status != "dead":
+		return false
+	case c.Ended.IsZero():
+		return true
+	}
+	return !c.Ended.After(at.Add(PolicySlack))
+}
+
 func endedText(c Child) string {
+	switch {
+	case !c.Placed && c.Status != "dead":
+		return fmt.Sprintf("never placed; Nomad had it %q when the checker read it", c.Status)
+	case !c.Placed && c.Status == "dead" && !c.Ended.IsZero():
+		return "never placed; Nomad knew it dead at " + clock(c.Ended)
+	}
 	if c.TaskEnded.IsZero() {
 		return "not ended when the checker read it"
 	}

@@ -106,7 +106,8 @@ func TestCheckCatchesPlantedViolations(t *testing.T) {
 		}, func(r *Report) []string { return r.Lost }},
 		{"recorded skipped, yet a child", func(in *CheckInput) {
 			id := Identity("b-x", t0.Add(20*time.Second))
-			in.Children = append(in.Children, Child{ID: "p/dispatch-" + id + "-1-aaaa", Token: id, MetaIdentity: id, Submitted: t0.Add(20 * time.Second)})
+			in.Children = append(in.Children, Child{ID: "p/dispatch-" + id + "-1-aaaa", Token: id, MetaIdentity: id, Submitted: t0.Add(20 * time.Second),
+				Placed: true, TaskEnded: t0.Add(29 * time.Second), Ended: t0.Add(29500 * time.Millisecond)})
 		}, func(r *Report) []string { return r.Contradicted }},
 		{"two replicas recorded different outcomes", func(in *CheckInput) {
 			in.Records = append(in.Records, Record{Identity: slot(5), Outcome: "unknown", Reason: "r", Source: "replica 2"})
@@ -164,6 +165,15 @@ func TestCheckCatchesPlantedViolations(t *testing.T) {
 		}, func(r *Report) []string { return r.Overlapping }},
 		{"a forbid child made while the one before had not ended at the end", func(in *CheckInput) {
 			setChild(in, childID("b-x", t0.Unix()+50), func(c *Child) { c.TaskEnded = time.Time{} })
+		}, func(r *Report) []string { return r.Overlapping }},
+		{"a forbid child made while the one before was pending, never placed", func(in *CheckInput) {
+			setChild(in, childID("b-x", t0.Unix()+30), func(c *Child) { unplaced(c, "pending", time.Time{}) })
+		}, func(r *Report) []string { return r.Overlapping }},
+		{"a forbid child made before Nomad knew the one before, never placed, dead", func(in *CheckInput) {
+			setChild(in, childID("b-x", t0.Unix()+30), func(c *Child) { unplaced(c, "dead", t0.Add(42*time.Second)) })
+		}, func(r *Report) []string { return r.Overlapping }},
+		{"a replace child made while the one before was pending, never placed, not stopped", func(in *CheckInput) {
+			setChild(in, childID("c-r", t0.Unix()+20), func(c *Child) { unplaced(c, "pending", time.Time{}); c.StopAsked = time.Time{} })
 		}, func(r *Report) []string { return r.Overlapping }},
 		{"a replace child made before the one before was stopped", func(in *CheckInput) {
 			setChild(in, childID("c-r", t0.Unix()+20), func(c *Child) { c.StopAsked = time.Time{} })
@@ -262,6 +272,69 @@ func setChild(in *CheckInput, id string, edit func(*Child)) {
 		}
 	}
 	panic("no child " + id)
+}
+
+// unplaced makes c a child Nomad never placed, with the status it had
+// when the checker read it and, if dead, when Nomad knew it dead (zero:
+// nothing told).
+func unplaced(c *Child, status string, dead time.Time) {
+	c.Placed, c.TaskEnded, c.Status, c.Ended = false, time.Time{}, status, dead
+}
+
+// A child Nomad never placed ran nothing, but the launcher's forbid
+// check counts it running while Nomad has it pending: it ended once Nomad
+// knew it dead. One Nomad knew dead before the next was made, or whose
+// death Nomad kept nothing to date (its evaluations collected), is no
+// overlap; nor is one the replace policy stopped first.
+func TestCheckPoliciesUnplacedChildEndsWhenDead(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	b30, c20 := childID("b-x", t0.Unix()+30), childID("c-r", t0.Unix()+20)
+	for _, tc := range []struct {
+		name     string
+		edit     func(*Child)
+		child    string
+		overlaps int
+	}{
+		{"dead before the next", func(c *Child) { unplaced(c, "dead", t0.Add(35*time.Second)) }, b30, 0},
+		{"dead within the slack of the next", func(c *Child) { unplaced(c, "dead", t0.Add(41*time.Second)) }, b30, 0},
+		{"dead, Nomad kept nothing that tells when", func(c *Child) { unplaced(c, "dead", time.Time{}) }, b30, 0},
+		{"dead after the next", func(c *Child) { unplaced(c, "dead", t0.Add(41500*time.Millisecond)) }, b30, 1},
+		{"pending", func(c *Child) { unplaced(c, "pending", time.Time{}) }, b30, 1},
+		{"status not read", func(c *Child) { unplaced(c, "", time.Time{}) }, b30, 1},
+		{"pending, stopped by the replace policy", func(c *Child) { unplaced(c, "pending", time.Time{}) }, c20, 0},
+		{"dead after the next, stopped by the replace policy", func(c *Child) { unplaced(c, "dead", t0.Add(50*time.Second)) }, c20, 0},
+	} {
+		in := base()
+		setChild(&in, tc.child, tc.edit)
+		r := Check(in)
+		if len(r.Overlapping) != tc.overlaps || r.Violations() != tc.overlaps {
+			t.Errorf("%s: want %d overlap and nothing else, got:\n%s", tc.name, tc.overlaps, printed(r))
+		}
+	}
+}
+
+// A slow child never placed and dead died when its last evaluation
+// ended; with none left (collected), when it was stopped, if it was.
+func TestUnplacedDead(t *testing.T) {
+	t1, t2, stop := time.Unix(1_800_000_010, 0), time.Unix(1_800_000_020, 0), time.Unix(1_800_000_015, 0)
+	eval := func(status string, modified time.Time) *nomadapi.Evaluation {
+		return &nomadapi.Evaluation{Status: status, ModifyTime: modified.UnixNano()}
+	}
+	for _, tc := range []struct {
+		name  string
+		evals []*nomadapi.Evaluation
+		stop  time.Time
+		want  time.Time
+	}{
+		{"the last of its evaluations", []*nomadapi.Evaluation{eval("failed", t2), eval("canceled", t1)}, stop, t2},
+		{"none, stopped", nil, stop, stop},
+		{"none, never stopped", nil, time.Time{}, time.Time{}},
+		{"one without a time", []*nomadapi.Evaluation{{Status: "complete"}}, time.Time{}, time.Time{}},
+	} {
+		if got := unplacedDead(tc.evals, tc.stop); !got.Equal(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
 
 func setSubmitted(in *CheckInput, id string, at time.Time) {

@@ -602,6 +602,9 @@ func readChild(ctx context.Context, nc *nomadapi.Client, s *nomadapi.JobListStub
 	if j.DispatchIdempotencyToken != nil {
 		c.Token = *j.DispatchIdempotencyToken
 	}
+	if j.Status != nil {
+		c.Status = *j.Status
+	}
 	if s.ParentID == SlowParent {
 		// Only the slow parent places a task; the forbid jobs dispatch it.
 		allocs, _, err := nc.Jobs().Allocations(s.ID, true, q)
@@ -629,7 +632,35 @@ func readChild(ctx context.Context, nc *nomadapi.Client, s *nomadapi.JobListStub
 			}
 		}
 	}
+	if s.ParentID == SlowParent && !c.Placed && c.Status == "dead" {
+		// Rare (a slow child is placed unless it was stopped first, its
+		// evaluation failed, or Nomad collected its allocations with its
+		// evaluations): one more read tells when it died.
+		evals, _, err := nc.Jobs().Evaluations(s.ID, q)
+		if err != nil {
+			return Child{}, fmt.Errorf("chaos: reading child %s's evaluations: %w", s.ID, err)
+		}
+		c.Ended = unplacedDead(evals, c.StopAsked)
+	}
 	return c, nil
+}
+
+// unplacedDead is when Nomad knew a child that it never placed, and has
+// dead, was dead: the last change of its evaluations (ModifyTime, the
+// server's clock), all terminal by then, as the job turns dead when its
+// last evaluation does. Without any (garbage-collected) it is when the
+// child was stopped, if it was, else zero: Nomad kept nothing that tells.
+func unplacedDead(evals []*nomadapi.Evaluation, stopAsked time.Time) time.Time {
+	var known time.Time
+	for _, e := range evals {
+		if e.ModifyTime != 0 {
+			known = later(known, time.Unix(0, e.ModifyTime))
+		}
+	}
+	if known.IsZero() {
+		return stopAsked
+	}
+	return known
 }
 
 // allocsEnded reads when allocs ended, two ways; both zero if there is
