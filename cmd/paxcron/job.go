@@ -60,6 +60,10 @@ const jobValidateUsage = `Usage: paxcron job validate [flags] FILE.hcl
 Reads the cron jobs in FILE.hcl (cron "<name>" { ... } blocks), checks each
 as the cluster will, and prints each job's resolved schedule and next launch
 times. Nothing is submitted. Problems are listed with FILE:LINE,COLUMN.
+The file must be UTF-8 in Unicode normal form C (NFC): HCL would change
+text in another form (a decomposed "é", say) to NFC on its way to Nomad,
+so such a file is refused at its first character not in NFC, as is a
+file() whose content is not NFC.
 
   paxcron job validate -n 3 jobs.hcl
 

@@ -20,9 +20,10 @@
 //	}
 //
 // Expressions may call file(path), read relative to the HCL file's
-// folder, and jsonencode(value). Whether the Nomad job exists, is
-// parameterized and gets the meta it requires is Nomad's to say: the
-// nomad package checks that when a job is submitted.
+// folder, and jsonencode(value). A file must be UTF-8 in Unicode normal
+// form C (the parser would change other text to it). Whether the Nomad
+// job exists, is parameterized and gets the meta it requires is Nomad's
+// to say: the nomad package checks that when a job is submitted.
 package cronfile
 
 import (
@@ -37,6 +38,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/apparentlymart/go-textseg/v15/textseg"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -45,6 +47,7 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
+	"golang.org/x/text/unicode/norm"
 
 	"paxcron/cron/schedule"
 	"paxcron/cron/state"
@@ -215,6 +218,63 @@ func checkShape(filename string, src []byte) error {
 	return nil
 }
 
+// checkNFC refuses src unless it is in Unicode normal form C. The HCL
+// parser turns every string it reads (a quoted string, a heredoc, an
+// object key) into NFC without a word, so text written in another form,
+// a decomposed "café" in a meta value say, would reach Nomad changed;
+// file() refuses such content for the same reason. The whole source is
+// checked, comments included: the rule is simple to state, and an editor
+// that decomposes text does so throughout. NFC text passes in one quick
+// pass (norm's IsNormal: 12 ms for a 4 MB file on a 2-core test host);
+// only a file that fails is read again to find its first offending
+// character, reported at its line and column as HCL counts them
+// (grapheme clusters; 0.3 s for one at the end of a single 4 MB line).
+// Invalid UTF-8 passes here: the parser reports it.
+func checkNFC(filename string, src []byte) error {
+	if norm.NFC.IsNormal(src) {
+		return nil
+	}
+	off, _ := norm.NFC.Span(src, true) // the normal prefix
+	end := off + norm.NFC.NextBoundary(src[off:], true)
+	if end <= off || end > len(src) { // not expected: the whole rest
+		end = len(src)
+	}
+	seg := src[off:end]
+	r := hcl.Range{Filename: filename, Start: posAt(src, off), End: posAt(src, end)}
+	return &Error{Diagnostics: hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Text not in Unicode normal form C",
+		Detail: fmt.Sprintf("%+q (%s) would be read as %+q (%s): the HCL parser changes text to normal form C (NFC), so it would reach Nomad changed; save the file in NFC",
+			seg, codePoints(seg), norm.NFC.Bytes(seg), codePoints(norm.NFC.Bytes(seg))),
+		Subject: &r}}}
+}
+
+// posAt is the position of byte off of src as the HCL lexer counts it: a
+// line per "\n" (alone or after "\r", either way a grapheme cluster of
+// its own), a column per grapheme cluster (textseg v15, as HCL's lexer
+// uses before Go 1.27). Linear, and it scans only off's line by clusters
+// (hcl.RangeScanner, which runs a bufio.Scanner over its token, took
+// minutes on a prefix of 80 KB).
+func posAt(src []byte, off int) hcl.Pos {
+	lineStart := bytes.LastIndexByte(src[:off], '\n') + 1
+	p := hcl.Pos{Line: 1 + bytes.Count(src[:lineStart], []byte{'\n'}), Column: 1, Byte: off}
+	for b := src[lineStart:off]; len(b) > 0; p.Column++ {
+		n, _, _ := textseg.ScanGraphemeClusters(b, true)
+		if n <= 0 {
+			n = 1 // not expected: a byte, then
+		}
+		b = b[min(n, len(b)):]
+	}
+	return p
+}
+
+// codePoints lists b's code points, "U+0065 U+0301".
+func codePoints(b []byte) string {
+	var parts []string
+	for _, r := range string(b) {
+		parts = append(parts, fmt.Sprintf("%U", r))
+	}
+	return strings.Join(parts, " ")
+}
+
 // endsOperand reports whether a token of type t can end an operand, so
 // that a bracket after it indexes or splats the operand rather than
 // opening a tuple.
@@ -230,6 +290,9 @@ func endsOperand(t hclsyntax.TokenType) bool {
 func parse(filename string, src []byte, ctx *hcl.EvalContext) ([]Cron, error) {
 	if len(src) > MaxFileBytes {
 		return nil, fmt.Errorf("cronfile: %s is larger than %d bytes", filename, MaxFileBytes)
+	}
+	if err := checkNFC(filename, src); err != nil {
+		return nil, err
 	}
 	if err := checkShape(filename, src); err != nil {
 		return nil, err

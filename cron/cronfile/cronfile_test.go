@@ -2,6 +2,7 @@ package cronfile
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -412,5 +413,56 @@ func checkFormatReadsBack(t *testing.T, in []Cron) {
 		if out[i].Name != in[i].Name || !reflect.DeepEqual(out[i].Spec, in[i].Spec) {
 			t.Errorf("cron %d:\n got %+v\nwant %+v\n%s", i, out[i], in[i], b)
 		}
+	}
+}
+
+// TestNonNFCTextIsRefused: the HCL parser turns every string into
+// Unicode normal form C without a word, so a decomposed "café" (e and a
+// combining acute) in a meta value, a payload's list or a heredoc
+// reached Nomad composed. A file not in NFC is now refused at its first
+// offending character (line and column as HCL counts them, in grapheme
+// clusters), saying what it would become and why; file() refused such
+// content already.
+func TestNonNFCTextIsRefused(t *testing.T) {
+	const decomposed, composed = "cafe\u0301", "caf\u00e9"
+	file := func(nomad string) string {
+		return "cron \"a\" {\n  schedule = \"@daily\"\n  nomad {\n    job  = \"p\"\n" + nomad + "\n  }\n}\n"
+	}
+	for _, tc := range []struct{ name, src, at string }{
+		{"meta value", file(`    meta = { drink = "` + decomposed + `" }`), "jobs.hcl:5,26:"},
+		// Columns count characters as HCL does: ü and the composed é are
+		// one each, as is the emoji with its skin tone.
+		{"after other text on its line", file(`    meta = { "ü" = "` + composed + `", "👍🏽" = "` + decomposed + `" }`), "jobs.hcl:5,38:"},
+		{"payload list", file(`    payload = jsonencode({ args = ["x", "` + decomposed + `"] })`), "jobs.hcl:5,45:"},
+		{"heredoc", file("    payload = <<EOT\n" + decomposed + "\nEOT"), "jobs.hcl:6,4:"},
+		{"meta key", file(`    meta = { ` + decomposed + ` = "x" }`), "jobs.hcl:5,17:"},
+		{"comment", "# " + decomposed + "\n" + file(""), "jobs.hcl:1,6:"},
+		{"first character", "e\u0301" + file(""), "jobs.hcl:1,1:"},
+	} {
+		crons, err := Parse("jobs.hcl", []byte(tc.src), ".")
+		if err == nil {
+			t.Errorf("%s: accepted, meta %+q payload %+q", tc.name, crons[0].Spec.Meta, crons[0].Spec.Payload)
+			continue
+		}
+		for _, want := range []string{tc.at + " Text not in Unicode normal form C", `"e\u0301" (U+0065 U+0301) would be read as "\u00e9" (U+00E9)`, "would reach Nomad changed"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %v\nlacks %q", tc.name, err, want)
+			}
+		}
+		if _, err := ParseSubmitted("jobs.hcl", []byte(tc.src)); err == nil || !strings.Contains(err.Error(), "normal form C") {
+			t.Errorf("%s: ParseSubmitted: %v", tc.name, err)
+		}
+	}
+	crons, err := Parse("jobs.hcl", []byte(file(`    meta = { drink = "`+composed+`" }`)), ".")
+	if err != nil || crons[0].Spec.Meta["drink"] != composed {
+		t.Fatalf("NFC text: %v, %v", crons, err)
+	}
+	// Found at the end of a long line, in time: hcl.RangeScanner, tried
+	// first, took minutes to place a character 80 KB into a file.
+	unit := "caf\u00e9 \U0001f44d\U0001f3fd x " // 9 characters: the emoji and its skin tone are one
+	long := "# " + strings.Repeat(unit, 256<<10/len(unit)) + decomposed + "\n" + file("")
+	_, err = Parse("jobs.hcl", []byte(long), ".")
+	if want := fmt.Sprintf("jobs.hcl:1,%d: Text not in Unicode normal form C", 2+9*(256<<10/len(unit))+4); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a long line: %.200v; want %q", err, want)
 	}
 }
