@@ -4,130 +4,24 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"maps"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"paxcron/cron/launcher"
 	"paxcron/cron/state"
+	"paxcron/internal/fakenomad"
 	"paxcron/paxos"
 	"paxcron/storage"
 	"paxcron/storage/memstore"
 )
 
-// fakeNomad is one Nomad shared by every replica's Dispatcher: it
-// dispatches at most one child per token, as Nomad does, and counts every
-// dispatch call per token, which no launcher should ever repeat here (no
-// call fails, so a new leader's lookup always finds what the last one
-// dispatched). While holding, it dispatches but keeps the answers, so that
-// launches stay open across a failover as after lost replies.
-type fakeNomad struct {
-	mu         sync.Mutex
-	children   map[string]string // by identity
-	dispatches map[string]int    // dispatch calls by identity
-	byReplica  map[paxos.ReplicaID]int
-	holding    bool
-	held       int // answers kept, never sent
-}
-
-func newFakeNomad() *fakeNomad {
-	return &fakeNomad{children: map[string]string{}, dispatches: map[string]int{}, byReplica: map[paxos.ReplicaID]int{}}
-}
-
-type dispatcherFunc func(launcher.Request)
-
-func (f dispatcherFunc) Submit(r launcher.Request) { f(r) }
-
-// dispatcher answers lookups from inside Submit and dispatches from
-// another goroutine, so that both ways back to the replica are used.
-func (n *fakeNomad) dispatcher(id paxos.ReplicaID, done func(launcher.Result)) launcher.Dispatcher {
-	return dispatcherFunc(func(req launcher.Request) {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		res := launcher.Result{ID: req.ID}
-		switch req.Op {
-		case launcher.OpDispatch:
-			n.dispatches[req.Identity]++
-			n.byReplica[id]++
-			child, ok := n.children[req.Identity]
-			if !ok {
-				child = req.Spec.NomadJob + "/dispatch-" + req.Identity
-				n.children[req.Identity] = child
-			}
-			res.ChildID = child
-			if n.holding {
-				n.held++
-				return
-			}
-			go done(res)
-			return
-		case launcher.OpLookup:
-			res.ChildID, res.Found = n.children[req.Identity]
-		default:
-			res.Err = fmt.Errorf("%w: fake Nomad does not do %s", launcher.ErrRejected, req.Op)
-		}
-		done(res)
-	})
-}
-
-// holdUntilKept starts holding answers and waits until one was kept: a
-// launch is then open, dispatched, with its answer lost.
-func (n *fakeNomad) holdUntilKept(ctx context.Context, t *testing.T) {
-	t.Helper()
-	n.mu.Lock()
-	n.holding = true
-	n.mu.Unlock()
-	for {
-		n.mu.Lock()
-		held := n.held
-		n.mu.Unlock()
-		if held > 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no dispatch while holding: %v", ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-func (n *fakeNomad) release() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.holding = false
-}
-
-// dispatchedPerJob counts the children of each job.
-func (n *fakeNomad) dispatchedPerJob(jobs []string) map[string]int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := map[string]int{}
-	for id := range n.children {
-		for _, j := range jobs {
-			if len(id) > len(j) && id[:len(j)+1] == j+"-" {
-				out[j]++
-			}
-		}
-	}
-	return out
-}
-
-// repeated returns the identities dispatched more than once.
-func (n *fakeNomad) repeated() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var out []string
-	for id, k := range n.dispatches {
-		if k > 1 {
-			out = append(out, fmt.Sprintf("%s x%d", id, k))
-		}
-	}
-	slices.Sort(out)
-	return out
+// newFakeNomad is one Nomad shared by every replica's Dispatcher, which
+// answers lookups from inside Submit and dispatches from another
+// goroutine, so that both ways back to the replica are used.
+func newFakeNomad() *fakenomad.Nomad {
+	return fakenomad.New(fakenomad.Options{InlineLookups: true})
 }
 
 // heard records, per replica, the launches the Applied hook saw finish.
@@ -160,7 +54,7 @@ func (h *heard) of(id paxos.ReplicaID) map[string]state.Outcome {
 // record of what the replicas applied.
 type cronEnv struct {
 	t      *testing.T
-	nomad  *fakeNomad
+	nomad  *fakenomad.Nomad
 	heard  *heard
 	mu     sync.Mutex
 	stores map[paxos.ReplicaID]*memstore.Store
@@ -196,7 +90,7 @@ func (e *cronEnv) options() Options {
 			// not wait long before looking up what is open.
 			MaxCallLatency: 100 * time.Millisecond,
 		},
-		NewDispatcher: e.nomad.dispatcher,
+		NewDispatcher: e.nomad.Dispatcher,
 		Applied:       e.heard.applied,
 	}
 	return o
@@ -225,7 +119,7 @@ func waitLaunching(ctx context.Context, t *testing.T, c *Cluster, not paxos.Repl
 func (e *cronEnv) waitDispatched(ctx context.Context, jobs []string, want map[string]int) map[string]int {
 	e.t.Helper()
 	for {
-		got := e.nomad.dispatchedPerJob(jobs)
+		got := e.nomad.DispatchedPerJob(jobs)
 		done := true
 		for _, j := range jobs {
 			done = done && got[j] >= want[j]
@@ -310,12 +204,10 @@ func (e *cronEnv) deleteAndSettle(ctx context.Context, c *Cluster, jobs []string
 			t.Fatalf("replicas applied different logs: %+v", ss)
 		}
 	}
-	if rep := e.nomad.repeated(); len(rep) > 0 {
+	if rep := e.nomad.Repeated(); len(rep) > 0 {
 		t.Fatalf("dispatched more than once: %v", rep)
 	}
-	e.nomad.mu.Lock()
-	children := maps.Clone(e.nomad.children)
-	e.nomad.mu.Unlock()
+	children := e.nomad.Children()
 	for _, r := range live {
 		got := e.heard.of(r.ID())
 		for id, child := range children {
@@ -349,11 +241,13 @@ func TestCronLaunchesAcrossLeaderStop(t *testing.T) {
 	leader := waitLaunching(ctx, t, c, paxos.None)
 	got := e.waitDispatched(ctx, jobs, map[string]int{"a": 2, "b": 2, "c": 2})
 
-	e.nomad.holdUntilKept(ctx, t)
+	if err := e.nomad.HoldUntilKept(ctx); err != nil {
+		t.Fatalf("no dispatch while holding: %v", err)
+	}
 	if err := c.Stop(leader); err != nil {
 		t.Fatal(err)
 	}
-	e.nomad.release()
+	e.nomad.Release()
 	if err := c.Replica(leader).Propose(ctx, nil); !errors.Is(err, ErrStopped) {
 		t.Fatalf("propose on the stopped replica: got %v, want ErrStopped", err)
 	}
@@ -362,10 +256,7 @@ func TestCronLaunchesAcrossLeaderStop(t *testing.T) {
 		got[j] += 2
 	}
 	e.waitDispatched(ctx, jobs, got)
-	e.nomad.mu.Lock()
-	byNext := e.nomad.byReplica[next]
-	e.nomad.mu.Unlock()
-	if byNext == 0 {
+	if e.nomad.DispatchesFrom(next) == 0 {
 		t.Fatalf("the new leader %d dispatched nothing", next)
 	}
 	e.deleteAndSettle(ctx, c, jobs)
@@ -389,11 +280,13 @@ func TestCronLaunchesAcrossRestart(t *testing.T) {
 	}
 	putJobs(ctx, t, c, jobs, "@every 1s")
 	got := e.waitDispatched(ctx, jobs, map[string]int{"a": 3, "b": 3})
-	e.nomad.holdUntilKept(ctx, t)
+	if err := e.nomad.HoldUntilKept(ctx); err != nil {
+		t.Fatalf("no dispatch while holding: %v", err)
+	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	e.nomad.release()
+	e.nomad.Release()
 	snapshots := 0
 	for _, s := range e.stores {
 		s.Restart()
@@ -571,7 +464,7 @@ func TestCronOptionsAndHashMode(t *testing.T) {
 	good := func() Options {
 		o := testOptions("")
 		o.OpenStore = func(paxos.ReplicaID) (storage.Store, error) { return memstore.New(), nil }
-		o.Cron = &CronOptions{Launcher: launcher.Config{MemoryHorizon: time.Hour}, NewDispatcher: newFakeNomad().dispatcher}
+		o.Cron = &CronOptions{Launcher: launcher.Config{MemoryHorizon: time.Hour}, NewDispatcher: newFakeNomad().Dispatcher}
 		return o
 	}
 	for name, mutate := range map[string]func(*Options){

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -10,56 +9,20 @@ import (
 
 	"paxcron/cron/launcher"
 	"paxcron/cron/state"
+	"paxcron/internal/fakenomad"
 	"paxcron/paxos"
 )
 
-// fakeNomad dispatches at most one child per token, as Nomad does, and
-// answers every call from a goroutine of its own.
-type fakeNomad struct {
-	mu       sync.Mutex
-	children map[string]string // by identity
-}
-
-type dispatcherFunc func(launcher.Request)
-
-func (f dispatcherFunc) Submit(r launcher.Request) { f(r) }
-
-func (n *fakeNomad) dispatcher(_ paxos.ReplicaID, done func(launcher.Result)) launcher.Dispatcher {
-	return dispatcherFunc(func(req launcher.Request) {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		res := launcher.Result{ID: req.ID}
-		switch req.Op {
-		case launcher.OpDispatch:
-			child, ok := n.children[req.Identity]
-			if !ok {
-				child = req.Spec.NomadJob + "/dispatch-" + req.Identity
-				n.children[req.Identity] = child
-			}
-			res.ChildID = child
-		case launcher.OpLookup:
-			res.ChildID, res.Found = n.children[req.Identity]
-		}
-		go done(res)
-	})
-}
-
-func (n *fakeNomad) count() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.children)
-}
-
 // cronTrio is trio in cron mode over nomad; canLaunch, when set, is every
 // replica's CronOptions.CanLaunch.
-func cronTrio(t *testing.T, nomad *fakeNomad, canLaunch func() bool) []*Node {
+func cronTrio(t *testing.T, nomad *fakenomad.Nomad, canLaunch func() bool) []*Node {
 	return trio(t, func(c *Config) {
 		c.Cron = &CronOptions{
 			Launcher: launcher.Config{
 				MemoryHorizon: time.Hour, RetryAfter: 50 * time.Millisecond,
 				ProposalTimeout: time.Second, MaxCallLatency: 100 * time.Millisecond,
 			},
-			NewDispatcher: nomad.dispatcher,
+			NewDispatcher: nomad.Dispatcher,
 			CanLaunch:     canLaunch,
 		}
 	})
@@ -83,7 +46,8 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // ever: the status said Launching while nothing was launched.
 func TestCanLaunchAgainInTheSameTermLaunches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nomad := &fakeNomad{children: map[string]string{}}
+		// Every answer comes from a goroutine of its own.
+		nomad := fakenomad.New(fakenomad.Options{})
 		var can atomic.Bool
 		can.Store(true)
 		nodes := cronTrio(t, nomad, can.Load)
@@ -94,18 +58,18 @@ func TestCanLaunchAgainInTheSameTermLaunches(t *testing.T) {
 		if err := leader.ProposeCommand(context.Background(), put); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "no dispatch", func() bool { return nomad.count() >= 2 })
+		waitFor(t, 10*time.Second, "no dispatch", func() bool { return len(nomad.Children()) >= 2 })
 
 		can.Store(false)
 		waitFor(t, 10*time.Second, "still launching with CanLaunch false", func() bool { return !leader.Status().Launching })
 		can.Store(true)
 		waitFor(t, 10*time.Second, "not launching again", func() bool { return leader.Status().Launching })
-		before := nomad.count()
+		before := len(nomad.Children())
 		time.Sleep(5 * time.Second)
 		if s := leader.Status(); s.Role != paxos.Leader || s.Ballot != ballot {
 			t.Skipf("leadership changed meanwhile (%v, ballot %v, was %v)", s.Role, s.Ballot, ballot)
 		}
-		if got := nomad.count(); got < before+3 {
+		if got := len(nomad.Children()); got < before+3 {
 			t.Errorf("%d dispatches in the 5 s after CanLaunch turned true again (%d before), want one a second", got-before, before)
 		}
 	})
