@@ -55,6 +55,11 @@ func (n *Node) onPrepare(m Message) {
 		n.halt(err)
 		return
 	}
+	if m.Chosen < n.hs.Chosen && chosenBytes(es, n.hs.Chosen) > n.limits.MaxPromiseBytes {
+		reject()
+		n.sendCatchUp(m.From, m.Chosen, Ballot{})
+		return
+	}
 	if n.hs.Promised != m.Ballot && n.role != Follower {
 		n.becomeFollower(None)
 	}
@@ -62,6 +67,18 @@ func (n *Node) onPrepare(m Message) {
 	n.leaseHolder, n.leaseUntil = m.From, n.now+uint64(n.timing.LeaseTicks)
 	n.resetElectionTimer()
 	n.send(Message{Type: MsgPromise, To: m.From, Ballot: m.Ballot, Entries: es, Chosen: n.hs.Chosen})
+}
+
+// chosenBytes is the size of the entries of es at or below chosen.
+func chosenBytes(es []Entry, chosen uint64) uint64 {
+	var n uint64
+	for _, e := range es {
+		if e.Slot > chosen {
+			break
+		}
+		n += EntrySize(e)
+	}
+	return n
 }
 
 // onAccept handles MsgAccept and MsgHeartbeat from a leader.

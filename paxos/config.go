@@ -48,6 +48,15 @@ type Limits struct {
 	// acceptor's and still be promised; a candidate further behind is
 	// caught up instead, which keeps promises small.
 	MaxPromiseLagSlots int
+	// MaxPromiseBytes bounds the same in bytes: a promise to a candidate
+	// whose chosen index trails this acceptor's carries the chosen
+	// entries it lacks, and when those pass MaxPromiseBytes the acceptor
+	// refuses and catches the candidate up instead. (65,536 slots of 2 MiB
+	// commands would not fit a frame.) The entries accepted and not known
+	// chosen are sent whatever their size, as the candidate must learn
+	// every one; the leaders' pipelines (MaxInflightAccepts batches of
+	// MaxBatchBytes) bound them. In [MaxBatchBytes, MaxMessageBytes/2].
+	MaxPromiseBytes uint64
 	// MaxSnapshotChunkBytes bounds the data of one MsgSnapshot: a snapshot
 	// is streamed in chunks of at most this size, one chunk in flight per
 	// peer. At most MaxMessageBytes/2.
@@ -81,6 +90,7 @@ func DefaultLimits() Limits {
 		MaxInflightAccepts:    8,
 		MaxUncommittedSlots:   32768,
 		MaxPromiseLagSlots:    2 * 32768,
+		MaxPromiseBytes:       16 << 20,
 		MaxSnapshotChunkBytes: 4 << 20,
 		MaxSnapshotBytes:      1 << 30,
 	}
@@ -147,6 +157,8 @@ func (c *Config) validate() error {
 		return bad("batch and inflight limits must be positive: %+v", l)
 	case l.MaxUncommittedSlots <= 0 || l.MaxPromiseLagSlots < 2*l.MaxUncommittedSlots:
 		return bad("MaxUncommittedSlots must be positive and MaxPromiseLagSlots at least twice it: %+v", l)
+	case l.MaxPromiseBytes < l.MaxBatchBytes || l.MaxPromiseBytes > MaxMessageBytes/2:
+		return bad("MaxPromiseBytes must be in [MaxBatchBytes, %d] (MaxMessageBytes/2): %d", MaxMessageBytes/2, l.MaxPromiseBytes)
 	case l.MaxSnapshotChunkBytes == 0 || l.MaxSnapshotChunkBytes > MaxMessageBytes/2:
 		return bad("MaxSnapshotChunkBytes must be in [1, %d] (MaxMessageBytes/2): %d", MaxMessageBytes/2, l.MaxSnapshotChunkBytes)
 	case l.MaxApplyEntries < 0:

@@ -739,6 +739,62 @@ func TestSnapshotTransferAfterReceiverRestart(t *testing.T) {
 // from the older, higher one, catch-up would start past what it holds, it
 // could use none of it, and each of its answers would ask for the same
 // useless batch again.
+// A candidate trailing in chosen entries whose bytes pass MaxPromiseBytes
+// is caught up instead of promised (found in review: a promise was
+// bounded in slots only, and 65,536 slots of 2 MiB commands would not
+// fit a frame); caught up, it can win.
+func TestPromiseIsBoundedInBytes(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	limits := DefaultLimits()
+	limits.MaxBatchBytes, limits.MaxPromiseBytes = 512, 512
+	c.setLimits(limits)
+	c.elect(1)
+	c.crash(3)
+	var values []string
+	for i := range 20 {
+		values = append(values, fmt.Sprintf("%03d%s", i, strings.Repeat("x", 97)))
+	}
+	c.propose(1, values...)
+	c.deliver(1<<20, nil)
+	c.settle()
+	c.crash(1)
+	c.restart(3)
+	refused, promised := 0, 0
+	inspect := func(m Message) bool {
+		if m.Type != MsgPromise || m.From != 2 {
+			return true
+		}
+		if m.Reject {
+			refused++
+			return true
+		}
+		promised++
+		if got := chosenBytes(m.Entries, m.Chosen); got > limits.MaxPromiseBytes {
+			t.Fatalf("replica 2 promised %d bytes of chosen entries (limit %d): %s", got, limits.MaxPromiseBytes, m)
+		}
+		return true
+	}
+	// Replica 2's timer is held back: 3, far behind, campaigns until it
+	// has been caught up enough to win.
+	for range 40 * c.timing.ElectionTicks {
+		c.replicas[2].node.electionElapsed = 0
+		c.tickAll(1)
+		c.deliver(1<<20, inspect)
+		if c.leader() == 3 {
+			break
+		}
+	}
+	if c.leader() != 3 || refused == 0 || promised == 0 {
+		t.Fatalf("leader %d, %d refusals and %d promises from 2; want 3 leading after both\n%s", c.leader(), refused, promised, c.describe())
+	}
+	c.propose(3, "z")
+	c.deliver(1<<20, nil)
+	c.settle()
+	if got, want := appliedOf(c, 3), strings.Join(append(values, "_", "z"), ","); !strings.HasSuffix(got, ",z") || len(c.replicas[3].applied) < len(values)+1 {
+		t.Fatalf("replica 3 applied %q, want the 20 values then z (%q, with no-ops)", got, want)
+	}
+}
+
 func TestCatchUpFollowsTheLatestChosenReport(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
 	c.elect(1)
@@ -769,10 +825,12 @@ func TestCatchUpFollowsTheLatestChosenReport(t *testing.T) {
 
 func TestConfigValidatesSnapshotLimits(t *testing.T) {
 	for name, change := range map[string]func(*Limits){
-		"no chunk":          func(l *Limits) { l.MaxSnapshotChunkBytes = 0 },
-		"chunk over a half": func(l *Limits) { l.MaxSnapshotChunkBytes = MaxMessageBytes/2 + 1 },
-		"no snapshot":       func(l *Limits) { l.MaxSnapshotBytes = 0 },
-		"negative apply":    func(l *Limits) { l.MaxApplyEntries = -1 },
+		"no chunk":              func(l *Limits) { l.MaxSnapshotChunkBytes = 0 },
+		"chunk over a half":     func(l *Limits) { l.MaxSnapshotChunkBytes = MaxMessageBytes/2 + 1 },
+		"no snapshot":           func(l *Limits) { l.MaxSnapshotBytes = 0 },
+		"negative apply":        func(l *Limits) { l.MaxApplyEntries = -1 },
+		"promise below a batch": func(l *Limits) { l.MaxPromiseBytes = l.MaxBatchBytes - 1 },
+		"promise over a half":   func(l *Limits) { l.MaxPromiseBytes = MaxMessageBytes/2 + 1 },
 	} {
 		limits := DefaultLimits()
 		change(&limits)
