@@ -147,7 +147,11 @@ func (s *Server) backupLoop() {
 		if err != nil || snap.Meta.Index == 0 {
 			continue
 		}
-		if _, err := s.uploadBackup(s.ctx, snap); err != nil {
+		_, err = s.uploadBackup(s.ctx, snap)
+		switch {
+		case errors.Is(err, backup.ErrSuperseded):
+			s.log.Warn("snapshot not backed up: the target keeps newer backups", "index", snap.Meta.Index, "err", err)
+		case err != nil:
 			s.log.Error("backing up the snapshot", "index", snap.Meta.Index, "err", err)
 		}
 	}
@@ -165,7 +169,9 @@ func (s *Server) uploadBackup(ctx context.Context, snap paxos.Snapshot) (backup.
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	info, err := upload(ctx, s.backups.store, meta, snap.Data)
-	if err != nil {
+	// Superseded is no failed backup: newer ones stand (a newer leader's,
+	// or an operator's that ended first), and the backups' age says so.
+	if err != nil && !errors.Is(err, backup.ErrSuperseded) {
 		s.metrics.backupErrors.Inc()
 	}
 	if info.Key == "" {
@@ -228,6 +234,10 @@ func (s *Server) handleBackupNow(w http.ResponseWriter, r *http.Request) (any, e
 			return nil, &api.Error{Status: http.StatusConflict, Message: "nothing applied yet: no state to back up"}
 		}
 		info, err := s.uploadBackup(ctx, snap)
+		if errors.Is(err, backup.ErrSuperseded) {
+			// Nothing of it is left, and nothing upstream failed.
+			return nil, &api.Error{Status: http.StatusConflict, Message: fmt.Sprintf("not backed up to %s: %v", s.backups.store.URL(), err)}
+		}
 		if err != nil {
 			// Outranked, the upload wrote nothing; any other failure may
 			// have left the backup stored.

@@ -28,6 +28,10 @@ var (
 	// ErrOutranked: the store holds a backup of a later generation than
 	// the upload's, of another history.
 	ErrOutranked = errors.New("backup: outranked by a later generation")
+	// ErrSuperseded: the store keeps Keep backups newer than the upload's
+	// (of its own generation or an older one), so pruning would delete it
+	// at once; nothing of it is left.
+	ErrSuperseded = errors.New("backup: superseded by the newer backups kept")
 )
 
 // Defaults of Options.

@@ -131,11 +131,10 @@ func TestUploadBelowALaterGenerationIsRefused(t *testing.T) {
 				t.Fatalf("objects after the refused uploads:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(before, "\n"))
 			}
 			// Within a generation an older index is a late upload of the
-			// same history (a stale leader's): stored, and pruned as the
-			// oldest.
-			if _, err := s.Upload(ctx, metaAt(2, 9), snap(9)); err != nil {
-				t.Fatalf("an older index of the same generation: %v", err)
-			}
+			// same history (a stale leader's): below Keep newer ones,
+			// superseded (TestUploadBelowTheKeptIsSuperseded), not outranked.
+			_, err := s.Upload(ctx, metaAt(2, 9), snap(9))
+			wantErr(t, "an older index of the same generation", err, ErrSuperseded)
 			uploadAt(t, s, 3, 13)
 			if list, err := s.List(ctx); err != nil || ranks(list) != "3/13 2/12 2/11" {
 				t.Fatalf("List: %s (%v)", ranks(list), err)

@@ -25,6 +25,12 @@ import (
 // When only pruning fails the backup is complete: the Info is returned
 // with the error, and the next upload prunes again.
 //
+// An upload the store's pruning would delete at once, as Keep newer
+// backups are kept (a stale leader's late upload, or a backup that took
+// longer than newer ones), is ErrSuperseded, with no Info: refused before
+// anything is written, or, when the newer ones landed during the upload,
+// after its own pruning deleted it.
+//
 // A store that holds a backup of a later generation than meta's is
 // ErrOutranked, and nothing is written or pruned: that backup belongs to
 // another history (a second cluster writing here, or the history a
@@ -40,8 +46,9 @@ func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error
 	// Before anything else, a repeated upload included: found in review,
 	// an idle cluster asked to back up again wrote and pruned below
 	// another history's generation, and reported a backup its own
-	// pruning had just deleted.
-	if err := s.checkNotOutranked(ctx, meta.rank()); err != nil {
+	// pruning had just deleted; and so did an older index of the newest
+	// generation below Keep newer ones.
+	if err := s.checkRank(ctx, meta.rank()); err != nil {
 		return Info{}, err
 	}
 	prev, err := s.readManifest(ctx, meta.rank())
@@ -57,24 +64,41 @@ func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error
 	if err := s.commit(ctx, info); err != nil {
 		return Info{}, err
 	}
-	if err := s.prune(ctx); err != nil {
-		return info, fmt.Errorf("backup: uploaded %s, but pruning failed: %w", info.Key, err)
-	}
-	return info, nil
+	return s.pruneKeeping(ctx, info, "uploaded")
 }
 
-// checkNotOutranked fails with ErrOutranked if the store holds a backup
-// of a generation above r's.
-func (s *Store) checkNotOutranked(ctx context.Context, r rank) error {
+// checkRank fails with ErrOutranked if the store holds a backup of a
+// generation above r's, and with ErrSuperseded if it holds Keep backups
+// ranked above r, which pruning keeps instead of r's.
+func (s *Store) checkRank(ctx context.Context, r rank) error {
 	manifests, err := s.list(ctx, manifestDir)
-	if err != nil || len(manifests) == 0 || manifests[0].rank.gen <= r.gen {
+	if err != nil || len(manifests) == 0 {
 		return err
 	}
-	return fmt.Errorf("%w: %s holds a backup at %v, above this one's generation %d. It is another history's: "+
-		"another cluster, running or gone, backed up to the same place (give each its own prefix), or this cluster was restored "+
-		"without the target's generations (restore with -backup URL). Uploaded, this backup would rank below it, "+
-		"and pruning would delete this cluster's backups first",
-		ErrOutranked, s.url, manifests[0].rank, r.gen)
+	if manifests[0].rank.gen > r.gen {
+		return fmt.Errorf("%w: %s holds a backup at %v, above this one's generation %d. It is another history's: "+
+			"another cluster, running or gone, backed up to the same place (give each its own prefix), or this cluster was restored "+
+			"without the target's generations (restore with -backup URL). Uploaded, this backup would rank below it, "+
+			"and pruning would delete this cluster's backups first",
+			ErrOutranked, s.url, manifests[0].rank, r.gen)
+	}
+	if len(manifests) >= s.opts.Keep && manifests[s.opts.Keep-1].rank.compare(r) > 0 {
+		return s.superseded(r, manifests, "not uploaded")
+	}
+	return nil
+}
+
+// superseded is ErrSuperseded for the backup at r; manifests is the
+// listing that showed it below the newest Keep; what says what became of
+// it.
+func (s *Store) superseded(r rank, manifests []object, what string) error {
+	newest := "none left"
+	if len(manifests) > 0 {
+		newest = manifests[0].rank.String()
+	}
+	return fmt.Errorf("%w: %s keeps its newest %d backups (keep %d), all above this one's %v (the newest at %s): "+
+		"pruning deletes it at once, so it was %s. A stale leader's upload, or one that ended after newer ones; the newer backups stand",
+		ErrSuperseded, s.url, s.opts.Keep, s.opts.Keep, r, newest, what)
 }
 
 // newInfo validates an upload and describes it.
@@ -101,10 +125,7 @@ func (s *Store) again(ctx context.Context, prev, info Info, data []byte) (Info, 
 	if err := s.writeData(ctx, prev, data); err != nil {
 		return Info{}, err
 	}
-	if err := s.prune(ctx); err != nil {
-		return prev, fmt.Errorf("backup: %s was uploaded before, but pruning failed: %w", prev.Key, err)
-	}
-	return prev, nil
+	return s.pruneKeeping(ctx, prev, "uploaded before")
 }
 
 func conflict(prev, info Info) error {
@@ -182,15 +203,38 @@ func (s *Store) checkCommitted(ctx context.Context, info Info) error {
 	return fmt.Errorf("%w: %s was pruned by a concurrent upload of a newer backup before its manifest was written", ErrConflict, info.Key)
 }
 
+// pruneKeeping prunes the store after info's backup was committed (what
+// says how) and returns info if pruning kept it. Newer backups that
+// landed since Upload's check may have pushed it out of the newest Keep:
+// then the pruning deletes it, and it is ErrSuperseded, not a backup to
+// report.
+func (s *Store) pruneKeeping(ctx context.Context, info Info, what string) (Info, error) {
+	manifests, err := s.list(ctx, manifestDir)
+	if err != nil {
+		return info, fmt.Errorf("backup: %s %s, but pruning failed: %w", what, info.Key, err)
+	}
+	keep := min(len(manifests), s.opts.Keep)
+	kept := slices.ContainsFunc(manifests[:keep], func(m object) bool { return m.rank == info.rank() })
+	err = s.prune(ctx, manifests)
+	if !kept {
+		// Gone: pruned here, or by a concurrent upload's pruning.
+		return Info{}, errors.Join(s.superseded(info.rank(), manifests, what+" and then pruned"), err)
+	}
+	if err != nil {
+		return info, fmt.Errorf("backup: %s %s, but pruning failed: %w", what, info.Key, err)
+	}
+	return info, nil
+}
+
 // prune deletes the manifests of all but the newest Keep backups by rank
 // (a backup stops existing with its manifest), then the data objects at
 // ranks older than the newest kept backup that no kept backup owns: those
 // of the pruned backups, and leftovers of uploads that died before their
 // manifest. Data at a newer rank may be an upload under way: kept.
-func (s *Store) prune(ctx context.Context) error {
-	manifests, err := s.list(ctx, manifestDir)
-	if err != nil || len(manifests) == 0 {
-		return err
+// manifests is the listing of manifestDir, newest first.
+func (s *Store) prune(ctx context.Context, manifests []object) error {
+	if len(manifests) == 0 {
+		return nil
 	}
 	keep := min(len(manifests), s.opts.Keep)
 	var pruned []rank

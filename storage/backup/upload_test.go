@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -122,8 +123,11 @@ func TestConcurrentUploads(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		// Losing to a concurrent prune is the one failure allowed.
-		wantErr(t, "a concurrent upload", err, ErrConflict)
+		// Losing to a concurrent prune, or to Keep newer uploads, are the
+		// failures allowed.
+		if !errors.Is(err, ErrSuperseded) {
+			wantErr(t, "a concurrent upload", err, ErrConflict)
+		}
 	}
 	upload(t, s, 21) // prunes what the races left
 	list, err := s.List(ctx)
@@ -323,5 +327,64 @@ func TestRepeatedUploadBelowALaterGenerationIsOutranked(t *testing.T) {
 	_, err := s.Upload(ctx, metaAt(3, 10), snap(10))
 	if !errors.Is(err, ErrOutranked) {
 		t.Fatalf("repeated upload at generation 3 below generation 5: %v, want ErrOutranked", err)
+	}
+}
+
+// TestUploadBelowTheKeptIsSuperseded: with Keep newer backups in the
+// store, an older index of the newest generation (a stale leader's late
+// upload, or a routine backup that ended after newer ones) is one that
+// pruning deletes at once. Found in review: Upload reported it done, with
+// the Info of a backup that was already gone. It is refused, before
+// anything is written, and the store keeps what it held.
+func TestUploadBelowTheKeptIsSuperseded(t *testing.T) {
+	ctx := context.Background()
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			s := be.open(t, Options{Keep: 2})
+			uploadAt(t, s, 3, 20, 30)
+			before := keys(t, s)
+			info, err := s.Upload(ctx, metaAt(3, 10), snap(10))
+			if !errors.Is(err, ErrSuperseded) || info.Key != "" {
+				t.Fatalf("upload of index 10 below 2 kept newer ones: %+v, %v; want ErrSuperseded and no Info", info, err)
+			}
+			if !strings.Contains(err.Error(), "newest at generation 3, index 30") || !strings.Contains(err.Error(), "keep 2") {
+				t.Errorf("the refusal names neither the newest backup nor Keep: %v", err)
+			}
+			if got := keys(t, s); !slices.Equal(got, before) {
+				t.Fatalf("objects after the refusal:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(before, "\n"))
+			}
+			// Below fewer than Keep newer ones, an older index is kept.
+			uploadAt(t, s, 3, 25)
+			if list, err := s.List(ctx); err != nil || ranks(list) != "3/30 3/25" {
+				t.Fatalf("List: %s (%v)", ranks(list), err)
+			}
+		})
+	}
+}
+
+// TestBackupPushedOutWhileUploadingIsSuperseded: an upload whose check
+// passed, but which Keep newer backups overtook before its pruning (they
+// landed between the check and the manifest), is not reported done
+// either: its pruning deleted it.
+func TestBackupPushedOutWhileUploadingIsSuperseded(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, "mem://", Options{Keep: 2})
+	old, err := s.newInfo(metaAt(3, 10), snap(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.writeData(ctx, old, snap(10)); err != nil {
+		t.Fatal(err)
+	}
+	uploadAt(t, s, 3, 20, 30) // the newer ones land meanwhile
+	if err := s.commit(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.pruneKeeping(ctx, old, "uploaded")
+	if !errors.Is(err, ErrSuperseded) || info.Key != "" {
+		t.Fatalf("pruning after a late manifest: %+v, %v; want ErrSuperseded and no Info", info, err)
+	}
+	if list, err := s.List(ctx); err != nil || ranks(list) != "3/30 3/20" {
+		t.Fatalf("List: %s (%v)", ranks(list), err)
 	}
 }
