@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"paxcron/internal/api"
 	"paxcron/internal/node"
@@ -74,18 +76,41 @@ func (s *Server) openBackups() error {
 		s.log.Info("snapshots are backed up to a local folder: that survives a damaged store, not a lost disk (set backup.url to storage on another machine)", "url", st.URL())
 	}
 	if list, err := st.List(ctx); err == nil && len(list) > 0 {
-		s.backups.record(list[0])
+		// The target's newest, for status; the backup time is this
+		// replica's own uploads'.
+		s.backups.record(list[0], nil)
 	} else if err != nil {
 		s.log.Warn("listing the backups", "url", st.URL(), "err", err)
 	}
 	return nil
 }
 
-func (b *backups) record(info backup.Info) {
+// record makes info the last backup unless the one recorded ranks above
+// it (by generation, then index, then the time taken), and then sets
+// backupTime to it if that is not nil: the same backup again sets it too
+// (an idle cluster's repeated upload after a restart, whose record came
+// from listing the target). Uploads end in any order: found in
+// review, a routine backup that ended after a newer `operator backup`
+// moved the last backup, and the age an alert reads, back. By rank, not
+// by index alone, as a restored cluster's backups outrank the lost
+// history's at lower indexes. The gauge is set here, under the lock, so
+// that it moves with the record and not in the order the callers wake.
+func (b *backups) record(info backup.Info, backupTime prometheus.Gauge) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	i := apiBackupInfo(info)
+	if b.last != nil && backupOrder(i, *b.last) < 0 {
+		return
+	}
 	b.last = &i
+	if backupTime != nil {
+		backupTime.Set(float64(i.TakenAt.Unix()))
+	}
+}
+
+// backupOrder compares two backups by generation, index, then time taken.
+func backupOrder(a, b api.BackupInfo) int {
+	return cmp.Or(cmp.Compare(a.Generation, b.Generation), cmp.Compare(a.Index, b.Index), a.TakenAt.Compare(b.TakenAt))
 }
 
 func apiBackupInfo(info backup.Info) api.BackupInfo {
@@ -181,8 +206,7 @@ func (s *Server) uploadBackup(ctx context.Context, snap paxos.Snapshot) (backup.
 	// the Info with the error): recorded, so that status and the backup
 	// time show it. Found in review: it was not, and an alert on the
 	// backups' age fired for a backup that was there.
-	s.backups.record(info)
-	s.metrics.backupTime.Set(float64(info.TakenAt.Unix()))
+	s.backups.record(info, s.metrics.backupTime)
 	s.log.Info("snapshot backed up", "generation", info.Generation, "index", info.Index, "bytes", info.Size, "key", info.Key, "url", s.backups.store.URL(), "err", err)
 	return info, err
 }

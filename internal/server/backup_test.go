@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"paxcron/cron/replica"
@@ -462,5 +464,103 @@ func TestBackupWhosePruningFailedIsRecorded(t *testing.T) {
 	}
 	if got := m.GetGauge().GetValue(); got != float64(st.LastBackup.TakenAt.Unix()) {
 		t.Fatalf("backup time %v, want the backup's %d", got, st.LastBackup.TakenAt.Unix())
+	}
+}
+
+// TestOlderBackupEndingLastDoesNotMoveTheLastBackupBack: a routine
+// backup of an older snapshot that ends after a newer `operator backup`
+// leaves the newer one as the replica's last backup and backup time.
+// Found in review: whichever ended last was recorded, so status showed,
+// and an alert on the backups' age read, the older backup.
+func TestOlderBackupEndingLastDoesNotMoveTheLastBackupBack(t *testing.T) {
+	c := startClusterWith(t, func(cfg *Config) { cfg.Backup, cfg.BackupKeep = "file://"+t.TempDir(), 3 })
+	ctx := context.Background()
+	leader := c.leader()
+	s := c.servers[leader-1]
+	w := c.client(leader, writeToken)
+	if _, err := w.PutJobs(ctx, putOne("a")); err != nil {
+		t.Fatal(err)
+	}
+	older, err := s.node.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.PutJobs(ctx, putOne("b")); err != nil {
+		t.Fatal(err)
+	}
+
+	// The routine backup of the older snapshot waits inside its upload
+	// until the operator's backup of the newer state has ended.
+	started, release := make(chan struct{}), make(chan struct{})
+	defer func(was func(context.Context, *backup.Store, backup.Meta, []byte) (backup.Info, error)) { upload = was }(upload)
+	upload = func(ctx context.Context, st *backup.Store, meta backup.Meta, data []byte) (backup.Info, error) {
+		if meta.Index == older.Meta.Index {
+			close(started)
+			<-release
+		}
+		return st.Upload(ctx, meta, data)
+	}
+	routine := make(chan error, 1)
+	go func() {
+		_, err := s.uploadBackup(ctx, older)
+		routine <- err
+	}()
+	<-started
+	newer, err := w.BackupNow(ctx)
+	if err != nil || newer.Index <= older.Meta.Index {
+		t.Fatalf("BackupNow: %+v, %v; want a backup above index %d", newer, err, older.Meta.Index)
+	}
+	close(release)
+	if err := <-routine; err != nil {
+		t.Fatalf("the routine backup of index %d: %v", older.Meta.Index, err)
+	}
+
+	st, err := w.Status(ctx)
+	if err != nil || st.LastBackup == nil || st.LastBackup.Index != newer.Index || st.LastBackup.Key != newer.Key {
+		t.Fatalf("last backup after the older one ended: %+v, %v; want the operator's at index %d", st.LastBackup, err, newer.Index)
+	}
+	var m dto.Metric
+	if err := s.metrics.backupTime.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetGauge().GetValue(); got != float64(newer.TakenAt.Unix()) {
+		t.Fatalf("backup time %v, want the newer backup's %d", got, newer.TakenAt.Unix())
+	}
+}
+
+// The last backup moves forward only, by generation, then index, then
+// time taken; the same backup recorded again (from the target's listing
+// at start, then uploaded again by an idle cluster) sets the backup time.
+func TestLastBackupOnlyMovesForward(t *testing.T) {
+	at := func(gen, index uint64, sec int64) backup.Info {
+		return backup.Info{Meta: backup.Meta{Generation: gen, Index: index, TakenAt: time.Unix(sec, 0).UTC()}, Key: fmt.Sprintf("%d-%d-%d", gen, index, sec)}
+	}
+	b := &backups{}
+	gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "t"})
+	for _, step := range []struct {
+		info backup.Info
+		want string
+	}{
+		{at(2, 10, 100), "2-10-100"},
+		{at(2, 9, 200), "2-10-100"},  // an older index ending later
+		{at(1, 50, 300), "2-10-100"}, // a lower generation's higher index
+		{at(2, 10, 50), "2-10-100"},  // the same rank, taken earlier
+		{at(2, 10, 150), "2-10-150"},
+		{at(3, 1, 120), "3-1-120"}, // a restored history, at a lower index
+	} {
+		b.record(step.info, gauge)
+		if got := b.lastInfo().Key; got != step.want {
+			t.Fatalf("after recording %s: last %s, want %s", step.info.Key, got, step.want)
+		}
+	}
+	b = &backups{}
+	b.record(at(2, 10, 100), nil)
+	b.record(at(2, 10, 100), gauge)
+	var m dto.Metric
+	if err := gauge.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetGauge().GetValue(); got != 100 {
+		t.Fatalf("backup time after the same backup again: %v, want 100", got)
 	}
 }
