@@ -16,6 +16,7 @@ import (
 	"paxcron/internal/transport"
 	"paxcron/nomad"
 	"paxcron/paxos"
+	"paxcron/storage/backup"
 )
 
 // Config configures a replica's server. cmd/paxcron builds it from the
@@ -200,6 +201,13 @@ func (c *Config) validate() error {
 		return bad("no write token: set api.write_tokens (or api.insecure = true, for a local demo only)")
 	case c.BackupKeep < 0:
 		return bad("backup.keep %d is negative", c.BackupKeep)
+	}
+	if c.Backup != "" {
+		// Before anything is opened: Open would refuse it too, but only
+		// after the store and Nomad.
+		if err := backup.CheckURL(c.Backup); err != nil {
+			return bad("backup.url: %v", err)
+		}
 	}
 	seen := map[paxos.ReplicaID]bool{}
 	for _, id := range c.Members {

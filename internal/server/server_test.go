@@ -445,6 +445,9 @@ func TestConfigErrors(t *testing.T) {
 		// A lone replica's leader never hears a quorum: it would start and
 		// answer nothing.
 		"one member": {func(c *Config) { c.Members = []paxos.ReplicaID{1}; c.ID = 1 }, "3 or 5 replicas"},
+		// Found in review: these named the working folder and /backups.
+		"opaque backup URL":    {func(c *Config) { c.Backup = "file:backups" }, "backup.url: backup: invalid configuration: file:backups is read as the working folder itself"},
+		"backup URL with host": {func(c *Config) { c.Backup = "file://var/backups" }, "write file:///var/backups for an absolute path, or file://./var/backups"},
 	} {
 		c := ok
 		tc.change(&c)

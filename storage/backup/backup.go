@@ -167,7 +167,8 @@ type Store struct {
 	dir string
 }
 
-// Open opens the bucket at rawURL: file:///path (the folder must exist),
+// Open opens the bucket at rawURL: file:///path or file://./relative/path
+// (the folder must exist; a host or no // is refused, see checkFolderURL),
 // s3://bucket?region=..., gs://bucket, azblob://container, or mem:// (a
 // new empty bucket in memory, for tests). The store is not contacted:
 // credentials and reachability show on first use.
@@ -223,7 +224,19 @@ func parseURL(rawURL string) (*url.URL, error) {
 	if !slices.Contains(SupportedSchemes, u.Scheme) {
 		return nil, fmt.Errorf("%w: URL scheme %q is not supported: want %s", ErrConfig, u.Scheme, supported)
 	}
+	if u.Scheme == "file" {
+		if err := checkFolderURL(u); err != nil {
+			return nil, err
+		}
+	}
 	return u, nil
+}
+
+// CheckURL reports what Open would refuse in rawURL without opening it,
+// for a configuration checked before it is used.
+func CheckURL(rawURL string) error {
+	_, err := parseURL(rawURL)
+	return err
 }
 
 // redact drops the password and the query (which may carry a token).

@@ -65,6 +65,45 @@ func fileStoreURL(u *url.URL) (rawURL, dir string, err error) {
 	return c.String(), dir, nil
 }
 
+// checkFolderURL refuses the file URLs whose folder is not the one they
+// seem to name (found in review). fileblob takes the URL's path alone,
+// made absolute from the working folder, and so does fileStoreURL: it
+// ignores any host but ".", so file://var/backups is /backups, not
+// /var/backups nor ./var/backups; and an opaque URL has no path, so
+// file:backups is the working folder itself, not ./backups in it. Each
+// has two readings an operator could mean: refused, naming both
+// spellings that say one.
+func checkFolderURL(u *url.URL) error {
+	var seems string
+	switch {
+	case u.Opaque != "":
+		seems = u.Opaque
+	case u.Host != "" && u.Host != "." && u.Host != "localhost":
+		seems = u.Host + u.Path
+	default:
+		return nil
+	}
+	seems = strings.TrimPrefix(strings.TrimPrefix(seems, "./"), "/")
+	abs := "/" + seems
+	if seems == "" || strings.HasPrefix(seems, "..") {
+		abs = "/absolute/path"
+	}
+	return fmt.Errorf("%w: %s is read as %s, not the one it seems to name: write file://%s for an absolute path, or file://./%s for one relative to the working folder",
+		ErrConfig, redact(u), fileblobFolder(u), abs, seems)
+}
+
+// fileblobFolder is the folder fileblob opens for u, for messages.
+func fileblobFolder(u *url.URL) string {
+	path := u.Path
+	if u.Host == "." {
+		path = strings.TrimPrefix(path, "/")
+	}
+	if path == "" {
+		return "the working folder itself"
+	}
+	return "the folder " + path
+}
+
 // checkFolderPrefix refuses a prefix that fileblob would escape on disk:
 // the store syncs each object at the path its key names.
 func checkFolderPrefix(prefix string) error {

@@ -186,3 +186,44 @@ func TestRelativeFolderURL(t *testing.T) {
 		t.Fatalf("Latest: %+v, %v", got, err)
 	}
 }
+
+// TestAmbiguousFolderURLsAreRefused: fileblob reads a file URL's path
+// only, so file:backups (opaque: no path) was the working folder itself
+// and file://var/backups (host "var") was /backups. Found in review: both
+// were taken, and backed up somewhere else than they seem to say. They
+// are refused, naming the two spellings that say what was meant; the
+// unambiguous ones still open.
+func TestAmbiguousFolderURLsAreRefused(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.MkdirAll("var/backups", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for url, want := range map[string]string{
+		"file:backups":                   "file:///backups for an absolute path, or file://./backups",
+		"file:./backups?create_dir=true": "file:///backups for an absolute path, or file://./backups",
+		"file:var/backups":               "file:///var/backups for an absolute path, or file://./var/backups",
+		"file://var/backups":             "file:///var/backups for an absolute path, or file://./var/backups",
+		"file://../backups":              "file:///absolute/path for an absolute path, or file://./../backups",
+		"file://host:22/var/backups":     "file:///host:22/var/backups",
+	} {
+		if err := CheckURL(url); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckURL(%q): %v, want ErrConfig saying %q", url, err, want)
+		}
+		if s, err := Open(context.Background(), url, Options{}); !errors.Is(err, ErrConfig) {
+			if err == nil {
+				s.Close()
+			}
+			t.Errorf("Open(%q): %v, want ErrConfig", url, err)
+		}
+	}
+	abs, err := filepath.Abs("var/backups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, url := range []string{"file://" + abs, "file://localhost" + abs, "file:" + abs, "file://./var/backups", "file://."} {
+		if err := CheckURL(url); err != nil {
+			t.Errorf("CheckURL(%q): %v", url, err)
+		}
+		open(t, url, Options{})
+	}
+}
