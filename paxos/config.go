@@ -55,7 +55,8 @@ type Limits struct {
 	// commands would not fit a frame.) The entries accepted and not known
 	// chosen are sent whatever their size, as the candidate must learn
 	// every one; the leaders' pipelines (MaxInflightAccepts batches of
-	// MaxBatchBytes) bound them. In [MaxBatchBytes, MaxMessageBytes/2].
+	// MaxBatchBytes) bound them. In [1, MaxMessageBytes/2]: a candidate
+	// one entry behind, larger than the bound, is caught up, then promised.
 	MaxPromiseBytes uint64
 	// MaxSnapshotChunkBytes bounds the data of one MsgSnapshot: a snapshot
 	// is streamed in chunks of at most this size, one chunk in flight per
@@ -157,8 +158,8 @@ func (c *Config) validate() error {
 		return bad("batch and inflight limits must be positive: %+v", l)
 	case l.MaxUncommittedSlots <= 0 || l.MaxPromiseLagSlots < 2*l.MaxUncommittedSlots:
 		return bad("MaxUncommittedSlots must be positive and MaxPromiseLagSlots at least twice it: %+v", l)
-	case l.MaxPromiseBytes < l.MaxBatchBytes || l.MaxPromiseBytes > MaxMessageBytes/2:
-		return bad("MaxPromiseBytes must be in [MaxBatchBytes, %d] (MaxMessageBytes/2): %d", MaxMessageBytes/2, l.MaxPromiseBytes)
+	case l.MaxPromiseBytes == 0 || l.MaxPromiseBytes > MaxMessageBytes/2:
+		return bad("MaxPromiseBytes must be in [1, %d] (MaxMessageBytes/2): %d", MaxMessageBytes/2, l.MaxPromiseBytes)
 	case l.MaxSnapshotChunkBytes == 0 || l.MaxSnapshotChunkBytes > MaxMessageBytes/2:
 		return bad("MaxSnapshotChunkBytes must be in [1, %d] (MaxMessageBytes/2): %d", MaxMessageBytes/2, l.MaxSnapshotChunkBytes)
 	case l.MaxApplyEntries < 0:

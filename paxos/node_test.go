@@ -746,7 +746,7 @@ func TestSnapshotTransferAfterReceiverRestart(t *testing.T) {
 func TestPromiseIsBoundedInBytes(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
 	limits := DefaultLimits()
-	limits.MaxBatchBytes, limits.MaxPromiseBytes = 512, 512
+	limits.MaxPromiseBytes = 512
 	c.setLimits(limits)
 	c.elect(1)
 	c.crash(3)
@@ -825,12 +825,12 @@ func TestCatchUpFollowsTheLatestChosenReport(t *testing.T) {
 
 func TestConfigValidatesSnapshotLimits(t *testing.T) {
 	for name, change := range map[string]func(*Limits){
-		"no chunk":              func(l *Limits) { l.MaxSnapshotChunkBytes = 0 },
-		"chunk over a half":     func(l *Limits) { l.MaxSnapshotChunkBytes = MaxMessageBytes/2 + 1 },
-		"no snapshot":           func(l *Limits) { l.MaxSnapshotBytes = 0 },
-		"negative apply":        func(l *Limits) { l.MaxApplyEntries = -1 },
-		"promise below a batch": func(l *Limits) { l.MaxPromiseBytes = l.MaxBatchBytes - 1 },
-		"promise over a half":   func(l *Limits) { l.MaxPromiseBytes = MaxMessageBytes/2 + 1 },
+		"no chunk":            func(l *Limits) { l.MaxSnapshotChunkBytes = 0 },
+		"chunk over a half":   func(l *Limits) { l.MaxSnapshotChunkBytes = MaxMessageBytes/2 + 1 },
+		"no snapshot":         func(l *Limits) { l.MaxSnapshotBytes = 0 },
+		"negative apply":      func(l *Limits) { l.MaxApplyEntries = -1 },
+		"no promise bytes":    func(l *Limits) { l.MaxPromiseBytes = 0 },
+		"promise over a half": func(l *Limits) { l.MaxPromiseBytes = MaxMessageBytes/2 + 1 },
 	} {
 		limits := DefaultLimits()
 		change(&limits)

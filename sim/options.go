@@ -85,7 +85,7 @@ func DefaultOptions(seed uint64) Options {
 	limits.MaxPromiseLagSlots = 1024
 	// A candidate 30 or so commands behind is caught up rather than
 	// promised, so that elections meet the promise's byte bound.
-	limits.MaxBatchBytes, limits.MaxPromiseBytes = 8<<10, 8<<10
+	limits.MaxPromiseBytes = 8 << 10
 	// The simulator's snapshots are 1-6 KiB: chunks of 512 bytes make every
 	// snapshot catch-up a transfer of several chunks, with their losses,
 	// duplicates and reordering.
