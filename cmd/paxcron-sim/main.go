@@ -97,22 +97,28 @@ Flags:
 
 // justifiedLine sums, over the seeds, the skips and failures the cron
 // checker judged against its view, by kind, every kind listed (a kind at
-// zero is one the swarm did not exercise), and the forbid children it
-// judged for overlap.
+// zero is one the swarm did not exercise), the forbid children it judged
+// for overlap, and the launches it held to the lateness bound, scheduled
+// and manual.
 func justifiedLine(results []sim.Result) string {
 	total := map[string]uint64{}
-	forbid := uint64(0)
+	var forbid, onTime, onTimeEarly, manual, manualEarly, manualShort uint64
 	for _, r := range results {
-		for k, n := range r.Cron.Checked.Justified {
-			total[k] += n
+		k := r.Cron.Checked
+		for reason, n := range k.Justified {
+			total[reason] += n
 		}
-		forbid += r.Cron.Checked.ForbidJudged
+		forbid += k.ForbidJudged
+		onTime, onTimeEarly = onTime+k.OnTime, onTimeEarly+k.OnTimeEarly
+		manual, manualEarly, manualShort = manual+k.OnTimeManual, manualEarly+k.OnTimeManualEarly, manualShort+k.ManualWindowShort
 	}
 	var parts []string
 	for _, k := range check.ReasonClasses() {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, total[k]))
 	}
-	return "skips and failures justified: " + strings.Join(parts, ", ") + fmt.Sprintf("; forbid children judged against the job's others: %d", forbid)
+	return "skips and failures justified: " + strings.Join(parts, ", ") + fmt.Sprintf("; forbid children judged against the job's others: %d", forbid) +
+		fmt.Sprintf("\nheld to the lateness bound while healthy: %d scheduled launches (%d before the tail), %d manual (%d before the tail; %d more skipped for a catch-up window that could end within the bound)",
+			onTime, onTimeEarly, manual, manualEarly, manualShort)
 }
 
 func faultEveryFlag(d time.Duration) string {

@@ -30,7 +30,9 @@ import (
 //     view (see justify); at the end nothing due is left unstarted; and in
 //     every healthy interval each launch is dispatched within the lateness
 //     bound, or skipped by a policy (paused, forbid, deleted), and no job
-//     is deleted with a slot overdue.
+//     is deleted with a slot overdue. A manual launch is due from the
+//     later of its request's time and its Trigger's first application
+//     (manualOnTime).
 //   - 9, the Nomad half: a replica calls Nomad only while it believes it
 //     holds the lease (Lease checks that one replica at most believes so).
 type Cron struct {
@@ -106,6 +108,16 @@ type CronCounts struct {
 	// (CronConfig.OpenLimit): not held to the lateness bound. Once open,
 	// a launch needs no room.
 	Crowded uint64
+	// OnTimeManual counts the manual launches judged against the
+	// lateness bound in a healthy interval, from the later of their
+	// request's time and their Trigger's first application (manualDue).
+	OnTimeManual      uint64
+	OnTimeManualEarly uint64 // those in an interval before the last
+	// ManualWindowShort counts the manual launches in a healthy interval
+	// skipped for their catch-up window, which counts from the request
+	// and could end within the bound of when they were judged from: the
+	// skip is the product's promise kept, not lateness.
+	ManualWindowShort uint64
 }
 
 // deletedSlot is a slot a job owed when a DeleteJob removed it.
@@ -618,11 +630,14 @@ func healthyAt(f CronFinal, at, scheduleAt time.Time) int {
 }
 
 // onTime checks a concluded scheduled launch due in a healthy interval (a
-// first attempt: a backfill is the operator's, late by design):
-// dispatched within the bound, or skipped or failed for a reason that has
-// nothing to do with the cluster's health (justify has checked that the
-// reason holds).
+// first attempt: a backfill is the operator's, late by design), or a
+// manual launch (manualOnTime): dispatched within the bound, or skipped
+// or failed for a reason that has nothing to do with the cluster's health
+// (justify has checked that the reason holds).
 func (c *Cron) onTime(id string, l *cronLaunch, chs []NomadChild, f CronFinal) error {
+	if l.kind == state.LaunchManual {
+		return c.manualOnTime(id, l, chs, f)
+	}
 	if l.kind != state.LaunchScheduled || len(l.earlier) > 0 || !l.at.Add(f.Bound).Before(f.End) {
 		return nil
 	}
@@ -638,13 +653,73 @@ func (c *Cron) onTime(id string, l *cronLaunch, chs []NomadChild, f CronFinal) e
 	if iv < len(f.Healthy)-1 {
 		c.counts.OnTimeEarly++
 	}
+	return judgeOnTime(id, l, l.at, iv, chs, f, nil)
+}
+
+// manualDue is when a manual launch is held to the lateness bound from:
+// the later of its request's time (the Trigger's At, on the writer's
+// clock, whole seconds) and the first application of its Trigger (true
+// time: no leader can act on the launch before its Trigger is chosen,
+// and one whose writer's clock runs ahead is not due before its At). A
+// Trigger refused (a duplicate, a job missing, no room) opens nothing,
+// and one chosen outside a healthy interval is not judged.
+func manualDue(l *cronLaunch) time.Time {
+	if l.openedAt.After(l.due) {
+		return l.openedAt
+	}
+	return l.due
+}
+
+// manualOnTime checks a concluded manual launch due (manualDue) in a
+// healthy interval as onTime does a scheduled one, with one more excuse:
+// its catch-up window counts from the request (l.due), not from when it
+// was judged from, so a skip for that window (justify has checked that
+// the window was the job's and had ended on the deciding leader's clock)
+// is excused if the window could end, by a clock up to ClockMargin ahead,
+// within the bound of manualDue. Once open, a manual launch needs no
+// room, so none is crowded.
+func (c *Cron) manualOnTime(id string, l *cronLaunch, chs []NomadChild, f CronFinal) error {
+	due := manualDue(l)
+	if !due.Add(f.Bound).Before(f.End) {
+		return nil
+	}
+	iv := healthyAt(f, due, time.Time{})
+	if iv < 0 {
+		return nil
+	}
+	if l.outcome.Kind == state.OutcomeSkipped {
+		if r, err := classify(l.outcome); err == nil && r.class == reasonCatchup &&
+			l.due.Add(r.window).Before(due.Add(f.Bound+c.cfg.ClockMargin)) {
+			c.counts.ManualWindowShort++
+			return nil
+		}
+	}
+	c.counts.OnTimeManual++
+	if iv < len(f.Healthy)-1 {
+		c.counts.OnTimeManualEarly++
+	}
+	return judgeOnTime(id, l, due, iv, chs, f, func() string {
+		return fmt.Sprintf("manual launch %s (requested for %s, its Trigger first applied %s)",
+			id, l.due.Format(time.RFC3339), l.openedAt.Format(time.RFC3339Nano))
+	})
+}
+
+// judgeOnTime judges launch l, due at due in healthy interval iv: its
+// child made within the bound of due, or skipped or failed by a policy
+// (paused, forbid, deleted) or Nomad's refusal. what names the launch in
+// a violation (nil: "launch id").
+func judgeOnTime(id string, l *cronLaunch, due time.Time, iv int, chs []NomadChild, f CronFinal, what func() string) error {
+	name := "launch " + id
+	if what != nil {
+		name = what()
+	}
 	o := l.outcome
 	switch o.Kind {
 	case state.OutcomeDispatched:
 		i := slices.IndexFunc(chs, func(ch NomadChild) bool { return ch.ID == o.ChildID })
-		if late := chs[i].CreatedAt.Sub(l.at); late > f.Bound {
-			return violation(InvNoSilentSkip, "launch %s, due %s while healthy (interval %d, from %s to %s), was dispatched %v late (bound %v)",
-				id, l.at.Format(time.RFC3339), iv, f.Healthy[iv].From.Format(time.RFC3339Nano), f.Healthy[iv].To.Format(time.RFC3339Nano), late, f.Bound)
+		if late := chs[i].CreatedAt.Sub(due); late > f.Bound {
+			return violation(InvNoSilentSkip, "%s, due %s while healthy (interval %d, from %s to %s), was dispatched %v late (bound %v)",
+				name, due.Format(time.RFC3339Nano), iv, f.Healthy[iv].From.Format(time.RFC3339Nano), f.Healthy[iv].To.Format(time.RFC3339Nano), late, f.Bound)
 		}
 		return nil
 	case state.OutcomeSkipped, state.OutcomeFailed:
@@ -655,8 +730,8 @@ func (c *Cron) onTime(id string, l *cronLaunch, chs []NomadChild, f CronFinal) e
 			}
 		}
 	}
-	return violation(InvNoSilentSkip, "launch %s, due %s while the cluster and Nomad were healthy (interval %d, from %s to %s), ended %s: %s",
-		id, l.at.Format(time.RFC3339), iv, f.Healthy[iv].From.Format(time.RFC3339Nano), f.Healthy[iv].To.Format(time.RFC3339Nano), o.Kind, o.Reason)
+	return violation(InvNoSilentSkip, "%s, due %s while the cluster and Nomad were healthy (interval %d, from %s to %s), ended %s: %s",
+		name, due.Format(time.RFC3339Nano), iv, f.Healthy[iv].From.Format(time.RFC3339Nano), f.Healthy[iv].To.Format(time.RFC3339Nano), o.Kind, o.Reason)
 }
 
 // opened counts a launch opened at true time now.
