@@ -50,6 +50,10 @@ type plantedBug struct {
 	// until the faults heal, as a launcher stuck in a loop would be while
 	// its replica keeps the lease: launches come due and wait.
 	stallBeforeHeal bool
+	// slowManual holds each dispatch of a manual launch this long before
+	// sending it to Nomad, as a launcher that queued manual launches
+	// behind a timer would (simDispatcher.holdManual).
+	slowManual time.Duration
 }
 
 var plantedBugs = map[string]*plantedBug{
@@ -66,6 +70,9 @@ var plantedBugs = map[string]*plantedBug{
 	"ignore-lease":       {ignoreLease: true},
 	"stall-before-heal":  {stallBeforeHeal: true},
 	"running-looks-done": {runningLooksDone: true},
+	// A launcher that sends a manual launch's dispatch 5 s after deciding
+	// it (the lateness bound is 4 s).
+	"slow-manual": {slowManual: 5 * time.Second},
 	// A launcher that says "job paused" of one launch in three of jobs
 	// that are not paused.
 	"false-pause": {falseSkip: func(c *cluster, n *node, start state.LaunchStarted) state.Outcome {
@@ -114,7 +121,7 @@ func picked(s string, n uint32) bool {
 // PlantedBugs lists the bugs Options.Bug accepts.
 func PlantedBugs() []string {
 	return []string{"ack-on-propose", "clock-beyond-bound", "fake-success", "false-pause", "forbid-on-allow", "forget-horizon", "ignore-lease",
-		"no-token", "running-looks-done", "stale-forbid", "stall-before-heal", "unsynced-promise", "wipe-as-voter"}
+		"no-token", "running-looks-done", "slow-manual", "stale-forbid", "stall-before-heal", "unsynced-promise", "wipe-as-voter"}
 }
 
 // forgetfulStore drops every hard state write: promises never reach the

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"paxcron/cron/launcher"
@@ -319,6 +320,43 @@ func (d *simDispatcher) Submit(req launcher.Request) {
 		c.sched.After(time.Millisecond, func() { d.done(launcher.Result{ID: req.ID, Found: false}) })
 		return
 	}
+	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.slowManual > 0 && req.Op == launcher.OpDispatch && strings.HasSuffix(req.Identity, "-manual") {
+		d.holdManual(req, bug.slowManual)
+		return
+	}
+	d.send(req)
+}
+
+// holdManual sends a manual launch's dispatch after wait (the slow-manual
+// planted bug), as if the launcher had sent it then: only if its replica
+// still leads in the same ballot and holds the lease, with the lease's
+// deadline as it is then, so that the delay breaks nothing but the
+// launch's timing (a call sent after the lease ended could land after a
+// successor's look-up, and make a second child). Otherwise the dispatch
+// fails without reaching Nomad.
+func (d *simDispatcher) holdManual(req launcher.Request, wait time.Duration) {
+	c, n := d.c, d.n
+	ballot := n.rep.Node().Status().Ballot
+	c.sched.After(wait, func() {
+		if !n.up || n.incarnation != d.incarnation {
+			return // the replica crashed since: nothing is sent
+		}
+		st := n.rep.Node().Status()
+		lead := launcher.LeadershipOf(st, n.rep.Applied(), c.wall(n), c.opts.TickInterval)
+		_, held := n.rep.Node().LeaseValidUntil()
+		if !lead.Leader || st.Ballot != ballot || !held || !lead.LeaseUntil.After(c.wall(n)) {
+			d.done(launcher.Result{ID: req.ID, Err: errors.New("sim: manual dispatch held back by a planted bug past the lease")})
+			return
+		}
+		c.faults["manual dispatch held back"]++ // not a fault: proof the bug acted
+		req.Deadline = lead.LeaseUntil
+		d.send(req)
+	})
+}
+
+// send makes call req to the simulated Nomad.
+func (d *simDispatcher) send(req launcher.Request) {
+	c, n := d.c, d.n
 	deadline := c.sched.Now()
 	if left := req.Deadline.Sub(c.wall(n)); left > 0 {
 		deadline = n.clock.TrueAfter(c.sched.Now(), left)
