@@ -334,12 +334,7 @@ func TestSnapshotCatchUp(t *testing.T) {
 // status API, the leader metric) points clients at a replica that will
 // never answer. Found in review: the status kept the role it had.
 func TestHaltedLeaderDoesNotReportLeading(t *testing.T) {
-	c := newTestCluster(t, 3, 1)
-	c.elect(1)
-	c.propose(1, "a", "b", "c")
-	c.deliver(1<<20, nil)
-	c.settle()
-	c.crash(3)
+	c := chosenThenThirdDown(t)
 	c.propose(1, "d")
 	c.deliver(1<<20, nil)
 	c.settle()
@@ -795,13 +790,20 @@ func TestPromiseIsBoundedInBytes(t *testing.T) {
 	}
 }
 
-func TestCatchUpFollowsTheLatestChosenReport(t *testing.T) {
+// chosenThenThirdDown is a cluster of three whose leader, replica 1,
+// had a, b and c chosen everywhere before replica 3 crashed.
+func chosenThenThirdDown(t *testing.T) *testCluster {
 	c := newTestCluster(t, 3, 1)
 	c.elect(1)
 	c.propose(1, "a", "b", "c")
 	c.deliver(1<<20, nil)
 	c.settle()
 	c.crash(3)
+	return c
+}
+
+func TestCatchUpFollowsTheLatestChosenReport(t *testing.T) {
+	c := chosenThenThirdDown(t)
 	c.wipe(3)
 	c.propose(1, "d") // the leader's chosen index moves past what 3 reported
 	useless := 0

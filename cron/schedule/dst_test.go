@@ -15,11 +15,7 @@ import (
 // 04-06 03:00->02:00 and 10-05 02:00->03:00; Lord Howe 04-06 02:00->01:30
 // and 10-05 02:00->02:30.
 func TestDST(t *testing.T) {
-	for _, tc := range []struct {
-		zone, expr, from string
-		n                int
-		want             string
-	}{
+	checkLaunches(t, []launchCase{
 		// Fixed hour, spring-forward gap: once, at the end of the gap.
 		{"America/New_York", "30 2 * * *", "2025-03-08T00:00:00-05:00", 3,
 			"2025-03-08T02:30:00-05:00 2025-03-09T03:00:00-04:00 2025-03-10T02:30:00-04:00"},
@@ -71,11 +67,7 @@ func TestDST(t *testing.T) {
 			"2025-11-02T03:00:00-05:00"},
 		{"America/New_York", "0 2-23/2 * * *", "2025-03-09T00:30:00-05:00", 2,
 			"2025-03-09T03:00:00-04:00 2025-03-09T04:00:00-04:00"},
-	} {
-		if got := launches(t, tc.expr, tc.zone, tc.from, tc.n); got != tc.want {
-			t.Errorf("%s in %s from %s:\n got %s\nwant %s", tc.expr, tc.zone, tc.from, got, tc.want)
-		}
-	}
+	})
 }
 
 // TestDSTCadence checks that cadences keep their period in absolute time
@@ -169,11 +161,7 @@ func TestDSTHashedStepRunsAsItsResolvedText(t *testing.T) {
 // Winamac from -06 to -04 at 02:00 on 2007-03-11, a two-hour gap whose
 // launch was lost (found in review).
 func TestDSTAfterAZonesLastListedTransition(t *testing.T) {
-	for _, tc := range []struct {
-		zone, expr, from string
-		n                int
-		want             string
-	}{
+	checkLaunches(t, []launchCase{
 		{"America/Metlakatla", "0 1 * * *", "2019-01-19T12:00:00-08:00", 2,
 			"2019-01-20T01:00:00-08:00 2019-01-21T01:00:00-09:00"},
 		{"America/Metlakatla", "*/30 1 * * *", "2019-01-20T00:45:00-08:00", 3,
@@ -182,11 +170,7 @@ func TestDSTAfterAZonesLastListedTransition(t *testing.T) {
 			"2022-11-29T23:59:00-06:00 2022-11-30T23:59:00-07:00"},
 		{"America/Indiana/Winamac", "30 2 * * *", "2007-03-10T12:00:00-06:00", 2,
 			"2007-03-11T04:00:00-04:00 2007-03-12T02:30:00-04:00"},
-	} {
-		if got := launches(t, tc.expr, tc.zone, tc.from, tc.n); got != tc.want {
-			t.Errorf("%s in %s from %s:\n got %s\nwant %s", tc.expr, tc.zone, tc.from, got, tc.want)
-		}
-	}
+	})
 	// And the oracle agrees around each of them.
 	for _, tc := range []struct {
 		zone string
@@ -212,11 +196,7 @@ func TestDSTAfterAZonesLastListedTransition(t *testing.T) {
 // fall-back overlap and not at all on a spring-forward day whose gap
 // held 02:30 (found in review).
 func TestDSTSingleHourStepIsAFixedHour(t *testing.T) {
-	for _, tc := range []struct {
-		zone, expr, from string
-		n                int
-		want             string
-	}{
+	checkLaunches(t, []launchCase{
 		{"America/New_York", "0 1/24 * * *", "2025-11-01T12:00:00-04:00", 2,
 			"2025-11-02T01:00:00-04:00 2025-11-03T01:00:00-05:00"},
 		{"America/New_York", "30 1-23/23 * * *", "2025-11-01T12:00:00-04:00", 2,
@@ -227,11 +207,7 @@ func TestDSTSingleHourStepIsAFixedHour(t *testing.T) {
 			"2025-04-06T02:30:00+11:00 2025-04-07T02:30:00+10:00"},
 		{"Australia/Lord_Howe", "15 2-23/22 * * *", "2025-10-04T12:00:00+10:30", 2,
 			"2025-10-05T02:30:00+11:00 2025-10-06T02:15:00+11:00"},
-	} {
-		if got := launches(t, tc.expr, tc.zone, tc.from, tc.n); got != tc.want {
-			t.Errorf("%s in %s from %s:\n got %s\nwant %s", tc.expr, tc.zone, tc.from, got, tc.want)
-		}
-	}
+	})
 	// Every spelling of one hour runs as the plain hour, through two
 	// years of transitions (Beirut's are at midnight, for */24's 0).
 	zones := append(dstZones(t), "Asia/Beirut")
@@ -262,6 +238,23 @@ func TestDSTSingleHourStepIsAFixedHour(t *testing.T) {
 				t.Errorf("%s (%s) in %s runs differently from %s: %d launches against %d",
 					sp.expr, s.String(), zone, plain.String(), len(a), len(b))
 			}
+		}
+	}
+}
+
+// launchCase is a schedule's first n launches in a zone from a time,
+// written as launches prints them.
+type launchCase struct {
+	zone, expr, from string
+	n                int
+	want             string
+}
+
+func checkLaunches(t *testing.T, cases []launchCase) {
+	t.Helper()
+	for _, tc := range cases {
+		if got := launches(t, tc.expr, tc.zone, tc.from, tc.n); got != tc.want {
+			t.Errorf("%s in %s from %s:\n got %s\nwant %s", tc.expr, tc.zone, tc.from, got, tc.want)
 		}
 	}
 }
