@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -67,14 +68,25 @@ func freeUDPTCPPort(t testing.TB) int {
 	return 0
 }
 
+// freePort is a loopback TCP port free now, below Linux's ephemeral range
+// (32768-60999 by default). A port the kernel gave out for ":0" is in
+// that range, and between its close and the replica's bind the kernel
+// could give it to any outgoing connection of a test running beside this
+// one: found in CI, a replica that could not bind its API port. Below the
+// range only another explicit bind can take it.
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 200 {
+		p := 20000 + rand.IntN(12000)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue // in use
+		}
+		ln.Close()
+		return p
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port in 20000-31999 after 200 tries")
+	return 0
 }
 
 func startE2E(t testing.TB, agent *nomadtest.Agent) *e2eCluster {
