@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,37 +38,6 @@ var allSystems = []string{sysEtcd, sysPaxcronAPI, sysPaxcronLog}
 // valueBytes is the size of every write's value: etcd's value, the
 // in-process log's command, and the encoded command of an API job write.
 const valueBytes = 256
-
-// freePorts returns n distinct loopback ports that were free for TCP and
-// UDP a moment ago (gossip listens on both).
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 20*n {
-			return nil, errors.New("paxcron-bench: no free loopback ports")
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("paxcron-bench: %w", err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			l.Close()
-			continue
-		}
-		u.Close()
-		held = append(held, l) // held until all are picked, so none repeats
-		ports = append(ports, p)
-	}
-	return ports, nil
-}
 
 // proc is one server process of a cluster, its output in a log file.
 type proc struct {

@@ -12,6 +12,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"paxcron/internal/freeport"
 )
 
 // etcdCluster is three etcd members on loopback, each on its own data
@@ -32,7 +34,7 @@ func newEtcd(bin string) *etcdCluster {
 }
 
 func (e *etcdCluster) start(ctx context.Context, dir string) error {
-	ports, err := freePorts(6)
+	ports, err := freeport.Pick(6)
 	if err != nil {
 		return err
 	}

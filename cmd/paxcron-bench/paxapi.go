@@ -14,6 +14,7 @@ import (
 
 	"paxcron/cron/state"
 	"paxcron/internal/api"
+	"paxcron/internal/freeport"
 )
 
 // API targets: which replica each client sends its writes to.
@@ -90,7 +91,7 @@ func paddedSpec() (api.Spec, error) {
 }
 
 func (p *paxcronAPI) start(ctx context.Context, dir string) error {
-	ports, err := freePorts(7)
+	ports, err := freeport.Pick(7)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -31,6 +30,7 @@ import (
 	"paxcron/cron/schedule"
 	"paxcron/cron/state"
 	"paxcron/internal/api"
+	"paxcron/internal/freeport"
 	"paxcron/nomad"
 	"paxcron/nomad/nomadtest"
 )
@@ -253,17 +253,12 @@ func (d *demo) startReplicas() error {
 	if err := os.WriteFile(key, []byte("paxcron-demo-cluster-key-0123456789\n"), 0o600); err != nil {
 		return err
 	}
+	ports, err := freeport.Pick(9)
+	if err != nil {
+		return err
+	}
 	for i := range 3 {
-		var err error
-		if d.http[i], err = freePort(); err != nil {
-			return err
-		}
-		if d.paxos[i], err = freePort(); err != nil {
-			return err
-		}
-		if d.gossip[i], err = freeUDPTCPPort(); err != nil {
-			return err
-		}
+		d.http[i], d.paxos[i], d.gossip[i] = ports[3*i], ports[3*i+1], ports[3*i+2]
 	}
 	for id := 1; id <= 3; id++ {
 		if err := d.start(id, true); err != nil {
@@ -476,30 +471,6 @@ func (d *demo) check(admin *nomadapi.Client, sched *schedule.Schedule, name stri
 	}
 	fmt.Fprintln(d.out, "every slot was launched exactly once")
 	return nil
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// freeUDPTCPPort is a loopback port free for both UDP and TCP (gossip).
-func freeUDPTCPPort() (int, error) {
-	for range 20 {
-		p, err := freePort()
-		if err != nil {
-			return 0, err
-		}
-		if u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
-			u.Close()
-			return p, nil
-		}
-	}
-	return 0, errors.New("no loopback port free for both UDP and TCP")
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

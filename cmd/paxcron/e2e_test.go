@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +19,7 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 
 	"paxcron/internal/api"
+	"paxcron/internal/freeport"
 	"paxcron/nomad"
 	"paxcron/nomad/nomadtest"
 )
@@ -54,41 +53,6 @@ func buildPaxcron(t testing.TB, dir string) string {
 	return bin
 }
 
-// freeUDPTCPPort is a loopback port free for both UDP and TCP.
-func freeUDPTCPPort(t testing.TB) int {
-	t.Helper()
-	for range 20 {
-		p := freePort(t)
-		if u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
-			u.Close()
-			return p
-		}
-	}
-	t.Fatal("no port free for UDP and TCP")
-	return 0
-}
-
-// freePort is a loopback TCP port free now, below Linux's ephemeral range
-// (32768-60999 by default). A port the kernel gave out for ":0" is in
-// that range, and between its close and the replica's bind the kernel
-// could give it to any outgoing connection of a test running beside this
-// one: found in CI, a replica that could not bind its API port. Below the
-// range only another explicit bind can take it.
-func freePort(t testing.TB) int {
-	t.Helper()
-	for range 200 {
-		p := 20000 + rand.IntN(12000)
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			continue // in use
-		}
-		ln.Close()
-		return p
-	}
-	t.Fatal("no free port in 20000-31999 after 200 tries")
-	return 0
-}
-
 func startE2E(t testing.TB, agent *nomadtest.Agent) *e2eCluster {
 	return startE2EWith(t, agent, "")
 }
@@ -101,10 +65,14 @@ func startE2EWith(t testing.TB, agent *nomadtest.Agent, backupURL string) *e2eCl
 	if err := os.WriteFile(filepath.Join(c.dir, "cluster.key"), []byte("e2e-cluster-key-0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
-		c.http = append(c.http, freePort(t))
-		c.paxos = append(c.paxos, freePort(t))
-		c.gossip = append(c.gossip, fmt.Sprintf("127.0.0.1:%d", freeUDPTCPPort(t)))
+	ports, err := freeport.Pick(9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		c.http = append(c.http, ports[3*i])
+		c.paxos = append(c.paxos, ports[3*i+1])
+		c.gossip = append(c.gossip, fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]))
 	}
 	c.procs = make([]*exec.Cmd, 3)
 	for id := 1; id <= 3; id++ {

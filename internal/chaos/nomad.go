@@ -3,9 +3,7 @@ package chaos
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 
 	nomadapi "github.com/hashicorp/nomad/api"
 
+	"paxcron/internal/freeport"
 	"paxcron/nomad/nomadtest"
 )
 
@@ -61,11 +60,15 @@ func newNomad(dir, gateway string) (*nomadAgent, error) {
 		return nil, err
 	}
 	a := &nomadAgent{bin: bin, dir: dir, gateway: gateway, Version: version}
-	for i := range a.ports {
-		if a.ports[i], err = freePort(gateway); err != nil {
-			return nil, err
-		}
+	hosts := []string{"127.0.0.1"}
+	if gateway != "" {
+		hosts = append(hosts, gateway)
 	}
+	ports, err := freeport.Pick(len(a.ports), hosts...)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
+	copy(a.ports[:], ports)
 	a.Addr = fmt.Sprintf("http://127.0.0.1:%d", a.ports[0])
 	a.ReplicaAddr = fmt.Sprintf("http://%s:%d", gateway, a.ports[0])
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
@@ -75,42 +78,6 @@ func newNomad(dir, gateway string) (*nomadAgent, error) {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
 	return a, nil
-}
-
-// freePort is a port free on loopback and on gateway, for TCP and UDP.
-func freePort(gateway string) (int, error) {
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("chaos: %w", err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ok := true
-		for _, addr := range []string{gateway, "127.0.0.1"} {
-			if addr == "" {
-				continue
-			}
-			if addr != "127.0.0.1" {
-				l2, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
-				if err != nil {
-					ok = false
-					continue
-				}
-				l2.Close()
-			}
-			u, err := net.ListenPacket("udp", net.JoinHostPort(addr, strconv.Itoa(port)))
-			if err != nil {
-				ok = false
-				continue
-			}
-			u.Close()
-		}
-		ln.Close()
-		if ok {
-			return port, nil
-		}
-	}
-	return 0, errors.New("chaos: no port free on loopback and the gateway after 50 tries")
 }
 
 func (a *nomadAgent) config() string {

@@ -36,7 +36,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +44,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"paxcron/internal/freeport"
 )
 
 const (
@@ -219,7 +220,7 @@ func Launch(opts Options) (*Agent, error) {
 var errPortTaken = errors.New("a port was taken")
 
 func launch(bin, version, dir string, opts Options) (*Agent, error) {
-	ports, err := freePorts(3)
+	ports, err := freeport.Pick(3)
 	if err != nil {
 		return nil, fmt.Errorf("nomadtest: picking free ports: %w", err)
 	}
@@ -359,38 +360,6 @@ func agentEnv() []string {
 		env = append(env, kv)
 	}
 	return env
-}
-
-// freePorts returns n distinct loopback ports that are free for TCP and,
-// for serf's sake, for UDP.
-func freePorts(n int) ([]int, error) {
-	var (
-		ports     []int
-		listeners []net.Listener
-	)
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	for tries := 0; len(ports) < n; tries++ {
-		if tries == 50 {
-			return nil, errors.New("no free port pair after 50 tries")
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		listeners = append(listeners, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue // keep the TCP listener so this port is not picked again
-		}
-		u.Close()
-		ports = append(ports, port)
-	}
-	return ports, nil
 }
 
 // waitReady polls the agent until it is ready, it exits, or timeout passes.
