@@ -1,12 +1,15 @@
 package diskload
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"paxcron/internal/procfs"
 )
 
 // fakeProc writes a /proc of the given processes (pid: ppid, start time,
@@ -46,8 +49,8 @@ func TestSplitBetweenTreeAndOthers(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(block, "vda", "device"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	defer func(p, b string) { procRoot, sysBlock = p, b }(procRoot, sysBlock)
-	procRoot, sysBlock = proc, block
+	defer func(p procfs.FS, b string) { procFS, sysBlock = p, b }(procFS, sysBlock)
+	procFS, sysBlock = procfs.FS(proc), block
 
 	// 100 is ours, 101 its child, 102 its grandchild; 200 another's;
 	// 300 exits and its pid is reused by a newcomer; 400 a kernel
@@ -72,8 +75,8 @@ func TestSplitBetweenTreeAndOthers(t *testing.T) {
 	d := b.Since(a)
 	// Ours: 500 + 0 + 4000. Others: 200 grew 2000; the new 300 wrote
 	// 100 (not 100-900); 500 wrote 300; the kernel thread is no one's.
-	if d.Ours != 4500 || d.Others != 2400 || d.Device != 2000*sectorBytes {
-		t.Fatalf("ours %d, others %d, device %d; want 4500, 2400, %d", d.Ours, d.Others, d.Device, 2000*sectorBytes)
+	if d.Ours != 4500 || d.Others != 2400 || d.Device != 2000*procfs.SectorBytes {
+		t.Fatalf("ours %d, others %d, device %d; want 4500, 2400, %d", d.Ours, d.Others, d.Device, 2000*procfs.SectorBytes)
 	}
 	if got := d.OthersMBps(); got != 0.0012 {
 		t.Fatalf("others %v MB/s, want 0.0012", got)
@@ -83,17 +86,21 @@ func TestSplitBetweenTreeAndOthers(t *testing.T) {
 	}
 }
 
-func TestParseRefusesWhatItCannotRead(t *testing.T) {
-	for _, b := range []string{"1 (x S 1", "1 (x) S 1 2 3"} {
-		if _, err := parseStat([]byte(b)); err == nil {
-			t.Errorf("parseStat(%q) took it", b)
+// TestTakeRefusesWhatItCannotRead: a malformed stat or io fails the
+// sample rather than leave a process out of it.
+func TestTakeRefusesWhatItCannotRead(t *testing.T) {
+	dir := t.TempDir()
+	proc := filepath.Join(dir, "proc")
+	defer func(p procfs.FS, b string) { procFS, sysBlock = p, b }(procFS, sysBlock)
+	procFS, sysBlock = procfs.FS(proc), filepath.Join(dir, "block")
+	for _, bad := range []string{"stat", "io"} {
+		fakeProc(t, proc, map[int][3]int64{1: {0, 1, 0}, 100: {1, 10, 1000}}, 0)
+		if err := os.WriteFile(filepath.Join(proc, "100", bad), []byte("100 (x) S 1\n"), 0o644); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if _, err := parseWriteBytes([]byte("rchar: 1\n")); err == nil {
-		t.Error("an io file without write_bytes was taken")
-	}
-	if _, err := parseDiskstats([]byte("8 0 sda 1 2\n"), func(string) bool { return true }); err == nil {
-		t.Error("a short diskstats line was taken")
+		if _, err := Take(100); !errors.Is(err, procfs.ErrMalformed) {
+			t.Errorf("a malformed %s: Take = %v, want ErrMalformed", bad, err)
+		}
 	}
 }
 
