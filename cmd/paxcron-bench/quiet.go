@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"paxcron/internal/diskload"
+	"paxcron/internal/procfs"
 )
 
 // guard keeps the runs apart from other load on the machine: before a
@@ -41,21 +42,23 @@ func newGuard(quietCores, quietWriteMBps float64, maxWait time.Duration, log fun
 // disk writes.
 func (g *guard) sample(servers []int) (cpuSample, error) {
 	var s cpuSample
-	m, err := readMachineCPU()
+	m, err := procfs.Host.CPU()
 	if err != nil {
-		return s, err
+		return s, fmt.Errorf("paxcron-bench: %w", err)
 	}
 	s.Machine = m
 	for _, pid := range servers {
-		t, err := readPIDTicks(pid)
+		st, err := procfs.Host.Stat(pid)
 		if err != nil {
 			return s, fmt.Errorf("paxcron-bench: server process %d: %w", pid, err)
 		}
-		s.Servers += t
+		s.Servers += st.Ticks()
 	}
-	if s.Self, err = readPIDTicks(os.Getpid()); err != nil {
-		return s, err
+	self, err := procfs.Host.Stat(os.Getpid())
+	if err != nil {
+		return s, fmt.Errorf("paxcron-bench: %w", err)
 	}
+	s.Self = self.Ticks()
 	if s.Kernel, err = readKernelThreadTicks(); err != nil {
 		return s, err
 	}
