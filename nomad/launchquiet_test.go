@@ -1,13 +1,12 @@
 package nomad_test
 
 import (
-	"fmt"
 	"os"
-	"strconv"
-	"strings"
+	"testing"
 	"time"
 
 	"paxcron/internal/diskload"
+	"paxcron/internal/procfs"
 )
 
 // The launch benchmark's quiet guard. The machine is shared: a run is
@@ -20,9 +19,6 @@ import (
 // much CPU.
 
 const (
-	// clockTicksPerSecond is the kernel's USER_HZ, the unit of /proc's CPU
-	// times; 100 on every Linux the benchmark runs on.
-	clockTicksPerSecond = 100
 	// quietBusyMaxCores: the machine counts as quiet when all its
 	// processes together used at most this many cores over quietWindow.
 	quietBusyMaxCores = 0.35
@@ -54,90 +50,28 @@ type cpuSample struct {
 // exited executor's CPU stays counted).
 func takeCPUSample() (cpuSample, error) {
 	s := cpuSample{at: time.Now()}
-	stat, err := os.ReadFile("/proc/stat")
+	m, err := procfs.Host.CPU()
 	if err != nil {
 		return s, err
 	}
-	line, _, _ := strings.Cut(string(stat), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return s, fmt.Errorf("/proc/stat: unexpected first line %q", line)
-	}
-	for i, v := range f[1:9] {
-		if i == 3 || i == 4 { // idle, iowait
-			continue
-		}
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return s, fmt.Errorf("/proc/stat: %w", err)
-		}
-		s.busy += n
-	}
-	s.ours = treeCPU(os.Getpid())
-	return s, nil
-}
-
-// procStat is what the benchmark reads of /proc/<pid>/stat.
-type procStat struct {
-	ppid int
-	cpu  uint64 // utime + stime + cutime + cstime
-}
-
-func readProcStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procStat{}, false
-	}
-	// The command name is in parentheses and may hold spaces.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return procStat{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state): ppid is field 4, utime..cstime 14..17.
-	if len(f) < 15 {
-		return procStat{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	var cpu uint64
-	for _, v := range f[11:15] {
-		n, _ := strconv.ParseUint(v, 10, 64)
-		cpu += n
-	}
-	return procStat{ppid: ppid, cpu: cpu}, true
+	s.busy = m.Busy()
+	s.ours, err = treeCPU(os.Getpid())
+	return s, err
 }
 
 // treeCPU sums the CPU times of root and its descendants.
-func treeCPU(root int) uint64 {
-	entries, err := os.ReadDir("/proc")
+func treeCPU(root int) (uint64, error) {
+	procs, err := procfs.Host.Procs()
 	if err != nil {
-		return 0
-	}
-	stats := map[int]procStat{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, ok := readProcStat(pid); ok {
-			stats[pid] = st
-		}
+		return 0, err
 	}
 	var sum uint64
-	for pid, st := range stats {
-		for p, hops := pid, 0; p > 1 && hops < 64; hops++ {
-			if p == root {
-				sum += st.cpu
-				break
-			}
-			parent, ok := stats[p]
-			if !ok {
-				break
-			}
-			p = parent.ppid
+	for pid, st := range procs {
+		if procs.InTree(pid, root) {
+			sum += st.TicksWithChildren()
 		}
 	}
-	return sum
+	return sum, nil
 }
 
 // cores is the CPU used between a and b, in cores: by every process
@@ -149,8 +83,8 @@ func cores(a, b cpuSample) (all, others float64) {
 	}
 	busy := float64(b.busy - a.busy)
 	ours := float64(b.ours) - float64(a.ours)
-	all = busy / clockTicksPerSecond / wall
-	others = max(busy-ours, 0) / clockTicksPerSecond / wall
+	all = busy / procfs.UserHZ / wall
+	others = max(busy-ours, 0) / procfs.UserHZ / wall
 	return all, others
 }
 
@@ -237,5 +171,55 @@ func guarded(run func() error) (guard, error) {
 			return g, nil
 		}
 		g.Redos++
+	}
+}
+
+// TestQuietCores checks the guard's arithmetic: one second, 150 busy
+// ticks of which 50 ours, is 1.5 cores busy and 1 core of others'; ours
+// running ahead of the machine's count is clamped at none.
+func TestQuietCores(t *testing.T) {
+	a := cpuSample{at: time.Unix(100, 0), busy: 1000, ours: 200}
+	b := cpuSample{at: time.Unix(101, 0), busy: 1150, ours: 250}
+	if all, others := cores(a, b); all != 1.5 || others != 1 {
+		t.Errorf("cores = %v, %v; want 1.5, 1", all, others)
+	}
+	b.ours = 1300
+	if _, others := cores(a, b); others != 0 {
+		t.Errorf("ours ahead: others %v, want 0", others)
+	}
+	if all, others := cores(a, a); all != 0 || others != 0 {
+		t.Errorf("no time: %v, %v; want 0, 0", all, others)
+	}
+}
+
+// TestQuietSampleCountsThisTree reads the machine's own /proc: the CPU
+// this process burns shows in its tree's count (within 10 s, however
+// busy the machine).
+func TestQuietSampleCountsThisTree(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	a, err := takeCPUSample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 0
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		for i := range 1_000_000 {
+			x ^= i
+		}
+		b, err := takeCPUSample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.busy < a.busy {
+			t.Fatalf("the machine's busy ticks went from %d to %d", a.busy, b.busy)
+		}
+		if b.ours > a.ours {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ours stayed at %d ticks (x=%d)", a.ours, x)
+		}
 	}
 }
