@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"paxcron/internal/freeport"
 )
 
 var testKey = []byte("gossip-test-cluster-key-012345")
@@ -78,21 +80,11 @@ func (r *recorder) wait(t *testing.T, what string, cond func() bool) time.Durati
 // freeAddr is a loopback host:port free for both UDP and TCP.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	for range 20 {
-		tl, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := tl.Addr().String()
-		ul, err := net.ListenPacket("udp", addr)
-		tl.Close()
-		if err == nil {
-			ul.Close()
-			return addr
-		}
+	ports, err := freeport.Pick(1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port for UDP and TCP")
-	return ""
+	return fmt.Sprintf("127.0.0.1:%d", ports[0])
 }
 
 type member struct {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"paxcron/cron/launcher"
 	"paxcron/cron/state"
 	"paxcron/internal/api"
+	"paxcron/internal/freeport"
 	"paxcron/nomad"
 	"paxcron/paxos"
 )
@@ -606,21 +606,11 @@ func httpDoOnce(t testing.TB, method, url, token, contentType string, body []byt
 // freeAddr is a loopback host:port free for both UDP and TCP (gossip).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	for range 20 {
-		tl, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := tl.Addr().String()
-		ul, err := net.ListenPacket("udp", addr)
-		tl.Close()
-		if err == nil {
-			ul.Close()
-			return addr
-		}
+	ports, err := freeport.Pick(1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port for UDP and TCP")
-	return ""
+	return fmt.Sprintf("127.0.0.1:%d", ports[0])
 }
 
 // Replicas told nothing of one another but a gossip address to join find
