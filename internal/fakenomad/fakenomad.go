@@ -1,7 +1,7 @@
 // Package fakenomad owns the in-memory Nomad that the in-process cluster
 // tests (internal/node's and internal/localcluster's) give their replicas'
-// launchers in place of an agent over HTTP: Nomad.Dispatcher is a
-// node.CronOptions.NewDispatcher. It dispatches at most one child per
+// launchers in place of an agent over HTTP (and internal/server's tests
+// theirs): Nomad.Dispatcher is a node.CronOptions.NewDispatcher. It dispatches at most one child per
 // idempotency token, as Nomad does, finds a token's child on lookup, and
 // records what it was asked, so that a test can check that no launch was
 // dispatched twice and which replica dispatched. It has no latency, no
@@ -28,6 +28,9 @@ type Options struct {
 	// their own, so that both ways back to the replica are used. Unset,
 	// every answer comes from a goroutine of its own.
 	InlineLookups bool
+	// MissingJobs are parents Nomad does not know: a dispatch of one is
+	// refused (launcher.ErrRejected), as an agent answers 404.
+	MissingJobs []string
 }
 
 // Nomad is one Nomad shared by every replica's Dispatcher. A dispatch
@@ -66,6 +69,10 @@ func (n *Nomad) Dispatcher(id paxos.ReplicaID, done func(launcher.Result)) launc
 		case launcher.OpDispatch:
 			n.dispatches[req.Identity]++
 			n.byReplica[id]++
+			if slices.Contains(n.opts.MissingJobs, req.Spec.NomadJob) {
+				res.Err = fmt.Errorf("%w: job %q not found", launcher.ErrRejected, req.Spec.NomadJob)
+				break
+			}
 			child, ok := n.children[req.Identity]
 			if !ok {
 				child = req.Spec.NomadJob + "/dispatch-" + req.Identity
@@ -125,6 +132,30 @@ func (n *Nomad) Children() map[string]string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return maps.Clone(n.children)
+}
+
+// Child returns the child identity's dispatch made.
+func (n *Nomad) Child(identity string) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c, ok := n.children[identity]
+	return c, ok
+}
+
+// Dispatches returns the dispatch calls made since New or the last
+// ForgetDispatches, by identity.
+func (n *Nomad) Dispatches() map[string]int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return maps.Clone(n.dispatches)
+}
+
+// ForgetDispatches clears the dispatch calls counted (not the children),
+// so that a test can see which launches a later phase dispatched.
+func (n *Nomad) ForgetDispatches() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	clear(n.dispatches)
 }
 
 // DispatchedPerJob counts the children of each of jobs.

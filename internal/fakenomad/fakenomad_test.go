@@ -95,3 +95,28 @@ func TestHoldKeepsAnswers(t *testing.T) {
 		t.Fatalf("hold with nothing dispatched: %v", err)
 	}
 }
+
+func TestMissingJobsAreRefusedAndDispatchesCanBeForgotten(t *testing.T) {
+	n := New(Options{MissingJobs: []string{"gone"}})
+	refused, _ := call(t, n, launcher.Request{ID: 1, Op: launcher.OpDispatch, Identity: "x-1", Spec: state.JobSpec{NomadJob: "gone"}})
+	if !errors.Is(refused.Err, launcher.ErrRejected) || refused.ChildID != "" {
+		t.Fatalf("dispatch of a missing parent: %+v, want rejected with no child", refused)
+	}
+	if _, ok := n.Child("x-1"); ok {
+		t.Fatal("a refused dispatch made a child")
+	}
+	made, _ := call(t, n, launcher.Request{ID: 2, Op: launcher.OpDispatch, Identity: "y-1", Spec: state.JobSpec{NomadJob: "batch"}})
+	if child, ok := n.Child("y-1"); !ok || child != made.ChildID {
+		t.Fatalf("Child(y-1) = %q, %t; the dispatch answered %+v", child, ok, made)
+	}
+	if got := n.Dispatches(); got["x-1"] != 1 || got["y-1"] != 1 || len(got) != 2 {
+		t.Fatalf("dispatches %v", got)
+	}
+	n.ForgetDispatches()
+	if got := n.Dispatches(); len(got) != 0 {
+		t.Fatalf("dispatches after ForgetDispatches: %v", got)
+	}
+	if _, ok := n.Child("y-1"); !ok {
+		t.Fatal("ForgetDispatches dropped a child")
+	}
+}

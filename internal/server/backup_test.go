@@ -87,13 +87,7 @@ func TestBackupAndDisasterRecovery(t *testing.T) {
 		c.servers[i] = nil
 		c.dirs[i] = t.TempDir()
 	}
-	c.nomad.mu.Lock()
-	callsBefore := map[string]int{}
-	for id := range c.nomad.children {
-		callsBefore[id] = 1
-	}
-	c.nomad.dispatched = map[string]int{}
-	c.nomad.mu.Unlock()
+	c.nomad.ForgetDispatches()
 	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: latest.Index, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}}, Data: data}
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
 		if _, err := RestoreStore(c.dirs[id-1], snap, []paxos.ReplicaID{1, 2, 3}, 0); err != nil {
@@ -113,13 +107,9 @@ func TestBackupAndDisasterRecovery(t *testing.T) {
 		t.Fatalf("after the restore: %d jobs, %v", len(jobs.Jobs), err)
 	}
 	eventually(t, "launches after the restore", func() bool {
-		c.nomad.mu.Lock()
-		defer c.nomad.mu.Unlock()
-		return len(c.nomad.dispatched) >= 20
+		return len(c.nomad.Dispatches()) >= 20
 	})
-	c.nomad.mu.Lock()
-	defer c.nomad.mu.Unlock()
-	for id := range c.nomad.dispatched {
+	for id := range c.nomad.Dispatches() {
 		if backedUp[id] {
 			t.Errorf("%s, finished in the backup, was dispatched again after the restore", id)
 		}

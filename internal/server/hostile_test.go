@@ -70,7 +70,7 @@ func TestHostileInput(t *testing.T) {
 	if j, err := c.client(l, readToken).Job(ctx, "keep", 0, api.ReadOptions{}); err != nil || j.Version != keep.Version || j.Paused {
 		t.Fatalf("the job changed: %+v, %v; was version %d", j, err, keep.Version)
 	}
-	c.waitChildren(c.nomad.count() + 1)
+	c.waitChildren(len(c.nomad.Children()) + 1)
 	if _, err := c.client(l, writeToken).PutJobs(ctx, everySecond("after")); err != nil {
 		t.Fatalf("a write after the hostile input: %v", err)
 	}

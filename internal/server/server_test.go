@@ -8,13 +8,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"paxcron/cron/launcher"
 	"paxcron/cron/state"
 	"paxcron/internal/api"
+	"paxcron/internal/fakenomad"
 	"paxcron/internal/freeport"
 	"paxcron/nomad"
 	"paxcron/paxos"
@@ -25,71 +25,29 @@ const (
 	readToken  = "read-token-0123456789"
 )
 
-// fakeNomad is a Nomad for these tests: one child per identity, as the
-// idempotency token makes it; every dispatch call is counted.
-type fakeNomad struct {
-	mu       sync.Mutex
-	children map[string]string // by identity
-	calls    int
-	// dispatched counts dispatch calls by identity.
-	dispatched map[string]int
+// newFakeNomad is the Nomad of these tests: one child per identity, as
+// the idempotency token makes it; the parent "missing" is unknown to it.
+func newFakeNomad() *fakenomad.Nomad {
+	return fakenomad.New(fakenomad.Options{MissingJobs: []string{"missing"}})
 }
-
-func (f *fakeNomad) dispatcher(done func(launcher.Result)) launcher.Dispatcher {
-	return submitFunc(func(r launcher.Request) {
-		f.mu.Lock()
-		res := launcher.Result{ID: r.ID}
-		switch r.Op {
-		case launcher.OpDispatch:
-			f.calls++
-			if f.dispatched == nil {
-				f.dispatched = map[string]int{}
-			}
-			f.dispatched[r.Identity]++
-			if r.Spec.NomadJob == "missing" {
-				res.Err = fmt.Errorf("%w: job \"missing\" not found", launcher.ErrRejected)
-				break
-			}
-			if _, ok := f.children[r.Identity]; !ok {
-				f.children[r.Identity] = fmt.Sprintf("%s/dispatch-%s-%d", r.Spec.NomadJob, r.Identity, len(f.children))
-			}
-			res.ChildID = f.children[r.Identity]
-		case launcher.OpLookup:
-			res.ChildID, res.Found = f.children[r.Identity]
-		}
-		f.mu.Unlock()
-		go done(res) // a Dispatcher answers asynchronously
-	})
-}
-
-func (f *fakeNomad) child(identity string) (string, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c, ok := f.children[identity]
-	return c, ok
-}
-
-type submitFunc func(launcher.Request)
-
-func (f submitFunc) Submit(r launcher.Request) { f(r) }
 
 // cluster is three servers on loopback.
 type cluster struct {
 	t       testing.TB
 	servers []*Server
-	nomad   *fakeNomad
+	nomad   *fakenomad.Nomad
 	dirs    []string
 	mutate  func(*Config)
 }
 
-func testConfig(t testing.TB, id paxos.ReplicaID, dir string, nomad *fakeNomad) Config {
+func testConfig(t testing.TB, id paxos.ReplicaID, dir string, nomad *fakenomad.Nomad) Config {
 	return Config{
 		ID: id, Members: []paxos.ReplicaID{1, 2, 3}, DataDir: dir,
 		ClusterKey: []byte("test-cluster-key-0123456789"),
 		PaxosAddr:  "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 		WriteTokens: []string{writeToken}, ReadTokens: []string{readToken},
 		TickInterval:  10 * time.Millisecond,
-		NewDispatcher: nomad.dispatcher,
+		NewDispatcher: func(done func(launcher.Result)) launcher.Dispatcher { return nomad.Dispatcher(id, done) },
 		Version:       "test",
 	}
 }
@@ -99,7 +57,7 @@ func startCluster(t testing.TB) *cluster { return startClusterWith(t, nil) }
 // startClusterWith starts three servers whose configs mutate changes.
 func startClusterWith(t testing.TB, mutate func(*Config)) *cluster {
 	t.Helper()
-	c := &cluster{t: t, nomad: &fakeNomad{children: map[string]string{}}, mutate: mutate}
+	c := &cluster{t: t, nomad: newFakeNomad(), mutate: mutate}
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
 		c.dirs = append(c.dirs, t.TempDir())
 		c.servers = append(c.servers, nil)
@@ -167,17 +125,10 @@ func (c *cluster) clientWith(id paxos.ReplicaID, cfg api.ClientConfig) *api.Clie
 	return cl
 }
 
-// count is the number of children made.
-func (f *fakeNomad) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.children)
-}
-
 // waitChildren waits until Nomad made n children.
 func (c *cluster) waitChildren(n int) {
 	c.t.Helper()
-	eventually(c.t, fmt.Sprintf("%d launches", n), func() bool { return c.nomad.count() >= n })
+	eventually(c.t, fmt.Sprintf("%d launches", n), func() bool { return len(c.nomad.Children()) >= n })
 }
 
 // leader waits until a replica launches and returns its ID.
@@ -252,7 +203,7 @@ func TestWritesThroughAFollowerAndLaunches(t *testing.T) {
 		launched = j.History[0]
 		return true
 	})
-	if child, ok := c.nomad.child(launched.Identity); !ok || child != launched.ChildID {
+	if child, ok := c.nomad.Child(launched.Identity); !ok || child != launched.ChildID {
 		t.Fatalf("history says %s -> %s; Nomad has %q", launched.Identity, launched.ChildID, child)
 	}
 	// A stale read is served by the follower itself.
@@ -413,7 +364,7 @@ func TestFailoverKeepsLaunching(t *testing.T) {
 	if next == leader {
 		t.Fatalf("replica %d still leads after it stopped", leader)
 	}
-	c.waitChildren(c.nomad.count() + 2) // under the new leader
+	c.waitChildren(len(c.nomad.Children()) + 2) // under the new leader
 	// The old leader comes back from its disk and catches up.
 	c.start(leader, false)
 	eventually(t, "the restarted replica to catch up", func() bool {
@@ -427,14 +378,14 @@ func TestFailoverKeepsLaunching(t *testing.T) {
 		if l.Outcome != "dispatched" {
 			continue
 		}
-		if child, ok := c.nomad.child(l.Identity); !ok || child != l.ChildID {
+		if child, ok := c.nomad.Child(l.Identity); !ok || child != l.ChildID {
 			t.Errorf("%s recorded %s, Nomad has %q", l.Identity, l.ChildID, child)
 		}
 	}
 }
 
 func TestConfigErrors(t *testing.T) {
-	ok := testConfig(t, 1, t.TempDir(), &fakeNomad{})
+	ok := testConfig(t, 1, t.TempDir(), newFakeNomad())
 	// The settings an error names are the command line's own.
 	for name, tc := range map[string]struct {
 		change func(*Config)
@@ -518,7 +469,7 @@ func TestGracefulShutdownHandsOver(t *testing.T) {
 			t.Errorf("launch %s, started before the shutdown, was left open", l.Identity)
 		}
 	}
-	c.waitChildren(c.nomad.count() + 2) // under the successor
+	c.waitChildren(len(c.nomad.Children()) + 2) // under the successor
 }
 
 func TestMetrics(t *testing.T) {
@@ -616,7 +567,7 @@ func freeAddr(t testing.TB) string {
 // Replicas told nothing of one another but a gossip address to join find
 // each other, serve, and replace a crashed leader on gossip's word.
 func TestGossipFindsPeersAndACrash(t *testing.T) {
-	nomad := &fakeNomad{children: map[string]string{}}
+	nomad := newFakeNomad()
 	gossipAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	servers := make([]*Server, 3)
 	for i := range servers {
@@ -719,7 +670,7 @@ func TestEmptyDiskRejoinsFromPeers(t *testing.T) {
 	other := 6 - c.leader() - lost
 	c.servers[other-1].Close()
 	c.servers[other-1] = nil
-	before := c.nomad.count()
+	before := len(c.nomad.Children())
 	c.waitChildren(before + 2)
 	if _, err := c.client(c.leader(), writeToken).Pause(ctx, "tick"); err != nil {
 		t.Fatalf("a write with the rebuilt replica as the only follower: %v", err)

@@ -36,7 +36,7 @@ func TestDamagedStoreIsNamedAtStart(t *testing.T) {
 	}
 	damageEarlyInLargestWAL(t, dir)
 
-	_, err = New(testConfig(t, 1, dataDir, &fakeNomad{children: map[string]string{}}), false)
+	_, err = New(testConfig(t, 1, dataDir, newFakeNomad()), false)
 	if !errors.Is(err, storage.ErrCorrupt) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "empty store rejoins") {
 		t.Fatalf("New on a damaged store: %v; want ErrCorrupt, naming %s and what to do", err, dir)
 	}

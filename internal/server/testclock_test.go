@@ -50,7 +50,7 @@ func TestTestClockBadFileRefused(t *testing.T) {
 	if err := os.WriteFile(path, []byte("soon"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig(t, 1, t.TempDir(), &fakeNomad{children: map[string]string{}})
+	cfg := testConfig(t, 1, t.TempDir(), newFakeNomad())
 	cfg.TestClockOffsetFile = path
 	if _, err := New(cfg, true); !errors.Is(err, ErrConfig) {
 		t.Fatalf("New with a bad offset file: %v, want ErrConfig", err)
@@ -70,10 +70,8 @@ func TestTestClockJumpsAtRuntime(t *testing.T) {
 	}
 	// ahead is the latest scheduled time launched, less the real time.
 	ahead := func() time.Duration {
-		c.nomad.mu.Lock()
-		defer c.nomad.mu.Unlock()
 		var latest int64
-		for id := range c.nomad.children {
+		for id := range c.nomad.Children() {
 			if n, err := strconv.ParseInt(strings.TrimPrefix(id, "jump-"), 10, 64); err == nil && n > latest {
 				latest = n
 			}
