@@ -187,11 +187,17 @@ func (n *Node) replyCaughtUp(m Message) {
 // they were compacted away (snapshot.go). ballot is the sender's leader
 // ballot, or zero.
 func (n *Node) sendCatchUp(to ReplicaID, peerChosen uint64, ballot Ballot) {
-	if peerChosen >= n.hs.Chosen {
+	n.sendCatchUpThrough(to, peerChosen, n.hs.Chosen, ballot)
+}
+
+// sendCatchUpThrough is sendCatchUp sending no chosen entry past through
+// (at most the chosen index).
+func (n *Node) sendCatchUpThrough(to ReplicaID, peerChosen, through uint64, ballot Ballot) {
+	if peerChosen >= through {
 		return
 	}
 	n.stats.CatchUps++
-	es, err := n.log.entries(peerChosen+1, n.hs.Chosen+1, n.limits.MaxBatchEntries, n.limits.MaxBatchBytes)
+	es, err := n.log.entries(peerChosen+1, through+1, n.limits.MaxBatchEntries, n.limits.MaxBatchBytes)
 	if errors.Is(err, ErrCompacted) {
 		n.sendSnapshot(to, peerChosen, ballot)
 		return

@@ -1158,3 +1158,83 @@ func TestRebuildingFollowerLosesItsMatch(t *testing.T) {
 		t.Fatalf("chosen %d once the leader's write was confirmed, want %d", got, chosenBefore+1)
 	}
 }
+
+// TestRebuildEndsOnlyOnceItsLossIsReplicated (found in review): a replica
+// that lost its disk votes again once it learns a slot chosen under a
+// ballot prepared after it rejoined. That ballot re-proposes every slot a
+// quorum may have chosen before the loss, but those it has not chosen yet
+// may still be held by one replica alone, since the lost disk held the
+// other copy. The rebuilt replica learned the ballot's first slot and
+// voted again while c and d (chosen on 1 and 2 before 1 lost its disk)
+// were on 2 alone; 2 then lost its disk, the others elected a leader
+// without them, and slot 4 was chosen twice. Now the leader teaches a
+// rebuilding follower none of its ballot's slots before it has chosen
+// all it re-proposed.
+func TestRebuildEndsOnlyOnceItsLossIsReplicated(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	lim := c.limits
+	lim.MaxBatchEntries, lim.MaxInflightAccepts = 1, 1
+	c.setLimits(lim)
+	c.elect(1)
+	c.propose(1, "a")
+	c.deliver(1<<20, nil)
+	c.settle()
+	// b, c and d are chosen on 1 and 2; 3 hears nothing of them, and 2
+	// not that they were chosen.
+	c.block(1, 3)
+	c.setLimits(DefaultLimits())
+	c.propose(1, "b", "c", "d")
+	c.deliver(1<<20, func(m Message) bool { return m.From == 2 || m.Type == MsgAccept })
+	if got := appliedOf(c, 1); got != "a,b,c,d" {
+		t.Fatalf("replica 1 applied %q, want a,b,c,d", got)
+	}
+	// 1 loses its disk and rejoins; 2 campaigns with 3 but its accepts
+	// of c and d do not reach 3.
+	c.crash(1)
+	c.queue = nil
+	c.unblockAll()
+	c.wipe(1)
+	c.setLimits(lim)
+	c.tick(1, int(rebuildQuietTicks(c.timing)))
+	onlyB := func(m Message) bool {
+		return m.Type != MsgAccept || m.To != 3 || m.Entries[0].Slot <= 3
+	}
+	// Run until replica 1 votes again: with onlyB for a while, then with
+	// every message delivered.
+	rebuilt := func() bool { return !c.replicas[1].node.hs.Rebuilding }
+	for i := 0; i < 20*c.timing.ElectionTicks && !rebuilt(); i++ {
+		filter := onlyB
+		if i >= 10*c.timing.ElectionTicks {
+			filter = nil
+		}
+		for _, o := range c.ids() {
+			if n := c.replicas[o].node; o != 2 && n.role != Leader {
+				n.electionElapsed = 0
+			}
+		}
+		if n := c.replicas[2].node; n.role == Follower {
+			n.electionElapsed = max(n.electionElapsed, n.electionTimeout-1)
+		}
+		c.tickAll(1)
+		c.process()
+		for !rebuilt() && len(c.queue) > 0 {
+			c.deliver(1, filter)
+		}
+	}
+	if !rebuilt() {
+		t.Fatalf("replica 1 still rebuilds:\n%s", c.describe())
+	}
+	// At once, 2 loses its disk too. 1 votes again, so it must be safe:
+	// c and d must be on 1 or 3.
+	c.crash(2)
+	c.queue = nil
+	c.wipe(2)
+	c.setLimits(DefaultLimits())
+	c.elect(3)
+	c.propose(3, "e")
+	c.deliver(1<<20, nil)
+	c.settle()
+	if got := appliedOf(c, 3); got != "a,b,c,d,e" {
+		t.Fatalf("replica 3 applied %q, want a,b,c,d,e:\n%s", got, c.describe())
+	}
+}

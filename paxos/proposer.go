@@ -295,8 +295,18 @@ func (l *leadership) maybeCatchUp(n *Node, to ReplicaID, pr *progress) {
 	if pr.catchUpSent && n.now-pr.catchUpAt < 2*uint64(n.timing.HeartbeatTicks) {
 		return
 	}
+	through := n.hs.Chosen
+	if pr.rebuilding && through < l.caughtUpAt {
+		// A rebuilding follower votes again once it learns a slot chosen
+		// under this ballot. Until this ballot has chosen every slot it
+		// re-proposed, some of them (chosen before, on a quorum that may
+		// have counted the follower's lost disk) may be held by fewer
+		// than a quorum of the others: teach it none of this ballot's
+		// slots before then, or one more disk loss loses them.
+		through = min(through, l.start-1)
+	}
 	pr.catchUpSent, pr.catchUpAt = true, n.now
-	n.sendCatchUp(to, pr.chosen, l.ballot)
+	n.sendCatchUpThrough(to, pr.chosen, through, l.ballot)
 }
 
 func (l *leadership) wantsSend(n *Node) bool {
