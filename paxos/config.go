@@ -44,6 +44,16 @@ type Limits struct {
 	// MaxUncommittedSlots bounds how far proposals may run ahead of the
 	// chosen index; Propose returns ErrBusy beyond it.
 	MaxUncommittedSlots int
+	// MaxUncommittedBytes bounds the same in bytes (EntrySize): a leader's
+	// slots not yet chosen, its re-proposals included. Propose returns
+	// ErrBusy when a command would pass it, unless nothing is pending, so
+	// that any command under MaxBatchBytes/2 can be proposed. An acceptor
+	// sends every entry it accepted and does not know chosen in each
+	// promise, and this is what bounds them: at most about twice it (a
+	// tail left by one leader under another's). In [1, MaxMessageBytes/8],
+	// so that a promise, with MaxPromiseBytes of chosen entries, fits a
+	// frame.
+	MaxUncommittedBytes uint64
 	// MaxPromiseLagSlots is how far a candidate's chosen index may trail an
 	// acceptor's and still be promised; a candidate further behind is
 	// caught up instead, which keeps promises small.
@@ -54,9 +64,9 @@ type Limits struct {
 	// refuses and catches the candidate up instead. (65,536 slots of 2 MiB
 	// commands would not fit a frame.) The entries accepted and not known
 	// chosen are sent whatever their size, as the candidate must learn
-	// every one; the leaders' pipelines (MaxInflightAccepts batches of
-	// MaxBatchBytes) bound them. In [1, MaxMessageBytes/2]: a candidate
-	// one entry behind, larger than the bound, is caught up, then promised.
+	// every one; the leaders' MaxUncommittedBytes bounds them. In [1,
+	// MaxMessageBytes/2]: a candidate one entry behind, larger than the
+	// bound, is caught up, then promised.
 	MaxPromiseBytes uint64
 	// MaxSnapshotChunkBytes bounds the data of one MsgSnapshot: a snapshot
 	// is streamed in chunks of at most this size, one chunk in flight per
@@ -90,6 +100,7 @@ func DefaultLimits() Limits {
 		MaxBatchBytes:         4 << 20,
 		MaxInflightAccepts:    8,
 		MaxUncommittedSlots:   32768,
+		MaxUncommittedBytes:   8 << 20,
 		MaxPromiseLagSlots:    2 * 32768,
 		MaxPromiseBytes:       16 << 20,
 		MaxSnapshotChunkBytes: 4 << 20,
@@ -158,6 +169,8 @@ func (c *Config) validate() error {
 		return bad("batch and inflight limits must be positive: %+v", l)
 	case l.MaxUncommittedSlots <= 0 || l.MaxPromiseLagSlots < 2*l.MaxUncommittedSlots:
 		return bad("MaxUncommittedSlots must be positive and MaxPromiseLagSlots at least twice it: %+v", l)
+	case l.MaxUncommittedBytes == 0 || l.MaxUncommittedBytes > MaxMessageBytes/8:
+		return bad("MaxUncommittedBytes must be in [1, %d] (MaxMessageBytes/8): %d", MaxMessageBytes/8, l.MaxUncommittedBytes)
 	case l.MaxPromiseBytes == 0 || l.MaxPromiseBytes > MaxMessageBytes/2:
 		return bad("MaxPromiseBytes must be in [1, %d] (MaxMessageBytes/2): %d", MaxMessageBytes/2, l.MaxPromiseBytes)
 	case l.MaxSnapshotChunkBytes == 0 || l.MaxSnapshotChunkBytes > MaxMessageBytes/2:

@@ -38,8 +38,9 @@ func (r Role) String() string {
 var (
 	// ErrNotLeader is returned by Propose on a replica that is not leader.
 	ErrNotLeader = errors.New("paxos: not the leader")
-	// ErrBusy is returned by Propose when MaxUncommittedSlots proposals
-	// are not yet chosen; the caller should retry later.
+	// ErrBusy is returned by Propose when MaxUncommittedSlots proposals,
+	// or MaxUncommittedBytes of them, are not yet chosen; the caller
+	// should retry later.
 	ErrBusy = errors.New("paxos: too many uncommitted proposals")
 	// ErrTooLarge is returned by Propose for a command over MaxBatchBytes.
 	ErrTooLarge = errors.New("paxos: command too large")
@@ -301,7 +302,14 @@ func (n *Node) Propose(data []byte) (uint64, error) {
 		return 0, ErrBusy
 	}
 	slot := n.log.lastSlot + 1
-	n.log.put(Entry{Slot: slot, Ballot: n.lead.ballot, Kind: EntryCommand, Data: slices.Clone(data)})
+	e := Entry{Slot: slot, Ballot: n.lead.ballot, Kind: EntryCommand, Data: data}
+	n.lead.releaseChosen(n.hs.Chosen)
+	if n.lead.pendingBytes > 0 && n.lead.pendingBytes+EntrySize(e) > n.limits.MaxUncommittedBytes {
+		return 0, ErrBusy
+	}
+	e.Data = slices.Clone(data)
+	n.log.put(e)
+	n.lead.addPending(e)
 	n.stats.Proposals++
 	return slot, nil
 }

@@ -729,11 +729,6 @@ func TestSnapshotTransferAfterReceiverRestart(t *testing.T) {
 	}
 }
 
-// A follower whose disk was lost reports a chosen index far below the one
-// it reported before. The leader catches it up from its latest report:
-// from the older, higher one, catch-up would start past what it holds, it
-// could use none of it, and each of its answers would ask for the same
-// useless batch again.
 // A candidate trailing in chosen entries whose bytes pass MaxPromiseBytes
 // is caught up instead of promised (found in review: a promise was
 // bounded in slots only, and 65,536 slots of 2 MiB commands would not
@@ -790,6 +785,115 @@ func TestPromiseIsBoundedInBytes(t *testing.T) {
 	}
 }
 
+// A leader's proposals not yet chosen are bounded in bytes as well as in
+// slots (found in review: an acceptor sends every entry it accepted and
+// does not know chosen in each promise, and with the leader's own disk
+// slow they could pass a frame, which the transport drops: no candidate
+// needing that promise could win). Past MaxUncommittedBytes Propose
+// answers ErrBusy; a command alone is proposed whatever its size; what
+// is chosen stops counting.
+func TestUncommittedProposalsAreBoundedInBytes(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	limits := DefaultLimits()
+	limits.MaxUncommittedBytes = 1000
+	c.setLimits(limits)
+	c.elect(1)
+	c.settle()
+	leader := c.replicas[1].node
+	value := strings.Repeat("x", 168) // 200 bytes with EntrySize's 32
+	c.isolate(1)
+	proposed := 0
+	for {
+		_, err := leader.Propose([]byte(value))
+		if errors.Is(err, ErrBusy) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		proposed++
+		if proposed > 10 {
+			t.Fatalf("%d proposals of 200 bytes taken under a bound of 1,000, nothing chosen", proposed)
+		}
+	}
+	if proposed != 5 || leader.lead.pendingBytes != 1000 {
+		t.Fatalf("%d proposals taken, %d bytes pending; want 5 and 1,000", proposed, leader.lead.pendingBytes)
+	}
+	c.unblockAll()
+	c.deliver(1<<20, nil)
+	c.settle()
+	if leader.lead.pendingBytes != 0 || leader.hs.Chosen != leader.log.lastSlot {
+		t.Fatalf("after everything was chosen: %d bytes pending, chosen %d of %d", leader.lead.pendingBytes, leader.hs.Chosen, leader.log.lastSlot)
+	}
+	// Nothing pending: one command over the bound is taken, a second is not.
+	big := strings.Repeat("y", 1500)
+	if _, err := leader.Propose([]byte(big)); err != nil {
+		t.Fatalf("a lone command over the bound: %v", err)
+	}
+	if _, err := leader.Propose([]byte("z")); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a command behind one over the bound: %v, want ErrBusy", err)
+	}
+	c.deliver(1<<20, nil)
+	c.settle()
+	c.propose(1, "z")
+	c.deliver(1<<20, nil)
+	c.settle()
+	if got := appliedOf(c, 2); !strings.HasSuffix(got, ","+big+",z") {
+		t.Fatalf("replica 2 applied %q, want the big command then z at the end", got)
+	}
+}
+
+// A new leader counts its re-proposals: a tail accepted under the last
+// leader, up to its bound, leaves the new one no room until it is chosen.
+func TestReproposalsCountAgainstTheBound(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	limits := DefaultLimits()
+	limits.MaxUncommittedBytes = 1000
+	c.setLimits(limits)
+	c.elect(1)
+	c.settle()
+	// 1's accepts reach 2 only; 2 never answers, so nothing is chosen.
+	c.block(1, 3)
+	c.block(2, 1)
+	value := strings.Repeat("x", 168) // 200 bytes with EntrySize's 32
+	c.propose(1, value, value, value, value, value)
+	c.deliver(1<<20, nil)
+	c.crash(1)
+	c.unblockAll()
+	// 2 wins with 3's promise, but 3's answers to its accepts are lost:
+	// its re-proposals stay pending.
+	unanswered := func(m Message) bool {
+		return m.From != 3 || (m.Type != MsgAccepted && m.Type != MsgHeartbeatReply)
+	}
+	n2 := c.replicas[2].node
+	for range 20 * c.timing.ElectionTicks {
+		if n2.role == Leader {
+			break
+		}
+		c.replicas[3].node.electionElapsed = 0
+		if n2.role == Follower {
+			n2.electionElapsed = max(n2.electionElapsed, n2.electionTimeout-1)
+		}
+		c.tickAll(1)
+		c.deliver(1<<20, unanswered)
+	}
+	if n2.role != Leader {
+		t.Fatalf("2 did not win:\n%s", c.describe())
+	}
+	if n2.lead.pendingBytes != 1000 {
+		t.Fatalf("the new leader counts %d bytes of re-proposals, want the 1,000 it took over", n2.lead.pendingBytes)
+	}
+	if _, err := n2.Propose([]byte("z")); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a proposal behind re-proposals that fill the bound: %v, want ErrBusy", err)
+	}
+	c.deliver(1<<20, nil)
+	c.settle()
+	if n2.lead.pendingBytes != 0 {
+		t.Fatalf("%d bytes still pending once the re-proposals were chosen", n2.lead.pendingBytes)
+	}
+	c.propose(2, value)
+}
+
 // chosenThenThirdDown is a cluster of three whose leader, replica 1,
 // had a, b and c chosen everywhere before replica 3 crashed.
 func chosenThenThirdDown(t *testing.T) *testCluster {
@@ -802,6 +906,11 @@ func chosenThenThirdDown(t *testing.T) *testCluster {
 	return c
 }
 
+// A follower whose disk was lost reports a chosen index far below the one
+// it reported before. The leader catches it up from its latest report:
+// from the older, higher one, catch-up would start past what it holds, it
+// could use none of it, and each of its answers would ask for the same
+// useless batch again.
 func TestCatchUpFollowsTheLatestChosenReport(t *testing.T) {
 	c := chosenThenThirdDown(t)
 	c.wipe(3)
@@ -827,12 +936,14 @@ func TestCatchUpFollowsTheLatestChosenReport(t *testing.T) {
 
 func TestConfigValidatesSnapshotLimits(t *testing.T) {
 	for name, change := range map[string]func(*Limits){
-		"no chunk":            func(l *Limits) { l.MaxSnapshotChunkBytes = 0 },
-		"chunk over a half":   func(l *Limits) { l.MaxSnapshotChunkBytes = MaxMessageBytes/2 + 1 },
-		"no snapshot":         func(l *Limits) { l.MaxSnapshotBytes = 0 },
-		"negative apply":      func(l *Limits) { l.MaxApplyEntries = -1 },
-		"no promise bytes":    func(l *Limits) { l.MaxPromiseBytes = 0 },
-		"promise over a half": func(l *Limits) { l.MaxPromiseBytes = MaxMessageBytes/2 + 1 },
+		"no chunk":                   func(l *Limits) { l.MaxSnapshotChunkBytes = 0 },
+		"chunk over a half":          func(l *Limits) { l.MaxSnapshotChunkBytes = MaxMessageBytes/2 + 1 },
+		"no snapshot":                func(l *Limits) { l.MaxSnapshotBytes = 0 },
+		"negative apply":             func(l *Limits) { l.MaxApplyEntries = -1 },
+		"no promise bytes":           func(l *Limits) { l.MaxPromiseBytes = 0 },
+		"promise over a half":        func(l *Limits) { l.MaxPromiseBytes = MaxMessageBytes/2 + 1 },
+		"no uncommitted bytes":       func(l *Limits) { l.MaxUncommittedBytes = 0 },
+		"uncommitted over an eighth": func(l *Limits) { l.MaxUncommittedBytes = MaxMessageBytes/8 + 1 },
 	} {
 		limits := DefaultLimits()
 		change(&limits)

@@ -133,6 +133,7 @@ func (n *Node) becomeLeader() {
 	// mark that ends a follower's rebuild, and proof to itself that its
 	// phase 2 works.
 	top = max(top, c.start)
+	n.lead = newLeadership(n, c, top)
 	for s := c.start; s <= top; s++ {
 		e, ok := highest[s]
 		if !ok {
@@ -140,12 +141,12 @@ func (n *Node) becomeLeader() {
 		}
 		e.Ballot = c.ballot
 		n.log.put(e)
+		n.lead.addPending(e)
 	}
 	n.role = Leader
 	n.leader = n.id
 	n.cand = nil
 	n.stats.BecameLeader++
-	n.lead = newLeadership(n, c, top)
 	n.lead.heartbeat(n)
 }
 
@@ -183,6 +184,33 @@ type leadership struct {
 	// persisted is the highest slot of the leader's own proposals known
 	// durable; only that far does its own vote count.
 	persisted uint64
+	// pending holds the sizes (EntrySize) of this ballot's slots from
+	// pendingFrom on, not yet chosen; pendingBytes is their sum, which
+	// Propose keeps under MaxUncommittedBytes.
+	pendingFrom  uint64
+	pending      []uint64
+	pendingBytes uint64
+}
+
+// addPending counts e, the entry just put at the log's last slot.
+func (l *leadership) addPending(e Entry) {
+	if e.Slot != l.pendingFrom+uint64(len(l.pending)) {
+		panic(fmt.Sprintf("paxos: pending slot %d after %d from %d", e.Slot, len(l.pending), l.pendingFrom))
+	}
+	size := EntrySize(e)
+	l.pending = append(l.pending, size)
+	l.pendingBytes += size
+}
+
+// releaseChosen stops counting the slots through chosen.
+func (l *leadership) releaseChosen(chosen uint64) {
+	k := 0
+	for k < len(l.pending) && l.pendingFrom+uint64(k) <= chosen {
+		l.pendingBytes -= l.pending[k]
+		k++
+	}
+	l.pending = l.pending[k:]
+	l.pendingFrom += uint64(k)
 }
 
 // progress is what the leader knows of one follower.
@@ -224,7 +252,8 @@ func newLeadership(n *Node, c *candidacy, top uint64) *leadership {
 	l := &leadership{
 		ballot: c.ballot, start: c.start, caughtUpAt: top,
 		progress: map[ReplicaID]*progress{}, lastQuorumAt: c.sentAt, persisted: c.start - 1,
-		leaseUntil: c.sentAt + n.leaseSpan,
+		pendingFrom: c.start,
+		leaseUntil:  c.sentAt + n.leaseSpan,
 	}
 	for _, p := range n.peers {
 		pr := &progress{next: c.start, match: c.start - 1, through: c.start - 1, lastAckAt: n.now}
@@ -445,5 +474,6 @@ func (l *leadership) advanceCommit(n *Node) {
 	commit := matches[len(matches)-n.members.Quorum()]
 	if commit > n.hs.Chosen && commit >= l.start {
 		n.setChosen(commit)
+		l.releaseChosen(commit)
 	}
 }

@@ -86,6 +86,11 @@ func DefaultOptions(seed uint64) Options {
 	// A candidate 30 or so commands behind is caught up rather than
 	// promised, so that elections meet the promise's byte bound.
 	limits.MaxPromiseBytes = 8 << 10
+	// A leader's unchosen proposals past 2 KiB (some 5-20 commands) are
+	// refused as busy, so that the bound is met now and then under the
+	// simulator's bursts and slow disks (5 times in 100 seeds), and the
+	// launcher's retries with it.
+	limits.MaxUncommittedBytes = 2 << 10
 	// The simulator's snapshots are 1-6 KiB: chunks of 512 bytes make every
 	// snapshot catch-up a transfer of several chunks, with their losses,
 	// duplicates and reordering.
