@@ -373,6 +373,10 @@ func (p *parser) cron(b *hcl.Block) (Cron, bool) {
 	errs := len(p.diags)
 	if err := state.ValidName(c.Name); err != nil {
 		p.fail(b.LabelRanges[0].Ptr(), "Invalid cron name", trimInvalid(err))
+	} else if c.Name == "." || c.Name == ".." {
+		// As the API refuses them (found in review: `job validate`
+		// passed a file that `job run` then failed).
+		p.fail(b.LabelRanges[0].Ptr(), "Invalid cron name", fmt.Sprintf("%q: a name of dots only cannot be used in the API's paths (/v1/jobs/.. is /v1/)", c.Name))
 	}
 	content, diags := b.Body.Content(cronSchema)
 	p.diags = append(p.diags, diags...)

@@ -466,3 +466,27 @@ func TestNonNFCTextIsRefused(t *testing.T) {
 		t.Fatalf("a long line: %.200v; want %q", err, want)
 	}
 }
+
+// TestDotNamesAreRefused: the API refuses the job names "." and ".."
+// (no URL can name them: /v1/jobs/.. is cleaned to /v1/), but a cron
+// file took them, so `job validate` passed a file that `job run` then
+// failed. Found in review.
+func TestDotNamesAreRefused(t *testing.T) {
+	for _, name := range []string{".", ".."} {
+		src := "cron \"" + name + "\" {\n  schedule = \"@daily\"\n  nomad { job = \"p\" }\n}\n"
+		crons, err := Parse("jobs.hcl", []byte(src), ".")
+		if err == nil {
+			t.Errorf("cron %q: accepted as %+v", name, crons)
+			continue
+		}
+		if !strings.Contains(err.Error(), "jobs.hcl:1,6: Invalid cron name") {
+			t.Errorf("cron %q: %v; want it refused at its label", name, err)
+		}
+	}
+	for _, name := range []string{"...", ".a", "a.."} {
+		src := "cron \"" + name + "\" {\n  schedule = \"@daily\"\n  nomad { job = \"p\" }\n}\n"
+		if _, err := Parse("jobs.hcl", []byte(src), "."); err != nil {
+			t.Errorf("cron %q: %v; the API takes it", name, err)
+		}
+	}
+}
