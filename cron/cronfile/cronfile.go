@@ -588,12 +588,14 @@ func isZoneError(err error) bool {
 	return errors.As(err, &pe) && pe.Field == "time zone"
 }
 
-// trimInvalid drops the state package's "invalid command: " prefix,
-// which means nothing to someone writing a file.
+// trimInvalid drops the state package's "state: invalid command: "
+// prefix, which means nothing to someone writing a file. (It cut at the
+// first ": ", after "state", and left "invalid command: " in; found in
+// review.)
 func trimInvalid(err error) string {
 	msg := err.Error()
-	if i := strings.Index(msg, ": "); i >= 0 && errors.Is(err, state.ErrInvalid) {
-		return msg[i+2:]
+	if rest, ok := strings.CutPrefix(msg, state.ErrInvalid.Error()+": "); ok {
+		return rest
 	}
 	return msg
 }

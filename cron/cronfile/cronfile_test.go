@@ -490,3 +490,20 @@ func TestDotNamesAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestStateErrorsLoseTheirPrefix: the state's errors start "state:
+// invalid command: ", which means nothing to someone writing a file.
+// trimInvalid cut at the first ": " and so left "invalid command: " in
+// every message it was meant to clean. Found in review.
+func TestStateErrorsLoseTheirPrefix(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"cron \"a b\" {\n  schedule = \"@daily\"\n  nomad { job = \"p\" }\n}\n", `jobs.hcl:1,6: Invalid cron name: job name "a b"`},
+		{"cron \"a\" {\n  schedule = \"@daily\"\n  nomad { job = \"p q\" }\n}\n", `jobs.hcl:3,3: Invalid nomad block: Nomad job "p q"`},
+		{"cron \"a\" {\n  schedule = \"@daily\"\n  nomad {\n    job  = \"p\"\n    meta = { \"\" = \"v\" }\n  }\n}\n", `jobs.hcl:1,1: Invalid cron job: meta has an empty key`},
+	} {
+		_, err := Parse("jobs.hcl", []byte(tc.src), ".")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "invalid command") {
+			t.Errorf("%v\nwant %q, without the state's prefix", err, tc.want)
+		}
+	}
+}
