@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -322,5 +324,35 @@ func TestSnapshotRestoreRefusesAnIndexBelowItsState(t *testing.T) {
 		case !tc.ok && (code != exitFailed || !strings.Contains(errOut, "slot 4")):
 			t.Errorf("index %d, below the state's last slot 4: exit %d\n%s%s", tc.index, code, out, errOut)
 		}
+	}
+}
+
+// TestSnapshotSaveThatCannotWriteItsFileExits1: a snapshot that arrived
+// whole but could not be written to FILE (no such folder, no permission)
+// exited 5, "no leader right now or the replica cannot be reached
+// (nothing was done: retry)": the error was no API error, so it was read
+// as a call that got no answer. Retrying cannot help; it is exit 1, and
+// the message names the file. Found in review.
+func TestSnapshotSaveThatCannotWriteItsFileExits1(t *testing.T) {
+	data := cronSnapshot(t, 5, "a")
+	meta := backup.Meta{Generation: 5, Index: 2, Membership: []uint64{1, 2, 3}, Cluster: "paxcron", TakenAt: time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)}
+	file, err := backup.EncodeFile(backup.NewInfo(meta, data), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Paxcron-Index", "2")
+		w.Write(file)
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "state.snap")
+	if code, _, errOut := runCLI(t, "operator", "snapshot", "save", "-address", srv.URL, "-token", "cli-test-token-0123456789", good); code != exitOK {
+		t.Fatalf("saving to %s: exit %d, %q", good, code, errOut)
+	}
+	missing := filepath.Join(dir, "no-such-folder", "state.snap")
+	code, _, errOut := runCLI(t, "operator", "snapshot", "save", "-address", srv.URL, "-token", "cli-test-token-0123456789", missing)
+	if code != exitFailed || !strings.Contains(errOut, "no-such-folder") {
+		t.Errorf("saving to %s: exit %d, %q; want %d naming the file", missing, code, errOut, exitFailed)
 	}
 }

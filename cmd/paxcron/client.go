@@ -155,7 +155,8 @@ func exitCodeOf(err error, read bool) int {
 type usageError struct{ error }
 
 // fileError is a file with problems: exit 1, as in `job validate`, not 2
-// (the command line was right); nothing was sent.
+// (the command line was right), nor 5 or 6 (no call failed): a file to
+// submit, for which nothing was sent, or one a read could not write.
 type fileError struct{ error }
 
 func printJSON(out io.Writer, v any) error {

@@ -44,7 +44,9 @@ payloads: it needs a write token. Restore it with
 			return fmt.Errorf("the replica sent a damaged snapshot: %w", err)
 		}
 		if err := writeFileAtomic(words[0], buf.Bytes()); err != nil {
-			return err
+			// Exit 1, not 5 (retry): the snapshot arrived; the file is
+			// what failed (found in review).
+			return fileError{fmt.Errorf("writing %s: %w", words[0], err)}
 		}
 		if f.json {
 			return printJSON(out, info)
