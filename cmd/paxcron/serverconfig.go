@@ -438,6 +438,11 @@ func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.
 			if !ok || !ok2 || err != nil || n <= 0 {
 				return bad("cluster.peers %q: want ID=PAXOS_ADDR/HTTP_ADDR, e.g. 2=10.0.0.2:4751/10.0.0.2:4750", p)
 			}
+			if first, dup := cfg.Peers[paxos.ReplicaID(n)]; dup {
+				// A map keeps the last: a typo for another ID was
+				// silently lost (found in review).
+				return bad("cluster.peers names replica %d twice (%s/%s and %s)", n, first.Paxos, first.HTTP, addrs)
+			}
 			cfg.Peers[paxos.ReplicaID(n)] = server.PeerAddrs{Paxos: pax, HTTP: http}
 		}
 	}

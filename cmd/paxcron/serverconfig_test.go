@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -245,5 +246,32 @@ func TestTuneGC(t *testing.T) {
 	tuneGC(func(string) string { return "" })
 	if got := debug.SetGCPercent(100); got != serverGCPercent {
 		t.Fatalf("with GOGC unset, the GC percent is %d, want %d", got, serverGCPercent)
+	}
+}
+
+// TestPeerNamedTwiceIsRefused: cluster.peers giving one replica ID two
+// addresses kept the last without a word (the peers are a map), so a
+// typo for another replica's ID ("2=...,2=..." for "2=...,3=...") left
+// that replica with no address and its own ID's first address dropped.
+// cluster.members refuses a replica named twice; so do the peers now.
+// Found in review.
+func TestPeerNamedTwiceIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "cluster.key")
+	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := defaultSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.id, o.keyFile, o.dataDir, o.members = 1, keyFile, filepath.Join(dir, "data"), []int{1, 2, 3}
+	o.peers = []string{"2=10.0.0.2:4751/10.0.0.2:4750", "2=10.0.0.3:4751/10.0.0.3:4750"}
+	if _, err := o.serverConfig(io.Discard, "test"); err == nil || !strings.Contains(err.Error(), "replica 2 twice") {
+		t.Errorf("cluster.peers %v: %v; want it refused, naming replica 2", o.peers, err)
+	}
+	o.peers = []string{"2=10.0.0.2:4751/10.0.0.2:4750", "3=10.0.0.3:4751/10.0.0.3:4750"}
+	if _, err := o.serverConfig(io.Discard, "test"); err != nil {
+		t.Errorf("cluster.peers %v: %v", o.peers, err)
 	}
 }
