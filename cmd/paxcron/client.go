@@ -36,6 +36,7 @@ with "paxcron job history", before sending it again).`
 // apiFlags are the flags of every command that calls a replica.
 type apiFlags struct {
 	address, token, caCert string
+	tokenEnv               string // PAXCRON_TOKEN, used unless -token is given
 	json, stale            bool
 }
 
@@ -45,7 +46,10 @@ func (f *apiFlags) register(fs *flag.FlagSet, getenv func(string) string, reads 
 		addr = api.DefaultAddress
 	}
 	fs.StringVar(&f.address, "address", addr, "a replica's API, http(s)://host:port; or several, comma-separated, to call whichever leads and go on when one is down (PAXCRON_ADDR)")
-	fs.StringVar(&f.token, "token", getenv("PAXCRON_TOKEN"), "the API token (PAXCRON_TOKEN)")
+	// Not the flag's default: the help and every usage error print
+	// defaults, and so wrote the token out (found in review).
+	f.tokenEnv = getenv("PAXCRON_TOKEN")
+	fs.StringVar(&f.token, "token", "", "the API token (PAXCRON_TOKEN)")
 	fs.StringVar(&f.caCert, "ca-cert", getenv("PAXCRON_CACERT"), "CA certificate (PEM) to verify an https API (PAXCRON_CACERT)")
 	fs.BoolVar(&f.json, "json", false, "print the answer as JSON, for scripts")
 	if reads {
@@ -53,7 +57,12 @@ func (f *apiFlags) register(fs *flag.FlagSet, getenv func(string) string, reads 
 	}
 }
 
-func (f *apiFlags) client() (*api.Client, error) {
+func (f *apiFlags) client(fs *flag.FlagSet) (*api.Client, error) {
+	given := false
+	fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == "token" })
+	if !given {
+		f.token = f.tokenEnv
+	}
 	return api.NewClient(api.ClientConfig{Address: f.address, Token: f.token, CACert: f.caCert})
 }
 
@@ -97,7 +106,7 @@ func runAPICommand(name string, cmd apiCommand, args []string, stdout, stderr io
 		fs.Usage()
 		return exitUsage
 	}
-	client, err := f.client()
+	client, err := f.client(fs)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitUsage

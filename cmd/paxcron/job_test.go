@@ -391,3 +391,39 @@ func TestJobRunBadFileExitsAsValidateDoes(t *testing.T) {
 		t.Errorf("job run with no FILE: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// TestHelpDoesNotShowTheToken: -token took PAXCRON_TOKEN as its flag
+// default, so every -h, and every usage error (which prints the flags),
+// wrote the API token to stderr, into a terminal's scrollback or a CI
+// log ("the API token (PAXCRON_TOKEN) (default \"...\")"). The server's
+// help keeps its secrets out; the commands' now do too, and the variable
+// is still what the calls send. Found in review.
+func TestHelpDoesNotShowTheToken(t *testing.T) {
+	const token = "env-token-0123456789-secret"
+	t.Setenv("PAXCRON_TOKEN", token)
+	for _, args := range [][]string{
+		{"job", "status", "-h"}, {"job", "trigger", "-h"}, {"job", "status", "a", "b"},
+		{"operator", "status", "-h"}, {"operator", "snapshot", "save", "-h"}, {"job", "run", "-nope"},
+	} {
+		_, out, errOut := runCLI(t, args...)
+		if strings.Contains(out+errOut, token) {
+			t.Errorf("%v shows the token:\n%s%s", args, out, errOut)
+		}
+	}
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"index":7}`)
+	}))
+	t.Cleanup(srv.Close)
+	if code, _, errOut := runCLI(t, "job", "pause", "-address", srv.URL, "nightly"); code != exitOK {
+		t.Fatalf("pause: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "job", "pause", "-address", srv.URL, "-token", "flag-token-0123456789", "nightly"); code != exitOK {
+		t.Fatalf("pause -token: exit %d, %q", code, errOut)
+	}
+	if want := []string{"Bearer " + token, "Bearer flag-token-0123456789"}; !slices.Equal(got, want) {
+		t.Errorf("sent %q, want %q: PAXCRON_TOKEN, then -token over it", got, want)
+	}
+}
