@@ -23,6 +23,7 @@ package migrate
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -55,6 +56,13 @@ type Takeover struct {
 //     (paxcron has none) and is dropped.
 //   - "?" is "any" for Nomad, a value hashed from the job's name for
 //     paxcron: it becomes "*".
+//   - a day field (day-of-month, day-of-week) is "any" for Nomad when one
+//     of its terms is * or ?, for paxcron (as Vixie cron) when its text
+//     starts with *; and when both are restricted, a day matching either
+//     launches. So "*/2" restricts for Nomad ("0 0 */2 * MON": odd days
+//     or Mondays) and is "any" for paxcron (odd days that are Mondays):
+//     it is written as the range it covers, "1-31/2"; and "5,*" is any
+//     for Nomad, restricted for paxcron: it is written "*".
 func fromNomadCron(expr string) (string, error) {
 	fields := strings.Fields(expr)
 	if len(fields) == 0 || strings.HasPrefix(fields[0], "@") {
@@ -76,6 +84,17 @@ func fromNomadCron(expr string) (string, error) {
 			fields[i] = "*"
 		} else if strings.Contains(f, "?") {
 			return "", fmt.Errorf("field %q: paxcron reads '?' as a hashed value, Nomad as any", f)
+		}
+	}
+	days := len(fields) - 3 // day-of-month; day-of-week is last
+	for i, whole := range map[int]string{days: "1-31", len(fields) - 1: "0-6"} {
+		f := fields[i]
+		anyForNomad := slices.Contains(strings.Split(f, ","), "*")
+		switch anyForPaxcron := strings.HasPrefix(f, "*"); {
+		case anyForNomad && !anyForPaxcron:
+			fields[i] = "*"
+		case !anyForNomad && anyForPaxcron: // "*/n", first in its list
+			fields[i] = whole + f[1:]
 		}
 	}
 	return strings.Join(fields, " "), nil

@@ -253,3 +253,37 @@ func TestTakeoverScope(t *testing.T) {
 		}
 	}
 }
+
+// TestNomadCronDayFieldsKeepTheirTimes: Nomad's parser (cronexpr) takes
+// a day field as "any day" only when one of its terms is * or ?, and
+// when both day fields are restricted it launches on either; paxcron, as
+// Vixie cron, takes a day field whose text starts with * as "any" and
+// ANDs it with the other. So "0 0 */2 * MON" (odd days, or Mondays, for
+// Nomad) became odd days that are Mondays, and "0 0 5,* * MON" (Mondays)
+// every day, without a word. Found in review.
+func TestNomadCronDayFieldsKeepTheirTimes(t *testing.T) {
+	from := time.Date(2026, 3, 1, 10, 7, 0, 0, time.UTC)
+	for _, expr := range []string{
+		"0 0 */2 * MON", "0 0 15 * */2", "0 0 */10 * 1-5", "0 0 */2,15 * MON", "0 0 5,* * MON", "0 0 1 * MON,*",
+		"0 0 0 */3 * */3 *", "0 0 0 */3 * * *", "0 0 */2 * *", "0 0 * * */2", "0 0 ? * */3",
+	} {
+		translated, err := fromNomadCron(expr)
+		if err != nil {
+			t.Fatalf("%q: %v", expr, err)
+		}
+		s, err := schedule.Parse(translated, schedule.Options{JobName: "report"})
+		if err != nil {
+			t.Fatalf("%q as %q: %v", expr, translated, err)
+		}
+		want := cronexpr.MustParse(expr).NextN(from, 40)
+		at := from
+		for i, w := range want {
+			next, ok := s.Next(at)
+			if !ok || !next.Equal(w) {
+				t.Errorf("%q as %q: launch %d at %v, Nomad's at %v", expr, translated, i, next, w)
+				break
+			}
+			at = next
+		}
+	}
+}
