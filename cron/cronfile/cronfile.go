@@ -305,7 +305,7 @@ func parse(filename string, src []byte, ctx *hcl.EvalContext) ([]Cron, error) {
 	if diags.HasErrors() {
 		return nil, &Error{Diagnostics: diags}
 	}
-	p := parser{ctx: ctx}
+	p := parser{ctx: ctx, src: src}
 	if len(content.Blocks) == 0 {
 		p.fail(&hcl.Range{Filename: filename, Start: hcl.InitialPos, End: hcl.InitialPos}, "No cron block", `the file defines no job; write cron "<name>" { ... }`)
 	}
@@ -361,6 +361,7 @@ var nomadSchema = &hcl.BodySchema{
 
 type parser struct {
 	ctx   *hcl.EvalContext
+	src   []byte // the file, for the text of what it writes
 	diags hcl.Diagnostics
 }
 
@@ -500,6 +501,9 @@ func (p *parser) text(a *hcl.Attribute) (string, bool) {
 		p.fail(a.Expr.Range().Ptr(), "Invalid value for "+a.Name, "a string is required")
 		return "", false
 	}
+	if p.numberChanged(a.Expr, v, s.AsString()) {
+		return "", false
+	}
 	return s.AsString(), true
 }
 
@@ -510,7 +514,7 @@ func (p *parser) meta(a *hcl.Attribute) map[string]string {
 	if diags.HasErrors() {
 		return nil
 	}
-	if p.duplicateKeys(a.Expr, "Duplicate meta key") {
+	if p.duplicateKeys(a.Expr, "Duplicate meta key") || p.numbersChanged(a.Expr) {
 		return nil
 	}
 	m, err := convert.Convert(v, cty.Map(cty.String))
@@ -572,6 +576,47 @@ func (p *parser) duplicateKeys(expr hcl.Expression, summary string) bool {
 		return nil
 	})
 	return dup
+}
+
+// numbersChanged reports each meta value written as a number whose text
+// is not the string it becomes (see numberChanged).
+func (p *parser) numbersChanged(expr hcl.Expression) bool {
+	obj, ok := expr.(*hclsyntax.ObjectConsExpr)
+	if !ok {
+		return false
+	}
+	changed := false
+	for _, item := range obj.Items {
+		v, diags := item.ValueExpr.Value(p.ctx)
+		if diags.HasErrors() || !v.IsKnown() || v.IsNull() || v.Type() != cty.Number {
+			continue
+		}
+		if s, err := convert.Convert(v, cty.String); err == nil && p.numberChanged(item.ValueExpr, v, s.AsString()) {
+			changed = true
+		}
+	}
+	return changed
+}
+
+// numberChanged reports a value v written as a number by expr whose text
+// is not str, the string it becomes: HCL writes a number in its shortest
+// form, so `version = 1.10` in meta reached Nomad as "1.1", and `job =
+// 1.50` dispatched job "1.5", without a word (found in review), as text
+// not in NFC would have reached it changed.
+func (p *parser) numberChanged(expr hcl.Expression, v cty.Value, str string) bool {
+	if v.Type() != cty.Number {
+		return false
+	}
+	r := expr.Range()
+	if r.Start.Byte < 0 || r.End.Byte > len(p.src) || r.Start.Byte > r.End.Byte {
+		return false
+	}
+	written := string(p.src[r.Start.Byte:r.End.Byte])
+	if str == written {
+		return false
+	}
+	p.fail(&r, "Number changed", fmt.Sprintf("%s would reach Nomad as %q, HCL's shortest form of the number: quote it (\"%s\") to send it as written", written, str, written))
+	return true
 }
 
 func sortedKeys(m map[string]string) []string {

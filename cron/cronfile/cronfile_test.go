@@ -507,3 +507,45 @@ func TestStateErrorsLoseTheirPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestMetaNumberChangedIsRefused: a meta value written as a number goes
+// to Nomad as HCL's shortest form of it, so `version = 1.10` was
+// dispatched as "1.1", `build = 007` as "7" and `size = 1e3` as "1000",
+// other bytes than written, without a word (as text not in NFC was); and
+// `job = 1.50` dispatched job "1.5". A number whose text is its shortest
+// form is still taken. Found in review.
+func TestMetaNumberChangedIsRefused(t *testing.T) {
+	file := func(meta string) string {
+		return "cron \"a\" {\n  schedule = \"@daily\"\n  nomad {\n    job  = \"p\"\n    meta = " + meta + "\n  }\n}\n"
+	}
+	for _, tc := range []struct{ meta, at, becomes string }{
+		{`{ version = 1.10 }`, "jobs.hcl:5,24", `"1.1"`},
+		{`{ ok = "x", build = 007 }`, "jobs.hcl:5,32", `"7"`},
+		{`{ size = 1e3 }`, "jobs.hcl:5,21", `"1000"`},
+	} {
+		crons, err := Parse("jobs.hcl", []byte(file(tc.meta)), ".")
+		if err == nil {
+			t.Errorf("meta %s: accepted as %v", tc.meta, crons[0].Spec.Meta)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.at) || !strings.Contains(err.Error(), tc.becomes) {
+			t.Errorf("meta %s: %v; want it refused at %s, saying it becomes %s", tc.meta, err, tc.at, tc.becomes)
+		}
+	}
+	src := "cron \"a\" {\n  schedule = \"@daily\"\n  nomad {\n    job = 1.50\n  }\n}\n"
+	if crons, err := Parse("jobs.hcl", []byte(src), "."); err == nil || !strings.Contains(err.Error(), "jobs.hcl:4,11") || !strings.Contains(err.Error(), `"1.5"`) {
+		t.Errorf("job = 1.50: %v, %+v; want it refused at jobs.hcl:4,11", err, crons)
+	}
+	src = "cron \"a\" {\n  schedule = \"@daily\"\n  nomad {\n    job = 123\n  }\n}\n"
+	if crons, err := Parse("jobs.hcl", []byte(src), "."); err != nil || crons[0].Spec.NomadJob != "123" {
+		t.Errorf("job = 123: %v, %+v", err, crons)
+	}
+	crons, err := Parse("jobs.hcl", []byte(file(`{ shard = 3, big = 12345678901234567890, neg = -2, half = 0.5, on = true }`)), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"shard": "3", "big": "12345678901234567890", "neg": "-2", "half": "0.5", "on": "true"}
+	if !reflect.DeepEqual(crons[0].Spec.Meta, want) {
+		t.Errorf("meta %v, want %v", crons[0].Spec.Meta, want)
+	}
+}
