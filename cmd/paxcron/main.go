@@ -22,7 +22,7 @@ const usage = `Usage: paxcron <command> [arguments]
 
 Commands:
   job        submit, inspect and operate cron jobs (run, status, history, pause, ...)
-  operator   look after the cluster (status)
+  operator   look after the cluster (status, backup, snapshot save, inspect, list, restore)
   server     run one replica
   schedule   show how a cron expression resolves and when it next fires
   version    print the version

@@ -114,3 +114,22 @@ func TestScheduleNeverFiringIsDocumented(t *testing.T) {
 		t.Errorf("exit %d; the help does not say what a schedule that never fires exits with:\n%s", code, help)
 	}
 }
+
+// TestUsageNamesTheOperatorCommands: paxcron's own usage said operator
+// looks after the cluster "(status)", as if status were all it does; it
+// also backs up and saves, inspects, lists and restores snapshots (the
+// disaster-recovery path an operator looks for first). Found in review.
+func TestUsageNamesTheOperatorCommands(t *testing.T) {
+	_, out, _ := runCLI(t, "-h")
+	var line string
+	for l := range strings.Lines(out) {
+		if strings.HasPrefix(strings.TrimSpace(l), "operator") {
+			line = l
+		}
+	}
+	for _, sub := range []string{"status", "backup", "snapshot"} {
+		if !strings.Contains(line, sub) {
+			t.Errorf("the usage's operator line %q does not name %s", line, sub)
+		}
+	}
+}
