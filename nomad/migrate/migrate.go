@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -172,6 +173,7 @@ func Convert(job *api.Job) (*Takeover, error) {
 		concurrency = state.ConcurrencyForbid
 	}
 	t := &Takeover{Disabled: p.Enabled != nil && !*p.Enabled}
+	scheds := make([]*schedule.Schedule, 0, len(specs))
 	for i, expr := range specs {
 		name := id
 		if len(specs) > 1 {
@@ -198,6 +200,10 @@ func Convert(job *api.Job) (*Takeover, error) {
 			return nil, fmt.Errorf("job %q: cron %q: %w", id, expr, err)
 		}
 		t.Crons = append(t.Crons, c)
+		scheds = append(scheds, s)
+	}
+	if err := sharedLaunch(specs, scheds, now()); err != nil {
+		return nil, fmt.Errorf("job %q: %w", id, err)
 	}
 	parent := *job
 	parent.Periodic = nil
@@ -206,6 +212,46 @@ func Convert(job *api.Job) (*Takeover, error) {
 	parent.CreateIndex, parent.ModifyIndex, parent.JobModifyIndex, parent.SubmitTime = nil, nil, nil, nil
 	t.Parent = &parent
 	return t, nil
+}
+
+// now is the clock sharedLaunch looks ahead from.
+var now = time.Now
+
+// Bounds of sharedLaunch's look-ahead: a year, or so many launches of
+// a pair (a cron of every second would take 31 million).
+const (
+	sharedLookAhead = 366 * 24 * time.Hour
+	sharedMaxSteps  = 200_000
+)
+
+// sharedLaunch refuses crons of which two launch at one instant within
+// sharedLookAhead of from. Nomad launches a block of several crons at the
+// earliest next time of any of them (PeriodicConfig.Next), so a shared
+// instant launches once; as one cron job each, it would launch twice,
+// two children under two identities (found in review: "*/5 * * * *" and
+// "0 3 * * *" launched twice at 03:00 every day).
+func sharedLaunch(exprs []string, scheds []*schedule.Schedule, from time.Time) error {
+	until := from.Add(sharedLookAhead)
+	for i := range scheds {
+		for j := i + 1; j < len(scheds); j++ {
+			a, okA := scheds[i].Next(from)
+			b, okB := scheds[j].Next(from)
+			for step := 0; okA && okB && step < sharedMaxSteps; step++ {
+				switch {
+				case a.Equal(b):
+					return fmt.Errorf("crons %q and %q both launch at %s: Nomad launches such an instant once, two cron jobs would launch it twice; make them disjoint (or drop one the other covers) and take it over again",
+						exprs[i], exprs[j], a.Format(time.RFC3339))
+				case a.After(until) || b.After(until):
+					okA = false
+				case a.Before(b):
+					a, okA = scheds[i].Next(a)
+				default:
+					b, okB = scheds[j].Next(b)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // Jobs is the part of Nomad's API client that Register uses (*api.Jobs

@@ -87,7 +87,7 @@ job "report" {
   datacenters = ["*"]
   meta { owner = "ops" }
   periodic {
-    crons            = ["*/5 * * * *", "0 3 * * *"]
+    crons            = ["*/5 * * * *", "2 3 * * *"]
     time_zone        = "America/New_York"
     prohibit_overlap = true
   }
@@ -284,6 +284,36 @@ func TestNomadCronDayFieldsKeepTheirTimes(t *testing.T) {
 				break
 			}
 			at = next
+		}
+	}
+}
+
+// TestCronsSharingALaunchAreRefused: Nomad launches a periodic block of
+// several crons at the earliest next time of any of them, so an instant
+// two of them share launches once; taken over as one cron job each, it
+// launched twice, two children under two identities, without a word
+// ("*/5 * * * *" and "0 3 * * *" at 03:00 every day). Such a block is
+// refused, naming the two and an instant they share; disjoint ones are
+// taken. Found in review.
+func TestCronsSharingALaunchAreRefused(t *testing.T) {
+	for _, specs := range [][]string{
+		{"*/5 * * * *", "0 3 * * *"},
+		{"0 2 * * *", "0 2 * * *"},
+		{"0 9 * * 1-5", "30 14 * * *", "0 9 1 * *"},
+		{"@daily", "0 0 1 * *"},
+	} {
+		_, err := Convert(periodicJob("report", &api.PeriodicConfig{Specs: specs}))
+		if err == nil || !strings.Contains(err.Error(), "both launch at") || !strings.Contains(err.Error(), "twice") {
+			t.Errorf("crons %q: %v; want them refused for a shared launch", specs, err)
+		}
+	}
+	for _, specs := range [][]string{
+		{"0 2 * * *", "30 14 * * 1-5"},
+		{"*/5 * * * *", "2 3 * * *"},
+		{"0 9 * * 1-5", "0 9 * * 0,6"},
+	} {
+		if tk, err := Convert(periodicJob("report", &api.PeriodicConfig{Specs: specs})); err != nil || len(tk.Crons) != len(specs) {
+			t.Errorf("crons %q: %v; want them taken over", specs, err)
 		}
 	}
 }
