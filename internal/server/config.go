@@ -224,21 +224,33 @@ func (c *Config) validate() error {
 			return bad("cluster.peers: %v", err)
 		}
 	}
-	for what, addr := range map[string]string{"bind.paxos": c.PaxosAddr, "bind.http": c.HTTPAddr, "advertise.paxos": c.PaxosAdvertise, "advertise.http": c.HTTPAdvertise} {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return bad("%s %q is not host:port", what, addr)
+	// The port as Listen and Dial read it (a number up to 65535, or a
+	// service name): one past 65535 was taken, and the replica failed at
+	// Listen (exit 1) or advertised what no peer can dial (found in
+	// review).
+	hostPort := func(addr string) error {
+		_, port, err := net.SplitHostPort(addr)
+		if err == nil {
+			_, err = net.LookupPort("tcp", port)
 		}
+		return err
 	}
+	// In this order: an advertised address defaults to the bound one,
+	// whose name the error then gives.
+	addrs := [][2]string{{"bind.paxos", c.PaxosAddr}, {"bind.http", c.HTTPAddr}, {"advertise.paxos", c.PaxosAdvertise}, {"advertise.http", c.HTTPAdvertise}}
 	advertised := map[string]string{"advertise.paxos": c.PaxosAdvertise, "advertise.http": c.HTTPAdvertise}
 	if c.GossipAddr != "" {
 		advertised["advertise.gossip"] = c.GossipAdvertise
-		if _, _, err := net.SplitHostPort(c.GossipAddr); err != nil {
-			return bad("bind.gossip %q is not host:port", c.GossipAddr)
+		addrs = append(addrs, [2]string{"bind.gossip", c.GossipAddr}, [2]string{"advertise.gossip", c.GossipAdvertise})
+	}
+	for _, a := range addrs {
+		if err := hostPort(a[1]); err != nil {
+			return bad("%s %q is not host:port (%v)", a[0], a[1], err)
 		}
 	}
 	for _, j := range c.Join {
-		if _, _, err := net.SplitHostPort(j); err != nil {
-			return bad("cluster.join %q is not host:port", j)
+		if err := hostPort(j); err != nil {
+			return bad("cluster.join %q is not host:port (%v)", j, err)
 		}
 	}
 	for what, addr := range advertised {

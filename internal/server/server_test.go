@@ -889,3 +889,31 @@ func TestLimitIsInsufficientStorage(t *testing.T) {
 		t.Fatalf("verdict %#v, want a 507 saying what was passed", err)
 	}
 }
+
+// TestConfigRefusesPortsOutOfRange: the bind and advertise addresses were
+// checked as host:port only, so a port past 65535 was taken. Bound, the
+// replica opened its store and started, then failed to listen: exit 1,
+// "the replica failed", for a typo in its configuration. Advertised, it
+// started, and its peers were told an address no one can dial. A peer's
+// address was checked already. Found in review.
+func TestConfigRefusesPortsOutOfRange(t *testing.T) {
+	for name, change := range map[string]func(*Config){
+		"bind.http":        func(c *Config) { c.HTTPAddr = "127.0.0.1:99999" },
+		"bind.paxos":       func(c *Config) { c.PaxosAddr = "127.0.0.1:65536" },
+		"advertise.http":   func(c *Config) { c.HTTPAdvertise = "10.0.0.1:99999" },
+		"advertise.paxos":  func(c *Config) { c.PaxosAdvertise = "10.0.0.1:-1" },
+		"bind.gossip":      func(c *Config) { c.GossipAddr = "127.0.0.1:70000" },
+		"advertise.gossip": func(c *Config) { c.GossipAddr, c.GossipAdvertise = "127.0.0.1:0", "10.0.0.1:70000" },
+		"cluster.join":     func(c *Config) { c.GossipAddr, c.Join = "127.0.0.1:0", []string{"10.0.0.2:99999"} },
+	} {
+		c := testConfig(t, 1, t.TempDir(), &fakeNomad{})
+		change(&c)
+		s, err := New(c, true)
+		if err == nil {
+			s.Close()
+		}
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v, want ErrConfig naming %s", name, err, name)
+		}
+	}
+}
