@@ -906,7 +906,7 @@ func TestConfigRefusesPortsOutOfRange(t *testing.T) {
 		"advertise.gossip": func(c *Config) { c.GossipAddr, c.GossipAdvertise = "127.0.0.1:0", "10.0.0.1:70000" },
 		"cluster.join":     func(c *Config) { c.GossipAddr, c.Join = "127.0.0.1:0", []string{"10.0.0.2:99999"} },
 	} {
-		c := testConfig(t, 1, t.TempDir(), &fakeNomad{})
+		c := testConfig(t, 1, t.TempDir(), newFakeNomad())
 		change(&c)
 		s, err := New(c, true)
 		if err == nil {
