@@ -793,12 +793,7 @@ func TestPromiseIsBoundedInBytes(t *testing.T) {
 // answers ErrBusy; a command alone is proposed whatever its size; what
 // is chosen stops counting.
 func TestUncommittedProposalsAreBoundedInBytes(t *testing.T) {
-	c := newTestCluster(t, 3, 1)
-	limits := DefaultLimits()
-	limits.MaxUncommittedBytes = 1000
-	c.setLimits(limits)
-	c.elect(1)
-	c.settle()
+	c := ledWithUncommittedBound(t, 1000)
 	leader := c.replicas[1].node
 	value := strings.Repeat("x", 168) // 200 bytes with EntrySize's 32
 	c.isolate(1)
@@ -843,15 +838,22 @@ func TestUncommittedProposalsAreBoundedInBytes(t *testing.T) {
 	}
 }
 
-// A new leader counts its re-proposals: a tail accepted under the last
-// leader, up to its bound, leaves the new one no room until it is chosen.
-func TestReproposalsCountAgainstTheBound(t *testing.T) {
+// ledWithUncommittedBound is a cluster of three led by replica 1, whose
+// leaders keep at most bound bytes unchosen.
+func ledWithUncommittedBound(t *testing.T, bound uint64) *testCluster {
 	c := newTestCluster(t, 3, 1)
 	limits := DefaultLimits()
-	limits.MaxUncommittedBytes = 1000
+	limits.MaxUncommittedBytes = bound
 	c.setLimits(limits)
 	c.elect(1)
 	c.settle()
+	return c
+}
+
+// A new leader counts its re-proposals: a tail accepted under the last
+// leader, up to its bound, leaves the new one no room until it is chosen.
+func TestReproposalsCountAgainstTheBound(t *testing.T) {
+	c := ledWithUncommittedBound(t, 1000)
 	// 1's accepts reach 2 only; 2 never answers, so nothing is chosen.
 	c.block(1, 3)
 	c.block(2, 1)

@@ -172,6 +172,29 @@ func TestTakeOverRealPeriodicJob(t *testing.T) {
 	}
 }
 
+// checkNomadTimes checks that expr, taken over, launches at Nomad's own
+// next n times after from.
+func checkNomadTimes(t *testing.T, expr string, from time.Time, n int) {
+	t.Helper()
+	translated, err := fromNomadCron(expr)
+	if err != nil {
+		t.Fatalf("%q: %v", expr, err)
+	}
+	s, err := schedule.Parse(translated, schedule.Options{JobName: "report"})
+	if err != nil {
+		t.Fatalf("%q as %q: %v", expr, translated, err)
+	}
+	at := from
+	for i, w := range cronexpr.MustParse(expr).NextN(from, uint(n)) {
+		next, ok := s.Next(at)
+		if !ok || !next.Equal(w) {
+			t.Errorf("%q as %q: launch %d at %v, Nomad's at %v", expr, translated, i, next, w)
+			return
+		}
+		at = next
+	}
+}
+
 // TestNomadCronKeepsItsTimes: a taken-over expression launches when
 // Nomad's own parser (hashicorp/cronexpr, what the agent runs) says it
 // does. Found in review: six fields end in a year for Nomad and start
@@ -184,23 +207,7 @@ func TestNomadCronKeepsItsTimes(t *testing.T) {
 		"0 0 * * * *", "*/15 * * * * *", "30 2 ? * *", "0 0 ? * MON", "15 10 * * 1-5",
 		"0 30 2 * * ? *", "@daily", "@hourly", "5 4 1 * *",
 	} {
-		translated, err := fromNomadCron(expr)
-		if err != nil {
-			t.Fatalf("%q: %v", expr, err)
-		}
-		s, err := schedule.Parse(translated, schedule.Options{JobName: "report"})
-		if err != nil {
-			t.Fatalf("%q as %q: %v", expr, translated, err)
-		}
-		want := cronexpr.MustParse(expr).NextN(from, 5)
-		at := from
-		for i, w := range want {
-			next, ok := s.Next(at)
-			if !ok || !next.Equal(w) {
-				t.Fatalf("%q as %q: launch %d at %v, Nomad's at %v", expr, translated, i, next, w)
-			}
-			at = next
-		}
+		checkNomadTimes(t, expr, from, 5)
 	}
 	for _, expr := range []string{"0 0 1 1 * 2030", "0 0 ?/2 * *"} {
 		if got, err := fromNomadCron(expr); err == nil {
@@ -267,24 +274,7 @@ func TestNomadCronDayFieldsKeepTheirTimes(t *testing.T) {
 		"0 0 */2 * MON", "0 0 15 * */2", "0 0 */10 * 1-5", "0 0 */2,15 * MON", "0 0 5,* * MON", "0 0 1 * MON,*",
 		"0 0 0 */3 * */3 *", "0 0 0 */3 * * *", "0 0 */2 * *", "0 0 * * */2", "0 0 ? * */3",
 	} {
-		translated, err := fromNomadCron(expr)
-		if err != nil {
-			t.Fatalf("%q: %v", expr, err)
-		}
-		s, err := schedule.Parse(translated, schedule.Options{JobName: "report"})
-		if err != nil {
-			t.Fatalf("%q as %q: %v", expr, translated, err)
-		}
-		want := cronexpr.MustParse(expr).NextN(from, 40)
-		at := from
-		for i, w := range want {
-			next, ok := s.Next(at)
-			if !ok || !next.Equal(w) {
-				t.Errorf("%q as %q: launch %d at %v, Nomad's at %v", expr, translated, i, next, w)
-				break
-			}
-			at = next
-		}
+		checkNomadTimes(t, expr, from, 40)
 	}
 }
 
