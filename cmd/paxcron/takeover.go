@@ -18,6 +18,10 @@ Takes over a Nomad periodic job: reads the jobspec through Nomad's own parser
 (the agent at NOMAD_ADDR, with the usual NOMAD_* settings), and prints the
 cron jobs that replace its periodic block, in paxcron's HCL: one per cron
 expression, in the block's time zone, prohibit_overlap as the forbid policy.
+A block is refused where the takeover would launch differently: two crons
+meeting at one instant (Nomad launches once there), prohibit_overlap with
+several crons (Nomad forbids overlap across all of them, a cron job only
+with its own children), or a year other than *.
 With -register it also replaces the periodic job in Nomad by the same job made
 parameterized (accepting paxcron's meta keys): Nomad cannot make a periodic job
 non-periodic in place, so the periodic job is purged first; children already

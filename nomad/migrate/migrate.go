@@ -170,6 +170,13 @@ func Convert(job *api.Job) (*Takeover, error) {
 	}
 	concurrency := state.ConcurrencyAllow
 	if p.ProhibitOverlap != nil && *p.ProhibitOverlap {
+		if len(specs) > 1 {
+			// Nomad keeps any two children of the job from overlapping,
+			// whichever cron launched them; a cron job's forbid looks at
+			// its own children only, so the takeover would let children
+			// of different crons run at once.
+			return nil, fmt.Errorf("job %q: prohibit_overlap with %d crons: Nomad keeps any two of the job's children from running at once, and each cron job paxcron would make forbids overlap with its own children only; take over a job with one cron, or without prohibit_overlap", id, len(specs))
+		}
 		concurrency = state.ConcurrencyForbid
 	}
 	t := &Takeover{Disabled: p.Enabled != nil && !*p.Enabled}

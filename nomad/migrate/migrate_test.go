@@ -28,7 +28,7 @@ func periodicJob(id string, p *api.PeriodicConfig) *api.Job {
 }
 
 func TestConvert(t *testing.T) {
-	j := periodicJob("nightly", &api.PeriodicConfig{Specs: []string{"0 2 * * *", "30 14 * * 1-5"}, TimeZone: new("Europe/Berlin"), ProhibitOverlap: new(true)})
+	j := periodicJob("nightly", &api.PeriodicConfig{Specs: []string{"0 2 * * *", "30 14 * * 1-5"}, TimeZone: new("Europe/Berlin"), ProhibitOverlap: new(false)})
 	j.Meta = map[string]string{"owner": "ops"}
 	tk, err := Convert(j)
 	if err != nil {
@@ -37,7 +37,7 @@ func TestConvert(t *testing.T) {
 	if len(tk.Crons) != 2 || tk.Crons[0].Name != "nightly-1" || tk.Crons[1].Name != "nightly-2" || tk.Disabled {
 		t.Fatalf("takeover %+v", tk)
 	}
-	want := state.JobSpec{Schedule: "0 2 * * *", TimeZone: "Europe/Berlin", Concurrency: state.ConcurrencyForbid, NomadJob: "nightly", Namespace: "default", Region: "global"}
+	want := state.JobSpec{Schedule: "0 2 * * *", TimeZone: "Europe/Berlin", Concurrency: state.ConcurrencyAllow, NomadJob: "nightly", Namespace: "default", Region: "global"}
 	if got := tk.Crons[0].Spec; got.Schedule != want.Schedule || got.TimeZone != want.TimeZone || got.Concurrency != want.Concurrency || got.NomadJob != want.NomadJob || got.Namespace != want.Namespace || got.Region != want.Region {
 		t.Fatalf("spec %+v, want %+v", got, want)
 	}
@@ -50,6 +50,10 @@ func TestConvert(t *testing.T) {
 	one, err := Convert(periodicJob("hourly", &api.PeriodicConfig{Spec: new("@hourly"), Enabled: new(false)}))
 	if err != nil || len(one.Crons) != 1 || one.Crons[0].Name != "hourly" || !one.Disabled || one.Crons[0].Spec.Concurrency != state.ConcurrencyAllow || one.Crons[0].Spec.TimeZone != "" {
 		t.Fatalf("single spec: %+v, %v", one, err)
+	}
+	forbid, err := Convert(periodicJob("hourly", &api.PeriodicConfig{Spec: new("@hourly"), ProhibitOverlap: new(true)}))
+	if err != nil || len(forbid.Crons) != 1 || forbid.Crons[0].Spec.Concurrency != state.ConcurrencyForbid {
+		t.Fatalf("single spec with prohibit_overlap: %+v, %v", forbid, err)
 	}
 }
 
@@ -72,6 +76,9 @@ func TestConvertRefuses(t *testing.T) {
 		{"year field", periodicJob("x", &api.PeriodicConfig{Spec: new("0 0 2 * * * 2027")}), "year field"},
 		{"bad zone", periodicJob("x", &api.PeriodicConfig{Spec: new("@daily"), TimeZone: new("Mars/Olympus")}), "Mars/Olympus"},
 		{"bad name", periodicJob("a b", &api.PeriodicConfig{Spec: new("@daily")}), "cannot name a cron job"},
+		// Found in review: each cron job forbade overlap with its own
+		// children only, where Nomad forbids it across the whole block.
+		{"overlap across crons", periodicJob("x", &api.PeriodicConfig{Specs: []string{"0 2 * * *", "30 14 * * *"}, ProhibitOverlap: new(true)}), "prohibit_overlap with 2 crons"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Convert(tc.job); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -87,9 +94,8 @@ job "report" {
   datacenters = ["*"]
   meta { owner = "ops" }
   periodic {
-    crons            = ["*/5 * * * *", "2 3 * * *"]
-    time_zone        = "America/New_York"
-    prohibit_overlap = true
+    crons     = ["*/5 * * * *", "2 3 * * *"]
+    time_zone = "America/New_York"
   }
   group "g" {
     task "t" {
@@ -127,8 +133,18 @@ func TestTakeOverRealPeriodicJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tk.Crons) != 2 || tk.Crons[0].Spec.TimeZone != "America/New_York" || tk.Crons[1].Spec.Concurrency != state.ConcurrencyForbid || tk.Crons[0].Spec.Namespace != "default" {
+	if len(tk.Crons) != 2 || tk.Crons[0].Spec.TimeZone != "America/New_York" || tk.Crons[1].Spec.Concurrency != state.ConcurrencyAllow || tk.Crons[0].Spec.Namespace != "default" {
 		t.Fatalf("crons %+v", tk.Crons)
+	}
+	// prohibit_overlap, as Nomad's parser reads it, is forbid for one
+	// cron and refused for several.
+	forbidOne := strings.Replace(spec, `crons     = ["*/5 * * * *", "2 3 * * *"]`, "cron = \"*/5 * * * *\"\n    prohibit_overlap = true", 1)
+	if one, err := Parse(c.Jobs(), "one.nomad.hcl", []byte(forbidOne), Scope{}); err != nil || len(one.Crons) != 1 || one.Crons[0].Spec.Concurrency != state.ConcurrencyForbid {
+		t.Fatalf("one cron with prohibit_overlap: %+v, %v", one, err)
+	}
+	forbidTwo := strings.Replace(spec, `time_zone = "America/New_York"`, "time_zone = \"America/New_York\"\n    prohibit_overlap = true", 1)
+	if _, err := Parse(c.Jobs(), "two.nomad.hcl", []byte(forbidTwo), Scope{}); err == nil || !strings.Contains(err.Error(), "prohibit_overlap with 2 crons") {
+		t.Fatalf("two crons with prohibit_overlap: %v, want refused", err)
 	}
 	// Registered first as Nomad's periodic job, then taken over in place.
 	orig, err := c.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: spec, Canonicalize: true})
