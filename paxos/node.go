@@ -196,6 +196,12 @@ func NewNode(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if hs.Chosen > l.lastSlot {
+		// Every save writes the chosen index with the entries it covers:
+		// only a store that lost keys unseen holds this, and the first
+		// Ready would find a chosen slot missing.
+		return nil, fmt.Errorf("paxos: storage's chosen index %d is past its last slot %d: the store is damaged", hs.Chosen, l.lastSlot)
+	}
 	n := &Node{
 		id:         cfg.ID,
 		members:    Membership{Voters: slices.Clone(cfg.Membership.Voters)},

@@ -289,3 +289,32 @@ func TestReuseBesideImagesDoesNotDeadlock(t *testing.T) {
 	}
 	<-done
 }
+
+// A hard state whose chosen index is past every entry and snapshot held
+// is damage: every save writes the chosen index with the entries it
+// covers. Before, a node opened on it, and panicked at its first Ready
+// ("chosen slot missing") instead of refusing the store (found in
+// review).
+func TestChosenPastTheLastEntryIsRefused(t *testing.T) {
+	d := openMemDisk(t, pebblestore.Options{})
+	hs := paxos.HardState{Promised: paxos.Ballot{Round: 1, Replica: 1}, Chosen: 5}
+	var es []paxos.Entry
+	for slot := uint64(1); slot <= 5; slot++ {
+		es = append(es, paxos.Entry{Slot: slot, Ballot: hs.Promised, Kind: paxos.EntryCommand, Data: []byte{byte(slot)}})
+	}
+	if err := d.store.Save(storage.Update{HardState: &hs, Entries: es}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pebblestore.DropEntriesFrom(d.store, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := d.open(t)
+	_, err := paxos.NewNode(paxos.Config{ID: 1, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}, Storage: s,
+		Rand: rand.New(rand.NewPCG(1, 1)), Timing: paxos.DefaultTiming(), Limits: paxos.DefaultLimits()})
+	if err == nil || !strings.Contains(err.Error(), "chosen index 5 is past its last slot 3") {
+		t.Fatalf("a node on a store holding chosen 5 and entries through 3: %v, want it refused", err)
+	}
+}

@@ -54,6 +54,14 @@ func CorruptRandomRecord(s *Store, r *rand.Rand) (desc string, ok bool, err erro
 	return fmt.Sprintf("key %q, byte %d of %d", keys[k], i, len(v)), true, nil
 }
 
+// DropEntriesFrom deletes the entry keys from slot on, below the store's
+// bookkeeping: keys a damaged disk lost without a checksum failing.
+func DropEntriesFrom(s *Store, slot uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.db.DeleteRange(entryKey(slot), tagUpperBound(entryTag), pebble.Sync)
+}
+
 func readImageFile(s *Store) ([]byte, error) {
 	f, err := s.fs.Open(s.imagePath(s.snapFile))
 	if err != nil {
