@@ -297,6 +297,31 @@ func TestReadSurvivesSupersedingSave(t *testing.T) {
 	checkSnapshot(t, s, newer)
 }
 
+// A snapshot saved at or above one being staged, while its image was
+// written, leaves no image file behind: before, the staging's image
+// stayed until the next snapshot's Save or Open (found in review).
+func TestStagingSupersededMeanwhileLeavesNoFile(t *testing.T) {
+	for _, index := range []uint64{10, 12} {
+		s := openMem(t, vfs.NewMem())
+		staged := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: 10}, Data: incompressible(2*snapshotChunkBytes + 1)}
+		saved := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: index}, Data: []byte("saved meanwhile")}
+		s.testHookImageStaging = func() {
+			s.testHookImageStaging = nil // Save stages its own image too
+			if err := s.Save(storage.Update{Snapshot: &saved}); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := s.StageSnapshot(staged); err != nil {
+			t.Fatal(err)
+		}
+		if files := imageFiles(t, s); len(files) != 1 || files[0] != s.snapFile {
+			t.Fatalf("saved at %d while staging 10: image files %v, want the saved snapshot's (%d) alone", index, files, s.snapFile)
+		}
+		checkSnapshot(t, s, saved)
+		s.Close()
+	}
+}
+
 // saveChunksInDatabase stores snap as stores did before image files: a
 // header and its chunks in the database, in one synced batch.
 func saveChunksInDatabase(t *testing.T, s *Store, snap paxos.Snapshot) {

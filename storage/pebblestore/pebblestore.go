@@ -73,8 +73,11 @@ type Store struct {
 	// snapFileUnknown: the stored snapshot's header failed its checksum
 	// at Open (snapFile is 0; reading the snapshot reports the damage).
 	snapFileUnknown bool
-	firstSlot       uint64 // paxos.Storage.FirstSlot
-	lastSlot        uint64
+	// snapshotSaves counts the snapshots saved since Open, so that a
+	// staging can tell whether one was saved while it wrote its image.
+	snapshotSaves uint64
+	firstSlot     uint64 // paxos.Storage.FirstSlot
+	lastSlot      uint64
 	// busy counts the snapshot reads and stagings running outside the
 	// lock, each on its own view of the database or its own file; Close
 	// waits for them.
@@ -88,6 +91,9 @@ type Store struct {
 	// testHookSnapshotRead, if set, runs in Snapshot once the view is
 	// pinned and the lock released.
 	testHookSnapshotRead func()
+	// testHookImageStaging, if set, runs in StageSnapshot once the image
+	// is written, before it is staged.
+	testHookImageStaging func()
 	// chunkBytes is the size of the snapshot chunks this store writes.
 	chunkBytes int
 	// Write-side scratch, used under the write lock.

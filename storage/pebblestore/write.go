@@ -46,6 +46,7 @@ func (s *Store) Save(u storage.Update) error {
 			unused = append(unused, s.snapFile)
 		}
 		s.hasSnapshot, s.snapIndex, s.snapFile, s.snapFileUnknown = true, u.Snapshot.Meta.Index, img.header.File, false
+		s.snapshotSaves++
 		// Readers that opened an old file keep it readable.
 		for _, file := range unused {
 			s.removeImage(file)
@@ -81,7 +82,10 @@ func (s *Store) imageFor(u storage.Update) (stagedImage, error) {
 	}
 	img, ok := s.takeStaged(*u.Snapshot)
 	if !ok {
-		panic(fmt.Sprintf("pebblestore: the image of the snapshot at index %d was staged and is not found", u.Snapshot.Meta.Index))
+		// StageSnapshot drops an image a snapshot saved meanwhile made
+		// useless: only a Save running beside this one does that.
+		return stagedImage{}, fmt.Errorf("%w: a snapshot at or above index %d was saved while this one's image was written",
+			storage.ErrInvalid, u.Snapshot.Meta.Index)
 	}
 	return img, nil
 }
