@@ -287,7 +287,9 @@ func (s *Store) readObject(ctx context.Context, key string, limit int64) ([]byte
 	}
 	defer r.Close()
 	var buf bytes.Buffer
-	buf.Grow(int(min(limit+1, r.Size())))
+	// The size is the blob service's word: a negative one would make
+	// Grow panic, so it only sizes the buffer when it is sane.
+	buf.Grow(int(max(0, min(limit+1, r.Size()))))
 	if _, err := buf.ReadFrom(io.LimitReader(r, limit+1)); err != nil {
 		return nil, err
 	}
