@@ -899,8 +899,15 @@ func (n *Node) proposalQueue() chan *proposal {
 
 // step feeds a message to the core without processing it yet. A malformed
 // message changes nothing; a halt shows in the next Process.
+//
+// The core's clock is caught up first: a lease granted on a heartbeat or
+// a prepare counts LeaseTicks from the core's now, and after a stall of
+// the loop the ticker's input may wait behind the message, so the grant
+// would count from before the stall and lapse early, while the leader
+// counts its lease from its send (found in review).
 func (n *Node) step(m paxos.Message) {
 	hoptrace.Mark(hoptrace.NodeStep, hoptrace.Message(uint8(m.Type), uint64(m.From)))
+	n.catchUpTicks()
 	_ = n.rep.Node().Step(m)
 }
 
