@@ -69,3 +69,72 @@ func TestLeaseGrantedAfterAStallCountsFromNow(t *testing.T) {
 		}
 	})
 }
+
+// TestSnapshotReadNotAskedForIsLetGoByTheNode: the node's ticks age a
+// snapshot read the core did not come back for, as replica.Tick does. The
+// node fed its ticks to the core alone, so such a read stayed in memory
+// (a whole snapshot) until the next catch-up, however much later, which
+// then sent it stale: older than the replica's newest snapshot.
+func TestSnapshotReadNotAskedForIsLetGoByTheNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var snaps []paxos.Message
+		nodes := trio(t, func(c *Config) {
+			send := c.Send
+			c.Send = func(m paxos.Message) {
+				if m.Type == paxos.MsgSnapshot {
+					mu.Lock()
+					snaps = append(snaps, m)
+					mu.Unlock()
+				}
+				send(m)
+			}
+		})
+		leader := leaderOf(t, nodes)
+		ctx := context.Background()
+		propose := func(k int) {
+			for i := range k {
+				if err := leader.Propose(ctx, []byte{byte(i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		propose(120)
+		follower := nodes[leader.ID()%3]
+		for follower.Status().SnapshotIndex < 100 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		// A peer far behind asks for a pre-vote: the follower refuses it
+		// and starts reading its snapshot to catch it up. Nobody asks again.
+		peer := nodes[(leader.ID()+1)%3].ID()
+		preVote := paxos.Message{Type: paxos.MsgPreVote, From: peer, To: follower.ID(), Ballot: paxos.Ballot{Round: 1 << 20, Replica: peer}, Start: 1}
+		if err := follower.call(ctx, func() { follower.step(preVote) }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		first := follower.Status().SnapshotIndex
+		// Much later, after newer snapshots, the same ask.
+		propose(200)
+		for follower.Status().SnapshotIndex <= first {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		newest := follower.Status().SnapshotIndex
+		mu.Lock()
+		snaps = nil
+		mu.Unlock()
+		if err := follower.call(ctx, func() { follower.step(preVote) }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range snaps {
+			if m.From == follower.ID() && m.Snapshot.Meta.Index < newest {
+				t.Fatalf("sent the snapshot at %d, read long before; the newest is at %d", m.Snapshot.Meta.Index, newest)
+			}
+		}
+	})
+}

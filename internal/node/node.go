@@ -918,7 +918,7 @@ func (n *Node) step(m paxos.Message) {
 func (n *Node) tick(elapsed time.Duration) {
 	due := int64(elapsed / n.cfg.TickInterval)
 	for ; n.ticks < due; n.ticks++ {
-		n.rep.Node().Tick()
+		n.rep.TickTime()
 	}
 }
 
