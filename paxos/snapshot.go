@@ -96,7 +96,10 @@ func (n *Node) sendSnapshot(to ReplicaID, peerChosen uint64, ballot Ballot) {
 	}
 	if image.Meta.Index <= peerChosen || (running != nil && image.Meta.Index <= running.image.Meta.Index) {
 		// The newer snapshot's write is still queued: nothing better to
-		// send yet.
+		// send yet. The image read is kept only if a transfer sends it
+		// (found in review: kept until the next transfer, however much
+		// later).
+		n.releaseImage()
 		return
 	}
 	t := &snapshotSend{id: uint64(n.rand.Uint32()) + 1, ballot: ballot, image: image, heardAt: n.now}
@@ -139,6 +142,11 @@ func (n *Node) sendChunk(to ReplicaID, t *snapshotSend, from uint64) {
 // transfer sends it.
 func (n *Node) endSend(to ReplicaID) {
 	delete(n.sends, to)
+	n.releaseImage()
+}
+
+// releaseImage forgets the shared snapshot unless a transfer sends it.
+func (n *Node) releaseImage() {
 	for _, p := range n.peers {
 		if t := n.sends[p]; t != nil && t.image == n.image {
 			return
