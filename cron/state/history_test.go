@@ -436,6 +436,40 @@ func TestUnknownLaunchKeepsItsTarget(t *testing.T) {
 	}
 }
 
+// TestForbidSkipOfAManualChildKeepsItsTarget: a forbid skip naming the
+// child of a manual launch concluded unknown makes it the last child in
+// the target that launch went to, even when the scheduled launch of the
+// same second, also unknown, went elsewhere. Found in review: the
+// scheduled launch's child prefix ("<parent>/dispatch-j-<T>-") also
+// begins the manual launch's children ("...-j-<T>-manual-..."), so the
+// child was recorded in the scheduled launch's namespace, where the
+// policy then asked about it, was told "not found" (not running), and
+// could dispatch beside it.
+func TestForbidSkipOfAManualChildKeepsItsTarget(t *testing.T) {
+	m, apply, s, launch := forbidJobInNS1(t)
+	launch(Outcome{Kind: OutcomeUnknown}) // the scheduled launch of T, in ns1
+	at := mustJob(t, m, "j").History[0].ScheduledAt
+	moved := s
+	moved.Namespace = "ns2"
+	apply(PutJob{Name: "j", Spec: moved, IfVersion: mustJob(t, m, "j").Version, At: t0})
+	apply(Trigger{Name: "j", At: at}) // the manual launch of T, in ns2
+	apply(LaunchFinished{Job: "j", ScheduledAt: at, LaunchKind: LaunchManual, Outcome: Outcome{Kind: OutcomeUnknown}})
+	child := "batch/dispatch-" + LaunchIdentity("j", at, LaunchManual) + "-1-0000000b"
+	launch(Outcome{Kind: OutcomeSkipped, ChildID: child, Reason: "previous child " + child + " still running (concurrency forbid)"})
+	want := Child{ID: child, Target: moved.Target()}
+	for _, mm := range []*Machine{m, restored(t, m)} {
+		if info, _ := mm.Info("j"); info.LastChild != want {
+			t.Fatalf("last child %+v, want %+v, where the manual launch went", info.LastChild, want)
+		}
+	}
+	// The scheduled launch's own child is still found where it went.
+	own := "batch/dispatch-" + Identity("j", at) + "-1-0000000c"
+	launch(Outcome{Kind: OutcomeSkipped, ChildID: own, Reason: "previous child " + own + " still running (concurrency forbid)"})
+	if info, _ := m.Info("j"); info.LastChild != (Child{ID: own, Target: s.Target()}) {
+		t.Fatalf("last child %+v, want %s in %+v", info.LastChild, own, s.Target())
+	}
+}
+
 // TestHistoryForms: every child-ID form and reason packs and unpacks to
 // the launch it came from, and a Nomad child ID costs a few bytes.
 func TestHistoryForms(t *testing.T) {

@@ -339,12 +339,16 @@ func (m *Machine) orphansOf(name string) []Launch {
 
 // unknownChildTarget returns the target of the unknown launch in j's
 // history that child was dispatched for (Nomad prefixes a dispatched
-// child's ID with its parent and the launch identity), or otherwise.
+// child's ID with its parent and the launch identity), or otherwise. A
+// scheduled or backfilled launch's prefix also begins the children of
+// the manual launch of the same second ("<identity>-manual-"), which
+// are not its own.
 func (j *job) unknownChildTarget(child string, otherwise Target) Target {
 	cur, found := j.Spec.Target(), otherwise
 	j.hist.each(func(e *histEntry) bool {
 		t := e.targetIn(cur)
-		if e.outcome == OutcomeUnknown && strings.HasPrefix(child, childPrefix(t.NomadJob, j.Name, e.scheduled, e.kind)) {
+		rest, ok := strings.CutPrefix(child, childPrefix(t.NomadJob, j.Name, e.scheduled, e.kind))
+		if e.outcome == OutcomeUnknown && ok && (e.kind == LaunchManual || !strings.HasPrefix(rest, "manual-")) {
 			found = t
 			return false
 		}
