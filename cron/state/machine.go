@@ -1092,12 +1092,18 @@ func (m *Machine) backfill(slot uint64, c Backfill) error {
 
 // backfillable reports whether slot t of the job did not run: no launch
 // for it is open, and its last record says skipped or failed (with force,
-// also unknown, or no record left in the history).
+// also unknown, or no record left in the history). Without force, one of
+// its records must also come from an opening not forced (its scheduled
+// launch, or a backfill not forced) and none may say unknown: a forced
+// opening's skip or failure says that opening made no child, not that the
+// slot has none (it was forced because the slot's launch had concluded
+// unknown, or had left the history, dispatched or not).
 func (j *job) backfillable(t time.Time, force bool) bool {
 	if j.isOpen(t, LaunchScheduled) || j.isOpen(t, LaunchBackfill) {
 		return false
 	}
 	verdict := force // no record left
+	mayHaveRun, unforcedNoChild := false, false
 	at := t.Unix()
 	j.hist.each(func(e *histEntry) bool {
 		if e.kind == LaunchManual || e.scheduled != at {
@@ -1106,14 +1112,15 @@ func (j *job) backfillable(t time.Time, force bool) bool {
 		switch e.outcome { // the latest record decides
 		case OutcomeSkipped, OutcomeFailed:
 			verdict = true
+			unforcedNoChild = unforcedNoChild || !e.force
 		case OutcomeUnknown:
-			verdict = force
+			verdict, mayHaveRun = force, true
 		default:
 			verdict = false // it ran
 		}
 		return true
 	})
-	return verdict
+	return verdict && (force || unforcedNoChild && !mayHaveRun)
 }
 
 func compareDue(a, b Due) int {

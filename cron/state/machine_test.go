@@ -520,6 +520,56 @@ func TestBackfill(t *testing.T) {
 	}
 }
 
+// TestBackfillAfterAForcedOpeningNeedsForce: a slot that only a forced
+// backfill could reopen (its launch concluded unknown, or left the
+// history) still needs force after such a backfill was skipped or
+// failed. Found in review: that skip or failure became the slot's last
+// record, so a backfill not forced reopened the slot under its token,
+// and dispatched a second child if the slot had one that Nomad had since
+// collected (an unknown launch is concluded at Nomad's memory horizon; a
+// launch leaves the history ten launches later, ten hours for an hourly
+// job).
+func TestBackfillAfterAForcedOpeningNeedsForce(t *testing.T) {
+	m5 := func(n int) time.Time { return t0.Add(time.Duration(n) * 5 * time.Minute) }
+	bf := func(at time.Time, kind OutcomeKind, force bool) []step {
+		f := finished("j", at, kind)
+		f.LaunchKind = LaunchBackfill
+		return []step{{Backfill{Name: "j", From: at, To: at, At: m5(30), Force: force}, nil}, {f, nil}}
+	}
+	slot1 := func(outcomes ...OutcomeKind) []step {
+		steps := []step{{put("j", "*/5 * * * *", 0, t0), nil}}
+		for i, o := range outcomes {
+			steps = append(steps, step{started("j", m5(i+1), 1), nil}, step{finished("j", m5(i+1), o), nil})
+		}
+		return steps
+	}
+	pushedOut := make([]OutcomeKind, HistoryLen+1)
+	for i := range pushedOut {
+		pushedOut[i] = OutcomeDispatched
+	}
+	for _, tc := range []struct {
+		name   string
+		steps  []step
+		reopen bool
+	}{
+		{"unknown, then a forced backfill skipped", append(slot1(OutcomeUnknown), bf(m5(1), OutcomeSkipped, true)...), false},
+		{"unknown, then a forced backfill failed", append(slot1(OutcomeUnknown), bf(m5(1), OutcomeFailed, true)...), false},
+		{"dispatched and out of the history, then a forced backfill skipped", append(slot1(pushedOut...), bf(m5(1), OutcomeSkipped, true)...), false},
+		{"skipped, then a forced backfill unknown, then one skipped", append(append(slot1(OutcomeSkipped), bf(m5(1), OutcomeUnknown, true)...), bf(m5(1), OutcomeSkipped, true)...), false},
+		// Reopened as before: every opening made no child.
+		{"skipped, then a forced backfill skipped", append(slot1(OutcomeSkipped), bf(m5(1), OutcomeSkipped, true)...), true},
+		{"failed, then a backfill failed", append(slot1(OutcomeFailed), bf(m5(1), OutcomeFailed, false)...), true},
+	} {
+		for _, force := range []bool{false, true} {
+			steps := append(slices.Clone(tc.steps), step{Backfill{Name: "j", From: m5(1), To: m5(1), At: m5(31), Force: force}, nil})
+			open := mustJob(t, run(t, steps), "j").Open
+			if want := tc.reopen || force; (len(open) == 1) != want || len(open) > 1 {
+				t.Errorf("%s, then a backfill (forced %v): opened %+v, want slot 1 reopened %v", tc.name, force, open, want)
+			}
+		}
+	}
+}
+
 // TestTakeoverFencesConclusions: once a leader's Takeover is applied, an
 // earlier leader's conclusions are refused, whatever order Paxos chose
 // them in.
