@@ -99,11 +99,19 @@ func TestSnapshotReadNotAskedForIsLetGoByTheNode(t *testing.T) {
 				}
 			}
 		}
-		propose(120)
 		follower := nodes[leader.ID()%3]
-		for follower.Status().SnapshotIndex < 100 {
-			time.Sleep(10 * time.Millisecond)
+		// Snapshots follow the follower's applied batches, so how many
+		// commands bring one to 100 varies: propose until one does.
+		untilSnapshotPast := func(index uint64) {
+			for tries := 0; follower.Status().SnapshotIndex < index; tries++ {
+				if tries == 100 {
+					t.Fatalf("the follower's snapshot is at %d after 100 rounds of proposals, want %d", follower.Status().SnapshotIndex, index)
+				}
+				propose(10)
+				time.Sleep(20 * time.Millisecond)
+			}
 		}
+		untilSnapshotPast(100)
 		// A peer far behind asks for a pre-vote: the follower refuses it
 		// and starts reading its snapshot to catch it up. Nobody asks again.
 		peer := nodes[(leader.ID()+1)%3].ID()
@@ -115,9 +123,7 @@ func TestSnapshotReadNotAskedForIsLetGoByTheNode(t *testing.T) {
 		first := follower.Status().SnapshotIndex
 		// Much later, after newer snapshots, the same ask.
 		propose(200)
-		for follower.Status().SnapshotIndex <= first {
-			time.Sleep(10 * time.Millisecond)
-		}
+		untilSnapshotPast(first + 1)
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		newest := follower.Status().SnapshotIndex
