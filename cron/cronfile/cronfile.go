@@ -51,6 +51,7 @@ import (
 
 	"paxcron/cron/schedule"
 	"paxcron/cron/state"
+	"paxcron/internal/api"
 )
 
 // Limits on what a file may hold.
@@ -374,10 +375,10 @@ func (p *parser) cron(b *hcl.Block) (Cron, bool) {
 	errs := len(p.diags)
 	if err := state.ValidName(c.Name); err != nil {
 		p.fail(b.LabelRanges[0].Ptr(), "Invalid cron name", trimInvalid(err))
-	} else if c.Name == "." || c.Name == ".." {
-		// As the API refuses them (found in review: `job validate`
+	} else if err := api.CheckPathName(c.Name); err != nil {
+		// As the API refuses it (found in review: `job validate`
 		// passed a file that `job run` then failed).
-		p.fail(b.LabelRanges[0].Ptr(), "Invalid cron name", fmt.Sprintf("%q: a name of dots only cannot be used in the API's paths (/v1/jobs/.. is /v1/)", c.Name))
+		p.fail(b.LabelRanges[0].Ptr(), "Invalid cron name", err.Error())
 	}
 	content, diags := b.Body.Content(cronSchema)
 	p.diags = append(p.diags, diags...)

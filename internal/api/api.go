@@ -261,3 +261,14 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	*d = Duration(v)
 	return nil
 }
+
+// CheckPathName refuses a job name no path of the API can hold:
+// state.ValidName allows "." and "..", but /v1/jobs/.. is cleaned to
+// /v1/, so such a job could not be read or deleted. The server refuses
+// them in writes, and cron files before they are sent.
+func CheckPathName(name string) error {
+	if name == "." || name == ".." {
+		return fmt.Errorf("%q: a name of dots only cannot be used in the API's paths (/v1/jobs/.. is /v1/)", name)
+	}
+	return nil
+}

@@ -510,10 +510,8 @@ func (s *Server) handlePutJobs(w http.ResponseWriter, r *http.Request) (any, err
 			return nil, badRequest("job %q is given twice in one request", j.Name)
 		}
 		seen[j.Name] = true
-		if j.Name == "." || j.Name == ".." {
-			// Valid for the state, but no URL can name it: /v1/jobs/..
-			// is cleaned to /v1/, so the job could not be read or deleted.
-			return nil, badRequest("job %q: a name of dots only cannot be used in the API's paths", j.Name)
+		if err := api.CheckPathName(j.Name); err != nil {
+			return nil, badRequest("job %v", err)
 		}
 		spec, err := j.Spec.JobSpec()
 		if err != nil {
