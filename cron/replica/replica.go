@@ -205,10 +205,14 @@ type Replica struct {
 	ownSnap  *paxos.Snapshot
 	maxApply uint64 // Config.MaxApplyPerProcess
 	// restoring is the leader's snapshot being decoded off the thread
-	// (Config.DecodeSnapshots); the chosen entries that follow it wait in
-	// it until it is installed.
+	// (Config.DecodeSnapshots).
 	restoring       *pendingRestore
 	decodeSnapshots func(decode func())
+	// backlog are the chosen entries the core handed out that wait to be
+	// applied, in order: those that follow a snapshot being decoded, then,
+	// once it is installed, those Process has not yet applied (at most
+	// MaxApplyPerProcess each time, as entries from the core are).
+	backlog []paxos.Entry
 }
 
 // pendingRestore is a snapshot from the leader whose decode runs off the
@@ -216,9 +220,6 @@ type Replica struct {
 type pendingRestore struct {
 	meta paxos.SnapshotMeta
 	size int
-	// held are the entries chosen after it, in order, to apply once it
-	// is installed.
-	held []paxos.Entry
 
 	mu      sync.Mutex // the decode's outcome, set on its thread
 	decoded bool
@@ -226,14 +227,11 @@ type pendingRestore struct {
 	err     error
 }
 
-// lastHeld is the last slot the pending snapshot and its held entries
-// cover.
-func (p *pendingRestore) lastHeld() uint64 { return p.meta.Index + uint64(len(p.held)) }
-
 // maxHeldWhileRestoring bounds the chosen entries a replica holds while a
 // snapshot decodes (a million jobs: 2-4.5 s, during which a busy cluster
-// chooses tens of thousands): past it, the replica takes no Ready until
-// the snapshot is installed, and the leader treats it as lagging.
+// chooses tens of thousands) and after, until they are applied: past it,
+// the replica takes no Ready until the snapshot is installed and some are
+// applied, and the leader treats it as lagging.
 const maxHeldWhileRestoring = 100_000
 
 // write is one write in flight: a Ready's, or a local snapshot's.
@@ -337,37 +335,67 @@ func (r *Replica) Propose(cmd []byte) (uint64, error) { return r.node.Propose(cm
 // trust.
 //
 // With Config.MaxApplyPerProcess it may stop with work left (HasWork).
+// While entries wait in the backlog, a Ready's chosen entries join it
+// instead of being applied, so its Readys are taken first (their replies
+// go out) and the backlog is then applied within the same bound.
 func (r *Replica) Process() error {
 	from := r.applied
-	for r.node.HasReady() {
-		if r.maxApply > 0 && r.applied-from >= r.maxApply || r.holdsTooMuch() {
-			break
-		}
+	for r.node.HasReady() && r.applyBudgetLeft(from) && !r.holdsTooMuch() {
 		if err := r.processReady(); err != nil {
 			return err
 		}
 	}
+	r.applyBacklog(from)
 	return r.node.Err()
+}
+
+// applyBudgetLeft reports whether a Process that began at applied index
+// from may apply more (Config.MaxApplyPerProcess).
+func (r *Replica) applyBudgetLeft(from uint64) bool {
+	return r.maxApply == 0 || r.applied-from < r.maxApply
+}
+
+// applyBacklog applies the backlog's entries, once no snapshot is being
+// decoded, until the Process that began at from has applied its bound.
+func (r *Replica) applyBacklog(from uint64) {
+	if r.restoring != nil {
+		return
+	}
+	k := 0
+	for ; k < len(r.backlog) && r.applyBudgetLeft(from); k++ {
+		r.applyEntry(r.backlog[k])
+	}
+	clear(r.backlog[:k])
+	r.backlog = r.backlog[k:]
+	if len(r.backlog) == 0 {
+		r.backlog = nil
+	}
 }
 
 // HasWork reports whether Process has anything to do: work a bounded
 // Process left, or what inputs since the last one brought. A replica
 // holding as many entries as it may while a snapshot decodes has none
 // until SnapshotDecoded.
-func (r *Replica) HasWork() bool { return r.node.HasReady() && !r.holdsTooMuch() }
-
-func (r *Replica) holdsTooMuch() bool {
-	return r.restoring != nil && len(r.restoring.held) >= maxHeldWhileRestoring
+func (r *Replica) HasWork() bool {
+	return r.node.HasReady() && !r.holdsTooMuch() || r.restoring == nil && len(r.backlog) > 0
 }
 
-// HeldEntries is the number of chosen entries held behind a snapshot from
-// the leader that is being decoded (0 when none is): until it is
-// installed, the state and Applied are those from before it.
-func (r *Replica) HeldEntries() int {
-	if r.restoring == nil {
-		return 0
+func (r *Replica) holdsTooMuch() bool { return len(r.backlog) >= maxHeldWhileRestoring }
+
+// HeldEntries is the number of chosen entries handed out by the core and
+// not yet applied: those held behind a snapshot from the leader that is
+// being decoded, and those its install left to later Processes. Until
+// they are applied, the state and Applied are from before them.
+func (r *Replica) HeldEntries() int { return len(r.backlog) }
+
+// lastHeld is the last slot the state will have reached once the snapshot
+// being decoded, if any, is installed and the backlog applied.
+func (r *Replica) lastHeld() uint64 {
+	base := r.applied
+	if r.restoring != nil {
+		base = r.restoring.meta.Index
 	}
-	return len(r.restoring.held)
+	return base + uint64(len(r.backlog))
 }
 
 func (r *Replica) processReady() error {
@@ -509,11 +537,11 @@ func (r *Replica) apply(rd *paxos.Ready) error {
 		}
 	}
 	for _, e := range rd.Committed {
-		if p := r.restoring; p != nil {
-			if e.Slot != p.lastHeld()+1 {
-				panic(fmt.Sprintf("replica %d: holding slot %d after %d", r.node.ID(), e.Slot, p.lastHeld()))
+		if r.restoring != nil || len(r.backlog) > 0 {
+			if e.Slot != r.lastHeld()+1 {
+				panic(fmt.Sprintf("replica %d: holding slot %d after %d", r.node.ID(), e.Slot, r.lastHeld()))
 			}
-			p.held = append(p.held, e)
+			r.backlog = append(r.backlog, e)
 			continue
 		}
 		r.applyEntry(e)
@@ -546,13 +574,14 @@ func (r *Replica) restore(snap *paxos.Snapshot) error {
 		r.installed(snap.Meta, len(snap.Data))
 		return nil
 	}
-	if r.restoring != nil && snap.Meta.Index < r.restoring.lastHeld() {
+	if (r.restoring != nil || len(r.backlog) > 0) && snap.Meta.Index < r.lastHeld() {
 		// The core installs a snapshot only past what it has chosen.
 		panic(fmt.Sprintf("replica %d: a snapshot at %d while holding slots up to %d", r.node.ID(),
-			snap.Meta.Index, r.restoring.lastHeld()))
+			snap.Meta.Index, r.lastHeld()))
 	}
 	p := &pendingRestore{meta: snap.Meta, size: len(snap.Data)}
 	r.restoring = p
+	r.backlog = nil // the snapshot covers every entry held
 	data := snap.Data
 	r.decodeSnapshots(func() {
 		install, err := dec.DecodeSnapshot(data)
@@ -572,9 +601,12 @@ func (r *Replica) installed(meta paxos.SnapshotMeta, size int) {
 
 // SnapshotDecoded reports that a decode Config.DecodeSnapshots ran is
 // done. If it is the newest snapshot's, the decoded state replaces the
-// state, the entries held behind it are applied, and Process runs; a
-// superseded snapshot's decode changes nothing. A snapshot that fails to
-// decode halts the replica, as a failed Restore does.
+// state and Process runs, which applies the entries held behind it, at
+// most Config.MaxApplyPerProcess of them (HasWork reports the rest, as
+// for any bounded Process: up to 100,000 entries in one call would hold
+// the caller's loop for seconds); a superseded snapshot's decode changes
+// nothing. A snapshot that fails to decode halts the replica, as a failed
+// Restore does.
 func (r *Replica) SnapshotDecoded() error {
 	p := r.restoring
 	if p == nil {
@@ -592,9 +624,6 @@ func (r *Replica) SnapshotDecoded() error {
 	}
 	install()
 	r.installed(p.meta, p.size)
-	for _, e := range p.held {
-		r.applyEntry(e)
-	}
 	if err := r.Process(); err != nil {
 		return err
 	}

@@ -32,7 +32,11 @@ type trio struct {
 	decodes  []func() // replica 3's decodes, held by the test
 }
 
-func newTrio(t *testing.T) *trio {
+func newTrio(t *testing.T) *trio { return newTrioBounded(t, 0) }
+
+// newTrioBounded is newTrio with replica 3's Processes bounded to
+// maxApply entries (Config.MaxApplyPerProcess; 0: unbounded).
+func newTrioBounded(t *testing.T, maxApply uint64) *trio {
 	tr := &trio{t: t, isolated: true}
 	members := paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
@@ -45,6 +49,7 @@ func newTrio(t *testing.T) *trio {
 		}
 		if id == 3 {
 			cfg.DecodeSnapshots = func(decode func()) { tr.decodes = append(tr.decodes, decode) }
+			cfg.MaxApplyPerProcess = maxApply
 		}
 		r, err := New(cfg)
 		if err != nil {
@@ -151,6 +156,74 @@ func TestSnapshotDecodedOffThread(t *testing.T) {
 	}
 	if follower.HeldEntries() != 0 {
 		t.Fatalf("%d entries still held", follower.HeldEntries())
+	}
+}
+
+// TestHeldEntriesAreAppliedWithinTheProcessBound: the entries held
+// behind a decoding snapshot are applied, once it is installed, at most
+// MaxApplyPerProcess at a time, the rest by later Processes (HasWork),
+// as entries from the core are. SnapshotDecoded applied every one of
+// them in one call, up to 100,000: at a million jobs about 1.7 s of the
+// node's loop, past its MaxApplyPerTurn, with no heartbeat answered.
+func TestHeldEntriesAreAppliedWithinTheProcessBound(t *testing.T) {
+	const bound = 3
+	tr := newTrioBounded(t, bound)
+	for i := 0; tr.leader() == nil || tr.leader().Node().ID() == 3; i++ {
+		if i > 500 {
+			t.Fatal("no leader among replicas 1 and 2")
+		}
+		tr.tick()
+	}
+	lead := tr.leader()
+	for i := range 12 {
+		propose(t, lead, fmt.Sprint("a", i))
+		tr.deliver()
+	}
+	follower := tr.reps[3]
+	tr.isolated = false
+	for i := 0; len(tr.decodes) == 0; i++ {
+		if i > 500 {
+			t.Fatal("replica 3 was never sent the leader's snapshot")
+		}
+		tr.tick()
+	}
+	for i := range 10 {
+		propose(t, lead, fmt.Sprint("b", i))
+		tr.deliver()
+	}
+	at := follower.restoring.meta.Index
+	for i := 0; at+uint64(follower.HeldEntries()) < lead.Applied() && i < 50; i++ {
+		tr.tick() // the chosen index reaches followers with the next accept or heartbeat
+	}
+	held := follower.HeldEntries()
+	if held <= 2*bound {
+		t.Fatalf("%d entries held behind the snapshot at %d; want more than %d", held, at, 2*bound)
+	}
+	for _, decode := range tr.decodes {
+		decode()
+	}
+	if err := follower.SnapshotDecoded(); err != nil {
+		t.Fatal(err)
+	}
+	if follower.Applied() > at+bound {
+		t.Fatalf("SnapshotDecoded applied %d held entries of %d; want at most %d (MaxApplyPerProcess)",
+			follower.Applied()-at, held, bound)
+	}
+	for i := 0; follower.HasWork(); i++ {
+		if i > held {
+			t.Fatalf("still work after %d Processes (applied %d, held %d)", i, follower.Applied(), follower.HeldEntries())
+		}
+		before := follower.Applied()
+		if err := follower.Process(); err != nil {
+			t.Fatal(err)
+		}
+		if follower.Applied()-before > bound {
+			t.Fatalf("a Process applied %d entries; want at most %d", follower.Applied()-before, bound)
+		}
+	}
+	if follower.Applied() != lead.Applied() || !slices.Equal(tr.sms[3].cmds, tr.sms[lead.Node().ID()].cmds) {
+		t.Fatalf("after the install: applied %d, state %q; the leader's %d, %q",
+			follower.Applied(), tr.sms[3].cmds, lead.Applied(), tr.sms[lead.Node().ID()].cmds)
 	}
 }
 
