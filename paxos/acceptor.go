@@ -60,7 +60,11 @@ func (n *Node) onPrepare(m Message) {
 		n.sendCatchUp(m.From, m.Chosen, Ballot{})
 		return
 	}
-	if n.hs.Promised != m.Ballot && n.role != Follower {
+	// A promise grants m.From a lease, so whatever this replica was doing
+	// ends, a pre-vote too: a duplicate of a prepare it promised before
+	// changes no ballot, and once left a pre-candidate that prepared on
+	// the next grant, within the lease it had just granted.
+	if n.role != Follower {
 		n.becomeFollower(None)
 	}
 	n.setPromised(m.Ballot)

@@ -1351,3 +1351,56 @@ func TestRebuildEndsOnlyOnceItsLossIsReplicated(t *testing.T) {
 		t.Fatalf("replica 3 applied %q, want a,b,c,d,e:\n%s", got, c.describe())
 	}
 }
+
+// TestPromiseDuringPreVoteEndsIt: a replica in pre-vote that promises a
+// prepare (here a duplicate of one it promised before, whose ballot is
+// still its promise) grants that candidate a lease, so its own pre-vote
+// is over: a grant arriving afterwards must not make it promise itself a
+// higher ballot within that lease. It stayed a pre-candidate, since the
+// promise changed no ballot, and a quorum of grants then had it prepare.
+func TestPromiseDuringPreVoteEndsIt(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	n1, n2 := c.replicas[1].node, c.replicas[2].node
+	for range c.timing.LeaseTicks { // past the lease a restart assumes
+		n2.electionElapsed = 0
+		n2.Tick()
+	}
+	n1.startPrepare()
+	c.process()
+	var prepare Message
+	for _, m := range c.queue {
+		if m.Type == MsgPrepare && m.To == 2 {
+			prepare = m
+		}
+	}
+	c.queue = nil
+	if err := n2.Step(prepare); err != nil || n2.hs.Promised != prepare.Ballot {
+		t.Fatalf("replica 2 did not promise %s: %v, promised %s", prepare.Ballot, err, n2.hs.Promised)
+	}
+	c.process()
+	c.queue = nil
+	for i := 0; n2.role != PreCandidate; i++ {
+		if i > 4*c.timing.ElectionTicks {
+			t.Fatal("replica 2 never started a pre-vote")
+		}
+		n2.Tick()
+	}
+	preVote := n2.cand.ballot
+	if err := n2.Step(prepare); err != nil { // the duplicate
+		t.Fatal(err)
+	}
+	c.process()
+	granted := slices.ContainsFunc(c.queue, func(m Message) bool {
+		return m.Type == MsgPromise && m.To == 1 && !m.Reject
+	})
+	if !granted {
+		t.Fatalf("replica 2 did not promise the duplicate again: %v", c.queue)
+	}
+	if err := n2.Step(Message{Type: MsgPreVoteReply, From: 3, To: 2, Ballot: preVote}); err != nil {
+		t.Fatal(err)
+	}
+	if n2.hs.Promised != prepare.Ballot || n2.role == Candidate {
+		t.Fatalf("replica 2 promised itself %s (%s) within the lease it had just granted replica 1 under %s",
+			n2.hs.Promised, n2.role, prepare.Ballot)
+	}
+}
