@@ -455,8 +455,9 @@ func (n *Node) sendCall(ctx context.Context, fn func()) error {
 // maxWritesInFlight bounds the writes handed to the writer goroutine and
 // not yet done; past it the loop stops taking Readys until one completes,
 // and with them it stops sending anything: heartbeats, their replies and
-// accepts. The core bounds what the writes hold (a leader's uncommitted
-// slots, MaxUncommittedSlots), so the bound is only a backstop. It was
+// accepts, and it steps no peer's message (inboxQueue), which the core
+// would take without bound. A leader's proposals the core bounds itself
+// (MaxUncommittedSlots), so for them the bound is only a backstop. It was
 // 64: with 512 writers on three processes sharing a slow disk, a loop
 // turn takes about a millisecond, so 64 turns fill it during one sync of
 // 100-500 ms, and a leader whose heartbeats and followers' replies waited
@@ -750,7 +751,7 @@ func (n *Node) run() {
 			n.failAll(ErrStopped)
 			n.publishErr(ErrStopped)
 			return
-		case m := <-n.inbox:
+		case m := <-n.inboxQueue():
 			clock.begin(InputMessage, n.rep.Applied())
 			n.step(m)
 		case p := <-n.proposalQueue():
@@ -800,7 +801,7 @@ func (n *Node) run() {
 				break
 			}
 			select {
-			case m := <-n.inbox:
+			case m := <-n.inboxQueue():
 				n.step(m)
 			case p := <-n.proposalQueue():
 				n.take(p)
@@ -886,6 +887,20 @@ func (n *Node) writeDone(err error) bool {
 func (n *Node) fail(err error) {
 	n.failAll(err)
 	n.publishErr(err)
+}
+
+// inboxQueue is nil, which blocks, while maxWritesInFlight writes wait
+// for the writer: the core then hands out no Ready, so nothing a message
+// changes could be written or answered, and stepping them would only
+// grow the core's unwritten state (a follower's log by every batch a
+// leader resends) for as long as the disk stalls. Messages wait in the
+// inbox meanwhile, and Deliver drops those that do not fit (the protocol
+// retransmits).
+func (n *Node) inboxQueue() chan paxos.Message {
+	if n.rep.InFlight() >= maxWritesInFlight {
+		return nil
+	}
+	return n.inbox
 }
 
 // proposalQueue is nil, which blocks, while the core refuses proposals as

@@ -1,12 +1,15 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"paxcron/cron/replica"
 	"paxcron/paxos"
 	"paxcron/storage"
 	"paxcron/storage/memstore"
@@ -217,4 +220,73 @@ func TestWriterSavesEveryWritePastAFullBatch(t *testing.T) {
 			t.Fatalf("entry %d is slot %d: slot %d was never saved", i, e.Slot, i+1)
 		}
 	}
+}
+
+// TestNoMessageSteppedWhileTheWriterIsFull: once maxWritesInFlight
+// writes wait for the writer, the loop takes no Ready, and it must not
+// step peers' messages into the core either: nothing they change can be
+// written or answered, so the core's unwritten state would grow with
+// every accept a leader resends, for as long as the disk stalls. They
+// wait in the inbox (Deliver drops what does not fit) and are stepped
+// once writes complete.
+func TestNoMessageSteppedWhileTheWriterIsFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &heldStore{Store: memstore.New(), holding: make(chan struct{}), release: make(chan struct{})}
+		const inbox = 16
+		n, err := New(Config{
+			ID: 2, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}, Store: store,
+			Send: func(paxos.Message) {}, TickInterval: 10 * time.Millisecond, Timing: paxos.DefaultTiming(),
+			Limits: paxos.DefaultLimits(), InboxMessages: inbox,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Start()
+		defer n.Stop()
+		release := sync.OnceFunc(func() { close(store.release) })
+		defer release() // before Stop, which waits for the writer
+		ballot := paxos.Ballot{Round: 1, Replica: 1}
+		accept := func(slot uint64) paxos.Message {
+			return paxos.Message{Type: paxos.MsgAccept, From: 1, To: 2, Ballot: ballot, Start: 1,
+				Entries: []paxos.Entry{{Slot: slot, Ballot: ballot, Kind: paxos.EntryCommand, Data: []byte{byte(slot)}}}}
+		}
+		ctx := context.Background()
+		var inFlight int
+		var last uint64
+		look := func() {
+			t.Helper()
+			if err := n.Call(ctx, func(r *replica.Replica) { inFlight, last = r.InFlight(), r.Node().Status().LastSlot }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// One accept a turn, each turn's Ready a write, until the writer,
+		// stuck in its first Save, holds as many as the loop hands it.
+		for slot := uint64(1); inFlight < maxWritesInFlight; slot++ {
+			if slot > 2*maxWritesInFlight {
+				t.Fatalf("%d writes in flight after %d accepts", inFlight, slot-1)
+			}
+			if err := n.Call(ctx, func(r *replica.Replica) { _ = r.Node().Step(accept(slot)) }); err != nil {
+				t.Fatal(err)
+			}
+			look()
+		}
+		full := last
+		for slot := full + 1; slot <= full+4*inbox; slot++ {
+			n.Deliver(accept(slot))
+		}
+		synctest.Wait()
+		look()
+		if last != full {
+			t.Fatalf("the core took accepts up to slot %d (from %d) with %d writes in flight", last, full, inFlight)
+		}
+		release()
+		synctest.Wait()
+		look()
+		if last != full+inbox || inFlight != 0 {
+			t.Fatalf("after the writes: last slot %d, %d writes in flight; want %d (the inbox's), 0", last, inFlight, full+inbox)
+		}
+		if st := n.Status(); st.Err != nil {
+			t.Fatal(st.Err)
+		}
+	})
 }
