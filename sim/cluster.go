@@ -337,7 +337,11 @@ func (c *cluster) snapshotDecodes(n *node) func(decode func()) {
 			if n.rep.HeldEntries() > 0 {
 				c.faults["entries held behind a decoding snapshot"]++ // not a fault: proof the path ran
 			}
-			c.handle(n, n.rep.SnapshotDecoded())
+			err := n.rep.SnapshotDecoded()
+			if n.rep.HeldEntries() > 0 {
+				c.faults["held entries left to later Processes"]++ // not a fault: proof the path ran
+			}
+			c.handle(n, err)
 		})
 	}
 }

@@ -78,7 +78,8 @@ func TestEveryFaultIsExercised(t *testing.T) {
 	}
 	for _, k := range append(FaultKinds(), "corruption detected", "snapshot taken", "overlapping writes", "snapshot off thread", "snapshot saved after later writes",
 		"snapshot read in the background", "work left by a bounded Process",
-		"snapshot decoded in the background", "entries held behind a decoding snapshot") {
+		"snapshot decoded in the background", "entries held behind a decoding snapshot",
+		"held entries left to later Processes") {
 		if seen[k] == 0 {
 			t.Errorf("fault %q never injected across 20 seeds: %v", k, seen)
 		}
