@@ -43,12 +43,17 @@
 //
 // # Launches
 //
-// A job's NextAt is the first launch of its schedule after the later of
-// its creation (the creating PutJob's At) and LastStartedAt, the latest
-// scheduled time a launch was started for. LaunchStarted accepts a time
+// A job's NextAt is the first launch of its schedule after the latest of
+// its creation (the creating PutJob's At), LastStartedAt, the latest
+// scheduled time a launch was started for, and the point its last
+// schedule edit counts from (EditFrom). LaunchStarted accepts a time
 // after LastStartedAt and not after NextAt: it can neither repeat a launch
 // (even one long gone from the history) nor jump over a due one. A
-// replaced spec keeps CreatedAt and LastStartedAt, so the launches the new
-// schedule owes since the last one come due (the scheduler launches or
-// skips them within the catch-up window); none is skipped silently.
+// replaced spec keeps CreatedAt and LastStartedAt. An edit that keeps the
+// schedule and zone keeps NextAt; a new schedule or zone counts from the
+// edit, or, if the old schedule already owed a launch then, from that
+// launch, so the launches the new schedule owes since come due (the
+// scheduler launches or skips them within the catch-up window); none is
+// skipped silently, and none is owed that no schedule of the job had at
+// the time.
 package state

@@ -624,24 +624,27 @@ func (m *Machine) putJob(c PutJob) error {
 		m.added = append(m.added, c.Name)
 	}
 	j.hist = j.hist.repack(c.Name, j.Spec.Target(), spec.Target())
+	rescheduled := exists && (spec.Schedule != j.Spec.Schedule || spec.TimeZone != j.Spec.TimeZone)
+	oldNext := j.NextAt
 	j.Spec, j.meta = spec, meta
 	j.sched = sched
 	j.Version = m.lastVersion
 	j.UpdatedAt = at
-	j.recompute()
+	switch {
+	case !exists:
+		j.recompute(time.Time{})
+	case rescheduled:
+		j.recompute(EditFrom(at, oldNext))
+	}
 	m.specBytes += after - before
 	return nil
 }
 
-// recompute sets NextAt from the schedule, CreatedAt and LastStartedAt.
-// A replaced spec counts from the last launch (or the creation), so the
-// launches the new schedule owes since then come due: none is skipped
-// silently.
-func (j *job) recompute() {
-	from := j.CreatedAt
-	if j.LastStartedAt.After(from) {
-		from = j.LastStartedAt
-	}
+// recompute sets NextAt from the schedule: its first launch after the
+// latest of CreatedAt, LastStartedAt and edited (a schedule edit's point,
+// EditFrom; zero for none).
+func (j *job) recompute(edited time.Time) {
+	from := laterOf(laterOf(j.CreatedAt, j.LastStartedAt), edited)
 	next, ok := j.sched.Next(from)
 	if !ok || next.Unix() > maxUnixSeconds {
 		// Past the last second a command or snapshot can hold, the
@@ -651,6 +654,25 @@ func (j *job) recompute() {
 		return
 	}
 	j.NextAt = next.UTC()
+}
+
+// EditFrom returns the time a new schedule (or zone) put at time at
+// counts its launches from, the old schedule's next launch having been
+// oldNext (zero for none): the edit, or, when the old schedule already
+// owed a launch by then, just before that launch, so that the new
+// schedule owes its own launches from there on (launched late, or
+// skipped past their catch-up window, never dropped). A launch of the
+// new schedule before both was on no schedule the job had at the time:
+// counted from the last launch (or the creation), an edit of a yearly
+// job to every 5 minutes owed, and skipped as missed, every 5 minutes
+// back to it. The state counts from no earlier than the job's creation
+// and last launch whatever at says (a writer's clock may lag).
+// Launches are whole seconds: the second before oldNext has none.
+func EditFrom(at, oldNext time.Time) time.Time {
+	if !oldNext.IsZero() && !oldNext.After(at) {
+		return oldNext.Add(-time.Second)
+	}
+	return at
 }
 
 // lookup returns the named job, writable: its callers change it.
@@ -807,7 +829,7 @@ func (m *Machine) launchStarted(slot uint64, c LaunchStarted) error {
 	j.open(Launch{Job: c.Job, ScheduledAt: at, Identity: c.Identity, SpecVersion: j.Version, StartedAt: c.At.UTC(), StartedSlot: slot, Target: j.Spec.Target()})
 	m.withOpen[c.Job] = struct{}{}
 	j.LastStartedAt = at
-	j.recompute()
+	j.recompute(time.Time{})
 	j.Counters.Started++
 	m.stats.Launches.Started++
 	return nil

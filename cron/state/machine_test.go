@@ -25,7 +25,9 @@ func TestPutJob(t *testing.T) {
 	}{
 		{"create", []step{{put("j", hourly, 0, at), nil}}, 1, t0.Add(time.Hour), hourly},
 		{"create twice", []step{{put("j", hourly, 0, at), nil}, {put("j", quarter, 0, at), ErrConflict}}, 1, t0.Add(time.Hour), hourly},
-		{"replace", []step{{put("j", hourly, 0, at), nil}, {put("j", quarter, 1, at.Add(time.Hour)), nil}}, 2, t0.Add(45 * time.Minute), quarter},
+		// The hourly schedule owed 01:00 at the edit: the new one counts
+		// from there (TestScheduleEditCountsFromTheEdit).
+		{"replace", []step{{put("j", hourly, 0, at), nil}, {put("j", quarter, 1, at.Add(time.Hour)), nil}}, 2, t0.Add(time.Hour), quarter},
 		{"replace stale", []step{{put("j", hourly, 0, at), nil}, {put("j", quarter, 1, at), nil}, {put("j", hourly, 1, at), ErrConflict}}, 2, t0.Add(45 * time.Minute), quarter},
 		{"replace ahead", []step{{put("j", hourly, 0, at), nil}, {put("j", quarter, 5, at), ErrConflict}}, 1, t0.Add(time.Hour), hourly},
 		{"replace missing", []step{{put("j", hourly, 1, at), ErrConflict}}, 0, time.Time{}, ""},
@@ -943,5 +945,57 @@ func TestLaunchFinishedWithoutStartedSlotDecodes(t *testing.T) {
 	}
 	if len(nb) != len(b)+1 {
 		t.Fatalf("encoding grew by %d bytes, want 1", len(nb)-len(b))
+	}
+}
+
+// TestScheduleEditCountsFromTheEdit: a new schedule owes its slots from
+// the edit, or from the first slot the old schedule still owed by then,
+// never from slots no schedule of the job had at the time. Before the
+// fix, a yearly job edited a day later to every 5 minutes owed (and
+// skipped as missed) every 5-minute slot since its creation.
+func TestScheduleEditCountsFromTheEdit(t *testing.T) {
+	yearly, five, hourly := "0 0 1 1 *", "*/5 * * * *", "0 * * * *"
+	created, edit := t0.Add(90*time.Second), t0.Add(24*time.Hour+7*time.Minute+30*time.Second)
+	for _, tc := range []struct {
+		name   string
+		steps  []step
+		nextAt time.Time
+	}{
+		{"never launched, nothing owed by the edit", []step{
+			{put("j", yearly, 0, created), nil}, {put("j", five, 1, edit), nil},
+		}, t0.Add(24*time.Hour + 10*time.Minute)},
+		{"launched, nothing owed by the edit", []step{
+			{put("j", hourly, 0, created), nil}, {started("j", t0.Add(time.Hour), 1), nil},
+			{put("j", five, 1, t0.Add(90*time.Minute+time.Second)), nil},
+		}, t0.Add(95 * time.Minute)},
+		// The old schedule owed 01:00 (no leader launched it): the new
+		// one counts from there, so its slots since come due.
+		{"owed by the edit", []step{
+			{put("j", hourly, 0, created), nil}, {put("j", five, 1, t0.Add(90*time.Minute)), nil},
+		}, t0.Add(time.Hour)},
+		// An edit that keeps the schedule leaves what it owes alone.
+		{"schedule kept", []step{
+			{put("j", five, 0, created), nil}, {put("j", five, 1, edit), nil},
+		}, t0.Add(5 * time.Minute)},
+		// A writer whose clock lags: never before the last launch.
+		{"edit before the last launch", []step{
+			{put("j", hourly, 0, created), nil}, {started("j", t0.Add(time.Hour), 1), nil},
+			{put("j", five, 1, created), nil},
+		}, t0.Add(65 * time.Minute)},
+		// The old schedule had no slot left: counts from the edit.
+		{"old schedule ended", []step{
+			{put("j", "0 0 * 2 MON#5", 0, created), nil}, {put("j", five, 1, edit), nil},
+		}, t0.Add(24*time.Hour + 10*time.Minute)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := run(t, tc.steps)
+			j, _ := m.Job("j")
+			if !j.NextAt.Equal(tc.nextAt) {
+				t.Fatalf("next launch %s, want %s", j.NextAt.Format(time.RFC3339), tc.nextAt.Format(time.RFC3339))
+			}
+			if err := m.CheckKept(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -41,6 +41,10 @@ type Cron struct {
 	// from is, per job incarnation, the time its next launch counts
 	// from: its creation, or its last accepted start.
 	from map[incarnation]time.Time
+	// edited is, per job incarnation, the point its latest schedule edit
+	// counts from (editFrom); its next launch counts from the later of
+	// that and from.
+	edited map[incarnation]time.Time
 	// startSlot is, per job incarnation, the slot of its last start.
 	startSlot map[incarnation]uint64
 	// oracles read each job's schedule (Oracle), by job name, expression
@@ -183,7 +187,7 @@ func NewCron(cfg CronConfig) *Cron {
 	if cfg.Nomad == nil {
 		panic("check: NewCron without a Nomad view")
 	}
-	return &Cron{cfg: cfg, launches: map[string]*cronLaunch{}, from: map[incarnation]time.Time{}, startSlot: map[incarnation]uint64{}, oracles: map[string]*Oracle{},
+	return &Cron{cfg: cfg, launches: map[string]*cronLaunch{}, from: map[incarnation]time.Time{}, edited: map[incarnation]time.Time{}, startSlot: map[incarnation]uint64{}, oracles: map[string]*Oracle{},
 		jobs: map[string]*jobView{}, counts: CronCounts{Justified: map[string]uint64{}}}
 }
 
@@ -227,6 +231,7 @@ func (c *Cron) Started(slot uint64, now time.Time, cmd state.LaunchStarted, job 
 			return nil
 		}
 	}
+	from = c.sinceEdit(inc, from)
 	want, err := s.Next(from, at)
 	switch {
 	case errors.Is(err, errNoLaunch):
@@ -239,6 +244,16 @@ func (c *Cron) Started(slot uint64, now time.Time, cmd state.LaunchStarted, job 
 			job.Name, job.Spec.Schedule, zoneName(job.Spec.TimeZone), at.Format(time.RFC3339), from.Format(time.RFC3339), want.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// sinceEdit returns the time inc's next launch counts from, from being
+// its last start (or creation): the later of that and the point its
+// latest schedule edit set.
+func (c *Cron) sinceEdit(inc incarnation, from time.Time) time.Time {
+	if e, ok := c.edited[inc]; ok && e.After(from) {
+		return e
+	}
+	return from
 }
 
 // followsNamesake reports whether a re-created job's first launch at is
@@ -481,10 +496,12 @@ func (c *Cron) Final(f CronFinal) error {
 		// launch seen, or its creation), not only by the state's NextAt:
 		// a state that zeroed or moved NextAt and never started the job
 		// again passed (found in review, with a planted bug in Resume).
-		from, seen := c.from[incarnation{name: j.Name, version: j.CreatedVersion}]
+		inc := incarnation{name: j.Name, version: j.CreatedVersion}
+		from, seen := c.from[inc]
 		if !seen {
 			from = j.CreatedAt
 		}
+		from = c.sinceEdit(inc, from)
 		s, err := c.schedule(j)
 		if err != nil {
 			return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker's oracle cannot read: %v", j.Name, err)

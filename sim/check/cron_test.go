@@ -411,3 +411,41 @@ func TestCronConclusionNamesItsOpening(t *testing.T) {
 	own.StartedSlot = 4
 	wantOK(t, c.Finished(6, sec(6), own))
 }
+
+// TestCronScheduleEditCountsFromTheEdit: the checker counts a new
+// schedule's slots as the state does (state.EditFrom): from the edit, or
+// from the first slot the old schedule still owed by then. It counted
+// from the creation, so a start at the edit's first slot was "jumped
+// over" and the slots on no schedule of the job were owed.
+func TestCronScheduleEditCountsFromTheEdit(t *testing.T) {
+	edit := func(c *Cron, slot uint64, j state.Job, expr string, at time.Time) {
+		t.Helper()
+		j.Spec.Schedule = expr
+		wantOK(t, c.Applied(slot, at, state.PutJob{Name: j.Name, Spec: j.Spec, IfVersion: 1, At: at}, j))
+	}
+	five := "*/5 * * * * *"
+	// Hourly, next at 07:00:00 (sec(20)); edited at 06:59:52 to every 5
+	// seconds: nothing was owed, so the first slot is 06:59:55.
+	c := newCron()
+	j := cronJob("a", "0 0 * * * *", 1)
+	put(t, c, 1, j)
+	edit(c, 2, j, five, sec(12))
+	j.Spec.Schedule = five
+	wantOK(t, c.Started(3, sec(15), startCmd("a", sec(15)), j))
+	wantOK(t, c.Started(4, sec(20), startCmd("a", sec(20)), j))
+	c = newCron()
+	put(t, c, 1, cronJob("a", "0 0 * * * *", 1))
+	edit(c, 2, cronJob("a", "0 0 * * * *", 1), five, sec(12))
+	wantViolation(t, c.Final(CronFinal{End: sec(21), Jobs: []state.Job{endJob(five, sec(15))}}), InvNoSilentSkip,
+		`job "a"'s slot `+sec(15).Format(time.RFC3339))
+
+	// Every 10 seconds, next at 06:59:50 (sec(10)), still owed at the
+	// edit at 06:59:57: the new schedule owes its slots from 06:59:50.
+	c = newCron()
+	j = cronJob("a", "*/10 * * * * *", 1)
+	put(t, c, 1, j)
+	edit(c, 2, j, five, sec(17))
+	j.Spec.Schedule = five
+	wantViolation(t, c.Started(3, sec(15), startCmd("a", sec(15)), j), InvNoSilentSkip,
+		`job "a"`, sec(10).Format(time.RFC3339), "jumped over")
+}

@@ -246,7 +246,7 @@ func (c *Cron) view(name string) *jobView {
 func (c *Cron) Applied(slot uint64, now time.Time, cmd state.Command, job state.Job) error {
 	switch cmd := cmd.(type) {
 	case state.PutJob:
-		c.putJob(slot, now, cmd, job)
+		return c.putJob(slot, now, cmd, job)
 	case state.Pause:
 		c.view(cmd.Name).change(slot, func(e *jobEra) { e.paused = true })
 	case state.Resume:
@@ -266,7 +266,7 @@ func (c *Cron) Applied(slot uint64, now time.Time, cmd state.Command, job state.
 }
 
 // putJob records a job created (none of its name lives) or replaced.
-func (c *Cron) putJob(slot uint64, now time.Time, cmd state.PutJob, job state.Job) {
+func (c *Cron) putJob(slot uint64, now time.Time, cmd state.PutJob, job state.Job) error {
 	v := c.view(cmd.Name)
 	created := v.current().inc == 0
 	spec := cmd.Spec
@@ -279,7 +279,13 @@ func (c *Cron) putJob(slot uint64, now time.Time, cmd state.PutJob, job state.Jo
 	if created {
 		v.schedules = nil
 	}
-	if created || spec.Schedule != v.job.Spec.Schedule || spec.TimeZone != v.job.Spec.TimeZone {
+	rescheduled := !created && (spec.Schedule != v.job.Spec.Schedule || spec.TimeZone != v.job.Spec.TimeZone)
+	if rescheduled {
+		if err := c.editFrom(v.job, cmd.At); err != nil {
+			return err
+		}
+	}
+	if created || rescheduled {
 		v.scheduleAt = now
 		v.schedules = append(v.schedules, setSchedule{at: now, job: state.Job{Name: cmd.Name, Spec: spec}})
 	}
@@ -301,6 +307,36 @@ func (c *Cron) putJob(slot uint64, now time.Time, cmd state.PutJob, job state.Jo
 		}
 		e.policy, e.window = spec.Concurrency, spec.CatchupWindow
 	})
+	return nil
+}
+
+// editFrom records the point job's incarnation counts its launches from
+// once a new schedule (or zone) is put over old at time at: at, unless
+// the old schedule owed a slot by then, counting from the job's last
+// start (or creation) and its previous edit; then the second before that
+// slot, so that the new schedule owes its slots from there. The state
+// counts from no earlier than its last start (or creation) whatever at
+// says, as sinceEdit reads it.
+func (c *Cron) editFrom(old state.Job, at time.Time) error {
+	inc := incarnation{name: old.Name, version: old.CreatedVersion}
+	from, seen := c.from[inc]
+	if !seen {
+		from = old.CreatedAt
+	}
+	s, err := c.schedule(old)
+	if err != nil {
+		return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker's oracle cannot read: %v", old.Name, err)
+	}
+	point := at
+	owed, err := s.Next(c.sinceEdit(inc, from), at)
+	switch {
+	case err == nil:
+		point = owed.Add(-time.Second)
+	case !errors.Is(err, errNoLaunch):
+		return violation(InvNoSilentSkip, "job %q edited at %s: %v", old.Name, at.UTC().Format(time.RFC3339), err)
+	}
+	c.edited[inc] = point
+	return nil
 }
 
 // deleteJob records a job deleted, and the slots it owed: those due
@@ -313,6 +349,7 @@ func (c *Cron) deleteJob(slot uint64, now time.Time, name string) error {
 	if !seen {
 		from = c.namesakeFrom(v.job)
 	}
+	from = c.sinceEdit(inc, from)
 	s, err := c.schedule(v.job)
 	if err != nil {
 		return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker's oracle cannot read: %v", name, err)

@@ -415,9 +415,11 @@ func TestCronDeletedJudgesEverySlotOwed(t *testing.T) {
 // not explain its lateness.
 func TestCronScheduleEditExcusesOnlyNewSlots(t *testing.T) {
 	// run creates job "a" under from at sec(0), dispatches the slot at
-	// first on time, sets the schedule to to at sec(4) and dispatches the
-	// slot at late, 4 s after it was due.
-	run := func(from, to string, first, late int) error {
+	// first on time, sets the schedule to to at sec(6), dispatches the
+	// slots in between on time and the slot at late, 4 s after it was due.
+	// The new schedule owes its slots from the first the old one owed by
+	// the edit (state.EditFrom).
+	run := func(from, to string, first int, between []int, late int) error {
 		c := newCron()
 		j := cronJob("a", from, 1)
 		j.CreatedAt = sec(0)
@@ -426,15 +428,21 @@ func TestCronScheduleEditExcusesOnlyNewSlots(t *testing.T) {
 		wantOK(t, c.Started(2, sec(first), startCmd("a", sec(first)), j))
 		wantOK(t, c.Finished(3, c1.CreatedAt, finishCmd("a", sec(first), dispatched(c1.ID))))
 		j.Spec.Schedule = to
-		wantOK(t, c.Applied(4, sec(4), state.PutJob{Name: "a", Spec: j.Spec, At: sec(4)}, j))
+		wantOK(t, c.Applied(4, sec(6), state.PutJob{Name: "a", Spec: j.Spec, At: sec(6)}, j))
+		chs, slot := []NomadChild{c1}, uint64(5)
+		for _, s := range between {
+			ch := child(s, fmt.Sprintf("b%d", s), 100*time.Millisecond)
+			wantOK(t, c.Started(slot, sec(6), startCmd("a", sec(s)), j))
+			wantOK(t, c.Finished(slot+1, ch.CreatedAt, finishCmd("a", sec(s), dispatched(ch.ID))))
+			chs, slot = append(chs, ch), slot+2
+		}
 		c2 := child(late, "c2", 4*time.Second)
-		wantOK(t, c.Started(5, sec(5), startCmd("a", sec(late)), j))
-		wantOK(t, c.Finished(6, c2.CreatedAt, finishCmd("a", sec(late), dispatched(c2.ID))))
+		wantOK(t, c.Started(slot, sec(7), startCmd("a", sec(late)), j))
+		wantOK(t, c.Finished(slot+1, c2.CreatedAt, finishCmd("a", sec(late), dispatched(c2.ID))))
 		return c.Final(CronFinal{End: sec(20), Bound: 2 * time.Second, Healthy: []Interval{{From: sec(0), To: sec(20)}},
-			Children: []NomadChild{c1, c2}, Jobs: []state.Job{endJob("0 0 * * *", sec(30))}})
+			Children: append(chs, c2), Jobs: []state.Job{endJob("0 0 * * *", sec(30))}})
 	}
-	// 06:59:43 is no slot of every other second: it came due unknown.
-	wantOK(t, run("*/2 * * * * *", "* * * * * *", 2, 3))
-	// Planted: 06:59:42 is a slot of both, 4 s late while healthy.
-	wantViolation(t, run("* * * * * *", "*/2 * * * * *", 1, 2), InvNoSilentSkip, "due "+sec(2).Format(time.RFC3339), "4s late")
+	// 06:59:45 is no slot of every other second: it came due unknown.
+	wantOK(t, run("*/2 * * * * *", "* * * * * *", 2, []int{4}, 5))
+	wantViolation(t, run("* * * * * *", "*/2 * * * * *", 1, nil, 2), InvNoSilentSkip, "due "+sec(2).Format(time.RFC3339), "4s late")
 }
