@@ -137,7 +137,7 @@ func newCluster(opts Options) (*cluster, error) {
 	if c.nomad, err = newNomad(c); err != nil {
 		return nil, err
 	}
-	c.cronCheck = check.NewCron(check.CronConfig{Nomad: nomadView{c}, ClockMargin: clockMargin(opts), OpenLimit: opts.State.OpenLaunches})
+	c.cronCheck = check.NewCron(check.CronConfig{Nomad: nomadView{c}, ClockMargin: clockMargin(opts), OpenLimit: opts.State.OpenLaunches, OpenJobLimit: opts.State.OpenLaunchesJob})
 	for i := 1; i <= opts.Replicas; i++ {
 		c.members.Voters = append(c.members.Voters, paxos.ReplicaID(i))
 	}

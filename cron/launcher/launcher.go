@@ -272,9 +272,19 @@ type Launcher struct {
 	// launches open as it keeps (state.MaxOpenLaunches): their next start
 	// waits until one of those concludes, or every step would write a
 	// refused start to the log. (When all jobs' launches fill the state,
-	// startDue waits instead.)
-	full  map[string]bool
-	tasks map[string]*task // by identity
+	// startDue waits instead.) Each holds the time it was marked.
+	full map[string]time.Time
+	// waited holds, by job, the span it last spent in full, until its
+	// next start is decided; held the spans in which startDue held due
+	// starts back while the state held its limit of open launches of all
+	// jobs, newest last, at most maxHeldSpans, the last one still growing
+	// while holding. A start found past its catch-up window says it
+	// waited for room (ReasonNoRoom...) if one of them overlaps the
+	// window: a leader was there, with no room.
+	waited  map[string]span
+	held    []span
+	holding bool
+	tasks   map[string]*task // by identity
 	// queue holds tasks ready for a call, oldest first; delayed those
 	// waiting for notBefore, by (notBefore, seq); finishing those whose
 	// LaunchFinished is to be proposed. A task that concluded meanwhile is
@@ -450,7 +460,8 @@ func (l *Launcher) promote() {
 	l.stats.Promotions++
 	l.starting = map[string]start{}
 	l.fresh = map[string]bool{}
-	l.full = map[string]bool{}
+	l.full = map[string]time.Time{}
+	l.waited, l.held, l.holding = map[string]span{}, nil, false
 	l.tasks = map[string]*task{}
 	l.calls = map[uint64]*task{}
 	l.swept = l.now
@@ -487,9 +498,9 @@ func (l *Launcher) CheckSchedule() error {
 		switch {
 		case starting && in:
 			return fmt.Errorf("launcher: job %q is in the heap (at %v) while its start is in flight", name, got)
-		case l.full[name] && in:
+		case l.isFull(name) && in:
 			return fmt.Errorf("launcher: job %q is in the heap (at %v) with as many launches open as it may have", name, got)
-		case starting || l.full[name]:
+		case starting || l.isFull(name):
 		case want.IsZero() && in:
 			return fmt.Errorf("launcher: job %q has no next launch but is in the heap at %v", name, got)
 		case !want.IsZero() && (!in || !got.Equal(want)):
@@ -669,6 +680,7 @@ func (l *Launcher) demote() {
 	l.stats.Demotions++
 	l.heap, l.build = scheduler.Heap{}, nil
 	l.starting, l.fresh, l.full, l.tasks, l.calls = nil, nil, nil, nil, nil
+	l.waited, l.held, l.holding = nil, nil, false
 	l.queue, l.delayed, l.finishing = nil, nil, nil
 }
 
@@ -724,6 +736,7 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 		if err == nil {
 			delete(l.starting, c.Name)
 			delete(l.full, c.Name) // a job created under its name starts afresh
+			delete(l.waited, c.Name)
 			l.unschedule(c.Name)
 		}
 	case state.LaunchStarted:
@@ -732,7 +745,9 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 			delete(l.starting, c.Job)
 		}
 		if errors.Is(err, state.ErrLimit) && !errors.Is(err, state.ErrAllOpen) {
-			l.full[c.Job] = true // room comes only from its own launches
+			if !l.isFull(c.Job) {
+				l.full[c.Job] = l.now // room comes only from its own launches
+			}
 		}
 		l.resync(c.Job)
 		if err != nil {
@@ -761,8 +776,9 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 			// same slot), not to be dropped.
 			return
 		}
-		if l.full[c.Job] {
+		if since, full := l.full[c.Job]; full {
 			delete(l.full, c.Job) // room for its next start
+			l.waited[c.Job] = span{from: since, to: l.now}
 			l.resync(c.Job)
 		}
 		id := state.LaunchIdentity(c.Job, c.ScheduledAt, c.LaunchKind)
@@ -798,7 +814,7 @@ func (l *Launcher) resync(name string) {
 		return
 	}
 	at, ok := l.m.NextAt(name)
-	if !ok || l.full[name] {
+	if !ok || l.isFull(name) {
 		l.heap.Remove(name)
 		return
 	}
@@ -808,6 +824,50 @@ func (l *Launcher) resync(name string) {
 // room is how many more launches the state can open, less the starts
 // proposed and not yet applied.
 func (l *Launcher) room() int { return l.m.OpenRoom() - len(l.starting) }
+
+// isFull reports whether job name waits for one of its own launches to
+// conclude (full).
+func (l *Launcher) isFull(name string) bool {
+	_, ok := l.full[name]
+	return ok
+}
+
+// span is a stretch of the leader's time, both ends included.
+type span struct{ from, to time.Time }
+
+// maxHeldSpans bounds Launcher.held: an older span matters only to a
+// start past its window since, which then reads "missed" (no leader
+// could launch it) rather than that it waited for room.
+const maxHeldSpans = 16
+
+// holdForRoom records that startDue held a due start back at l.now
+// while the state held its limit of open launches of all jobs.
+func (l *Launcher) holdForRoom() {
+	if !l.holding {
+		if len(l.held) == maxHeldSpans {
+			l.held = slices.Delete(l.held, 0, 1)
+		}
+		l.held = append(l.held, span{from: l.now})
+		l.holding = true
+	}
+	l.held[len(l.held)-1].to = l.now
+}
+
+// missedReason is the skip of job name's slot at, late past its catch-up
+// window: it waited for room if, in that window, the job waited for its
+// own launches to conclude or the leader held starts back for the room
+// of all jobs; else no leader could launch it.
+func (l *Launcher) missedReason(name string, at time.Time, late, window time.Duration) string {
+	overlaps := func(s span) bool { return !s.to.Before(at) && !s.from.After(at.Add(window)) }
+	limits := l.m.Limits()
+	if s, ok := l.waited[name]; ok && overlaps(s) {
+		return ReasonNoRoomForJob(limits.OpenLaunchesJob, late, window)
+	}
+	if slices.ContainsFunc(l.held, overlaps) {
+		return ReasonNoRoom(limits.OpenLaunches, late, window)
+	}
+	return ReasonMissed(late, window)
+}
 
 // startDue proposes LaunchStarted for the jobs that came due, a batch at
 // a time. A paused job's launch, or one already beyond its catch-up
@@ -820,11 +880,19 @@ func (l *Launcher) startDue() {
 	room := l.room()
 	budget := min(l.cfg.MaxStartsPerStep-len(l.starting), room)
 	if budget <= 0 {
-		if next, ok := l.heap.Peek(); ok && !next.NextAt.After(l.now) && room <= 0 {
+		next, ok := l.heap.Peek()
+		held := ok && !next.NextAt.After(l.now) && room <= 0
+		if held {
 			l.stats.HeldForRoom++
+		}
+		if held && l.m.OpenRoom() <= 0 {
+			l.holdForRoom() // the state's own limit, not only starts in flight
+		} else {
+			l.holding = false
 		}
 		return
 	}
+	l.holding = false
 	due := l.heap.PopDue(l.now, budget)
 	for i, e := range due {
 		info, ok := l.m.Info(e.Name)
@@ -839,7 +907,7 @@ func (l *Launcher) startDue() {
 		case info.Paused:
 			s.finish = l.skipped(c, ReasonPaused)
 		case late > info.Spec.CatchupWindow:
-			s.finish = l.skipped(c, ReasonMissed(late, info.Spec.CatchupWindow))
+			s.finish = l.skipped(c, l.missedReason(e.Name, at, late, info.Spec.CatchupWindow))
 		default:
 			l.fresh[c.Identity] = true
 		}
@@ -852,6 +920,7 @@ func (l *Launcher) startDue() {
 			return
 		}
 		l.starting[e.Name] = s
+		delete(l.waited, e.Name) // its wait is over
 	}
 }
 

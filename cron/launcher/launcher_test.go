@@ -1522,3 +1522,64 @@ func TestForbidRemembersAnUnknownLaunchPastOtherSkips(t *testing.T) {
 	}
 	t.Fatal("no request")
 }
+
+// TestSlotThatWaitedForRoomSaysSo: a slot that came due with no room for
+// its start (the state's limit of all jobs' open launches, or of its
+// job's) and was skipped once its catch-up window had passed says it
+// waited for room. It said "missed: no leader could launch it", which was
+// false: a leader was there.
+func TestSlotThatWaitedForRoomSaysSo(t *testing.T) {
+	window := 30 * time.Second
+	spec := job("@every 1m")
+	spec.CatchupWindow = window
+	due := t0.Add(time.Minute)
+	t.Run("all jobs", func(t *testing.T) {
+		limits := state.DefaultLimits()
+		limits.OpenLaunches = 2
+		m, err := state.NewWithLimits(limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newHarness(t, func(c *Config) { c.Machine = m })
+		h.apply(putJob("a", spec), putJob("b", spec), putJob("c", spec))
+		h.apply(state.Takeover{Term: state.Term{Round: 1, Replica: 2}})
+		for i, name := range []string{"a", "b"} {
+			h.apply(state.LaunchStarted{Job: name, ScheduledAt: due, Identity: state.Identity(name, due), SpecVersion: uint64(i + 1), At: due})
+		}
+		h.now = due
+		h.lease(3, 10*time.Second)
+		h.step()
+		h.settle() // c waits; the look-ups of a's and b's launches leave
+		h.wantProposed()
+		h.at(due.Add(40 * time.Second))
+		h.answerFor(OpLookup, state.Identity("a", due), Result{Found: true, ChildID: "batch/dispatch-a"})
+		h.commit()
+		h.wantProposed("started " + state.Identity("c", due))
+		h.commit()
+		h.wantProposed("finished " + state.Identity("c", due) + " skipped " + ReasonNoRoom(2, 40*time.Second, window))
+	})
+	t.Run("one job", func(t *testing.T) {
+		limits := state.DefaultLimits()
+		limits.OpenLaunchesJob = 1
+		m, err := state.NewWithLimits(limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newHarness(t, func(c *Config) { c.Machine = m })
+		h.apply(putJob("s", spec))
+		h.apply(state.Takeover{Term: state.Term{Round: 1, Replica: 2}})
+		h.apply(state.LaunchStarted{Job: "s", ScheduledAt: due, Identity: state.Identity("s", due), SpecVersion: 1, At: due})
+		next := due.Add(time.Minute)
+		h.now = next
+		h.lease(3, 10*time.Second)
+		h.step()
+		h.commit() // the start of next, refused: s has its one launch open
+		h.settle()
+		h.at(next.Add(40 * time.Second))
+		h.answerFor(OpLookup, state.Identity("s", due), Result{Found: true, ChildID: "batch/dispatch-s"})
+		h.commit()
+		h.wantProposed("started " + state.Identity("s", next))
+		h.commit()
+		h.wantProposed("finished " + state.Identity("s", next) + " skipped " + ReasonNoRoomForJob(1, 40*time.Second, window))
+	})
+}

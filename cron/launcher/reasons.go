@@ -30,6 +30,23 @@ func ReasonMissed(late, window time.Duration) string {
 	return fmt.Sprintf("missed: no leader could launch it within its catch-up window (%v late, window %v)", late.Truncate(time.Second), window)
 }
 
+// ReasonNoRoom is the skip of a slot that came due while the state held
+// as many launches open of all jobs as it keeps (limit,
+// state.Limits.OpenLaunches) and whose catch-up window passed while it
+// waited for one of them to conclude: a leader was there, with no room.
+func ReasonNoRoom(limit int, late, window time.Duration) string {
+	return fmt.Sprintf("missed: waited for room past its catch-up window, the state holding its limit of %d open launches of all jobs (%v late, window %v)",
+		limit, late.Truncate(time.Second), window)
+}
+
+// ReasonNoRoomForJob is ReasonNoRoom for the limit of one job's open
+// launches (state.Limits.OpenLaunchesJob): the job's own launches had to
+// conclude first.
+func ReasonNoRoomForJob(limit int, late, window time.Duration) string {
+	return fmt.Sprintf("missed: waited for room past its catch-up window, the state holding its limit of %d open launches of the job (%v late, window %v)",
+		limit, late.Truncate(time.Second), window)
+}
+
 // ReasonCatchup is the skip of a launch started in time but not
 // dispatched within its catch-up window.
 func ReasonCatchup(late, window time.Duration) string {

@@ -430,6 +430,9 @@ func (j CheckedJob) validate() error {
 var (
 	forbidReason  = regexp.MustCompile(`^previous child (\S+) still running \(concurrency forbid\)$`)
 	catchupReason = regexp.MustCompile(`catch-up window \((\S+) late, window (\S+)\)$`)
+	// roomReason is a catch-up skip of a slot that waited for room (the
+	// state's limit of open launches); judged as one.
+	roomReason = regexp.MustCompile(`^missed: waited for room past its catch-up window, the state holding its limit of \d+ open launches of (?:all jobs|the job) \((\S+) late, window (\S+)\)$`)
 )
 
 // ForbidSlack is how long after Nomad knew a child's allocations ended
@@ -449,7 +452,11 @@ func judgeSkip(j CheckedJob, at time.Time, rec Record, w *Window, last lastChild
 		// child; no other skip names one.
 		return fmt.Sprintf("it names child %s, which its reason does not", rec.ChildID)
 	}
-	if m := catchupReason.FindStringSubmatch(rec.Reason); m != nil {
+	m := catchupReason.FindStringSubmatch(rec.Reason)
+	if m == nil {
+		m = roomReason.FindStringSubmatch(rec.Reason)
+	}
+	if m != nil {
 		late, err1 := time.ParseDuration(m[1])
 		window, err2 := time.ParseDuration(m[2])
 		switch {
@@ -472,7 +479,7 @@ func judgeSkip(j CheckedJob, at time.Time, rec Record, w *Window, last lastChild
 		}
 		return ""
 	}
-	m := forbidReason.FindStringSubmatch(rec.Reason)
+	m = forbidReason.FindStringSubmatch(rec.Reason)
 	if m == nil {
 		return "the checker knows no such skip: the workload never pauses or deletes a job"
 	}

@@ -155,6 +155,11 @@ func TestCheckCatchesPlantedViolations(t *testing.T) {
 			drop(in, slot(45))
 			in.Records = append(in.Records, Record{Identity: slot(45), Outcome: "skipped", Reason: "not dispatched within its catch-up window (4s late, window 3s)"})
 		}, func(r *Report) []string { return r.Unjustified }},
+		{"a skip that waited for room, decided before its window ran out", func(in *CheckInput) {
+			drop(in, slot(45))
+			in.Records = append(in.Records, Record{Identity: slot(45), Outcome: "skipped", At: t0.Add(52 * time.Second),
+				Reason: launcher.ReasonNoRoom(1000000, 16*time.Second, 15*time.Second)})
+		}, func(r *Report) []string { return r.Unjustified }},
 		{"a catch-up skip decided before its window ran out", func(in *CheckInput) {
 			drop(in, slot(45))
 			in.Records = append(in.Records, Record{Identity: slot(45), Outcome: "skipped", At: t0.Add(52 * time.Second),
@@ -216,6 +221,11 @@ func TestCheckFaultWindows(t *testing.T) {
 		Reason: "missed: no leader could launch it within its catch-up window (15s late, window 15s)"})
 	if r := Check(in); r.Violations() != 0 || r.InWindows != 6 || r.Unknown != 1 {
 		t.Fatalf("violations %d, in windows %d, unknown %d:\n%s", r.Violations(), r.InWindows, r.Unknown, printed(r))
+	}
+	// The same skip, having waited for room, is judged as a catch-up skip.
+	in.Records[len(in.Records)-1].Reason = launcher.ReasonNoRoomForJob(64, 15*time.Second, 15*time.Second)
+	if r := Check(in); r.Violations() != 0 || r.InWindows != 6 || r.Unknown != 1 {
+		t.Fatalf("waited for room: violations %d, in windows %d, unknown %d:\n%s", r.Violations(), r.InWindows, r.Unknown, printed(r))
 	}
 	in.Windows = nil
 	if r := Check(in); len(r.Late) != 2 || len(r.Unexplained) != 1 || len(r.Unjustified) != 1 {
@@ -431,9 +441,14 @@ func TestSkipPatternsReadTheLaunchersReasons(t *testing.T) {
 			t.Errorf("catch-up skip %q read as %q, want 16s late, window 15s", r, m)
 		}
 	}
+	for _, r := range []string{launcher.ReasonNoRoom(1000000, 16*time.Second+700*time.Millisecond, 15*time.Second), launcher.ReasonNoRoomForJob(64, 16*time.Second, 15*time.Second)} {
+		if m := roomReason.FindStringSubmatch(r); m == nil || m[1] != "16s" || m[2] != "15s" || catchupReason.MatchString(r) {
+			t.Errorf("skip %q that waited for room read as %q, want 16s late, window 15s", r, m)
+		}
+	}
 	for _, r := range []string{launcher.ReasonPaused, launcher.ReasonDeleted} {
-		if forbidReason.MatchString(r) || catchupReason.MatchString(r) {
-			t.Errorf("skip %q read as forbid or catch-up", r)
+		if forbidReason.MatchString(r) || catchupReason.MatchString(r) || roomReason.MatchString(r) {
+			t.Errorf("skip %q read as forbid, catch-up or room", r)
 		}
 	}
 }

@@ -86,6 +86,10 @@ type CronConfig struct {
 	// launch can start, so one due meanwhile is not held to the lateness
 	// bound even in a healthy interval. Zero: no limit.
 	OpenLimit int
+	// OpenJobLimit is the state's limit on the launches open of one job
+	// (state.Limits.OpenLaunchesJob), which a skip that waited for room
+	// may name. Zero: no limit.
+	OpenJobLimit int
 }
 
 // CronCounts is what the checker judged: a rule that judged nothing in a

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"time"
 
 	"paxcron/cron/state"
@@ -147,6 +148,10 @@ const (
 	// reasonUnknownLookupFailed: failed, the forbid or replace policy
 	// could not look up a launch of the job concluded unknown.
 	reasonUnknownLookupFailed
+	// reasonNoRoom: skipped, beyond the catch-up window, having waited
+	// for room while the state held its limit of open launches (of all
+	// jobs, or of the job).
+	reasonNoRoom
 )
 
 var reasonNames = map[reasonClass]string{
@@ -154,6 +159,7 @@ var reasonNames = map[reasonClass]string{
 	reasonRefused: "refused by Nomad", reasonRunningUnknown: "forbid without an answer", reasonStopFailed: "replace without a stop",
 	reasonDeletedAfterFailure: "deleted after a failed dispatch", reasonRetriesOut: "retries ran out",
 	reasonUnknownLookupFailed: "policy without a look-up of an unknown launch",
+	reasonNoRoom:              "waited for room",
 }
 
 func (r reasonClass) String() string { return reasonNames[r] }
@@ -175,6 +181,8 @@ type reason struct {
 	child  string        // the previous child it names (forbid, replace)
 	launch string        // the unknown launch it names (its look-up failed)
 	window time.Duration // the catch-up window it names
+	limit  int           // the limit of open launches it names
+	ofJob  bool          // that limit is the job's, not all jobs'
 }
 
 // reasonTexts are the launcher's reasons (cron/launcher: startDue, decide,
@@ -189,6 +197,7 @@ var reasonTexts = []struct {
 	{state.OutcomeSkipped, reasonDeleted, regexp.MustCompile(`^job deleted before it was dispatched$`)},
 	{state.OutcomeSkipped, reasonCatchup, regexp.MustCompile(`^missed: no leader could launch it within its catch-up window \(\S+ late, window (?P<window>\S+)\)$`)},
 	{state.OutcomeSkipped, reasonCatchup, regexp.MustCompile(`^not dispatched within its catch-up window \(\S+ late, window (?P<window>\S+)\)$`)},
+	{state.OutcomeSkipped, reasonNoRoom, regexp.MustCompile(`^missed: waited for room past its catch-up window, the state holding its limit of (?P<limit>\d+) open launches of (?P<of>all jobs|the job) \(\S+ late, window (?P<window>\S+)\)$`)},
 	{state.OutcomeSkipped, reasonForbid, regexp.MustCompile(`^previous child (?P<child>\S+) still running \(concurrency forbid\)$`)},
 	{state.OutcomeFailed, reasonRefused, regexp.MustCompile(`^Nomad refused the dispatch: `)},
 	{state.OutcomeFailed, reasonRunningUnknown, regexp.MustCompile(`^could not tell whether the previous child (?P<child>\S+) still runs: `)},
@@ -220,6 +229,13 @@ func classify(o state.Outcome) (reason, error) {
 				return reason{}, fmt.Errorf("window %q: %v", m[i], err)
 			}
 			r.window = w
+		}
+		if i := t.re.SubexpIndex("limit"); i > 0 {
+			n, err := strconv.Atoi(m[i])
+			if err != nil {
+				return reason{}, fmt.Errorf("limit %q: %v", m[i], err)
+			}
+			r.limit, r.ofJob = n, m[t.re.SubexpIndex("of")] == "the job"
 		}
 		return r, nil
 	}
@@ -414,8 +430,8 @@ func (c *Cron) justify(id string, l *cronLaunch, slot uint64, now time.Time, o s
 	}
 	lo, loAt := c.termSlot, c.termAt
 	switch {
-	case r.class == reasonPaused || r.class == reasonCatchup:
-		// Those two the launcher also decides as it proposes the start.
+	case r.class == reasonPaused || r.class == reasonCatchup || r.class == reasonNoRoom:
+		// Those the launcher also decides as it proposes the start.
 		lo = max(lo, l.decidedFrom)
 	case l.slot > lo:
 		lo, loAt = l.slot, l.openedAt
@@ -439,9 +455,14 @@ func (c *Cron) justify(id string, l *cronLaunch, slot uint64, now time.Time, o s
 		if c.view(l.job).current().inc == l.inc {
 			why = "its job was never deleted"
 		}
-	case reasonCatchup:
+	case reasonCatchup, reasonNoRoom:
 		end := l.due.Add(r.window)
 		switch {
+		case r.class == reasonNoRoom && r.limit != c.roomLimit(r.ofJob):
+			// That the leader waited is its own word (a start in flight
+			// or a refused one is no mark in the log); the limit it
+			// names is the state's, the same on every replica.
+			why = fmt.Sprintf("it names a limit of %d open launches, and the state's is %d", r.limit, c.roomLimit(r.ofJob))
 		case !mine(func(e jobEra) bool { return e.window == r.window }):
 			why = fmt.Sprintf("the job's catch-up window was never %v", r.window)
 		case !now.Add(c.cfg.ClockMargin).After(end):
@@ -489,6 +510,15 @@ func (c *Cron) justify(id string, l *cronLaunch, slot uint64, now time.Time, o s
 	}
 	c.counts.Justified[r.class.String()]++
 	return nil
+}
+
+// roomLimit is the state's limit on the open launches of one job (ofJob)
+// or of all jobs; 0 if the config gives none.
+func (c *Cron) roomLimit(ofJob bool) int {
+	if ofJob {
+		return c.cfg.OpenJobLimit
+	}
+	return c.cfg.OpenLimit
 }
 
 // childOfUnknown reports whether Nomad's child is that of a launch of l's

@@ -24,11 +24,15 @@ func TestCronClassify(t *testing.T) {
 		child  string
 		launch string
 		window time.Duration
+		limit  int
+		ofJob  bool
 	}{
 		{o: skipped(launcher.ReasonPaused), class: reasonPaused},
 		{o: skipped(launcher.ReasonDeleted), class: reasonDeleted},
 		{o: skipped(launcher.ReasonMissed(12*time.Second+400*time.Millisecond, 10*time.Second)), class: reasonCatchup, window: 10 * time.Second},
 		{o: skipped(launcher.ReasonCatchup(5*time.Minute+3*time.Second, 5*time.Minute)), class: reasonCatchup, window: 5 * time.Minute},
+		{o: skipped(launcher.ReasonNoRoom(1000000, 12*time.Second+400*time.Millisecond, 10*time.Second)), class: reasonNoRoom, window: 10 * time.Second, limit: 1000000},
+		{o: skipped(launcher.ReasonNoRoomForJob(64, 2*time.Minute, time.Minute)), class: reasonNoRoom, window: time.Minute, limit: 64, ofJob: true},
 		{o: forbidSkip("batch/dispatch-j1-1-2-ab"), class: reasonForbid, child: "batch/dispatch-j1-1-2-ab"},
 		{o: failed(launcher.ReasonRefused(refused)), class: reasonRefused},
 		{o: failed(launcher.ReasonRunningUnknown("c7", context.DeadlineExceeded)), class: reasonRunningUnknown, child: "c7"},
@@ -50,7 +54,7 @@ func TestCronClassify(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || r != (reason{class: tc.class, child: tc.child, launch: tc.launch, window: tc.window}) {
+		if err != nil || r != (reason{class: tc.class, child: tc.child, launch: tc.launch, window: tc.window, limit: tc.limit, ofJob: tc.ofJob}) {
 			t.Errorf("%s %q: got %+v, %v; want %s child %q launch %q window %v", tc.o.Kind, tc.o.Reason, r, err, tc.class, tc.child, tc.launch, tc.window)
 		}
 	}
@@ -72,7 +76,10 @@ type justifyCase struct {
 	now     time.Time
 	term    state.Term // the conclusion's, if not the takeover's
 	x1      NomadChild // Nomad's record of x1, if not running sec(1)-sec(5)
-	parts   []string   // the violation's, or none if justified
+	// openLimit and openJobLimit are the state's limits of open launches
+	// (CronConfig), zero for none.
+	openLimit, openJobLimit int
+	parts                   []string // the violation's, or none if justified
 }
 
 func (tc justifyCase) run(t *testing.T) error {
@@ -82,7 +89,7 @@ func (tc justifyCase) run(t *testing.T) error {
 		x1 = tc.x1
 	}
 	nomad := &fakeNomad{refused: map[string]bool{"missing": true}, children: map[string]NomadChild{x1.ID: x1}}
-	c := NewCron(CronConfig{Nomad: nomad})
+	c := NewCron(CronConfig{Nomad: nomad, OpenLimit: tc.openLimit, OpenJobLimit: tc.openJobLimit})
 	j := cronJob("a", "* * * * * *", 1)
 	j.Spec.Concurrency = tc.policy
 	if tc.target != "" {
@@ -152,6 +159,16 @@ func TestCronJustifiesSkipsAndFailures(t *testing.T) {
 			parts: []string{"catch-up window was never 2s"}},
 		{name: "catch-up, concluded in time", steps: []state.Command{state.PutJob{Name: "a", Spec: window2s, IfVersion: 1}}, now: sec(4),
 			outcome: skipped("missed: no leader could launch it within its catch-up window (3s late, window 2s)"), parts: []string{"before its window ended"}},
+		{name: "waited for room", steps: []state.Command{state.PutJob{Name: "a", Spec: window2s, IfVersion: 1}}, now: sec(5), openLimit: 3,
+			outcome: skipped(launcher.ReasonNoRoom(3, 3*time.Second, 2*time.Second))},
+		{name: "waited for room of the job", steps: []state.Command{state.PutJob{Name: "a", Spec: window2s, IfVersion: 1}}, now: sec(5), openJobLimit: 2,
+			outcome: skipped(launcher.ReasonNoRoomForJob(2, 3*time.Second, 2*time.Second))},
+		{name: "waited for room, another limit", steps: []state.Command{state.PutJob{Name: "a", Spec: window2s, IfVersion: 1}}, now: sec(5), openLimit: 3, openJobLimit: 2,
+			outcome: skipped(launcher.ReasonNoRoom(2, 3*time.Second, 2*time.Second)), parts: []string{"names a limit of 2", "the state's is 3"}},
+		{name: "waited for room, no limit", steps: []state.Command{state.PutJob{Name: "a", Spec: window2s, IfVersion: 1}}, now: sec(5),
+			outcome: skipped(launcher.ReasonNoRoomForJob(64, 3*time.Second, 2*time.Second)), parts: []string{"names a limit of 64", "the state's is 0"}},
+		{name: "waited for room, concluded in time", steps: []state.Command{state.PutJob{Name: "a", Spec: window2s, IfVersion: 1}}, now: sec(4), openLimit: 3,
+			outcome: skipped(launcher.ReasonNoRoom(3, 3*time.Second, 2*time.Second)), parts: []string{"before its window ended"}},
 		{name: "forbid", policy: state.ConcurrencyForbid, outcome: forbid},
 		{name: "forbid, policy allow", policy: state.ConcurrencyAllow, outcome: forbid, parts: []string{"never had policy forbid with last child x1"}},
 		{name: "forbid, not the last child", policy: state.ConcurrencyForbid, outcome: forbidSkip("x0"),
