@@ -428,10 +428,22 @@ func ValidName(name string) error {
 		c := name[i]
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
 		if !ok {
-			return invalid("job name %q: byte %d (%q) is not one of [a-zA-Z0-9_.-]", name, i, c)
+			return badNameChar(name, i)
 		}
 	}
 	return nil
+}
+
+// badNameChar is the error for name's character at byte i, not one a
+// name may hold: named as a character (a byte printed as a rune read
+// "é" as 'Ã', the first byte of its encoding), or, where name is not
+// UTF-8 there, as the byte in hex.
+func badNameChar(name string, i int) error {
+	r, size := utf8.DecodeRuneInString(name[i:])
+	if r == utf8.RuneError && size == 1 {
+		return invalid("job name %q: byte %d (%#02x) is not valid UTF-8, nor one of [a-zA-Z0-9_.-]", name, i, name[i])
+	}
+	return invalid("job name %q: character %q (%U) at byte %d is not one of [a-zA-Z0-9_.-]", name, r, r, i)
 }
 
 // Times in commands lie in [1970-01-01, 9999-12-31] UTC: a launch before

@@ -316,3 +316,22 @@ func BenchmarkDecodePayload(b *testing.B) {
 		})
 	}
 }
+
+// TestValidNameNamesTheCharacter: a name error names the offending
+// character and its byte offset, or the byte in hex where the name is not
+// UTF-8. It printed the byte as a rune: "é" read "byte 0 ('Ã')".
+func TestValidNameNamesTheCharacter(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"é", `job name "é": character 'é' (U+00E9) at byte 0 is not one of [a-zA-Z0-9_.-]`},
+		{"nightly-café", `job name "nightly-café": character 'é' (U+00E9) at byte 11 is not one of [a-zA-Z0-9_.-]`},
+		{"a b", `job name "a b": character ' ' (U+0020) at byte 1 is not one of [a-zA-Z0-9_.-]`},
+		{"a\x00", `job name "a\x00": character '\x00' (U+0000) at byte 1 is not one of [a-zA-Z0-9_.-]`},
+		{"ok\xffx", `job name "ok\xffx": byte 2 (0xff) is not valid UTF-8, nor one of [a-zA-Z0-9_.-]`},
+		{"a\xc3", `job name "a\xc3": byte 1 (0xc3) is not valid UTF-8, nor one of [a-zA-Z0-9_.-]`},
+	} {
+		err := ValidName(tc.name)
+		if !errors.Is(err, ErrInvalid) || !strings.HasSuffix(err.Error(), tc.want) {
+			t.Errorf("ValidName(%q) = %v, want ...%s", tc.name, err, tc.want)
+		}
+	}
+}
