@@ -744,6 +744,11 @@ func (c PutJob) Validate() error {
 	if err := validTime("put time", c.At); err != nil {
 		return err
 	}
+	if c.Spec.Namespace == "*" {
+		// Here, not in the spec's own checks, which a snapshot's jobs
+		// pass too: one an older version stored still restores.
+		return fmt.Errorf("%w: job %q: %w", ErrInvalid, c.Name, ErrWildcardNamespace)
+	}
 	_, err := c.Spec.parse(c.Name)
 	return err
 }
@@ -852,9 +857,13 @@ var ErrWildcardNamespace = errors.New(`namespace "*" is Nomad's wildcard for lis
 
 // CheckWritable is what a writer (a cron file, the API) refuses beyond
 // Validate: a namespace of "*" and meta keys under ReservedMetaPrefix,
-// which would be written and then fail every launch. Validate, which
-// every replica runs on every logged command, does not look, so that
-// the commands a log already holds apply as they always did. The
+// which would be written and then fail every launch. PutJob's Validate,
+// which every replica runs on every logged command, refuses the
+// namespace too, so that no path can store one (a log an older version
+// wrote may hold one, applied then and refused now: as with the state's
+// other rules, replicas that applied it under different versions
+// differ); it does not look at the meta keys, so that the commands a
+// log already holds apply as they always did. The
 // catch-up window's floor (MinCatchupWindow) is each writer's to check:
 // zero means the default in the API and is refused in a cron file.
 func (spec JobSpec) CheckWritable() error {

@@ -335,3 +335,40 @@ func TestValidNameNamesTheCharacter(t *testing.T) {
 		}
 	}
 }
+
+// TestWildcardNamespaceIsRefusedByTheState: a PutJob naming namespace
+// "*" (Nomad's wildcard for listings, which no dispatch can use) is
+// invalid, whatever path wrote it: only the API and cron files refused
+// it (CheckWritable), and a command built elsewhere stored it. A
+// snapshot that holds such a job, from a log an older version applied,
+// still restores.
+func TestWildcardNamespaceIsRefusedByTheState(t *testing.T) {
+	c := put("j", "@daily", 0, t0)
+	c.Spec.Namespace = "*"
+	if err := c.Validate(); !errors.Is(err, ErrInvalid) || !errors.Is(err, ErrWildcardNamespace) {
+		t.Fatalf("Validate: %v; want invalid, the wildcard", err)
+	}
+	if _, err := Encode(c); err == nil {
+		t.Fatal("Encode took a job in namespace *")
+	}
+	m := New()
+	if err := m.ApplyCommand(1, c); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("ApplyCommand: %v; want invalid", err)
+	}
+	if _, ok := m.Job("j"); ok {
+		t.Fatal("the state stored a job in namespace *")
+	}
+	ok := put("j", "@daily", 0, t0)
+	ok.Spec.Namespace = "ns"
+	if err := m.ApplyCommand(2, ok); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := edited(t, snap, func(s *wireState) { s.JobList[0].Spec.Namespace = "*" })
+	if err := New().Restore(old); err != nil {
+		t.Fatalf("a snapshot holding a job in namespace * no longer restores: %v", err)
+	}
+}
