@@ -66,7 +66,8 @@ func validIdentity(id string) error {
 	}
 	for i := 0; i < len(id); i++ {
 		if !nameByte(id[i]) {
-			return fmt.Errorf("identity %q: byte %d (%q) is not one of [a-zA-Z0-9_.-]", id, i, id[i])
+			// In hex: printed as a rune, the first byte of "é" read 'Ã'.
+			return fmt.Errorf("identity %q: byte %d (%#02x) is not one of [a-zA-Z0-9_.-]", id, i, id[i])
 		}
 	}
 	return nil

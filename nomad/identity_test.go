@@ -146,3 +146,13 @@ func FuzzIdentity(f *testing.F) {
 		}
 	})
 }
+
+// TestIdentityErrorNamesTheByteInHex: a byte outside the name's
+// characters is shown in hex; printed as a rune, the first byte of "é"
+// read 'Ã'.
+func TestIdentityErrorNamesTheByteInHex(t *testing.T) {
+	err := validIdentity("caf\u00e9-1700000000")
+	if err == nil || !strings.Contains(err.Error(), "byte 3 (0xc3) is not one of") {
+		t.Fatalf("validIdentity = %v, want byte 3 (0xc3) named", err)
+	}
+}
