@@ -95,18 +95,37 @@ func BenchmarkAPI(b *testing.B) {
 // BenchmarkDecodePutJobs measures a job write's decode on the server
 // (decodePutJobs, the body already in memory as serve leaves it), as
 // JSON and as msgpack, for the etcd benchmark's body (one job, a
-// 180-byte payload) and for larger payloads:
+// 180-byte payload), for larger payloads, and for a body of many small
+// jobs with meta just under api.MaxBodyBytes (the most keys a body can
+// hold, the duplicate-key check's worst case):
 //
 //	go test -run '^$' -bench BenchmarkDecodePutJobs -benchmem ./internal/server
 func BenchmarkDecodePutJobs(b *testing.B) {
+	type body struct {
+		name string
+		req  api.PutJobs
+	}
+	var bodies []body
 	for _, size := range []int{180, 16 << 10, 1 << 20} {
-		req := api.PutJobs{Jobs: []api.PutJob{{Name: "b001-000000001",
-			Spec: api.Spec{Schedule: "@daily", NomadJob: "bench", Payload: bytes.Repeat([]byte{'p'}, size)}}}, SkipNomadCheck: true}
-		asJSON, err := json.Marshal(req)
+		bodies = append(bodies, body{fmt.Sprintf("payload=%d", size), api.PutJobs{Jobs: []api.PutJob{{Name: "b001-000000001",
+			Spec: api.Spec{Schedule: "@daily", NomadJob: "bench", Payload: bytes.Repeat([]byte{'p'}, size)}}}, SkipNomadCheck: true}})
+	}
+	many := api.PutJobs{SkipNomadCheck: true}
+	for i := range 14_000 {
+		many.Jobs = append(many.Jobs, api.PutJob{Name: fmt.Sprintf("b001-%09d", i), Spec: api.Spec{Schedule: "0 ? * * *",
+			TimeZone: "Europe/Berlin", Concurrency: "forbid", NomadJob: "bench", Namespace: "ops",
+			Meta: map[string]string{"owner": "team-a", "kind": "nightly", "shard": fmt.Sprint(i % 16)}}})
+	}
+	bodies = append(bodies, body{fmt.Sprintf("jobs=%d", len(many.Jobs)), many})
+	for _, bd := range bodies {
+		asJSON, err := json.Marshal(bd.req)
 		if err != nil {
 			b.Fatal(err)
 		}
-		asMsgpack, err := api.EncodeMsgpack(req)
+		if len(asJSON) > api.MaxBodyBytes {
+			b.Fatalf("%s: %d bytes, over the limit", bd.name, len(asJSON))
+		}
+		asMsgpack, err := api.EncodeMsgpack(bd.req)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -114,7 +133,7 @@ func BenchmarkDecodePutJobs(b *testing.B) {
 			name, contentType string
 			body              []byte
 		}{{"json", "application/json", asJSON}, {"msgpack", api.MsgpackContentType, asMsgpack}} {
-			b.Run(fmt.Sprintf("%s/payload=%d", enc.name, size), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/%s", enc.name, bd.name), func(b *testing.B) {
 				b.SetBytes(int64(len(enc.body)))
 				b.ReportAllocs()
 				for b.Loop() {

@@ -601,17 +601,16 @@ func decodePutJobs(r *http.Request) (api.PutJobs, error) {
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch ct {
 	case "", "application/json":
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		err := dec.Decode(&req)
-		if err == nil {
-			err = endOfBody(dec)
-		}
+		body, err := bodyOf(r)
 		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				return req, err
-			}
+			return req, err
+		}
+		switch err := api.DecodeJSON(body, &req); {
+		case errors.Is(err, api.ErrDuplicateKey):
+			return req, badRequest("the body: %v", err)
+		case errors.Is(err, io.EOF):
+			return req, badRequest("the body is not a PutJobs JSON object: it is empty")
+		case err != nil:
 			return req, badRequest("the body is not a PutJobs JSON object: %v", err)
 		}
 	case api.MsgpackContentType:
@@ -619,7 +618,10 @@ func decodePutJobs(r *http.Request) (api.PutJobs, error) {
 		if err != nil {
 			return req, err
 		}
-		if err := api.DecodeMsgpack(body, &req); err != nil {
+		switch err := api.DecodeMsgpack(body, &req); {
+		case errors.Is(err, api.ErrDuplicateKey):
+			return req, badRequest("the body: %v", err)
+		case err != nil:
 			return req, badRequest("the body is not a PutJobs msgpack map: %v", err)
 		}
 	case "application/hcl", "text/x-hcl", "text/plain":
@@ -747,32 +749,13 @@ func bodyOf(r *http.Request) ([]byte, error) {
 	return io.ReadAll(r.Body)
 }
 
-// endOfBody checks that nothing but white space follows the JSON value
-// dec read: a second value would be ignored without a word.
-func endOfBody(dec *json.Decoder) error {
-	var extra json.RawMessage
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-		return nil
-	case err != nil:
+// decodeOptional decodes a JSON body if there is one (api.DecodeJSON).
+func decodeOptional(r *http.Request, v any) error {
+	body, err := bodyOf(r)
+	if err != nil {
 		return err
 	}
-	return errors.New("more than one JSON value")
-}
-
-// decodeOptional decodes a JSON body if there is one.
-func decodeOptional(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		err = endOfBody(dec)
-	}
-	if err != nil && !errors.Is(err, io.EOF) {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return err
-		}
+	if err := api.DecodeJSON(body, v); err != nil && !errors.Is(err, io.EOF) {
 		return badRequest("the body: %v", err)
 	}
 	return nil

@@ -331,6 +331,8 @@ func TestHostileBodies(t *testing.T) {
 		{"wrong type", "/v1/jobs", "image/png", []byte("x"), 415, "Content-Type"},
 		{"bad backfill", "/v1/jobs/x/backfill", "application/json", []byte(`{"from":"2026-01-02T00:00:00Z","to":"2026-01-01T00:00:00Z"}`), 400, "from"},
 		{"no such API", "/v1/nope", "application/json", nil, 404, "no such API"},
+		{"a key named twice", "/v1/jobs", "application/json", []byte(`{"jobs":[{"name":"x","spec":{"schedule":"@hourly","nomad_job":"p","meta":{"owner":"a","owner":"b"}}}]}`), 400, "jobs[0].spec.meta.owner is set twice"},
+		{"a trigger naming force twice", "/v1/jobs/x/trigger", "application/json", []byte(`{"force":true,"force":false}`), 400, "force is set twice"},
 	} {
 		code, body := post(tc.path, tc.ct, tc.body)
 		if code != tc.want || !strings.Contains(body, tc.says) || !strings.Contains(body, `"error"`) {
