@@ -14,9 +14,11 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
 	"paxcron/cron/replica"
+	"paxcron/internal/hcltext"
 	"paxcron/internal/server"
 	"paxcron/nomad"
 	"paxcron/paxos"
@@ -77,6 +79,9 @@ type setting struct {
 	// boolean settings are flags that stand alone (-api-insecure, or
 	// -api-insecure=false), as Go's boolean flags do.
 	boolean bool
+	// text settings are read as text: a number written in the file for
+	// one must read as written (numberChanged).
+	text bool
 }
 
 // helpDefault is what the help adds to s's usage for its default, read
@@ -119,12 +124,12 @@ func defaultSettings() (serverSettings, error) {
 
 func (o *serverSettings) table() []setting {
 	str := func(key, usage string, dst *string) setting {
-		return setting{key: key, usage: usage, set: func(v string) error { *dst = v; return nil },
+		return setting{key: key, usage: usage, text: true, set: func(v string) error { *dst = v; return nil },
 			show: func() string { return *dst }}
 	}
 	secret := func(s setting) setting { s.secret = true; return s }
 	strs := func(key, usage string, dst *[]string) setting {
-		return setting{key: key, usage: usage, set: func(v string) error {
+		return setting{key: key, usage: usage, text: true, set: func(v string) error {
 			for part := range strings.SplitSeq(v, ",") {
 				if part = strings.TrimSpace(part); part != "" {
 					*dst = append(*dst, part)
@@ -288,6 +293,11 @@ func (o *serverSettings) loadHCL(path string, table []setting) error {
 			return diags
 		}
 		s := byKey[key]
+		if s.text {
+			if err := numberChanged(src, key, s.secret, a.Expr); err != nil {
+				return err
+			}
+		}
 		if err := applyValue(s, v); err != nil {
 			return fmt.Errorf("%s: %s: %w", a.Range.String(), key, err)
 		}
@@ -313,6 +323,36 @@ func (o *serverSettings) loadHCL(path string, table []setting) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// numberChanged refuses a number that expr writes for a text setting,
+// alone or in a list, whose text is not the string it becomes
+// (hcltext.NumberChanged): `namespace = 007` read as "7", as cron
+// files' meta once did (found in review). A secret's value is not
+// echoed.
+func numberChanged(src []byte, key string, secret bool, expr hcl.Expression) error {
+	exprs := []hcl.Expression{expr}
+	if list, ok := expr.(*hclsyntax.TupleConsExpr); ok {
+		exprs = exprs[:0]
+		for _, e := range list.Exprs {
+			exprs = append(exprs, e)
+		}
+	}
+	for _, e := range exprs {
+		v, diags := e.Value(nil)
+		if diags.HasErrors() {
+			continue // applyValue says why
+		}
+		written, becomes, changed := hcltext.NumberChanged(src, e, v)
+		switch {
+		case !changed:
+			continue
+		case secret:
+			return fmt.Errorf("%s: %s: a number HCL would read as other text than written (its shortest form): quote it to keep it as written", e.Range(), key)
+		}
+		return fmt.Errorf("%s: %s: %s would be read as %q, HCL's shortest form of the number: quote it (\"%s\") to keep it as written", e.Range(), key, written, becomes, written)
 	}
 	return nil
 }

@@ -275,3 +275,52 @@ func TestPeerNamedTwiceIsRefused(t *testing.T) {
 		t.Errorf("cluster.peers %v: %v", o.peers, err)
 	}
 }
+
+// TestConfigNumberChangedIsRefused: a setting read as text that is
+// written as a number became HCL's shortest form of it, so `namespace =
+// 007` named namespace "7" and a token of digits with a leading zero
+// lost it, without a word, as cron files did before
+// TestMetaNumberChangedIsRefused. Such a number is refused where a
+// setting is text, naming where and what it would become (but not a
+// secret's value); a number whose text is its shortest form is taken,
+// and so is any number where the setting is one. Found in review.
+func TestConfigNumberChangedIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "server.hcl")
+	load := func(src string) (serverSettings, error) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o, err := defaultSettings()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o, o.loadHCL(path, o.table())
+	}
+	for _, tc := range []struct{ src, at, becomes string }{
+		{"nomad { namespace = 007 }\n", "server.hcl:1,21-24", `"7"`},
+		{"nomad {\n  region = 1.10\n}\n", "server.hcl:2,12-16", `"1.1"`},
+		{"data_dir = 1e3\n", "server.hcl:1,12-15", `"1000"`},
+		{"cluster { join = [\"a:1\", 0.50] }\n", "server.hcl:1,26-30", `"0.5"`},
+	} {
+		_, err := load(tc.src)
+		if err == nil || !strings.Contains(err.Error(), tc.at) || !strings.Contains(err.Error(), tc.becomes) {
+			t.Errorf("%q: %v; want it refused at %s, saying it becomes %s", tc.src, err, tc.at, tc.becomes)
+		}
+	}
+	// A secret is refused without its value.
+	for _, src := range []string{"nomad { token = 0123456789 }\n", "api { read_tokens = [00123456789012345678] }\n"} {
+		_, err := load(src)
+		if err == nil || !strings.Contains(err.Error(), "quote it") || strings.Contains(err.Error(), "123456789") {
+			t.Errorf("%q: %v; want it refused without the value", src, err)
+		}
+	}
+	o, err := load("replica_id = 007\ncluster { members = [01, 2.0, 3] }\nnomad { namespace = 7 }\nbackup { keep = 1e1 }\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.id != 7 || len(o.members) != 3 || o.members[1] != 2 || o.nomad.Namespace != "7" || o.backupKeep != 10 {
+		t.Errorf("settings: id %d, members %v, namespace %q, keep %d", o.id, o.members, o.nomad.Namespace, o.backupKeep)
+	}
+}

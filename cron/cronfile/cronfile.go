@@ -52,6 +52,7 @@ import (
 	"paxcron/cron/schedule"
 	"paxcron/cron/state"
 	"paxcron/internal/api"
+	"paxcron/internal/hcltext"
 )
 
 // Limits on what a file may hold.
@@ -502,7 +503,7 @@ func (p *parser) text(a *hcl.Attribute) (string, bool) {
 		p.fail(a.Expr.Range().Ptr(), "Invalid value for "+a.Name, "a string is required")
 		return "", false
 	}
-	if p.numberChanged(a.Expr, v, s.AsString()) {
+	if p.numberChanged(a.Expr, v) {
 		return "", false
 	}
 	return s.AsString(), true
@@ -592,7 +593,7 @@ func (p *parser) numbersChanged(expr hcl.Expression) bool {
 		if diags.HasErrors() || !v.IsKnown() || v.IsNull() || v.Type() != cty.Number {
 			continue
 		}
-		if s, err := convert.Convert(v, cty.String); err == nil && p.numberChanged(item.ValueExpr, v, s.AsString()) {
+		if p.numberChanged(item.ValueExpr, v) {
 			changed = true
 		}
 	}
@@ -600,22 +601,16 @@ func (p *parser) numbersChanged(expr hcl.Expression) bool {
 }
 
 // numberChanged reports a value v written as a number by expr whose text
-// is not str, the string it becomes: HCL writes a number in its shortest
-// form, so `version = 1.10` in meta reached Nomad as "1.1", and `job =
-// 1.50` dispatched job "1.5", without a word (found in review), as text
-// not in NFC would have reached it changed.
-func (p *parser) numberChanged(expr hcl.Expression, v cty.Value, str string) bool {
-	if v.Type() != cty.Number {
+// is not the string it becomes (hcltext.NumberChanged): `version = 1.10`
+// in meta reached Nomad as "1.1", and `job = 1.50` dispatched job "1.5",
+// without a word (found in review), as text not in NFC would have
+// reached it changed.
+func (p *parser) numberChanged(expr hcl.Expression, v cty.Value) bool {
+	written, str, changed := hcltext.NumberChanged(p.src, expr, v)
+	if !changed {
 		return false
 	}
 	r := expr.Range()
-	if r.Start.Byte < 0 || r.End.Byte > len(p.src) || r.Start.Byte > r.End.Byte {
-		return false
-	}
-	written := string(p.src[r.Start.Byte:r.End.Byte])
-	if str == written {
-		return false
-	}
 	p.fail(&r, "Number changed", fmt.Sprintf("%s would reach Nomad as %q, HCL's shortest form of the number: quote it (\"%s\") to send it as written", written, str, written))
 	return true
 }
