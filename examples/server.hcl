@@ -51,7 +51,7 @@ nomad {
 
 snapshot {
   every_entries = 10000
-  every         = "10m"
+  every         = "10m" # a multiple of 50ms, the replica's tick
 }
 
 # The leader uploads each snapshot here, keeping the newest 5. By default

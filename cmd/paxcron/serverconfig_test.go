@@ -324,3 +324,42 @@ func TestConfigNumberChangedIsRefused(t *testing.T) {
 		t.Errorf("settings: id %d, members %v, namespace %q, keep %d", o.id, o.members, o.nomad.Namespace, o.backupKeep)
 	}
 }
+
+// TestSnapshotEveryOffTheTickIsRefused: the replica counts time in
+// ticks of 50ms, and a snapshot.every between two multiples of it was
+// rounded down to the lower without a word (75ms ran as 50ms). It is
+// refused, naming the tick and the two multiples around it; a multiple
+// is taken as that many ticks. Found in review.
+func TestSnapshotEveryOffTheTickIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "cluster.key")
+	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	build := func(every time.Duration) (uint64, error) {
+		o, err := defaultSettings()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.id, o.keyFile, o.dataDir, o.snapEvery = 1, keyFile, filepath.Join(dir, "data"), every
+		cfg, err := o.serverConfig(io.Discard, "test")
+		return cfg.Snapshots.EveryTicks, err
+	}
+	for _, tc := range []struct {
+		every time.Duration
+		want  string
+	}{
+		{75 * time.Millisecond, "snapshot.every 75ms: not a multiple of the tick, 50ms: 50ms or 100ms"},
+		{90*time.Second + 10*time.Millisecond, "snapshot.every 1m30.01s: not a multiple of the tick, 50ms: 1m30s or 1m30.05s"},
+		{time.Second + 1, "snapshot.every 1.000000001s: not a multiple of the tick, 50ms: 1s or 1.05s"},
+	} {
+		if ticks, err := build(tc.every); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %d ticks, %v; want %q", tc.every, ticks, err, tc.want)
+		}
+	}
+	for every, want := range map[time.Duration]uint64{0: 0, 50 * time.Millisecond: 1, 150 * time.Millisecond: 3, 10 * time.Minute: 12000} {
+		if ticks, err := build(every); err != nil || ticks != want {
+			t.Errorf("%v: %d ticks, %v; want %d", every, ticks, err, want)
+		}
+	}
+}
