@@ -1523,6 +1523,19 @@ func TestForbidRemembersAnUnknownLaunchPastOtherSkips(t *testing.T) {
 	t.Fatal("no request")
 }
 
+// newHarnessWithLimits is a harness over a state whose default limits
+// set changed.
+func newHarnessWithLimits(t *testing.T, set func(*state.Limits)) *harness {
+	t.Helper()
+	limits := state.DefaultLimits()
+	set(&limits)
+	m, err := state.NewWithLimits(limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newHarness(t, func(c *Config) { c.Machine = m })
+}
+
 // TestSlotThatWaitedForRoomSaysSo: a slot that came due with no room for
 // its start (the state's limit of all jobs' open launches, or of its
 // job's) and was skipped once its catch-up window had passed says it
@@ -1534,13 +1547,7 @@ func TestSlotThatWaitedForRoomSaysSo(t *testing.T) {
 	spec.CatchupWindow = window
 	due := t0.Add(time.Minute)
 	t.Run("all jobs", func(t *testing.T) {
-		limits := state.DefaultLimits()
-		limits.OpenLaunches = 2
-		m, err := state.NewWithLimits(limits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := newHarness(t, func(c *Config) { c.Machine = m })
+		h := newHarnessWithLimits(t, func(l *state.Limits) { l.OpenLaunches = 2 })
 		h.apply(putJob("a", spec), putJob("b", spec), putJob("c", spec))
 		h.apply(state.Takeover{Term: state.Term{Round: 1, Replica: 2}})
 		for i, name := range []string{"a", "b"} {
@@ -1559,13 +1566,7 @@ func TestSlotThatWaitedForRoomSaysSo(t *testing.T) {
 		h.wantProposed("finished " + state.Identity("c", due) + " skipped " + ReasonNoRoom(2, 40*time.Second, window))
 	})
 	t.Run("one job", func(t *testing.T) {
-		limits := state.DefaultLimits()
-		limits.OpenLaunchesJob = 1
-		m, err := state.NewWithLimits(limits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := newHarness(t, func(c *Config) { c.Machine = m })
+		h := newHarnessWithLimits(t, func(l *state.Limits) { l.OpenLaunchesJob = 1 })
 		h.apply(putJob("s", spec))
 		h.apply(state.Takeover{Term: state.Term{Round: 1, Replica: 2}})
 		h.apply(state.LaunchStarted{Job: "s", ScheduledAt: due, Identity: state.Identity("s", due), SpecVersion: 1, At: due})

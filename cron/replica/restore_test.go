@@ -103,25 +103,7 @@ func (tr *trio) leader() *Replica {
 // everything chosen.
 func TestSnapshotDecodedOffThread(t *testing.T) {
 	tr := newTrio(t)
-	for i := 0; tr.leader() == nil || tr.leader().Node().ID() == 3; i++ {
-		if i > 500 {
-			t.Fatal("no leader among replicas 1 and 2")
-		}
-		tr.tick()
-	}
-	lead := tr.leader()
-	for i := range 12 {
-		propose(t, lead, fmt.Sprint("a", i))
-		tr.deliver()
-	}
-	follower := tr.reps[3]
-	tr.isolated = false
-	for i := 0; len(tr.decodes) == 0; i++ {
-		if i > 500 {
-			t.Fatal("replica 3 was never sent the leader's snapshot")
-		}
-		tr.tick()
-	}
+	lead, follower := sendSnapshotToThree(t, tr)
 	if follower.Applied() != 0 || len(tr.sms[3].cmds) != 0 {
 		t.Fatalf("while decoding: applied %d, state %q; want nothing yet", follower.Applied(), tr.sms[3].cmds)
 	}
@@ -168,25 +150,7 @@ func TestSnapshotDecodedOffThread(t *testing.T) {
 func TestHeldEntriesAreAppliedWithinTheProcessBound(t *testing.T) {
 	const bound = 3
 	tr := newTrioBounded(t, bound)
-	for i := 0; tr.leader() == nil || tr.leader().Node().ID() == 3; i++ {
-		if i > 500 {
-			t.Fatal("no leader among replicas 1 and 2")
-		}
-		tr.tick()
-	}
-	lead := tr.leader()
-	for i := range 12 {
-		propose(t, lead, fmt.Sprint("a", i))
-		tr.deliver()
-	}
-	follower := tr.reps[3]
-	tr.isolated = false
-	for i := 0; len(tr.decodes) == 0; i++ {
-		if i > 500 {
-			t.Fatal("replica 3 was never sent the leader's snapshot")
-		}
-		tr.tick()
-	}
+	lead, follower := sendSnapshotToThree(t, tr)
 	for i := range 10 {
 		propose(t, lead, fmt.Sprint("b", i))
 		tr.deliver()
@@ -328,4 +292,31 @@ func TestLocalSnapshotOvertakenByLeadersIsNotReportedTaken(t *testing.T) {
 	if i := slices.Index(obs.events, fmt.Sprint("taken ", local)); i > restored {
 		t.Fatalf("the local snapshot at %d reported taken after the leader's was installed: %v", local, obs.events)
 	}
+}
+
+// sendSnapshotToThree elects replica 1 or 2 while replica 3 is cut off,
+// chooses 12 commands, and reconnects 3 until the leader has sent it a
+// snapshot, whose decode waits in tr.decodes.
+func sendSnapshotToThree(t *testing.T, tr *trio) (lead, follower *Replica) {
+	t.Helper()
+	for i := 0; tr.leader() == nil || tr.leader().Node().ID() == 3; i++ {
+		if i > 500 {
+			t.Fatal("no leader among replicas 1 and 2")
+		}
+		tr.tick()
+	}
+	lead = tr.leader()
+	for i := range 12 {
+		propose(t, lead, fmt.Sprint("a", i))
+		tr.deliver()
+	}
+	follower = tr.reps[3]
+	tr.isolated = false
+	for i := 0; len(tr.decodes) == 0; i++ {
+		if i > 500 {
+			t.Fatal("replica 3 was never sent the leader's snapshot")
+		}
+		tr.tick()
+	}
+	return lead, follower
 }
