@@ -234,7 +234,7 @@ func (o *serverSettings) table() []setting {
 		duration("nomad.gc_threshold", "Nomad servers' job_gc_threshold: how long Nomad remembers a dispatch (default 4h)", &o.nomad.JobGCThreshold),
 		boolean("nomad.skip_checks", "launch without checking Nomad's version and GC threshold first", &o.nomadSkipCheck),
 		integer("snapshot.every_entries", "snapshot after this many log entries (0: never by count)", &o.snapEntries),
-		duration("snapshot.every", "snapshot at least this often (0: never by time; a multiple of "+shortDuration(serverTick)+", the replica's tick)", &o.snapEvery),
+		duration("snapshot.every", "snapshot at least this often (0: never by time; a multiple of "+shortDuration(server.DefaultTickInterval)+", the replica's tick)", &o.snapEvery),
 		integer("snapshot.tail_entries", "log entries kept below a snapshot, to catch a follower up without it", &o.snapTail),
 		str("backup.url", "where the leader backs snapshots up: file:///path, s3://bucket, gs://bucket, azblob://container; default file://<data_dir>/backups (the same disk: point it elsewhere); off: none", &o.backupURL),
 		integer("backup.keep", "backups kept (the newest)", &o.backupKeep),
@@ -243,10 +243,6 @@ func (o *serverSettings) table() []setting {
 		str("test.clock_offset_file", "FOR FAULT TESTING ONLY (make chaos), never in production: a file holding a duration (30s, -1m) added to the launcher's clock, re-read every 250 ms so that a test can make this replica's clock jump", &o.testClockFile),
 	}
 }
-
-// serverTick is a replica's tick: the unit its timeouts and
-// snapshot.every count in.
-const serverTick = 50 * time.Millisecond
 
 // shortDuration is d as a person writes it: 10m, not 10m0s.
 func shortDuration(d time.Duration) string {
@@ -455,7 +451,7 @@ func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.
 	for _, m := range o.members {
 		cfg.Members = append(cfg.Members, paxos.ReplicaID(m))
 	}
-	cfg.TickInterval = serverTick
+	cfg.TickInterval = server.DefaultTickInterval
 	// Both once changed silently: keep 0 became the default 5, and a
 	// period under one tick became "never by time".
 	if o.backupKeep < 1 {

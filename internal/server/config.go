@@ -80,7 +80,7 @@ type Config struct {
 	Backup     string
 	BackupKeep int
 
-	// TickInterval is one Paxos tick (default 50 ms); Timing and Limits
+	// TickInterval is one Paxos tick (default DefaultTickInterval); Timing and Limits
 	// the core's (paxos defaults when zero).
 	TickInterval time.Duration
 	Timing       paxos.Timing
@@ -138,10 +138,14 @@ type TLSFiles struct {
 // ErrConfig wraps every configuration error.
 var ErrConfig = errors.New("server: invalid config")
 
+// DefaultTickInterval is Config.TickInterval's default: the unit the
+// replica's timeouts and its snapshot period count in.
+const DefaultTickInterval = 50 * time.Millisecond
+
 // withDefaults fills the zero fields with their defaults.
 func (c Config) withDefaults() Config {
 	if c.TickInterval == 0 {
-		c.TickInterval = 50 * time.Millisecond
+		c.TickInterval = DefaultTickInterval
 	}
 	if c.Timing == (paxos.Timing{}) {
 		c.Timing = paxos.DefaultTiming()
