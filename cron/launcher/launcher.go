@@ -219,6 +219,12 @@ type start struct {
 	// finish, when set, concludes the launch as soon as it starts: it is
 	// skipped (paused, or beyond its catch-up window).
 	finish *state.LaunchFinished
+	// fresh: nobody can have called Nomad for the launch (this leader
+	// started it in its term), so its first call is a dispatch, not a
+	// lookup. It lives and dies with the start: kept apart, by identity,
+	// it outlived a start that was never applied (lost, then its job
+	// deleted or rescheduled), one entry a time for the whole term.
+	fresh bool
 }
 
 // Stats counts what a launcher did since it was created.
@@ -265,9 +271,6 @@ type Launcher struct {
 	build *heapBuild
 	// starting holds, by job, the LaunchStarted proposed and not applied.
 	starting map[string]start
-	// fresh holds the identities this leader started in its term: their
-	// first call is a dispatch, not a lookup.
-	fresh map[string]bool
 	// full holds the jobs whose start the state refused, having as many
 	// launches open as it keeps (state.MaxOpenLaunches): their next start
 	// waits until one of those concludes, or every step would write a
@@ -459,7 +462,6 @@ func (l *Launcher) promote() {
 	l.leading, l.term, l.takenOver = true, l.lead.Term, false
 	l.stats.Promotions++
 	l.starting = map[string]start{}
-	l.fresh = map[string]bool{}
 	l.full = map[string]time.Time{}
 	l.waited, l.held, l.holding = map[string]span{}, nil, false
 	l.tasks = map[string]*task{}
@@ -679,7 +681,7 @@ func (l *Launcher) demote() {
 	l.leading = false
 	l.stats.Demotions++
 	l.heap, l.build = scheduler.Heap{}, nil
-	l.starting, l.fresh, l.full, l.tasks, l.calls = nil, nil, nil, nil, nil
+	l.starting, l.full, l.tasks, l.calls = nil, nil, nil, nil
 	l.waited, l.held, l.holding = nil, nil, false
 	l.queue, l.delayed, l.finishing = nil, nil, nil
 }
@@ -741,7 +743,8 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 		}
 	case state.LaunchStarted:
 		s, ok := l.starting[c.Job]
-		if ok && s.at.Equal(c.ScheduledAt) {
+		ok = ok && s.at.Equal(c.ScheduledAt) // this leader's start
+		if ok {
 			delete(l.starting, c.Job)
 		}
 		if errors.Is(err, state.ErrLimit) && !errors.Is(err, state.ErrAllOpen) {
@@ -751,7 +754,6 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 		}
 		l.resync(c.Job)
 		if err != nil {
-			delete(l.fresh, c.Identity)
 			return // a duplicate or a refused start: nothing opened
 		}
 		open, opened := l.m.OpenLaunch(c.Job, c.ScheduledAt, state.LaunchScheduled)
@@ -759,11 +761,10 @@ func (l *Launcher) applied(slot uint64, c state.Command, err error) {
 			panic(fmt.Sprintf("launcher: start of %s accepted but no launch open", c.Identity))
 		}
 		switch {
-		case ok && s.at.Equal(c.ScheduledAt) && s.finish != nil:
+		case ok && s.finish != nil:
 			// Proposed at the next Step: never from inside Apply.
 			l.addTask(open, phaseFinish).finish = *s.finish
-		case l.fresh[c.Identity]:
-			delete(l.fresh, c.Identity)
+		case ok && s.fresh:
 			l.addTask(open, phaseDecide)
 		default:
 			l.addTask(open, phaseLookup)
@@ -909,11 +910,10 @@ func (l *Launcher) startDue() {
 		case late > info.Spec.CatchupWindow:
 			s.finish = l.skipped(c, l.missedReason(e.Name, at, late, info.Spec.CatchupWindow))
 		default:
-			l.fresh[c.Identity] = true
+			s.fresh = true
 		}
 		if err := l.cfg.Propose(c); err != nil {
 			// Busy or no longer leader: put this and the rest back.
-			delete(l.fresh, c.Identity)
 			for _, back := range due[i:] {
 				l.resync(back.Name)
 			}
