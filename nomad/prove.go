@@ -69,7 +69,10 @@ type proofQueue struct {
 type prover struct {
 	read func(ctx context.Context, s proofScope, children []string) (map[string]bool, error)
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// queues holds a scope's queue while a read-back there waits or
+	// runs: kept once idle, one stayed for every namespace and region
+	// ever dispatched to, for the life of the process (found in review).
 	queues map[proofScope]*proofQueue
 	// Counters, under mu.
 	reads, proved uint64
@@ -111,7 +114,7 @@ func (p *prover) prove(ctx context.Context, s proofScope, child string) (bool, e
 		select {
 		case <-me.wake:
 		case <-ctx.Done():
-			if p.abandon(q, me) {
+			if p.abandon(s, q, me) {
 				return false, context.Cause(ctx)
 			}
 			// Already in a read under way: its answer comes soon (that
@@ -153,14 +156,17 @@ func (p *prover) run(ctx context.Context, s proofScope, q *proofQueue, batch []*
 		}
 		signal(b.wake)
 	}
-	p.handOff(q)
+	p.handOff(s, q)
 }
 
-// handOff makes the head of q's waiting batch run it, or q idle. p.mu
-// held.
-func (p *prover) handOff(q *proofQueue) {
+// handOff makes the head of q's waiting batch run it, or q idle and
+// forgotten (a later proof in scope s makes a new one). p.mu held.
+func (p *prover) handOff(s proofScope, q *proofQueue) {
 	if len(q.waiting) == 0 {
 		q.busy = false
+		if p.queues[s] == q {
+			delete(p.queues, s)
+		}
 		return
 	}
 	head := q.waiting[0]
@@ -170,7 +176,7 @@ func (p *prover) handOff(q *proofQueue) {
 
 // abandon takes me out of q if no read has it yet, handing the lead on if
 // it had it; false means a read has it.
-func (p *prover) abandon(q *proofQueue, me *proof) bool {
+func (p *prover) abandon(s proofScope, q *proofQueue, me *proof) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if me.taken || me.done {
@@ -183,7 +189,7 @@ func (p *prover) abandon(q *proofQueue, me *proof) bool {
 		}
 	}
 	if me.leads {
-		p.handOff(q)
+		p.handOff(s, q)
 	}
 	return true
 }
