@@ -580,23 +580,58 @@ func (spec *JobSpec) parseSchedule(name string) (*schedule.Schedule, error) {
 // most of it on the replicas' loops); and a million jobs with a few dozen
 // distinct expressions hold a few dozen schedules, shared, and restore
 // without parsing each. A Schedule is immutable, so sharing one is safe;
-// only successes are kept, and at most maxParsedSchedules of them (past
-// it, schedules are parsed per job).
-var parsedSchedules = &scheduleMemo{m: map[scheduleKey]*schedule.Schedule{}}
+// only successes are kept.
+//
+// The memo is bounded for a process that runs for months, by entries
+// (maxParsedSchedules) and bytes (maxParsedScheduleBytes), in two
+// generations: the newest takes what is parsed or found in the older;
+// once it holds half of either bound, it becomes the older and the older
+// is dropped (counted in rotations). A schedule in use is found at least
+// once a generation, so it stays shared; one no job uses any more goes
+// within two. Found in review: the memo kept the first 65,536 schedules
+// it saw for the life of the process, and past them shared no new one.
+var parsedSchedules = newScheduleMemo()
 
-const maxParsedSchedules = 1 << 16
+const (
+	maxParsedSchedules     = 1 << 16
+	maxParsedScheduleBytes = 32 << 20
+	// scheduleMemoEntryBytes is what an entry takes besides its strings:
+	// the Schedule, the key and the map's slot, about.
+	scheduleMemoEntryBytes = 200
+)
 
 type scheduleKey struct{ zone, expr string }
 
 type scheduleMemo struct {
-	mu sync.RWMutex
-	m  map[scheduleKey]*schedule.Schedule
+	mu       sync.RWMutex
+	cur, old map[scheduleKey]*schedule.Schedule
+	// curBytes and oldBytes are the generations' sizes (memoBytes).
+	curBytes, oldBytes int
+	rotations          uint64
+}
+
+func newScheduleMemo() *scheduleMemo {
+	return &scheduleMemo{cur: map[scheduleKey]*schedule.Schedule{}}
+}
+
+func memoBytes(k scheduleKey, s *schedule.Schedule) int {
+	return len(k.zone) + len(k.expr) + len(s.String()) + scheduleMemoEntryBytes
 }
 
 func (c *scheduleMemo) get(zone, expr string) *schedule.Schedule {
+	k := scheduleKey{zone, expr}
 	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.m[scheduleKey{zone, expr}]
+	s, ok := c.cur[k]
+	if !ok {
+		s = c.old[k]
+	}
+	c.mu.RUnlock()
+	if !ok && s != nil {
+		c.mu.Lock()
+		c.keep(k, s) // still in use: into the newest generation
+		c.mu.Unlock()
+	}
+	return s
 }
 
 func (c *scheduleMemo) put(zone, expr string, s *schedule.Schedule) {
@@ -605,9 +640,40 @@ func (c *scheduleMemo) put(zone, expr string, s *schedule.Schedule) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.m) < maxParsedSchedules {
-		c.m[scheduleKey{zone, expr}] = s
+	c.keep(scheduleKey{zone, expr}, s)
+}
+
+// keep puts s in the newest generation, turning it over first if full.
+// c.mu held.
+func (c *scheduleMemo) keep(k scheduleKey, s *schedule.Schedule) {
+	if _, ok := c.cur[k]; ok {
+		return
 	}
+	size := memoBytes(k, s)
+	if size > maxParsedScheduleBytes/2 {
+		return
+	}
+	if len(c.cur) >= maxParsedSchedules/2 || c.curBytes+size > maxParsedScheduleBytes/2 {
+		c.old, c.oldBytes = c.cur, c.curBytes
+		c.cur, c.curBytes = make(map[scheduleKey]*schedule.Schedule, len(c.old)), 0
+		c.rotations++
+	}
+	c.cur[k] = s
+	c.curBytes += size
+}
+
+// len and size are the schedules the memo holds and their bytes, in both
+// generations (a schedule in both counts twice).
+func (c *scheduleMemo) len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.cur) + len(c.old)
+}
+
+func (c *scheduleMemo) size() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.curBytes + c.oldBytes
 }
 
 // validateFields checks everything in spec but its schedule.
