@@ -471,6 +471,9 @@ func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.
 	if o.snapEvery > 0 {
 		cfg.Snapshots.EveryTicks = uint64(o.snapEvery / cfg.TickInterval)
 	}
+	if o.snapEntries == 0 && o.snapEvery == 0 {
+		return bad("%s", server.NeverSnapshots)
+	}
 	if o.tlsCA != "" || o.tlsCert != "" || o.tlsKey != "" {
 		if o.tlsCA == "" || o.tlsCert == "" || o.tlsKey == "" {
 			return bad("tls needs all of ca_file, cert_file and key_file")

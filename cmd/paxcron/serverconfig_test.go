@@ -363,3 +363,35 @@ func TestSnapshotEveryOffTheTickIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestNeverSnapshottingIsRefused: with neither a count of entries nor a
+// period, a replica never snapshots: found in review (a long life), its
+// log grew with every entry ever written (and a restart replayed all of
+// it), and no routine backup was ever taken, as backups follow
+// snapshots. Either alone is accepted.
+func TestNeverSnapshottingIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "cluster.key")
+	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	build := func(entries int, every time.Duration) error {
+		o, err := defaultSettings()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.id, o.keyFile, o.dataDir, o.snapEntries, o.snapEvery = 1, keyFile, filepath.Join(dir, "data"), entries, every
+		_, err = o.serverConfig(io.Discard, "test")
+		return err
+	}
+	want := "snapshot.every_entries and snapshot.every are both 0: the replica would never take a snapshot"
+	if err := build(0, 0); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("neither: %v; want %q", err, want)
+	}
+	if err := build(0, time.Minute); err != nil {
+		t.Errorf("by time only: %v", err)
+	}
+	if err := build(1000, 0); err != nil {
+		t.Errorf("by entries only: %v", err)
+	}
+}

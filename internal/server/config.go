@@ -138,6 +138,13 @@ type TLSFiles struct {
 // ErrConfig wraps every configuration error.
 var ErrConfig = errors.New("server: invalid config")
 
+// NeverSnapshots says why a snapshot policy with neither trigger is
+// refused. Found in review (a long life): such a replica's log grew with
+// every entry ever written, a restart replayed all of it, and no routine
+// backup was taken (backups follow snapshots).
+const NeverSnapshots = "snapshot.every_entries and snapshot.every are both 0: the replica would never take a snapshot, " +
+	"so its log would grow with every entry ever written, a restart would replay all of it, and no backup would be taken; set one of them"
+
 // DefaultTickInterval is Config.TickInterval's default: the unit the
 // replica's timeouts and its snapshot period count in.
 const DefaultTickInterval = 50 * time.Millisecond
@@ -205,6 +212,8 @@ func (c *Config) validate() error {
 		return bad("no write token: set api.write_tokens (or api.insecure = true, for a local demo only)")
 	case c.BackupKeep < 0:
 		return bad("backup.keep %d is negative", c.BackupKeep)
+	case c.Snapshots.EveryEntries == 0 && c.Snapshots.EveryTicks == 0:
+		return bad("%s", NeverSnapshots)
 	}
 	if c.Backup != "" {
 		// Before anything is opened: Open would refuse it too, but only

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"paxcron/cron/launcher"
+	"paxcron/cron/replica"
 	"paxcron/cron/state"
 	"paxcron/internal/api"
 	"paxcron/internal/fakenomad"
@@ -401,6 +402,10 @@ func TestConfigErrors(t *testing.T) {
 		// Found in review: these named the working folder and /backups.
 		"opaque backup URL":    {func(c *Config) { c.Backup = "file:backups" }, "backup.url: backup: invalid configuration: file:backups is read as the working folder itself"},
 		"backup URL with host": {func(c *Config) { c.Backup = "file://var/backups" }, "write file:///var/backups for an absolute path, or file://./var/backups"},
+		// Found in review (a long life): the log grew with every entry
+		// ever written, and no routine backup was ever taken.
+		"never a snapshot": {func(c *Config) { c.Snapshots = replica.SnapshotPolicy{LogPerState: 1, TailEntries: 10} },
+			"snapshot.every_entries and snapshot.every are both 0: the replica would never take a snapshot"},
 	} {
 		c := ok
 		tc.change(&c)
