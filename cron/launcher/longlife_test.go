@@ -70,3 +70,45 @@ func TestLongTermHoldsOnlyWhatIsLive(t *testing.T) {
 		}
 	}
 }
+
+// TestManyTermsHoldOnlyWhatIsLive: 300 leaderships of this replica, each
+// ended with a dispatch in flight whose result arrives after the
+// demotion, and each launch then concluded by another leader, leave
+// nothing behind: what a launcher remembers of a term (memory) is
+// replaced at its next takeover.
+func TestManyTermsHoldOnlyWhatIsLive(t *testing.T) {
+	h := newHarness(t, nil)
+	for k := range uint64(300) {
+		name := fmt.Sprintf("j%05d", k)
+		h.apply(state.PutJob{Name: name, Spec: job("@every 1h"), At: h.now})
+		next, _ := h.l.Machine().NextAt(name)
+		h.now = next.Add(-time.Second)
+		h.lease(2*k+1, 10*time.Second)
+		h.at(next)
+		h.commit()
+		h.wantRequest(OpDispatch, state.Identity(name, next))
+		h.lead = Leadership{}
+		h.step()
+		h.answer(Result{ChildID: "batch/dispatch-" + name}) // after the demotion
+		other := state.Term{Round: 2*k + 2, Replica: 2}
+		h.apply(state.Takeover{Term: other},
+			state.LaunchFinished{Job: name, ScheduledAt: next, Term: other, Outcome: state.Outcome{Kind: state.OutcomeDispatched, ChildID: "batch/dispatch-" + name}},
+			state.DeleteJob{Name: name})
+	}
+	if n := len(h.l.mem.child); n != 1 {
+		t.Fatalf("a follower remembers %d children, want its last term's 1", n)
+	}
+	h.lease(1000, 10*time.Second)
+	h.at(h.now.Add(time.Second))
+	h.settle()
+	got := h.l.holdings()
+	t.Logf("after 300 terms: %v", got)
+	for what, n := range got {
+		if n != 0 {
+			t.Errorf("%s holds %d entries for jobs deleted", what, n)
+		}
+	}
+	if s := h.l.Stats(); s.Promotions != 301 {
+		t.Fatalf("%d promotions, want 301", s.Promotions)
+	}
+}
