@@ -142,9 +142,9 @@ func damageDataBlock(t *testing.T, fs vfs.FS, dir string, pick func(n int) int) 
 // tells damage inside a log from a torn tail by the sync offsets its
 // chunks carry, and a new store's first WAL was made before its format
 // was raised to write them: the store opened with every write after the
-// flip gone, and no error. (Damage inside a log's last 32 KiB block is
-// still read as a torn tail: Pebble looks for proof of it only in the
-// blocks after.)
+// flip gone, and no error. (Damage inside a log's last 32 KiB block,
+// where Pebble does not look for proof of it, is found by walcheck.go:
+// TestWALDamageInLastBlockIsCorruption.)
 func TestNewStoresWALDamageIsCorruption(t *testing.T) {
 	fs := vfs.NewMem()
 	s := openMem(t, fs)

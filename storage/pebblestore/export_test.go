@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -135,3 +136,18 @@ func (quietLogger) Fatalf(format string, args ...any) { pebble.DefaultLogger.Fat
 // SetSnapshotReadHook has Snapshot call hook once it has pinned its view
 // of the database and released the store's lock.
 func SetSnapshotReadHook(s *Store, hook func()) { s.testHookSnapshotRead = hook }
+
+// LiveWAL returns the path, log number and bytes of the WAL a store in
+// dir writes to (the highest-numbered).
+func LiveWAL(t testing.TB, fs vfs.FS, dir string) (string, uint32, []byte) {
+	t.Helper()
+	path, logNum := liveWAL(t, fs, dir)
+	return path, logNum, readAll(t, fs, path)
+}
+
+// WALChunksEnd returns the offset where the chunks of b, a WAL of log
+// logNum, stop: the end of its writes, if it is whole.
+func WALChunksEnd(b []byte, logNum uint32) int64 {
+	_, stop := walkChunks(b, logNum)
+	return stop
+}

@@ -15,7 +15,9 @@
 // Damage Pebble reports as corruption (a table's block failing its
 // checksum, a log or MANIFEST it cannot replay) is storage.ErrCorrupt, as
 // damage to one of our records is, and Pebble only logs it rather than
-// ending the process (reportDamage, pebbleError).
+// ending the process (reportDamage, pebbleError). So is damage inside a
+// WAL's synced writes that Pebble would read as the log's torn end,
+// found before Pebble replays the log (walcheck.go).
 package pebblestore
 
 import (
@@ -128,9 +130,21 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.walWriteThroughBytes > 0 {
 		writeThrough = opts.walWriteThroughBytes
 	}
-	po.FS = prewrittenWALs{FS: po.FS, bytes: writeThrough}
+	// Each WAL Pebble replays is checked before Pebble reads it
+	// (walcheck.go): damage Pebble would read as a torn tail.
+	replay := &walReplayCheck{}
+	po.FS = prewrittenWALs{FS: replayCheckedWALs{FS: po.FS, check: replay}, bytes: writeThrough}
 	rotateWAL := walLacksSyncOffsets(dir, opts.FS)
 	db, err := pebble.Open(dir, po)
+	replay.opened.Store(true)
+	if damage := replay.found(); damage != nil {
+		// Pebble's Open failed on it (the WAL did not open): the damage
+		// is returned as found, not under Pebble's wrapping of it.
+		if err == nil {
+			_ = db.Close()
+		}
+		return nil, damage
+	}
 	if err != nil {
 		return nil, pebbleError(err, "open "+dir)
 	}
