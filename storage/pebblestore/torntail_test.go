@@ -132,10 +132,10 @@ func takeTornImages(t *testing.T, syncedSaves, entriesPerSave int) ([]tornImage,
 		slot += uint64(entriesPerSave)
 	}
 	// Then Saves of one entry until the log ends in the last 8 KiB of a
-	// block: the torn write's first chunk is short. Pebble's reader, at a
+	// block: the torn write's first chunk is short. Pebble's replay, at a
 	// chunk failing its checksum, recomputes it with each bit of the chunk
-	// flipped in turn (to report a flipped bit): about 0.2 s for a 32 KiB
-	// chunk, twice per image (the check reads the log with it too).
+	// flipped in turn (to report a flipped bit): about 0.2 s per image
+	// for a chunk of 32 KiB.
 	path, logNum, before := pebblestore.LiveWAL(t, mem, dir)
 	for i := 0; pebblestore.WALChunksEnd(before, logNum)%(32<<10) < 24<<10; i++ {
 		if i == 100 {
