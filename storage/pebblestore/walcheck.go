@@ -253,11 +253,12 @@ func (w *walFile) lastRecordStart() (start int64, torn bool, err error) {
 	}
 }
 
-// firstInvalidChunk walks the log's chunks from offset start, a record's
-// start where Pebble's reader found only whole chunks before it, as
-// Pebble's reader does, and returns the offset of the first chunk it
-// cannot read: where the log stops. ok is false if the file ends first
-// (inside a record).
+// firstInvalidChunk walks the log's chunks from offset start (0, or the
+// start of the record Pebble's reader stopped in) as Pebble's reader
+// does, and returns the offset of the first chunk it cannot read: where
+// the log stops. The writer's end-of-log chunk, which holds the next
+// log's number, is one: a clean end, after which no chunk of the log
+// claims a sync. ok is false if the file ends first.
 func (w *walFile) firstInvalidChunk(start int64) (stop int64, ok bool, err error) {
 	n, at := start/walBlockBytes, int(start%walBlockBytes)
 	for {

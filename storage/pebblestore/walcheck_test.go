@@ -197,6 +197,19 @@ func TestWALChunksArePebbles(t *testing.T) {
 // those): damage to it is provable, and Pebble does not look there.
 func damageTarget(t *testing.T, chunks []loggedChunk) loggedChunk {
 	t.Helper()
+	provable := provableInLastBlock(chunks)
+	if len(provable) == 0 {
+		t.Fatalf("no chunk in the log's last block is followed there by a chunk claiming its sync")
+	}
+	return provable[len(provable)/2]
+}
+
+// provableInLastBlock returns the chunks of the log's last block followed
+// in that block by a chunk claiming a sync beyond their start.
+func provableInLastBlock(chunks []loggedChunk) []loggedChunk {
+	if len(chunks) == 0 {
+		return nil
+	}
 	lastBlock := chunks[len(chunks)-1].at / walBlockBytes
 	var provable []loggedChunk
 	for i, c := range chunks {
@@ -210,10 +223,7 @@ func damageTarget(t *testing.T, chunks []loggedChunk) loggedChunk {
 			}
 		}
 	}
-	if len(provable) == 0 {
-		t.Fatalf("no chunk in the last block (%d) is followed there by a chunk claiming its sync", lastBlock)
-	}
-	return provable[len(provable)/2]
+	return provable
 }
 
 // TestWALDamageInLastBlockIsCorruption: a WAL damaged inside its last
@@ -438,5 +448,60 @@ func BenchmarkCheckWAL(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestObsoleteWALIsNotJudged: a WAL older than the MANIFEST's oldest
+// unflushed log (its memtable flushed, the file kept for recycling) is
+// not replayed, so damage in it, however provable, loses nothing and
+// must not refuse the store. Only the logs Pebble opens to replay are
+// checked; a check of every WAL in the folder refuses this one.
+func TestObsoleteWALIsNotJudged(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	s, err := Open("store", Options{FS: mem, MemTableBytes: 64 << 10, Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const writes = 600 // about 180 KiB: memtables of 64 KiB flushed, their logs recycled
+	for slot := uint64(1); slot <= writes; slot++ {
+		saveEntries(t, s, slot, slot)
+	}
+	if err := s.db.Flush(); err != nil { // every log but a new one obsolete
+		t.Fatal(err)
+	}
+	live, _ := liveWAL(t, mem, "store")
+	img := mem.CrashClone(vfs.CrashCloneCfg{})
+	names, err := img.List("store")
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := ""
+	for _, name := range names {
+		num, _, ok := wal.ParseLogFilename(name)
+		path := img.PathJoin("store", name)
+		if !ok || path == live {
+			continue
+		}
+		b := readAll(t, img, path)
+		chunks, _ := walkChunks(b, uint32(num))
+		if provable := provableInLastBlock(chunks); len(provable) > 0 {
+			c := provable[0]
+			b[c.at+int64(c.headerBytes)] ^= 0x10
+			rewrite(t, img, path, b)
+			damaged = path
+			break
+		}
+	}
+	if damaged == "" {
+		t.Fatalf("no obsolete WAL with a provable chunk in its last block among %v (live: %s)", names, live)
+	}
+	again, err := Open("store", Options{FS: img, MemTableBytes: 64 << 10, Logger: quietLogger{}})
+	if err != nil {
+		t.Fatalf("a store whose obsolete WAL %s is damaged refused: %v", damaged, err)
+	}
+	defer again.Close()
+	if last, err := again.LastSlot(); err != nil || last != writes {
+		t.Fatalf("LastSlot = %d, %v; want %d", last, err, writes)
 	}
 }
