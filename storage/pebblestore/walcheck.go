@@ -39,13 +39,18 @@ package pebblestore
 // claimed offsets fall behind its synced length by those bytes, for good
 // (by 64 KiB after one write of 67 KiB; TestWALChunksArePebbles logs the
 // gap), and damage in synced bytes that no later claim reaches is not
-// provable either, by Pebble or by this check.
+// provable either, by Pebble or by this check. The other way round,
+// bytes of a write's payload made to look like a chunk of the log (its
+// number, a checksum, a claim beyond the stop and not past itself) that
+// lie after a torn tail read as proof: the store is refused, the safe
+// side, and rebuilt from its peers.
 //
 // The check runs inside Pebble's Open: the file system Pebble is given
 // checks each WAL as Pebble opens it to replay, before Pebble reads it.
 // Pebble opens for reading every log at or after the MANIFEST's oldest
 // unflushed one and no other, so the logs judged are exactly the ones
-// replayed: an obsolete log kept for recycling is not. Its cost: one more
+// replayed: an obsolete log kept for recycling is not
+// (TestObsoleteWALIsNotJudged). Its cost: one more
 // read of those logs, and after a stop a scan of every offset to the
 // file's end (BenchmarkWALSyncProofScan, BenchmarkCheckWAL). Pebble's
 // reader is left to the rare log holding a proof: at a chunk failing its
