@@ -462,20 +462,27 @@ func TestFreezeSnapshotConcurrently(t *testing.T) {
 		half := len(log) / 2
 		applyAll(m, log[:half])
 		want := snapshot(t, m)
-		encode := m.FreezeSnapshot()
-		done := make(chan []byte)
-		go func() {
-			got, err := encode()
-			if err != nil {
-				t.Error(err)
-			}
-			done <- got
-		}()
-		applyAll(m, log[half:])
-		if got := <-done; !bytes.Equal(got, want) {
+		if got := encodeWhileApplying(t, m, log[half:]); !bytes.Equal(got, want) {
 			t.Fatalf("seed %d: the snapshot encoded while the machine applied differs from the one frozen", seed)
 		}
 	}
+}
+
+// encodeWhileApplying freezes m, encodes the frozen snapshot on another
+// goroutine while m applies rest, and returns the encoding.
+func encodeWhileApplying(t *testing.T, m *Machine, rest []entry) []byte {
+	t.Helper()
+	encode := m.FreezeSnapshot()
+	done := make(chan []byte)
+	go func() {
+		got, err := encode()
+		if err != nil {
+			t.Error(err)
+		}
+		done <- got
+	}()
+	applyAll(m, rest)
+	return <-done
 }
 
 // TestFreezeSnapshotPastTheLastEpoch: the epoch that tells a job's struct
@@ -494,17 +501,7 @@ func TestFreezeSnapshotPastTheLastEpoch(t *testing.T) {
 		m.epoch = math.MaxUint32 // as if frozen that often since, these jobs untouched
 		for step := range 2 {
 			want := snapshot(t, m)
-			encode := m.FreezeSnapshot()
-			done := make(chan []byte)
-			go func() {
-				got, err := encode()
-				if err != nil {
-					t.Error(err)
-				}
-				done <- got
-			}()
-			applyAll(m, log[third*(step+1):third*(step+2)])
-			if got := <-done; !bytes.Equal(got, want) {
+			if got := encodeWhileApplying(t, m, log[third*(step+1):third*(step+2)]); !bytes.Equal(got, want) {
 				t.Fatalf("seed %d, freeze %d (epoch %d): the snapshot encoded while the machine applied differs from the one frozen", seed, step, m.epoch)
 			}
 		}

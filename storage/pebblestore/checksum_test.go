@@ -147,14 +147,8 @@ func damageDataBlock(t *testing.T, fs vfs.FS, dir string, pick func(n int) int) 
 // TestWALDamageInLastBlockIsCorruption.)
 func TestNewStoresWALDamageIsCorruption(t *testing.T) {
 	fs := vfs.NewMem()
-	s := openMem(t, fs)
 	const writes = 400 // about 120 KiB of log: four blocks
-	for slot := uint64(1); slot <= writes; slot++ {
-		saveEntries(t, s, slot, slot)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closedMemWithSlots(t, fs, writes)
 	names, err := fs.List("store")
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +182,7 @@ func TestNewStoresWALDamageIsCorruption(t *testing.T) {
 	b[written/100] ^= 0xff
 	rewrite(t, fs, wal, b)
 
-	s, err = Open("store", Options{FS: fs, Logger: fatalIsFailure{t}})
+	s, err := Open("store", Options{FS: fs, Logger: fatalIsFailure{t}})
 	if err == nil {
 		last, _ := s.LastSlot()
 		s.Close()

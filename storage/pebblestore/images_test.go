@@ -80,6 +80,19 @@ func openMem(t *testing.T, fs vfs.FS) *Store {
 	return s
 }
 
+// closedMemWithSlots leaves in fs a closed store holding slots 1 to n,
+// each saved (and synced) on its own: a WAL of many synced writes.
+func closedMemWithSlots(t *testing.T, fs vfs.FS, n uint64) {
+	t.Helper()
+	s := openMem(t, fs)
+	for slot := uint64(1); slot <= n; slot++ {
+		saveEntries(t, s, slot, slot)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestSnapshotImageFiles: a snapshot's image is kept in one file of its
 // own, none for an empty image; each newer snapshot (or one saved again
 // at the same index) leaves no file of the one before, the database holds

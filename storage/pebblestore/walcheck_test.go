@@ -244,14 +244,8 @@ func TestWALDamageInLastBlockIsCorruption(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs := vfs.NewMem()
-			s := openMem(t, fs)
 			const writes = 400 // about 120 KiB of log: four blocks
-			for slot := uint64(1); slot <= writes; slot++ {
-				saveEntries(t, s, slot, slot)
-			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
+			closedMemWithSlots(t, fs, writes)
 			path, logNum := liveWAL(t, fs, "store")
 			b := readAll(t, fs, path)
 			chunks, _ := walkChunks(b, logNum)
@@ -283,14 +277,8 @@ func TestWALDamageInLastBlockIsCorruption(t *testing.T) {
 // offsets claimed by later chunks fall behind of: TestWALChunksArePebbles.)
 func TestWALDamageInLastSyncedWriteReadsAsTornTail(t *testing.T) {
 	fs := vfs.NewMem()
-	s := openMem(t, fs)
 	const writes = 40
-	for slot := uint64(1); slot <= writes; slot++ {
-		saveEntries(t, s, slot, slot)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closedMemWithSlots(t, fs, writes)
 	path, logNum := liveWAL(t, fs, "store")
 	b := readAll(t, fs, path)
 	chunks, _ := walkChunks(b, logNum)
