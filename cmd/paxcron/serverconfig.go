@@ -32,6 +32,7 @@ type serverSettings struct {
 	dataDir        string
 	members        []int
 	keyFile        string
+	acceptKeyFiles []string
 	join           []string
 	peers          []string
 	bindHTTP       string
@@ -206,6 +207,7 @@ func (o *serverSettings) table() []setting {
 		str("data_dir", "folder of this replica's store (kept across restarts)", &o.dataDir),
 		ints("cluster.members", "every replica ID of the cluster, e.g. 1,2,3", &o.members),
 		str("cluster.key_file", "file holding the cluster key (16 bytes or more, the same on every replica)", &o.keyFile),
+		strs("cluster.accept_key_files", "files of further cluster keys accepted from other replicas, during a key rotation (README.md, \"Day-two operations\")", &o.acceptKeyFiles),
 		strs("cluster.join", "gossip addresses of other replicas to join through (host:port, comma-separated)", &o.join),
 		strs("cluster.peers", "other replicas' addresses, ID=PAXOS_ADDR/HTTP_ADDR (optional when gossip runs)", &o.peers),
 		str("bind.http", "address of the HTTP API, metrics and status page", &o.bindHTTP),
@@ -436,8 +438,16 @@ func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.
 		return bad("reading the cluster key: %w", err)
 	}
 	key = []byte(strings.TrimSpace(string(key)))
+	var accepted [][]byte
+	for _, f := range o.acceptKeyFiles {
+		k, err := os.ReadFile(f)
+		if err != nil {
+			return bad("reading an accepted cluster key (cluster.accept_key_files): %w", err)
+		}
+		accepted = append(accepted, []byte(strings.TrimSpace(string(k))))
+	}
 	cfg := server.Config{
-		ID: paxos.ReplicaID(o.id), DataDir: o.dataDir, ClusterKey: key,
+		ID: paxos.ReplicaID(o.id), DataDir: o.dataDir, ClusterKey: key, AcceptKeys: accepted,
 		PaxosAddr: o.bindPaxos, PaxosAdvertise: o.advPaxos, HTTPAddr: o.bindHTTP, HTTPAdvertise: o.advHTTP,
 		GossipAddr: o.bindGossip, GossipAdvertise: o.advGossip, Join: o.join,
 		WriteTokens: o.writeTokens, ReadTokens: o.readTokens, AnonymousReads: o.anonReads, EnablePprof: o.pprof, Insecure: o.insecure,

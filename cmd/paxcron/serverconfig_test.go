@@ -395,3 +395,41 @@ func TestNeverSnapshottingIsRefused(t *testing.T) {
 		t.Errorf("by entries only: %v", err)
 	}
 }
+
+// cluster.accept_key_files are read as key_file is, each trimmed; a file
+// that cannot be read is named.
+func TestAcceptKeyFiles(t *testing.T) {
+	dir := t.TempDir()
+	key, old := filepath.Join(dir, "new.key"), filepath.Join(dir, "old.key")
+	os.WriteFile(key, []byte("the-new-cluster-key-0123\n"), 0o600)
+	os.WriteFile(old, []byte("the-old-cluster-key-0123\n"), 0o600)
+	file := filepath.Join(dir, "server.hcl")
+	os.WriteFile(file, []byte(`
+replica_id = 1
+data_dir   = "/var/lib/paxcron"
+cluster {
+  members          = [1, 2, 3]
+  key_file         = "`+key+`"
+  accept_key_files = ["`+old+`"]
+}
+api { write_tokens = ["file-token-0123456789"] }
+`), 0o644)
+	o, err := defaultSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.loadHCL(file, o.table()); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.serverConfig(io.Discard, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(cfg.ClusterKey) != "the-new-cluster-key-0123" || len(cfg.AcceptKeys) != 1 || string(cfg.AcceptKeys[0]) != "the-old-cluster-key-0123" {
+		t.Fatalf("keys %q, accepted %q", cfg.ClusterKey, cfg.AcceptKeys)
+	}
+	o.acceptKeyFiles = []string{filepath.Join(dir, "missing.key")}
+	if _, err := o.serverConfig(io.Discard, "test"); err == nil || !strings.Contains(err.Error(), "cluster.accept_key_files") {
+		t.Fatalf("a missing accepted key file: %v", err)
+	}
+}

@@ -119,9 +119,13 @@ type Config struct {
 	// Key is the cluster key: gossip is encrypted and authenticated with a
 	// key derived from it, so a process without it can neither read nor
 	// inject membership.
-	Key    []byte
-	Logger *slog.Logger
-	Events Events
+	Key []byte
+	// AcceptKeys are further cluster keys whose gossip is accepted
+	// (optional, during a key rotation): gossip is sent under Key's and
+	// read under any of them (memberlist's keyring).
+	AcceptKeys [][]byte
+	Logger     *slog.Logger
+	Events     Events
 	// Timing: DefaultTiming when zero.
 	Timing Timing
 }
@@ -179,6 +183,11 @@ func (c *Config) validate() error {
 		return bad("replica %d is not among the members %v", c.Self.ID, c.Members)
 	case len(c.Key) < 16:
 		return bad("the cluster key has %d bytes, want at least 16", len(c.Key))
+	}
+	for i, k := range c.AcceptKeys {
+		if len(k) < 16 {
+			return bad("accepted cluster key %d has %d bytes, want at least 16", i+1, len(k))
+		}
 	}
 	if _, err := splitHostPort(c.BindAddr); err != nil {
 		return bad("BindAddr: %v", err)
@@ -272,8 +281,16 @@ func (g *Gossip) memberlistConfig() (*memberlist.Config, error) {
 	mc.IndirectChecks, mc.GossipInterval = t.IndirectChecks, t.GossipInterval
 	mc.PushPullInterval, mc.TCPTimeout = t.PushPullInterval, t.TCPTimeout
 	mc.RetransmitMult, mc.GossipToTheDeadTime = t.RetransmitMult, t.GossipToTheDeadTime
-	key := sha256.Sum256(append([]byte("paxcron gossip key\x00"), c.Key...))
-	mc.SecretKey = key[:]
+	mc.SecretKey = gossipKey(c.Key)
+	var accepted [][]byte
+	for _, k := range c.AcceptKeys {
+		accepted = append(accepted, gossipKey(k))
+	}
+	kr, err := memberlist.NewKeyring(accepted, mc.SecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	mc.Keyring = kr
 	mc.Delegate = delegate{g}
 	mc.Events = events{g}
 	mc.Logger = log.New(io.Discard, "", 0)
@@ -281,6 +298,12 @@ func (g *Gossip) memberlistConfig() (*memberlist.Config, error) {
 		mc.Logger = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
 	}
 	return mc, nil
+}
+
+// gossipKey is memberlist's AES-256 key for a cluster key.
+func gossipKey(clusterKey []byte) []byte {
+	key := sha256.Sum256(append([]byte("paxcron gossip key\x00"), clusterKey...))
+	return key[:]
 }
 
 // joinLoop joins the seeds, retrying with capped backoff until one

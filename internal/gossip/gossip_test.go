@@ -337,3 +337,63 @@ func TestDeadPeerWithUndecodableMetaIsReported(t *testing.T) {
 		t.Errorf("Dead(2) heard %d times, want 1", rec.dead[2])
 	}
 }
+
+// TestKeyRotation: in each step of a key rotation (the new key accepted
+// everywhere, then sent everywhere, then the old one dropped), a replica
+// done and one not yet done gossip with each other; one that sends a key
+// the other does not accept is kept out.
+func TestKeyRotation(t *testing.T) {
+	oldKey, newKey := []byte("the-old-cluster-key-0123"), []byte("the-new-cluster-key-0123")
+	type keys struct {
+		first  []byte
+		accept [][]byte
+	}
+	var (
+		before   = keys{oldKey, nil}
+		accepts  = keys{oldKey, [][]byte{newKey}}
+		promoted = keys{newKey, [][]byte{oldKey}}
+		after    = keys{newKey, nil}
+	)
+	for _, tc := range []struct {
+		name string
+		a, b keys
+		ok   bool
+	}{
+		{"step 1", before, accepts, true},
+		{"step 2", accepts, promoted, true},
+		{"step 3", promoted, after, true},
+		{"the new key sent before every replica accepts it", before, promoted, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ms []*member
+			for i, k := range []keys{tc.a, tc.b} {
+				id := uint64(i + 1)
+				rec := newRecorder()
+				cfg := Config{
+					Self:    Peer{ID: id, PaxosAddr: fmt.Sprintf("127.0.0.1:%d", 9000+id), APIAddr: fmt.Sprintf("127.0.0.1:%d", 8000+id)},
+					Members: []uint64{1, 2, 3}, BindAddr: freeAddr(t), Key: k.first, AcceptKeys: k.accept, Events: rec.events(),
+				}
+				g, err := Start(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := &member{g: g, rec: rec, cfg: cfg}
+				t.Cleanup(func() { m.close(false) })
+				ms = append(ms, m)
+			}
+			n, err := ms[1].g.ml.Join([]string{ms[0].cfg.BindAddr})
+			if !tc.ok {
+				if err == nil && n != 0 {
+					t.Fatalf("joined (%d) across keys the other does not accept", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, m := range ms {
+				m.rec.wait(t, fmt.Sprintf("replica %d to learn the other", i+1), func() bool { return len(m.rec.updated) == 1 })
+			}
+		})
+	}
+}

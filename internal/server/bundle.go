@@ -147,6 +147,19 @@ func bundleKey(clusterKey []byte) []byte {
 	return m.Sum(nil)
 }
 
+// bundleMACAccepted reports whether mac is body's under the key of any
+// cluster key this replica accepts (a follower signs with its first key,
+// which during a key rotation may be another than the leader's).
+func (s *Server) bundleMACAccepted(mac, body []byte) bool {
+	ok := false
+	for _, key := range s.bundleAccepts {
+		want := hmac.New(sha256.New, key)
+		want.Write(body)
+		ok = hmac.Equal(mac, want.Sum(nil)) || ok
+	}
+	return ok
+}
+
 func bundleMAC(key, body []byte) string {
 	m := hmac.New(sha256.New, key)
 	m.Write(body)
@@ -164,10 +177,9 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mac, err := hex.DecodeString(r.Header.Get(bundleMACHeader))
-	want := hmac.New(sha256.New, s.bundleKey)
-	want.Write(raw)
-	if err != nil || !hmac.Equal(mac, want.Sum(nil)) {
-		writeError(w, &api.Error{Status: http.StatusForbidden, Message: "a bundle of forwarded calls is only taken from another replica of the cluster (its MAC does not match)"})
+	if err != nil || !s.bundleMACAccepted(mac, raw) {
+		writeError(w, &api.Error{Status: http.StatusForbidden, Message: "a bundle of forwarded calls is only taken from another replica of the cluster " +
+			"(its MAC matches none of this replica's cluster keys: is a key rotation half done?)"})
 		return
 	}
 	bd, err := decodeBundle(raw)

@@ -31,6 +31,11 @@ type Config struct {
 	// ClusterKey authenticates replicas to one another (at least
 	// transport.MinKeyBytes); every member holds the same.
 	ClusterKey []byte
+	// AcceptKeys are further cluster keys accepted from other replicas
+	// (optional): during a key rotation, a replica proves itself with
+	// ClusterKey and accepts a peer that proves itself with any of these
+	// (see transport's package comment for the three steps).
+	AcceptKeys [][]byte
 
 	// PaxosAddr is where the Paxos transport listens; PaxosAdvertise the
 	// address peers dial (default PaxosAddr, which then must not be a
@@ -206,6 +211,8 @@ func (c *Config) validate() error {
 		return bad("the data folder is required (data_dir, -data-dir, PAXCRON_DATA_DIR)")
 	case len(c.ClusterKey) < transport.MinKeyBytes:
 		return bad("the cluster key has %d bytes, want at least %d (cluster.key_file): every replica must hold the same", len(c.ClusterKey), transport.MinKeyBytes)
+	case slices.ContainsFunc(c.AcceptKeys, func(k []byte) bool { return len(k) < transport.MinKeyBytes }):
+		return bad("an accepted cluster key has fewer than %d bytes (cluster.accept_key_files)", transport.MinKeyBytes)
 	case c.PaxosAddr == "" || c.HTTPAddr == "":
 		return bad("the Paxos and HTTP listen addresses are required (bind.paxos, bind.http)")
 	case len(c.WriteTokens) == 0 && !c.Insecure:

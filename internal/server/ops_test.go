@@ -4,11 +4,14 @@ package server
 // walked through end to end while launches are due.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"paxcron/internal/api"
@@ -103,4 +106,131 @@ func TestRollingRestartNeitherDoublesNorMisses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// clusterKeys are a replica's cluster keys: the first, and those also
+// accepted.
+type clusterKeys struct {
+	first  []byte
+	accept [][]byte
+}
+
+// withKeys is a mutate that gives each replica the keys keys holds for
+// it when it (re)starts.
+func withKeys(keys map[paxos.ReplicaID]clusterKeys) func(*Config) {
+	return func(cfg *Config) {
+		k := keys[cfg.ID]
+		cfg.ClusterKey, cfg.AcceptKeys = k.first, k.accept
+	}
+}
+
+// Changing the cluster key without an outage: the new key accepted by
+// every replica, then made the first on every replica, then the old one
+// dropped, each step a rolling restart. Launches go on throughout, none
+// doubled or missed, and forwarded writes (bundles, MACed with the
+// forwarding replica's first key) are taken at every step.
+func TestClusterKeyRotationWithoutAnOutage(t *testing.T) {
+	oldKey, newKey := []byte("test-cluster-key-0123456789"), []byte("the-new-cluster-key-9876543210")
+	keys := map[paxos.ReplicaID]clusterKeys{}
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		keys[id] = clusterKeys{first: oldKey}
+	}
+	logs := map[paxos.ReplicaID]*syncBuffer{1: {}, 2: {}, 3: {}}
+	c := startClusterWith(t, func(cfg *Config) {
+		withKeys(keys)(cfg)
+		cfg.Logger = slog.New(slog.NewTextHandler(logs[cfg.ID], &slog.HandlerOptions{Level: slog.LevelError}))
+	})
+	ctx := context.Background()
+	if _, err := c.client(c.leader(), writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitChildren(2)
+	for step, k := range []clusterKeys{
+		{first: oldKey, accept: [][]byte{newKey}},
+		{first: newKey, accept: [][]byte{oldKey}},
+		{first: newKey},
+	} {
+		for id := paxos.ReplicaID(1); id <= 3; id++ {
+			keys[id] = k
+			c.restartGracefully(id)
+			c.waitChildren(len(c.nomad.Children()) + 2)
+			// A write through a follower: forwarded in a bundle.
+			lead := c.leader()
+			if _, err := c.client(lead%3+1, writeToken).PutJobs(ctx, everySecond(fmt.Sprintf("w%d-%d", step, id))); err != nil {
+				t.Fatalf("step %d, replica %d restarted: a write through replica %d: %v", step+1, id, lead%3+1, err)
+			}
+		}
+	}
+	c.waitChildren(len(c.nomad.Children()) + 3)
+	c.checkEverySecondOnce("tick")
+	// Peers that stop close handshakes under way: that is no refusal.
+	for id, l := range logs {
+		if strings.Contains(l.String(), "refused") {
+			t.Errorf("replica %d refused a peer: %s", id, l)
+		}
+	}
+}
+
+// syncBuffer is a log's output that tests read while it is written.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// A replica restarted with the wrong cluster key is refused, and both it
+// and its peers say why in their logs; the others go on launching, and
+// once its key is fixed it rejoins.
+func TestWrongClusterKeyIsRefusedAndSaidSo(t *testing.T) {
+	goodKey := []byte("test-cluster-key-0123456789")
+	keys := map[paxos.ReplicaID]clusterKeys{1: {first: goodKey}, 2: {first: goodKey}, 3: {first: goodKey}}
+	logs := map[paxos.ReplicaID]*syncBuffer{1: {}, 2: {}, 3: {}}
+	c := startClusterWith(t, func(cfg *Config) {
+		withKeys(keys)(cfg)
+		cfg.Logger = slog.New(slog.NewTextHandler(logs[cfg.ID], nil))
+	})
+	ctx := context.Background()
+	leader := c.leader()
+	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitChildren(2)
+	wrong := leader%3 + 1
+	if err := c.servers[wrong-1].Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys[wrong] = clusterKeys{first: []byte("a-mistyped-cluster-key-000")}
+	c.start(wrong, false)
+	for _, id := range []paxos.ReplicaID{wrong, leader} {
+		eventually(t, fmt.Sprintf("replica %d's log to say that the key does not match", id), func() bool {
+			return strings.Contains(logs[id].String(), "a replica-to-replica connection was refused") &&
+				strings.Contains(logs[id].String(), "cluster key")
+		})
+	}
+	// The others go on; the replica with the wrong key learns nothing.
+	stuck := c.servers[wrong-1].Node().Status().Applied
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("during")); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.servers[wrong-1].Node().Status().Applied; got != stuck {
+		t.Errorf("the replica with the wrong key applied %d -> %d", stuck, got)
+	}
+	// Fixed, it rejoins.
+	keys[wrong] = clusterKeys{first: goodKey}
+	c.restartGracefully(wrong)
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	c.checkEverySecondOnce("tick")
+	t.Logf("replica %d's log:\n%s", wrong, logs[wrong])
 }

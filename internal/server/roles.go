@@ -2,10 +2,13 @@ package server
 
 import (
 	"log/slog"
+	"net"
+	"strconv"
 	"sync"
 	"time"
 
 	"paxcron/internal/node"
+	"paxcron/internal/transport"
 	"paxcron/paxos"
 )
 
@@ -100,4 +103,70 @@ func (l *slowTurnLog) note(log *slog.Logger, t node.Turn, electionTimeout time.D
 		"more_inputs", t.Drained, "more_inputs_took", t.Drain.String(), "process", t.Process.String(),
 		"launcher", t.Launcher.String(), "entries_applied", t.Applied,
 		"election_timeout", electionTimeout.String())
+}
+
+// authFailureLog logs the Paxos transport's failed handshakes (a wrong
+// cluster key, an ID that is not a member, an address that reaches the
+// wrong replica), which were only counted before (found in review, the
+// operator's procedures: a replica given the wrong key was cut off with
+// no line saying why). A peer redials every few seconds: each side (a
+// peer dialed, or a host dialing in) gets a line at most every
+// authFailureEvery, with the count held back.
+type authFailureLog struct {
+	log *slog.Logger
+	now func() time.Time
+
+	mu   sync.Mutex
+	last map[string]authFailureSeen // by side; bounded by the peers and the hosts that dial in
+}
+
+type authFailureSeen struct {
+	at     time.Time
+	missed int
+}
+
+const (
+	authFailureEvery = 30 * time.Second
+	// authFailureSidesMax bounds the sides remembered: strangers dialing
+	// in from many hosts must not grow it.
+	authFailureSidesMax = 256
+)
+
+func newAuthFailureLog(log *slog.Logger, now func() time.Time) *authFailureLog {
+	return &authFailureLog{log: log, now: now, last: map[string]authFailureSeen{}}
+}
+
+// note is the transport's OnAuthFailure: it must not block. A handshake
+// the other end closed is left to the other end's log, which says why
+// (every refusal is said by the side that refuses), as a peer stopping
+// in a rolling restart closes handshakes too.
+func (l *authFailureLog) note(f transport.AuthFailure) {
+	if f.Closed {
+		l.log.Debug("a replica-to-replica handshake was closed by the other end", "err", f.Err, "remote", f.Remote)
+		return
+	}
+	side := "dialing replica " + strconv.FormatUint(uint64(f.Peer), 10)
+	if !f.Dialing {
+		host, _, err := net.SplitHostPort(f.Remote)
+		if err != nil {
+			host = f.Remote
+		}
+		side = "dialed from " + host
+	}
+	l.mu.Lock()
+	now := l.now()
+	seen, ok := l.last[side]
+	if ok && now.Sub(seen.at) < authFailureEvery {
+		seen.missed++
+		l.last[side] = seen
+		l.mu.Unlock()
+		return
+	}
+	if !ok && len(l.last) >= authFailureSidesMax {
+		clear(l.last)
+	}
+	l.last[side] = authFailureSeen{at: now}
+	l.mu.Unlock()
+	l.log.Error("a replica-to-replica connection was refused: "+f.Err.Error(),
+		"side", side, "remote", f.Remote, "refused_since_last_line", seen.missed)
 }

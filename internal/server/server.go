@@ -78,6 +78,12 @@ type Server struct {
 	// follower's bundle.
 	api http.Handler
 
+	// bundleAccepts are the bundle keys of every cluster key accepted,
+	// bundleKey first.
+	bundleAccepts [][]byte
+	// authFailures logs the transport's refused handshakes.
+	authFailures *authFailureLog
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -123,8 +129,13 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 	s.proxyClient = &http.Client{Transport: s.proxy}
 	s.bundles = newBundler(s)
 	s.bundleKey = bundleKey(cfg.ClusterKey)
+	s.bundleAccepts = [][]byte{s.bundleKey}
+	for _, k := range cfg.AcceptKeys {
+		s.bundleAccepts = append(s.bundleAccepts, bundleKey(k))
+	}
 	s.callWorkers = newWorkerPool(workerIdle)
 	s.peers = newPeers(cfg)
+	s.authFailures = newAuthFailureLog(s.log, time.Now)
 	s.metrics = newMetrics(s)
 	if err := s.openNomad(); err != nil {
 		return nil, err
@@ -331,8 +342,9 @@ func (s *Server) newTransport() error {
 		}
 	}
 	tr, err := transport.New(transport.Config{
-		ID: s.cfg.ID, Peers: peers, Key: s.cfg.ClusterKey, ListenAddr: s.cfg.PaxosAddr,
+		ID: s.cfg.ID, Peers: peers, Key: s.cfg.ClusterKey, AcceptKeys: s.cfg.AcceptKeys, ListenAddr: s.cfg.PaxosAddr,
 		TLS: s.transportTLS(), Handler: s.node.Deliver, Limits: s.cfg.TransportLimits,
+		OnAuthFailure: s.authFailures.note,
 	})
 	if err != nil {
 		return err
@@ -636,7 +648,7 @@ func (s *Server) startGossip() error {
 		Self:     gossip.Peer{ID: uint64(s.cfg.ID), PaxosAddr: s.cfg.PaxosAdvertise, APIAddr: s.cfg.HTTPAdvertise},
 		Members:  members,
 		BindAddr: s.cfg.GossipAddr, AdvertiseAddr: s.cfg.GossipAdvertise, Join: s.cfg.Join,
-		Key: s.cfg.ClusterKey, Logger: s.log.With("component", "gossip"),
+		Key: s.cfg.ClusterKey, AcceptKeys: s.cfg.AcceptKeys, Logger: s.log.With("component", "gossip"),
 		Events: gossip.Events{Updated: s.peerUpdated, Dead: s.peerDead},
 	})
 	if err != nil {

@@ -420,6 +420,7 @@ func TestConfigErrors(t *testing.T) {
 		"member over the IDs": func(c *Config) { c.Members = []paxos.ReplicaID{1, 2, 65537} },
 		"no data dir":         func(c *Config) { c.DataDir = "" },
 		"short key":           func(c *Config) { c.ClusterKey = []byte("short") },
+		"short accepted key":  func(c *Config) { c.AcceptKeys = [][]byte{[]byte("short")} },
 		"no token":            func(c *Config) { c.WriteTokens = nil },
 		"short token":         func(c *Config) { c.WriteTokens = []string{"abc"} },
 		"bad addr":            func(c *Config) { c.HTTPAddr = "nowhere" },

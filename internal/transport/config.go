@@ -27,8 +27,15 @@ type Config struct {
 	// drop). It must not contain ID. SetPeerAddr changes an address later;
 	// the set of members is fixed.
 	Peers map[paxos.ReplicaID]string
-	// Key is the cluster key every member holds, at least MinKeyBytes.
+	// Key is the cluster key every member holds, at least MinKeyBytes:
+	// the one this replica proves itself with.
 	Key []byte
+	// AcceptKeys are further cluster keys this replica accepts a peer's
+	// proof under, each at least MinKeyBytes (optional): during a key
+	// rotation a dialer proves itself with the acceptor's Key when it
+	// holds it among its own, so that two replicas connect while either
+	// holds the other's Key (see the package comment).
+	AcceptKeys [][]byte
 	// ListenAddr is the address to listen on; or set Listener instead
 	// (exactly one of the two).
 	ListenAddr string
@@ -44,9 +51,33 @@ type Config struct {
 	// Handler receives every inbound message (see the package comment for
 	// which goroutine calls it).
 	Handler func(paxos.Message)
+	// OnAuthFailure, when set, is told of each handshake that failed
+	// authentication, either side, with the error that says why (a
+	// wrong cluster key, an ID that is not a member...); nil: they are
+	// only counted (Stats.AuthFailures). It is called from the
+	// connection's goroutine and must not block.
+	OnAuthFailure func(AuthFailure)
 	// Limits bounds queues, timeouts and backoff; DefaultLimits is a
 	// reasonable start.
 	Limits Limits
+}
+
+// AuthFailure is a handshake that failed authentication.
+type AuthFailure struct {
+	// Dialing: this replica dialed Peer; otherwise Remote dialed in.
+	Dialing bool
+	Peer    paxos.ReplicaID // the peer dialed (0 when Remote dialed in)
+	Remote  string          // the other end's address
+	Err     error
+	// Closed: the other end closed the connection during the handshake,
+	// which does not say who is wrong (it refused this replica and says
+	// why on its side, or it was stopping, as in a rolling restart).
+	Closed bool
+}
+
+// keys are the keys this replica accepts, Key first.
+func (c *Config) keys() [][]byte {
+	return append([][]byte{c.Key}, c.AcceptKeys...)
 }
 
 // Limits are the transport's bounds. All must be positive.
@@ -111,6 +142,11 @@ func (c *Config) validate() error {
 	}
 	if len(c.Key) < MinKeyBytes {
 		return fmt.Errorf("%w: Key has %d bytes, want at least %d", ErrConfig, len(c.Key), MinKeyBytes)
+	}
+	for i, k := range c.AcceptKeys {
+		if len(k) < MinKeyBytes {
+			return fmt.Errorf("%w: AcceptKeys[%d] has %d bytes, want at least %d", ErrConfig, i, len(k), MinKeyBytes)
+		}
 	}
 	if (c.ListenAddr == "") == (c.Listener == nil) {
 		return fmt.Errorf("%w: set exactly one of ListenAddr and Listener", ErrConfig)

@@ -30,6 +30,16 @@
 // on the connection must then have that From and this replica's To; others
 // are dropped and counted (Stats.Misaddressed).
 //
+// A replica may accept more than one key (Config.AcceptKeys), so that
+// the cluster key can be changed without an outage. The acceptor proves
+// itself with its first key (Config.Key); the dialer checks that proof
+// under each key it accepts and answers under the one that matched. Two
+// replicas thus connect whenever each accepts the other's first key: the
+// new key is first accepted by every replica, then made the first on
+// each, then the old one dropped, one replica at a time. A failed
+// handshake is counted (Stats.AuthFailures) and told to
+// Config.OnAuthFailure with why.
+//
 // Without TLS the key authenticates connections, not frames: a process
 // that does not hold the key cannot connect or inject, but an attacker on
 // the network path could still hijack an established TCP stream. Use TLS

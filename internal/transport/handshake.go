@@ -28,6 +28,11 @@ const (
 // (wrong key, unknown or unexpected ID, bad magic).
 var errAuth = errors.New("transport: authentication failed")
 
+// errClosedMidHandshake is wrapped, beside errAuth, when the other end
+// closed the connection during the handshake: it refused us (it then
+// says why on its side), or it was stopping.
+var errClosedMidHandshake = errors.New("the other end closed the connection during the handshake")
+
 type hello struct {
 	from, to paxos.ReplicaID
 	nonce    [nonceBytes]byte
@@ -71,21 +76,30 @@ func newNonce() [nonceBytes]byte {
 	return n
 }
 
-// dialHandshake runs the dialer's side on rw: from reaches to.
-func dialHandshake(rw io.ReadWriter, key []byte, from, to paxos.ReplicaID) error {
+// dialHandshake runs the dialer's side on rw: from reaches to. keys are
+// the cluster keys this replica accepts, the one it sends with first: the
+// acceptor proves itself with its own first key, which must be one of
+// them, and the dialer answers with the same key (so that during a key
+// rotation replicas whose first keys differ still connect, as long as
+// each holds the other's first key).
+func dialHandshake(rw io.ReadWriter, keys [][]byte, from, to paxos.ReplicaID) error {
 	h := hello{from: from, to: to, nonce: newNonce()}
 	if _, err := rw.Write(h.encode()); err != nil {
 		return err
 	}
 	var ch [nonceBytes + macBytes]byte
 	if _, err := io.ReadFull(rw, ch[:]); err != nil {
-		return fmt.Errorf("%w: reading challenge (the peer closed: wrong key, or not replica %d?): %w", errAuth, to, err)
+		return fmt.Errorf("%w: %w: replica %d refused this replica's hello (is it replica %d, and does it count this one a member?), or was stopping: %w",
+			errAuth, errClosedMidHandshake, to, to, err)
 	}
-	if !hmac.Equal(ch[nonceBytes:], handshakeMAC(key, "accept", &h, ch[:nonceBytes])) {
-		return fmt.Errorf("%w: replica %d's proof does not match the cluster key", errAuth, to)
+	for _, key := range keys {
+		if hmac.Equal(ch[nonceBytes:], handshakeMAC(key, "accept", &h, ch[:nonceBytes])) {
+			_, err := rw.Write(handshakeMAC(key, "dial", &h, ch[:nonceBytes]))
+			return err
+		}
 	}
-	_, err := rw.Write(handshakeMAC(key, "dial", &h, ch[:nonceBytes]))
-	return err
+	return fmt.Errorf("%w: replica %d proved itself under a cluster key this replica does not hold (it holds %d: cluster.key_file and cluster.accept_key_files): "+
+		"the key files differ", errAuth, to, len(keys))
 }
 
 // acceptHandshake runs the acceptor's side on rw for replica self and
@@ -100,10 +114,13 @@ func acceptHandshake(rw io.ReadWriter, key []byte, self paxos.ReplicaID, isMembe
 		return paxos.None, err
 	}
 	if h.to != self {
-		return paxos.None, fmt.Errorf("%w: hello for replica %d reached replica %d", errAuth, h.to, self)
+		return paxos.None, fmt.Errorf("%w: replica %d dialed replica %d but reached replica %d: its address for replica %d points here", errAuth, h.from, h.to, self, h.to)
 	}
-	if h.from == self || !isMember(h.from) {
-		return paxos.None, fmt.Errorf("%w: replica %d is not a peer", errAuth, h.from)
+	if h.from == self {
+		return paxos.None, fmt.Errorf("%w: a replica that calls itself replica %d, as this one does, dialed in: two replicas hold the same replica_id, or a peer address points here", errAuth, self)
+	}
+	if !isMember(h.from) {
+		return paxos.None, fmt.Errorf("%w: replica %d is not a member here (are the cluster.members lists the same on every replica?)", errAuth, h.from)
 	}
 	nonce := newNonce()
 	if _, err := rw.Write(append(nonce[:], handshakeMAC(key, "accept", &h, nonce[:])...)); err != nil {
@@ -111,10 +128,10 @@ func acceptHandshake(rw io.ReadWriter, key []byte, self paxos.ReplicaID, isMembe
 	}
 	var proof [macBytes]byte
 	if _, err := io.ReadFull(rw, proof[:]); err != nil {
-		return paxos.None, fmt.Errorf("%w: reading proof from replica %d: %w", errAuth, h.from, err)
+		return paxos.None, fmt.Errorf("%w: %w: replica %d does not hold this replica's first cluster key, or was stopping: %w", errAuth, errClosedMidHandshake, h.from, err)
 	}
 	if !hmac.Equal(proof[:], handshakeMAC(key, "dial", &h, nonce[:])) {
-		return paxos.None, fmt.Errorf("%w: replica %d's proof does not match the cluster key", errAuth, h.from)
+		return paxos.None, fmt.Errorf("%w: replica %d's proof does not match this replica's first cluster key (cluster.key_file): the key files differ", errAuth, h.from)
 	}
 	return h.from, nil
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bufio"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -151,11 +152,11 @@ func (t *Transport) dial(p *peer) (*wrapped, error) {
 	raw.SetDeadline(time.Now().Add(t.cfg.Limits.HandshakeTimeout))
 	c, err := t.wrapTLS(raw, false, addr)
 	if err == nil {
-		err = dialHandshake(c, t.cfg.Key, t.cfg.ID, p.id)
+		err = dialHandshake(c, t.cfg.keys(), t.cfg.ID, p.id)
 	}
 	if err != nil {
 		if isAuthErr(err) {
-			t.stats.authFailures.Add(1)
+			t.authFailed(AuthFailure{Dialing: true, Peer: p.id, Remote: addr, Err: err, Closed: errors.Is(err, errClosedMidHandshake)})
 		}
 		t.untrack(raw)
 		return nil, err

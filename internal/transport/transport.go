@@ -96,6 +96,10 @@ func New(cfg Config) (*Transport, error) {
 		}
 	}
 	cfg.Key = append([]byte(nil), cfg.Key...)
+	cfg.AcceptKeys = slices.Clone(cfg.AcceptKeys)
+	for i, k := range cfg.AcceptKeys {
+		cfg.AcceptKeys[i] = slices.Clone(k)
+	}
 	t := &Transport{
 		cfg:          cfg,
 		ln:           ln,
@@ -357,13 +361,13 @@ func (t *Transport) serveInbound(raw net.Conn) {
 	raw.SetDeadline(time.Now().Add(t.cfg.Limits.HandshakeTimeout))
 	c, err := t.wrapTLS(raw, true, "")
 	if err != nil {
-		t.stats.authFailures.Add(1)
+		t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: fmt.Errorf("transport: TLS: %w", err)})
 		return
 	}
 	from, err := acceptHandshake(c, t.cfg.Key, t.cfg.ID, t.isPeer)
 	if err != nil {
 		if errors.Is(err, errAuth) {
-			t.stats.authFailures.Add(1)
+			t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err, Closed: errors.Is(err, errClosedMidHandshake)})
 		}
 		return
 	}
@@ -372,6 +376,14 @@ func (t *Transport) serveInbound(raw net.Conn) {
 		return
 	}
 	t.readLoop(c, raw, from)
+}
+
+// authFailed counts a failed handshake and tells OnAuthFailure.
+func (t *Transport) authFailed(f AuthFailure) {
+	t.stats.authFailures.Add(1)
+	if t.cfg.OnAuthFailure != nil {
+		t.cfg.OnAuthFailure(f)
+	}
 }
 
 func (t *Transport) isPeer(id paxos.ReplicaID) bool {

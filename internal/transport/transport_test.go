@@ -9,6 +9,7 @@ import (
 	"net"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -247,7 +248,7 @@ func rawDial(t *testing.T, tr *Transport, key []byte, from, to paxos.ReplicaID) 
 	}
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(waitTimeout))
-	return c, dialHandshake(c, key, from, to)
+	return c, dialHandshake(c, [][]byte{key}, from, to)
 }
 
 func writeFrame(t *testing.T, c net.Conn, payload []byte) {
@@ -835,5 +836,99 @@ func TestSupersededConnectionDeliversNothingMore(t *testing.T) {
 	}
 	if s := a.Stats(); s.Superseded != 1 || s.Received != 2 {
 		t.Errorf("stats %+v: want the old connection's second frame counted as superseded (its reader then stops) and 2 received", s)
+	}
+}
+
+// TestKeyRotation walks the three steps of changing the cluster key, one
+// replica at a time: at every step, each pair of replicas in the states
+// the step mixes exchanges messages both ways; a step taken before the
+// last was done on every replica cuts a direction off, and says why.
+func TestKeyRotation(t *testing.T) {
+	oldKey, newKey := []byte("the-old-cluster-key-0123"), []byte("the-new-cluster-key-0123")
+	type keys struct{ first, accept []byte }
+	var (
+		before   = keys{oldKey, nil}
+		accepts  = keys{oldKey, newKey} // step 1: the new key accepted
+		promoted = keys{newKey, oldKey} // step 2: the new key first
+		after    = keys{newKey, nil}    // step 3: the old key dropped
+	)
+	for _, tc := range []struct {
+		name string
+		a, b keys
+		ok   bool
+	}{
+		{"step 1", before, accepts, true},
+		{"step 2", accepts, promoted, true},
+		{"step 3", promoted, after, true},
+		{"the new key first before every replica accepts it", before, promoted, false},
+		{"the old key dropped before every replica sends the new", accepts, after, false},
+		{"a wrong key", before, keys{[]byte("some-other-key-0123456"), nil}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recs := []*recorder{newRecorder(), newRecorder()}
+			var (
+				mu       sync.Mutex
+				failures []AuthFailure // those not closed by the other end
+			)
+			trs := make([]*Transport, 2)
+			for i, k := range []keys{tc.a, tc.b} {
+				cfg := Config{ID: paxos.ReplicaID(i + 1), Peers: map[paxos.ReplicaID]string{paxos.ReplicaID(2 - i): ""},
+					Key: k.first, ListenAddr: "127.0.0.1:0", Handler: recs[i].handle, Limits: testLimits(),
+					OnAuthFailure: func(f AuthFailure) {
+						if !f.Closed {
+							mu.Lock()
+							failures = append(failures, f)
+							mu.Unlock()
+						}
+					}}
+				if k.accept != nil {
+					cfg.AcceptKeys = [][]byte{k.accept}
+				}
+				tr, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tr.Close()
+				trs[i] = tr
+			}
+			for i, tr := range trs {
+				if err := tr.SetPeerAddr(paxos.ReplicaID(2-i), trs[1-i].Addr().String()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !tc.ok {
+				eventually(t, "both sides' refusals", func() bool {
+					trs[0].Send(heartbeat(1, 2, 1))
+					trs[1].Send(heartbeat(2, 1, 1))
+					return trs[0].Stats().AuthFailures > 0 && trs[1].Stats().AuthFailures > 0
+				})
+				// The direction whose acceptor's first key the dialer holds
+				// may work; the other never does.
+				if recs[0].total() != 0 && recs[1].total() != 0 {
+					t.Fatal("messages crossed both ways between replicas of which one lacks the other's first key")
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(failures) == 0 {
+					t.Fatal("no refusal said why")
+				}
+				for _, f := range failures {
+					if !strings.Contains(f.Err.Error(), "cluster key") {
+						t.Errorf("a refusal that does not name the key: %v", f.Err)
+					}
+				}
+				return
+			}
+			eventually(t, "messages both ways", func() bool {
+				trs[0].Send(heartbeat(1, 2, 1))
+				trs[1].Send(heartbeat(2, 1, 1))
+				return recs[0].total() > 0 && recs[1].total() > 0
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			for _, f := range failures {
+				t.Errorf("refused: %v", f.Err)
+			}
+		})
 	}
 }
