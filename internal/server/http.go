@@ -174,6 +174,15 @@ func (s *Server) authorize(r *http.Request, mutating bool) error {
 	if !mutating && s.cfg.AnonymousReads {
 		return nil
 	}
+	if by := r.Header.Get(forwardedHeader); by != "" {
+		// The replica asked knew the token, the leader does not: their
+		// tokens differ, as in the middle of a rotation. Found in review
+		// (the operator's procedures): the answer named the client's
+		// token alone, which the replica asked does take.
+		return &api.Error{Status: http.StatusUnauthorized, Message: fmt.Sprintf("unknown token at the leader, replica %d, though replica %s, which forwarded the call, knows it: "+
+			"the replicas' api.write_tokens and api.read_tokens differ (a token rotation half done?): add a token to every replica before clients use it, "+
+			"and drop one only once no client does", s.cfg.ID, by)}
+	}
 	return &api.Error{Status: http.StatusUnauthorized, Message: "unknown token: check -token or PAXCRON_TOKEN against the server's api.write_tokens and api.read_tokens"}
 }
 

@@ -6,8 +6,10 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -233,4 +235,69 @@ func TestWrongClusterKeyIsRefusedAndSaidSo(t *testing.T) {
 	c.waitChildren(len(c.nomad.Children()) + 2)
 	c.checkEverySecondOnce("tick")
 	t.Logf("replica %d's log:\n%s", wrong, logs[wrong])
+}
+
+// Rotating a write token, replica by replica: the new token added to
+// every replica, then the old one removed from every replica. A client
+// holding either token works whenever both the replica it asks and the
+// leader know it; a leader that does not know a token a follower
+// forwarded says so, naming the rotation.
+func TestWriteTokenRotation(t *testing.T) {
+	const newToken = "the-new-write-token-0123456789"
+	tokens := map[paxos.ReplicaID][]string{1: {writeToken}, 2: {writeToken}, 3: {writeToken}}
+	c := startClusterWith(t, func(cfg *Config) { cfg.WriteTokens = tokens[cfg.ID] })
+	ctx := context.Background()
+	if _, err := c.client(c.leader(), writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitChildren(2)
+	put := func(id paxos.ReplicaID, token, name string) error {
+		_, err := c.client(id, token).PutJobs(ctx, everySecond(name))
+		return err
+	}
+	// Add the new token on a follower: the leader does not know it yet.
+	leader := c.leader()
+	f := leader%3 + 1
+	tokens[f] = []string{writeToken, newToken}
+	c.restartGracefully(f)
+	leader = c.leader()
+	if leader == f {
+		t.Skip("the restarted replica leads: the mixed state is not reached")
+	}
+	err := put(f, newToken, "early")
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized || !strings.Contains(ae.Message, "leader") ||
+		!strings.Contains(ae.Message, "rotation") {
+		t.Errorf("a new token forwarded to a leader that does not know it yet: %v, want 401 naming the leader and the rotation", err)
+	}
+	if err := put(f, writeToken, "old-through-f"); err != nil {
+		t.Errorf("the old token mid-rotation: %v", err)
+	}
+	// The new token everywhere: both work everywhere.
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		if id != f {
+			tokens[id] = []string{writeToken, newToken}
+			c.restartGracefully(id)
+		}
+	}
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		for _, tok := range []string{writeToken, newToken} {
+			if err := put(id, tok, fmt.Sprintf("both-%d", id)); err != nil {
+				t.Errorf("replica %d, a token of both: %v", id, err)
+			}
+		}
+	}
+	// Clients switched; the old token removed, replica by replica.
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		tokens[id] = []string{newToken}
+		c.restartGracefully(id)
+		if err := put(id, writeToken, "old"); !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized {
+			t.Errorf("replica %d took the token it dropped: %v", id, err)
+		}
+		if err := put(c.leader(), newToken, "new"); err != nil {
+			t.Errorf("the new token after replica %d dropped the old: %v", id, err)
+		}
+	}
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	c.checkEverySecondOnce("tick")
 }
