@@ -32,7 +32,8 @@ and comma-separated elsewhere.
 from the start. Without it an empty store rejoins as a learner, catching
 up from its peers before it votes: a replica whose disk was lost must not
 vote on what it forgot. Pass it only on the first start of a new cluster's
-replicas; a store that holds anything ignores it.
+replicas: a store that holds anything refuses it (exit 2), so that it is
+not left where a replica whose disk is lost would start with it.
 
 Memory: unless GOGC is set, the server runs Go's garbage collector at
 GOGC=200, not Go's 100: at 512 writers a fifth of the leader's CPU went

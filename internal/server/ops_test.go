@@ -27,8 +27,10 @@ import (
 // operator waits on `paxcron operator status` before the next replica.
 func (c *cluster) restartGracefully(id paxos.ReplicaID) {
 	c.t.Helper()
-	if err := c.servers[id-1].Shutdown(context.Background()); err != nil {
-		c.t.Fatalf("shutting replica %d down: %v", id, err)
+	if s := c.servers[id-1]; s != nil { // nil: stopped already
+		if err := s.Shutdown(context.Background()); err != nil {
+			c.t.Fatalf("shutting replica %d down: %v", id, err)
+		}
 	}
 	c.servers[id-1] = nil
 	lead := c.leader() // another replica leads, the old leader handed over
@@ -298,6 +300,30 @@ func TestWriteTokenRotation(t *testing.T) {
 			t.Errorf("the new token after replica %d dropped the old: %v", id, err)
 		}
 	}
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	c.checkEverySecondOnce("tick")
+}
+
+// Wrong starts are refused with what is wrong and what to do, and the
+// running cluster loses nothing: -bootstrap on a store that holds state.
+func TestBootstrapOnAStoreThatHoldsStateIsRefused(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	if _, err := c.client(leader, writeToken).PutJobs(context.Background(), everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitChildren(2)
+	f := leader%3 + 1
+	if err := c.servers[f-1].Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.servers[f-1] = nil
+	_, err := New(testConfig(t, f, c.dirs[f-1], c.nomad), true)
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "start it without -bootstrap") {
+		t.Fatalf("-bootstrap on a store that holds state: %v, want ErrConfig saying to start without it", err)
+	}
+	// Without the flag it starts from its store and catches up.
+	c.restartGracefully(f) // its server is nil: only the start and catch-up
 	c.waitChildren(len(c.nomad.Children()) + 2)
 	c.checkEverySecondOnce("tick")
 }

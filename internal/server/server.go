@@ -96,7 +96,8 @@ type Server struct {
 // bootstrap says the cluster is new: an empty store then starts as a
 // voter. Without it an empty store starts rebuilding, as a learner that
 // rejoins from its peers (a replica whose disk was lost must not vote on
-// what it forgot). A store that holds anything ignores bootstrap.
+// what it forgot). A store that holds anything refuses bootstrap
+// (ErrConfig).
 func New(cfg Config, bootstrap bool) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -120,6 +121,16 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 	empty, err := s.openStore()
 	if err != nil {
 		return nil, err
+	}
+	if bootstrap && !empty {
+		// Found in review (the operator's procedures): the flag was
+		// ignored here, so it could stay in a unit file or job, and the
+		// day this replica's disk was lost it started on the empty one
+		// as a voter that forgot what it had promised.
+		return nil, fmt.Errorf("%w: -bootstrap starts a new cluster, but the store in %s already holds this replica's state: "+
+			"start it without -bootstrap, and remove the flag from how it is started (left in, a replica whose disk is lost "+
+			"would start again as a voter that forgot what it promised, instead of rejoining as a learner)",
+			ErrConfig, filepath.Join(cfg.DataDir, "store"))
 	}
 	rebuilding := empty && !bootstrap
 	if err := s.loadTLS(); err != nil {
