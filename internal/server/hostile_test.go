@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -461,7 +462,7 @@ func expectClosed(t *testing.T, conn net.Conn, what string) {
 func memberHandshake(t *testing.T, target *Server, key []byte, from paxos.ReplicaID) (net.Conn, []byte) {
 	t.Helper()
 	conn := dialPaxos(t, target)
-	hello := binary.BigEndian.AppendUint64([]byte("PXT\x01"), uint64(from))
+	hello := binary.BigEndian.AppendUint64([]byte("PXT\x02"), uint64(from))
 	hello = binary.BigEndian.AppendUint64(hello, uint64(target.cfg.ID))
 	nonce := make([]byte, 32)
 	rand.Read(nonce)
@@ -477,9 +478,14 @@ func memberHandshake(t *testing.T, target *Server, key []byte, from paxos.Replic
 	conn.SetReadDeadline(time.Time{})
 	mac := func(role string) []byte {
 		m := hmac.New(sha256.New, key)
-		m.Write([]byte("paxcron transport v1 " + role))
+		m.Write([]byte("paxcron transport v2 " + role))
 		m.Write(hello)
 		m.Write(challenge[:32])
+		members := slices.Sorted(slices.Values(target.cfg.Members))
+		m.Write(binary.BigEndian.AppendUint64(nil, uint64(len(members))))
+		for _, id := range members {
+			m.Write(binary.BigEndian.AppendUint64(nil, uint64(id)))
+		}
 		return m.Sum(nil)
 	}
 	if !hmac.Equal(challenge[32:], mac("accept")) {

@@ -327,3 +327,47 @@ func TestBootstrapOnAStoreThatHoldsStateIsRefused(t *testing.T) {
 	c.waitChildren(len(c.nomad.Children()) + 2)
 	c.checkEverySecondOnce("tick")
 }
+
+// A replica restarted with another member list (a five-replica config
+// given to a three-replica cluster) is refused by its peers, both sides
+// naming cluster.members, and the others go on launching; with the
+// cluster's list again, it rejoins. Before, the handshake did not bind
+// the members: it joined in, and a replica given a shorter list than its
+// peers' would have counted a quorum the others' need not meet.
+func TestMembersListThatDiffersIsRefused(t *testing.T) {
+	members := map[paxos.ReplicaID][]paxos.ReplicaID{1: {1, 2, 3}, 2: {1, 2, 3}, 3: {1, 2, 3}}
+	logs := map[paxos.ReplicaID]*syncBuffer{1: {}, 2: {}, 3: {}}
+	c := startClusterWith(t, func(cfg *Config) {
+		cfg.Members = members[cfg.ID]
+		cfg.Logger = slog.New(slog.NewTextHandler(logs[cfg.ID], &slog.HandlerOptions{Level: slog.LevelError}))
+	})
+	ctx := context.Background()
+	leader := c.leader()
+	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitChildren(2)
+	odd := leader%3 + 1
+	if err := c.servers[odd-1].Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	members[odd] = []paxos.ReplicaID{1, 2, 3, 4, 5}
+	c.start(odd, false)
+	for _, id := range []paxos.ReplicaID{odd, leader} {
+		eventually(t, fmt.Sprintf("replica %d's log to name the members", id), func() bool {
+			return strings.Contains(logs[id].String(), "cluster.members differ")
+		})
+	}
+	stuck := c.servers[odd-1].Node().Status().Applied
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("during")); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.servers[odd-1].Node().Status().Applied; got != stuck {
+		t.Errorf("the replica with other members applied %d -> %d", stuck, got)
+	}
+	members[odd] = []paxos.ReplicaID{1, 2, 3}
+	c.restartGracefully(odd)
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	c.checkEverySecondOnce("tick")
+}

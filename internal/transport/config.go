@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"paxcron/paxos"
@@ -73,6 +74,23 @@ type AuthFailure struct {
 	// which does not say who is wrong (it refused this replica and says
 	// why on its side, or it was stopping, as in a rolling restart).
 	Closed bool
+}
+
+// members are the cluster's replica IDs, sorted: ID and every peer's.
+// The handshake binds them, so replicas whose lists differ refuse each
+// other.
+func (c *Config) members() []paxos.ReplicaID {
+	return slices.Sorted(func(yield func(paxos.ReplicaID) bool) {
+		if !yield(c.ID) {
+			return
+		}
+		//detlint:maprange sorted by the caller
+		for id := range c.Peers {
+			if !yield(id) {
+				return
+			}
+		}
+	})
 }
 
 // keys are the keys this replica accepts, Key first.

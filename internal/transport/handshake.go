@@ -17,11 +17,17 @@ import (
 //	hello     dialer → acceptor  magic(4) | from(8) | to(8) | nonce(32)
 //	challenge acceptor → dialer  nonce(32) | mac("accept")(32)
 //	proof     dialer → acceptor  mac("dial")(32)
+//
+// Version 2 (the magic's last byte) binds the members to both MACs;
+// version 1 did not, and its replicas cannot connect to these (see
+// legacyMagic).
 const (
-	helloMagic = "PXT\x01"
-	nonceBytes = 32
-	macBytes   = sha256.Size
-	helloBytes = len(helloMagic) + 8 + 8 + nonceBytes
+	helloMagic = "PXT\x02"
+	// legacyMagic opens version 1's hello: refused, and named as such.
+	legacyMagic = "PXT\x01"
+	nonceBytes  = 32
+	macBytes    = sha256.Size
+	helloBytes  = len(helloMagic) + 8 + 8 + nonceBytes
 )
 
 // errAuth is wrapped by every handshake failure that is the peer's fault
@@ -48,6 +54,10 @@ func (h *hello) encode() []byte {
 
 func decodeHello(b []byte) (hello, error) {
 	var h hello
+	if len(b) == helloBytes && string(b[:len(legacyMagic)]) == legacyMagic {
+		return h, fmt.Errorf("%w: a replica of an earlier paxcron version dialed in (transport version 1, whose handshake does not bind the members): "+
+			"replicas of that version and this one do not connect; finish upgrading every replica", errAuth)
+	}
 	if len(b) != helloBytes || string(b[:len(helloMagic)]) != helloMagic {
 		return h, fmt.Errorf("%w: not a transport hello", errAuth)
 	}
@@ -58,13 +68,23 @@ func decodeHello(b []byte) (hello, error) {
 	return h, nil
 }
 
-// handshakeMAC binds the key, the role that computed it, both IDs and
-// both nonces.
-func handshakeMAC(key []byte, role string, h *hello, acceptorNonce []byte) []byte {
+// handshakeMAC binds the key, the role that computed it, both IDs, both
+// nonces and the cluster's members (sorted), so that replicas whose
+// cluster.members differ refuse each other: quorums of different member
+// lists need not intersect (found in review, the operator's procedures:
+// a replica given [1 2 3] in a cluster of five counted two votes a
+// quorum, and joined in).
+func handshakeMAC(key []byte, role string, h *hello, acceptorNonce []byte, members []paxos.ReplicaID) []byte {
 	m := hmac.New(sha256.New, key)
-	m.Write([]byte("paxcron transport v1 " + role))
+	m.Write([]byte("paxcron transport v2 " + role))
 	m.Write(h.encode())
 	m.Write(acceptorNonce)
+	var b []byte
+	b = binary.BigEndian.AppendUint64(b, uint64(len(members)))
+	for _, id := range members {
+		b = binary.BigEndian.AppendUint64(b, uint64(id))
+	}
+	m.Write(b)
 	return m.Sum(nil)
 }
 
@@ -82,7 +102,7 @@ func newNonce() [nonceBytes]byte {
 // them, and the dialer answers with the same key (so that during a key
 // rotation replicas whose first keys differ still connect, as long as
 // each holds the other's first key).
-func dialHandshake(rw io.ReadWriter, keys [][]byte, from, to paxos.ReplicaID) error {
+func dialHandshake(rw io.ReadWriter, keys [][]byte, members []paxos.ReplicaID, from, to paxos.ReplicaID) error {
 	h := hello{from: from, to: to, nonce: newNonce()}
 	if _, err := rw.Write(h.encode()); err != nil {
 		return err
@@ -93,18 +113,19 @@ func dialHandshake(rw io.ReadWriter, keys [][]byte, from, to paxos.ReplicaID) er
 			errAuth, errClosedMidHandshake, to, to, err)
 	}
 	for _, key := range keys {
-		if hmac.Equal(ch[nonceBytes:], handshakeMAC(key, "accept", &h, ch[:nonceBytes])) {
-			_, err := rw.Write(handshakeMAC(key, "dial", &h, ch[:nonceBytes]))
+		if hmac.Equal(ch[nonceBytes:], handshakeMAC(key, "accept", &h, ch[:nonceBytes], members)) {
+			_, err := rw.Write(handshakeMAC(key, "dial", &h, ch[:nonceBytes], members))
 			return err
 		}
 	}
-	return fmt.Errorf("%w: replica %d proved itself under a cluster key this replica does not hold (it holds %d: cluster.key_file and cluster.accept_key_files): "+
-		"the key files differ", errAuth, to, len(keys))
+	return fmt.Errorf("%w: replica %d proved itself under a cluster key this replica does not hold (it holds %d: cluster.key_file and cluster.accept_key_files), "+
+		"or for other members than this replica's %v: the key files or cluster.members differ", errAuth, to, len(keys), members)
 }
 
 // acceptHandshake runs the acceptor's side on rw for replica self and
 // returns the authenticated peer. isMember says whether an ID may connect.
-func acceptHandshake(rw io.ReadWriter, key []byte, self paxos.ReplicaID, isMember func(paxos.ReplicaID) bool) (paxos.ReplicaID, error) {
+// members are the cluster's, sorted.
+func acceptHandshake(rw io.ReadWriter, key []byte, members []paxos.ReplicaID, self paxos.ReplicaID, isMember func(paxos.ReplicaID) bool) (paxos.ReplicaID, error) {
 	var hb [helloBytes]byte
 	if _, err := io.ReadFull(rw, hb[:]); err != nil {
 		return paxos.None, fmt.Errorf("%w: reading hello: %w", errAuth, err)
@@ -123,15 +144,17 @@ func acceptHandshake(rw io.ReadWriter, key []byte, self paxos.ReplicaID, isMembe
 		return paxos.None, fmt.Errorf("%w: replica %d is not a member here (are the cluster.members lists the same on every replica?)", errAuth, h.from)
 	}
 	nonce := newNonce()
-	if _, err := rw.Write(append(nonce[:], handshakeMAC(key, "accept", &h, nonce[:])...)); err != nil {
+	if _, err := rw.Write(append(nonce[:], handshakeMAC(key, "accept", &h, nonce[:], members)...)); err != nil {
 		return paxos.None, err
 	}
 	var proof [macBytes]byte
 	if _, err := io.ReadFull(rw, proof[:]); err != nil {
-		return paxos.None, fmt.Errorf("%w: %w: replica %d does not hold this replica's first cluster key, or was stopping: %w", errAuth, errClosedMidHandshake, h.from, err)
+		return paxos.None, fmt.Errorf("%w: %w: replica %d does not hold this replica's first cluster key, or counts other members than %v, or was stopping: %w",
+			errAuth, errClosedMidHandshake, h.from, members, err)
 	}
-	if !hmac.Equal(proof[:], handshakeMAC(key, "dial", &h, nonce[:])) {
-		return paxos.None, fmt.Errorf("%w: replica %d's proof does not match this replica's first cluster key (cluster.key_file): the key files differ", errAuth, h.from)
+	if !hmac.Equal(proof[:], handshakeMAC(key, "dial", &h, nonce[:], members)) {
+		return paxos.None, fmt.Errorf("%w: replica %d's proof does not match this replica's first cluster key (cluster.key_file) and members %v: "+
+			"the key files or cluster.members differ", errAuth, h.from, members)
 	}
 	return h.from, nil
 }

@@ -364,7 +364,7 @@ func (t *Transport) serveInbound(raw net.Conn) {
 		t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: fmt.Errorf("transport: TLS: %w", err)})
 		return
 	}
-	from, err := acceptHandshake(c, t.cfg.Key, t.cfg.ID, t.isPeer)
+	from, err := acceptHandshake(c, t.cfg.Key, t.cfg.members(), t.cfg.ID, t.isPeer)
 	if err != nil {
 		if errors.Is(err, errAuth) {
 			t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err, Closed: errors.Is(err, errClosedMidHandshake)})

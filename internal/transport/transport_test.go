@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -248,7 +249,7 @@ func rawDial(t *testing.T, tr *Transport, key []byte, from, to paxos.ReplicaID) 
 	}
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(waitTimeout))
-	return c, dialHandshake(c, [][]byte{key}, from, to)
+	return c, dialHandshake(c, [][]byte{key}, tr.cfg.members(), from, to)
 }
 
 func writeFrame(t *testing.T, c net.Conn, payload []byte) {
@@ -613,7 +614,7 @@ func TestForgedProofIsRefused(t *testing.T) {
 	}
 	// The MAC of the right shape under the wrong key.
 	var acceptorNonce [nonceBytes]byte
-	if _, err := c.Write(handshakeMAC([]byte("not-the-cluster-key!"), "dial", &h, acceptorNonce[:])); err != nil {
+	if _, err := c.Write(handshakeMAC([]byte("not-the-cluster-key!"), "dial", &h, acceptorNonce[:], a.tr.cfg.members())); err != nil {
 		t.Fatal(err)
 	}
 	for r := range uint64(3) {
@@ -930,5 +931,68 @@ func TestKeyRotation(t *testing.T) {
 				t.Errorf("refused: %v", f.Err)
 			}
 		})
+	}
+}
+
+// TestMembersThatDifferAreRefused: replicas given different member lists
+// (here 1-3 and 1-5) hold the key but refuse each other both ways, each
+// naming the members, since quorums of the two lists need not intersect.
+func TestMembersThatDifferAreRefused(t *testing.T) {
+	recs := []*recorder{newRecorder(), newRecorder()}
+	var (
+		mu      sync.Mutex
+		refused []AuthFailure
+	)
+	peers := []map[paxos.ReplicaID]string{{2: "", 3: ""}, {1: "", 3: "", 4: "", 5: ""}}
+	trs := make([]*Transport, 2)
+	for i := range trs {
+		tr, err := New(Config{ID: paxos.ReplicaID(i + 1), Peers: peers[i], Key: testKey, ListenAddr: "127.0.0.1:0",
+			Handler: recs[i].handle, Limits: testLimits(), OnAuthFailure: func(f AuthFailure) {
+				if !f.Closed {
+					mu.Lock()
+					refused = append(refused, f)
+					mu.Unlock()
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		trs[i] = tr
+	}
+	trs[0].SetPeerAddr(2, trs[1].Addr().String())
+	trs[1].SetPeerAddr(1, trs[0].Addr().String())
+	eventually(t, "both to refuse the other", func() bool {
+		trs[0].Send(heartbeat(1, 2, 1))
+		trs[1].Send(heartbeat(2, 1, 1))
+		mu.Lock()
+		defer mu.Unlock()
+		sides := map[paxos.ReplicaID]bool{}
+		for _, f := range refused {
+			sides[f.Peer] = true
+		}
+		return sides[1] && sides[2]
+	})
+	if recs[0].total()+recs[1].total() != 0 {
+		t.Fatal("messages crossed between replicas whose members differ")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, f := range refused {
+		if !strings.Contains(f.Err.Error(), "cluster.members differ") {
+			t.Errorf("a refusal that does not name the members: %v", f.Err)
+		}
+	}
+}
+
+// TestVersionOneHelloIsNamed: a replica of the version before the
+// members were bound is refused, saying so.
+func TestVersionOneHelloIsNamed(t *testing.T) {
+	h := (&hello{from: 1, to: 2}).encode()
+	copy(h, legacyMagic)
+	rw := &scriptedConn{in: bytes.NewReader(h)}
+	_, err := acceptHandshake(rw, testKey, []paxos.ReplicaID{1, 2, 3}, 2, func(paxos.ReplicaID) bool { return true })
+	if !isAuthErr(err) || !strings.Contains(err.Error(), "earlier paxcron version") {
+		t.Fatalf("a version 1 hello: %v", err)
 	}
 }
