@@ -371,3 +371,23 @@ func TestMembersListThatDiffersIsRefused(t *testing.T) {
 	c.waitChildren(len(c.nomad.Children()) + 2)
 	c.checkEverySecondOnce("tick")
 }
+
+// A second server on a running replica's data folder (the same replica
+// started twice on one machine) is refused by the store's lock, saying
+// what is wrong; the running one goes on.
+func TestSecondServerOnADataFolderIsRefused(t *testing.T) {
+	c := startCluster(t)
+	leader := c.leader()
+	if _, err := c.client(leader, writeToken).PutJobs(context.Background(), everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	f := leader%3 + 1
+	_, err := New(testConfig(t, f, c.dirs[f-1], c.nomad), false)
+	if err == nil || !strings.Contains(err.Error(), "another paxcron server runs on this data folder") {
+		t.Fatalf("a second server on replica %d's folder: %v", f, err)
+	}
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	target := c.servers[leader-1].Node().Status().Applied
+	eventually(t, "the running replica to keep up", func() bool { return c.servers[f-1].Node().Status().Applied >= target })
+	c.checkEverySecondOnce("tick")
+}

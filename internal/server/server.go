@@ -18,8 +18,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -189,6 +191,12 @@ func (s *Server) openStore() (empty bool, err error) {
 	if err == nil {
 		s.store = store
 		empty, err = storeIsEmpty(store)
+	}
+	if err != nil && (errors.Is(err, syscall.EAGAIN) || strings.Contains(err.Error(), "lock held by current process")) {
+		// Pebble's lock file: found in review (the operator's
+		// procedures), the error named the lock alone.
+		return false, fmt.Errorf("server: the store in %s is in use: another paxcron server runs on this data folder "+
+			"(a replica started twice, or two replicas given one data_dir): stop it, or give this replica its own folder: %w", dir, err)
 	}
 	if errors.Is(err, storage.ErrCorrupt) {
 		return false, fmt.Errorf("server: the store in %s is damaged: move that folder aside (for inspection) and start again: "+
