@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"testing"
 
+	"paxcron/cron/replica"
 	"paxcron/internal/api"
 	"paxcron/paxos"
 )
@@ -389,5 +391,141 @@ func TestSecondServerOnADataFolderIsRefused(t *testing.T) {
 	c.waitChildren(len(c.nomad.Children()) + 2)
 	target := c.servers[leader-1].Node().Status().Applied
 	eventually(t, "the running replica to keep up", func() bool { return c.servers[f-1].Node().Status().Applied >= target })
+	c.checkEverySecondOnce("tick")
+}
+
+// Snapshot settings are each replica's own (when it snapshots and how
+// much log it keeps behind): one replica restarted snapshotting every
+// few entries and keeping almost no log, then made the leader, keeps the
+// cluster launching, none doubled or missed, and the others catch up
+// from it.
+func TestSnapshotSettingsMayDifferPerReplica(t *testing.T) {
+	policy := map[paxos.ReplicaID]replica.SnapshotPolicy{}
+	c := startClusterWith(t, func(cfg *Config) { cfg.Snapshots = policy[cfg.ID] })
+	ctx := context.Background()
+	leader := c.leader()
+	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitChildren(2)
+	odd := leader%3 + 1
+	policy[odd] = replica.SnapshotPolicy{EveryEntries: 4, TailEntries: 1}
+	c.restartGracefully(odd)
+	c.waitChildren(len(c.nomad.Children()) + 3)
+	// The others step aside until the odd one leads.
+	for c.leader() != odd {
+		c.restartGracefully(c.leader())
+		c.waitChildren(len(c.nomad.Children()) + 2)
+	}
+	// A follower stopped for a while is caught up by the odd leader,
+	// from a snapshot since it keeps one entry of log.
+	other := odd%3 + 1
+	if err := c.servers[other-1].Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.servers[other-1] = nil
+	c.waitChildren(len(c.nomad.Children()) + 3)
+	c.restartGracefully(other)
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	c.checkEverySecondOnce("tick")
+	st := c.servers[odd-1].Node().Status()
+	if st.Applied-st.SnapshotIndex > 8 {
+		t.Errorf("the odd replica's snapshot is at %d, applied %d: its own policy was not followed", st.SnapshotIndex, st.Applied)
+	}
+}
+
+// Moving a replica to a new address without gossip: the others dial the
+// addresses their cluster.peers give, so until they are restarted with
+// its new one, the moved replica hears nothing (it is cut off, not
+// confused: the cluster goes on with the other two). Restarted one at a
+// time with the new address, they reach it and it catches up.
+func TestMovingAReplicaWithStaticPeers(t *testing.T) {
+	addrs := map[paxos.ReplicaID]PeerAddrs{}
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		addrs[id] = PeerAddrs{Paxos: freeAddr(t), HTTP: freeAddr(t)}
+	}
+	// What each replica's configuration says of the others.
+	known := map[paxos.ReplicaID]map[paxos.ReplicaID]PeerAddrs{}
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		known[id] = map[paxos.ReplicaID]PeerAddrs{}
+		for p, a := range addrs {
+			if p != id {
+				known[id][p] = a
+			}
+		}
+	}
+	nomad := newFakeNomad()
+	servers := map[paxos.ReplicaID]*Server{}
+	dirs := map[paxos.ReplicaID]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
+	start := func(id paxos.ReplicaID, bootstrap bool) {
+		cfg := testConfig(t, id, dirs[id], nomad)
+		cfg.PaxosAddr, cfg.HTTPAddr = addrs[id].Paxos, addrs[id].HTTP
+		cfg.Peers = maps.Clone(known[id])
+		s, err := New(cfg, bootstrap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		servers[id] = s
+	}
+	stop := func(id paxos.ReplicaID) {
+		if err := servers[id].Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		delete(servers, id)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	})
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		start(id, true)
+	}
+	leader := func() paxos.ReplicaID {
+		var l paxos.ReplicaID
+		eventually(t, "a leader", func() bool {
+			for id, s := range servers {
+				if s.Node().Status().Launching {
+					l = id
+					return true
+				}
+			}
+			return false
+		})
+		return l
+	}
+	c := &cluster{t: t, nomad: nomad}
+	w, err := api.NewClient(api.ClientConfig{Address: "http://" + addrs[leader()].HTTP, Token: writeToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.PutJobs(context.Background(), everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitChildren(2)
+	// Replica 3 (or whichever follows) moves: new ports, same data.
+	moved := leader()%3 + 1
+	stop(moved)
+	addrs[moved] = PeerAddrs{Paxos: freeAddr(t), HTTP: freeAddr(t)}
+	start(moved, false)
+	stuck := servers[moved].Node().Status().Applied
+	c.waitChildren(len(nomad.Children()) + 3)
+	if got := servers[moved].Node().Status().Applied; got > stuck+1 {
+		t.Logf("the moved replica applied %d -> %d before its peers knew its address", stuck, got)
+	}
+	// The others learn its address, restarted one at a time.
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		if id == moved {
+			continue
+		}
+		known[id][moved] = addrs[moved]
+		stop(id)
+		start(id, false)
+		c.waitChildren(len(nomad.Children()) + 2)
+	}
+	target := servers[leader()].Node().Status().Applied
+	eventually(t, "the moved replica to catch up", func() bool { return servers[moved].Node().Status().Applied >= target })
 	c.checkEverySecondOnce("tick")
 }
