@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -396,4 +398,53 @@ func TestKeyRotation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTwoProcessesAsOneReplicaAreSaidSo: a second process started as
+// replica 2 while replica 2 runs (another replica's ID given by mistake)
+// is logged as such, by the replicas that hear both and by itself.
+func TestTwoProcessesAsOneReplicaAreSaidSo(t *testing.T) {
+	a := start(t, 1, testKey)
+	b := start(t, 2, testKey, a.cfg.BindAddr)
+	a.rec.wait(t, "replica 2", func() bool { return len(a.rec.updated) == 1 })
+	var log syncBuf
+	cfg := b.cfg
+	cfg.BindAddr, cfg.Events, cfg.Join = freeAddr(t), newRecorder().events(), []string{a.cfg.BindAddr}
+	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	dup, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dup.Close(0) })
+	deadline := time.Now().Add(10 * time.Second)
+	for (a.g.Conflicts() == 0 || dup.Conflicts() == 0) && time.Now().Before(deadline) {
+		select {
+		case <-a.rec.changed:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if a.g.Conflicts() == 0 || dup.Conflicts() == 0 {
+		t.Fatalf("conflicts heard: replica 1 %d, the second replica 2 %d", a.g.Conflicts(), dup.Conflicts())
+	}
+	if !strings.Contains(log.String(), "two processes run as one replica") {
+		t.Fatalf("the second process's log: %s", log.String())
+	}
+}
+
+// syncBuf is a log's output that tests read while it is written.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
