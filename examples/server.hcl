@@ -12,6 +12,9 @@ cluster {
   # 16 bytes or more, the same file on every replica:
   #   head -c 32 /dev/urandom | base64 > /etc/paxcron/cluster.key
   key_file = "/etc/paxcron/cluster.key"
+  # While the key is changed, the keys also accepted from other replicas
+  # (README.md, "Day-two operations"):
+  # accept_key_files = ["/etc/paxcron/cluster.key.old"]
   # The replicas find one another by gossip: where to join it.
   join = ["10.0.0.12:4752", "10.0.0.13:4752"]
   # Or, without gossip, where the others are (Paxos and API addresses):
