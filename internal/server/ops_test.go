@@ -529,3 +529,54 @@ func TestMovingAReplicaWithStaticPeers(t *testing.T) {
 	eventually(t, "the moved replica to catch up", func() bool { return servers[moved].Node().Status().Applied >= target })
 	c.checkEverySecondOnce("tick")
 }
+
+// A second process started as a running replica (another replica's ID
+// given by mistake, on another machine: its own data folder) is refused
+// by the peers it dials, which say why; the cluster goes on launching,
+// and once the second process stops the replica is taken again.
+func TestSecondProcessAsARunningReplicaIsRefused(t *testing.T) {
+	logs := map[paxos.ReplicaID]*syncBuffer{1: {}, 2: {}, 3: {}}
+	c := startClusterWith(t, func(cfg *Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(logs[cfg.ID], &slog.HandlerOptions{Level: slog.LevelError}))
+	})
+	ctx := context.Background()
+	leader := c.leader()
+	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitChildren(2)
+	twin := leader%3 + 1
+	cfg := testConfig(t, twin, t.TempDir(), c.nomad)
+	cfg.Peers = map[paxos.ReplicaID]PeerAddrs{}
+	for _, s := range c.servers {
+		if s.cfg.ID != twin {
+			cfg.Peers[s.cfg.ID] = PeerAddrs{Paxos: s.PaxosAddr(), HTTP: s.HTTPAddr()}
+		}
+	}
+	second, err := New(cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Start()
+	eventually(t, "the leader to say two processes run as one replica", func() bool {
+		return strings.Contains(logs[leader].String(), fmt.Sprintf("two processes run as replica %d", twin))
+	})
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("during")); err != nil {
+		t.Fatal(err)
+	}
+	second.Close()
+	// Taken again: with the third replica stopped, the cluster commits
+	// only with the replica's own answers.
+	third := 6 - leader - twin
+	if err := c.servers[third-1].Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.servers[third-1] = nil
+	eventually(t, "a write answered by the replica taken again", func() bool {
+		_, err := c.client(c.leader(), writeToken).PutJobs(ctx, everySecond("after"))
+		return err == nil
+	})
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	c.checkEverySecondOnce("tick")
+}

@@ -19,8 +19,9 @@
 // # Handshake
 //
 // After TCP (and TLS when Config.TLS is set), the dialer sends a hello:
-// magic "PXT\x02", its replica ID, the ID it wants to reach and a 32-byte
-// random nonce. The acceptor checks that the target is itself and the
+// magic "PXT\x02", its replica ID, the ID it wants to reach, its
+// incarnation (drawn when its transport starts) and a 32-byte random
+// nonce. The acceptor checks that the target is itself and the
 // sender a member, and answers with its own nonce and
 // HMAC-SHA256(key, "accept" | hello | acceptor nonce | members), the
 // members being the count and the sorted IDs of the cluster as this
@@ -43,6 +44,14 @@
 // each, then the old one dropped, one replica at a time. A failed
 // handshake is counted (Stats.AuthFailures) and told to
 // Config.OnAuthFailure with why.
+//
+// A restarted replica dials with a new incarnation, and its old one never
+// comes back. An incarnation that dials in again after another replaced
+// it, within twice Limits.BackoffMax, is a second process running with
+// the replica's ID and key: the two would take turns as that peer, each
+// with its own promises. The acceptor then refuses the peer altogether
+// (and closes its connection) until only one incarnation has dialed for
+// that long, and says why.
 //
 // Without TLS the key authenticates connections, not frames: a process
 // that does not hold the key cannot connect or inject, but an attacker on

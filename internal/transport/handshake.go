@@ -14,7 +14,7 @@ import (
 
 // Handshake layout (see the package comment):
 //
-//	hello     dialer → acceptor  magic(4) | from(8) | to(8) | nonce(32)
+//	hello     dialer → acceptor  magic(4) | from(8) | to(8) | incarnation(8) | nonce(32)
 //	challenge acceptor → dialer  nonce(32) | mac("accept")(32)
 //	proof     dialer → acceptor  mac("dial")(32)
 //
@@ -27,7 +27,7 @@ const (
 	legacyMagic = "PXT\x01"
 	nonceBytes  = 32
 	macBytes    = sha256.Size
-	helloBytes  = len(helloMagic) + 8 + 8 + nonceBytes
+	helloBytes  = len(helloMagic) + 8 + 8 + 8 + nonceBytes
 )
 
 // errAuth is wrapped by every handshake failure that is the peer's fault
@@ -41,7 +41,11 @@ var errClosedMidHandshake = errors.New("the other end closed the connection duri
 
 type hello struct {
 	from, to paxos.ReplicaID
-	nonce    [nonceBytes]byte
+	// incarnation is drawn at random when the dialer's transport starts:
+	// a restarted replica has a new one, and two processes running as one
+	// replica have two (see Transport.admit).
+	incarnation uint64
+	nonce       [nonceBytes]byte
 }
 
 func (h *hello) encode() []byte {
@@ -49,12 +53,13 @@ func (h *hello) encode() []byte {
 	b = append(b, helloMagic...)
 	b = binary.BigEndian.AppendUint64(b, uint64(h.from))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.to))
+	b = binary.BigEndian.AppendUint64(b, h.incarnation)
 	return append(b, h.nonce[:]...)
 }
 
 func decodeHello(b []byte) (hello, error) {
 	var h hello
-	if len(b) == helloBytes && string(b[:len(legacyMagic)]) == legacyMagic {
+	if len(b) >= len(legacyMagic) && string(b[:len(legacyMagic)]) == legacyMagic {
 		return h, fmt.Errorf("%w: a replica of an earlier paxcron version dialed in (transport version 1, whose handshake does not bind the members): "+
 			"replicas of that version and this one do not connect; finish upgrading every replica", errAuth)
 	}
@@ -64,7 +69,8 @@ func decodeHello(b []byte) (hello, error) {
 	b = b[len(helloMagic):]
 	h.from = paxos.ReplicaID(binary.BigEndian.Uint64(b))
 	h.to = paxos.ReplicaID(binary.BigEndian.Uint64(b[8:]))
-	copy(h.nonce[:], b[16:])
+	h.incarnation = binary.BigEndian.Uint64(b[16:])
+	copy(h.nonce[:], b[24:])
 	return h, nil
 }
 
@@ -102,8 +108,8 @@ func newNonce() [nonceBytes]byte {
 // them, and the dialer answers with the same key (so that during a key
 // rotation replicas whose first keys differ still connect, as long as
 // each holds the other's first key).
-func dialHandshake(rw io.ReadWriter, keys [][]byte, members []paxos.ReplicaID, from, to paxos.ReplicaID) error {
-	h := hello{from: from, to: to, nonce: newNonce()}
+func dialHandshake(rw io.ReadWriter, keys [][]byte, members []paxos.ReplicaID, from, to paxos.ReplicaID, incarnation uint64) error {
+	h := hello{from: from, to: to, incarnation: incarnation, nonce: newNonce()}
 	if _, err := rw.Write(h.encode()); err != nil {
 		return err
 	}
@@ -123,40 +129,50 @@ func dialHandshake(rw io.ReadWriter, keys [][]byte, members []paxos.ReplicaID, f
 }
 
 // acceptHandshake runs the acceptor's side on rw for replica self and
-// returns the authenticated peer. isMember says whether an ID may connect.
+// returns the authenticated peer and its incarnation. isMember says
+// whether an ID may connect.
 // members are the cluster's, sorted.
-func acceptHandshake(rw io.ReadWriter, key []byte, members []paxos.ReplicaID, self paxos.ReplicaID, isMember func(paxos.ReplicaID) bool) (paxos.ReplicaID, error) {
+func acceptHandshake(rw io.ReadWriter, key []byte, members []paxos.ReplicaID, self paxos.ReplicaID, isMember func(paxos.ReplicaID) bool) (paxos.ReplicaID, uint64, error) {
 	var hb [helloBytes]byte
-	if _, err := io.ReadFull(rw, hb[:]); err != nil {
-		return paxos.None, fmt.Errorf("%w: reading hello: %w", errAuth, err)
+	// The magic first: version 1's hello is shorter, and its dialer
+	// would wait for an answer while this side waited for the rest.
+	if _, err := io.ReadFull(rw, hb[:len(helloMagic)]); err != nil {
+		return paxos.None, 0, fmt.Errorf("%w: reading hello: %w", errAuth, err)
+	}
+	if string(hb[:len(legacyMagic)]) == legacyMagic {
+		_, err := decodeHello(hb[:len(legacyMagic)])
+		return paxos.None, 0, err
+	}
+	if _, err := io.ReadFull(rw, hb[len(helloMagic):]); err != nil {
+		return paxos.None, 0, fmt.Errorf("%w: reading hello: %w", errAuth, err)
 	}
 	h, err := decodeHello(hb[:])
 	if err != nil {
-		return paxos.None, err
+		return paxos.None, 0, err
 	}
 	if h.to != self {
-		return paxos.None, fmt.Errorf("%w: replica %d dialed replica %d but reached replica %d: its address for replica %d points here", errAuth, h.from, h.to, self, h.to)
+		return paxos.None, 0, fmt.Errorf("%w: replica %d dialed replica %d but reached replica %d: its address for replica %d points here", errAuth, h.from, h.to, self, h.to)
 	}
 	if h.from == self {
-		return paxos.None, fmt.Errorf("%w: a replica that calls itself replica %d, as this one does, dialed in: two replicas hold the same replica_id, or a peer address points here", errAuth, self)
+		return paxos.None, 0, fmt.Errorf("%w: a replica that calls itself replica %d, as this one does, dialed in: two replicas hold the same replica_id, or a peer address points here", errAuth, self)
 	}
 	if !isMember(h.from) {
-		return paxos.None, fmt.Errorf("%w: replica %d is not a member here (are the cluster.members lists the same on every replica?)", errAuth, h.from)
+		return paxos.None, 0, fmt.Errorf("%w: replica %d is not a member here (are the cluster.members lists the same on every replica?)", errAuth, h.from)
 	}
 	nonce := newNonce()
 	if _, err := rw.Write(append(nonce[:], handshakeMAC(key, "accept", &h, nonce[:], members)...)); err != nil {
-		return paxos.None, err
+		return paxos.None, 0, err
 	}
 	var proof [macBytes]byte
 	if _, err := io.ReadFull(rw, proof[:]); err != nil {
-		return paxos.None, fmt.Errorf("%w: %w: replica %d does not hold this replica's first cluster key, or counts other members than %v, or was stopping: %w",
+		return paxos.None, 0, fmt.Errorf("%w: %w: replica %d does not hold this replica's first cluster key, or counts other members than %v, or was stopping: %w",
 			errAuth, errClosedMidHandshake, h.from, members, err)
 	}
 	if !hmac.Equal(proof[:], handshakeMAC(key, "dial", &h, nonce[:], members)) {
-		return paxos.None, fmt.Errorf("%w: replica %d's proof does not match this replica's first cluster key (cluster.key_file) and members %v: "+
+		return paxos.None, 0, fmt.Errorf("%w: replica %d's proof does not match this replica's first cluster key (cluster.key_file) and members %v: "+
 			"the key files or cluster.members differ", errAuth, h.from, members)
 	}
-	return h.from, nil
+	return h.from, h.incarnation, nil
 }
 
 func isAuthErr(err error) bool { return errors.Is(err, errAuth) }

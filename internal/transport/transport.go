@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -78,6 +79,11 @@ type Transport struct {
 	// oldest first: the ones a new connection may push out.
 	handshaking []net.Conn
 	inbound     map[paxos.ReplicaID]net.Conn // the current inbound connection per peer
+	// incarnations tells, per peer, the processes that dialed in lately
+	// (see admit).
+	incarnations map[paxos.ReplicaID]*incarnations
+	// incarnation is this transport's, sent in every hello it dials with.
+	incarnation uint64
 }
 
 // New validates cfg, starts listening and starts dialing every peer.
@@ -106,6 +112,8 @@ func New(cfg Config) (*Transport, error) {
 		peers:        make(map[paxos.ReplicaID]*peer, len(cfg.Peers)),
 		conns:        make(map[net.Conn]struct{}),
 		inbound:      make(map[paxos.ReplicaID]net.Conn),
+		incarnations: make(map[paxos.ReplicaID]*incarnations),
+		incarnation:  newIncarnation(),
 		inboundSlots: make(chan struct{}, cfg.Limits.InboundConnsMax),
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
@@ -364,11 +372,15 @@ func (t *Transport) serveInbound(raw net.Conn) {
 		t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: fmt.Errorf("transport: TLS: %w", err)})
 		return
 	}
-	from, err := acceptHandshake(c, t.cfg.Key, t.cfg.members(), t.cfg.ID, t.isPeer)
+	from, inc, err := acceptHandshake(c, t.cfg.Key, t.cfg.members(), t.cfg.ID, t.isPeer)
 	if err != nil {
 		if errors.Is(err, errAuth) {
 			t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err, Closed: errors.Is(err, errClosedMidHandshake)})
 		}
+		return
+	}
+	if err := t.admit(from, inc, time.Now()); err != nil {
+		t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err})
 		return
 	}
 	raw.SetDeadline(time.Time{})
@@ -384,6 +396,71 @@ func (t *Transport) authFailed(f AuthFailure) {
 	if t.cfg.OnAuthFailure != nil {
 		t.cfg.OnAuthFailure(f)
 	}
+}
+
+// incarnations are the processes that dialed in as one peer lately: the
+// incarnation of its current inbound connection, and when each one seen
+// within the quiet window last completed a handshake.
+type incarnations struct {
+	current    uint64
+	seen       map[uint64]time.Time
+	conflicted bool
+}
+
+// incarnationsMax bounds the incarnations remembered per peer.
+const incarnationsMax = 8
+
+// admit checks that inc, just authenticated as peer from, is not one of
+// two processes running as one replica. A restarted replica dials with a
+// new incarnation and its old one never comes back; so an incarnation
+// that dials again after another replaced it, within the quiet window
+// (twice BackoffMax: how often a refused peer redials, at the most), is
+// a second process with the replica's ID and key. Found in review (the
+// operator's procedures): the two took turns as the peer, each with its
+// own promises, so a quorum could count one acceptor's vote twice. From
+// then on the peer is refused, its current connection closed, until only
+// one incarnation has dialed for the quiet window.
+func (t *Transport) admit(from paxos.ReplicaID, inc uint64, now time.Time) error {
+	quiet := 2 * t.cfg.Limits.BackoffMax
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.incarnations[from]
+	if st == nil {
+		st = &incarnations{seen: map[uint64]time.Time{}}
+		t.incarnations[from] = st
+	}
+	//detlint:maprange deletes only; the order is irrelevant
+	for i, at := range st.seen {
+		if now.Sub(at) > quiet {
+			delete(st.seen, i)
+		}
+	}
+	_, before := st.seen[inc]
+	if before && inc != st.current {
+		st.conflicted = true
+	}
+	if len(st.seen) >= incarnationsMax && !before {
+		clear(st.seen)
+	}
+	st.seen[inc] = now
+	if st.conflicted && len(st.seen) > 1 {
+		if c := t.inbound[from]; c != nil {
+			delete(t.inbound, from)
+			c.Close()
+		}
+		return fmt.Errorf("transport: two processes run as replica %d (they dialed in turn, %d within %v): "+
+			"it is refused until only one dials for %v; stop the one started by mistake (each replica needs its own replica_id)",
+			from, len(st.seen), quiet, quiet)
+	}
+	st.conflicted = false
+	st.current = inc
+	return nil
+}
+
+// newIncarnation draws a transport's incarnation.
+func newIncarnation() uint64 {
+	n := newNonce()
+	return binary.BigEndian.Uint64(n[:8])
 }
 
 func (t *Transport) isPeer(id paxos.ReplicaID) bool {

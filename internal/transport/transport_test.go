@@ -249,7 +249,7 @@ func rawDial(t *testing.T, tr *Transport, key []byte, from, to paxos.ReplicaID) 
 	}
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(waitTimeout))
-	return c, dialHandshake(c, [][]byte{key}, tr.cfg.members(), from, to)
+	return c, dialHandshake(c, [][]byte{key}, tr.cfg.members(), from, to, newIncarnation())
 }
 
 func writeFrame(t *testing.T, c net.Conn, payload []byte) {
@@ -991,8 +991,58 @@ func TestVersionOneHelloIsNamed(t *testing.T) {
 	h := (&hello{from: 1, to: 2}).encode()
 	copy(h, legacyMagic)
 	rw := &scriptedConn{in: bytes.NewReader(h)}
-	_, err := acceptHandshake(rw, testKey, []paxos.ReplicaID{1, 2, 3}, 2, func(paxos.ReplicaID) bool { return true })
+	_, _, err := acceptHandshake(rw, testKey, []paxos.ReplicaID{1, 2, 3}, 2, func(paxos.ReplicaID) bool { return true })
 	if !isAuthErr(err) || !strings.Contains(err.Error(), "earlier paxcron version") {
 		t.Fatalf("a version 1 hello: %v", err)
 	}
+}
+
+// TestTwoProcessesAsOnePeerAreRefused: two transports run as replica 2
+// (another replica's ID given by mistake), both dialing replica 1. They
+// would take turns as replica 2; replica 1 refuses replica 2, saying why,
+// until one of them stops, and then takes the other again.
+func TestTwoProcessesAsOnePeerAreRefused(t *testing.T) {
+	rec := newRecorder()
+	var (
+		mu      sync.Mutex
+		refused []string
+	)
+	a, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: "", 3: ""}, Key: testKey, ListenAddr: "127.0.0.1:0",
+		Handler: rec.handle, Limits: testLimits(), OnAuthFailure: func(f AuthFailure) {
+			mu.Lock()
+			refused = append(refused, f.Err.Error())
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	twins := make([]*Transport, 2)
+	for i := range twins {
+		tr, err := New(Config{ID: 2, Peers: map[paxos.ReplicaID]string{1: a.Addr().String(), 3: ""}, Key: testKey,
+			ListenAddr: "127.0.0.1:0", Handler: newRecorder().handle, Limits: testLimits()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		twins[i] = tr
+	}
+	said := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.ContainsFunc(refused, func(s string) bool { return strings.Contains(s, "two processes run as replica 2") })
+	}
+	eventually(t, "replica 1 to refuse the two", func() bool {
+		for _, tr := range twins {
+			tr.Send(heartbeat(2, 1, 1))
+		}
+		return said()
+	})
+	// While both dial, nothing from replica 2 gets through for long.
+	twins[1].Close()
+	before := rec.total()
+	eventually(t, "the remaining process to be taken again", func() bool {
+		twins[0].Send(heartbeat(2, 1, 2))
+		return rec.total() > before
+	})
 }
