@@ -489,6 +489,7 @@ func memberHandshake(t *testing.T, target *Server, key []byte, from paxos.Replic
 		for _, id := range members {
 			m.Write(binary.BigEndian.AppendUint64(nil, uint64(id)))
 		}
+		m.Write(agreedSettings(target.cfg))
 		return m.Sum(nil)
 	}
 	if !hmac.Equal(challenge[32:], mac("accept")) {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"paxcron/cron/replica"
 	"paxcron/internal/api"
@@ -577,6 +578,42 @@ func TestSecondProcessAsARunningReplicaIsRefused(t *testing.T) {
 		_, err := c.client(c.leader(), writeToken).PutJobs(ctx, everySecond("after"))
 		return err == nil
 	})
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	c.checkEverySecondOnce("tick")
+}
+
+// A replica whose timing differs from its peers' (a tick of 20 ms among
+// replicas of 10 ms: each counts the lease in its own ticks) is refused
+// and said so, as members that differ are; the others go on launching.
+// Before, it joined in, and as leader it would have held its lease twice
+// as long as its acceptors kept their promise.
+func TestTimingThatDiffersIsRefused(t *testing.T) {
+	tick := map[paxos.ReplicaID]time.Duration{}
+	logs := map[paxos.ReplicaID]*syncBuffer{1: {}, 2: {}, 3: {}}
+	c := startClusterWith(t, func(cfg *Config) {
+		if d := tick[cfg.ID]; d != 0 {
+			cfg.TickInterval = d
+		}
+		cfg.Logger = slog.New(slog.NewTextHandler(logs[cfg.ID], &slog.HandlerOptions{Level: slog.LevelError}))
+	})
+	ctx := context.Background()
+	leader := c.leader()
+	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitChildren(2)
+	odd := leader%3 + 1
+	if err := c.servers[odd-1].Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tick[odd] = 20 * time.Millisecond
+	c.start(odd, false)
+	eventually(t, "the leader's log to name the timing", func() bool {
+		return strings.Contains(logs[leader].String(), "timing differs")
+	})
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	tick[odd] = 0
+	c.restartGracefully(odd)
 	c.waitChildren(len(c.nomad.Children()) + 2)
 	c.checkEverySecondOnce("tick")
 }

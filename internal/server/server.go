@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -363,13 +364,31 @@ func (s *Server) newTransport() error {
 	tr, err := transport.New(transport.Config{
 		ID: s.cfg.ID, Peers: peers, Key: s.cfg.ClusterKey, AcceptKeys: s.cfg.AcceptKeys, ListenAddr: s.cfg.PaxosAddr,
 		TLS: s.transportTLS(), Handler: s.node.Deliver, Limits: s.cfg.TransportLimits,
-		OnAuthFailure: s.authFailures.note,
+		OnAuthFailure: s.authFailures.note, Agreed: agreedSettings(s.cfg),
 	})
 	if err != nil {
 		return err
 	}
 	s.tr = tr
 	return nil
+}
+
+// agreedSettings are the settings every replica must share besides the
+// members and the key, which the transport's handshake binds: the tick
+// and the core's timing. Each replica counts the lease in its own ticks:
+// a leader whose lease lasted longer in wall time than an acceptor's
+// would serve reads after that acceptor had promised a successor. Found
+// in review (the operator's procedures): nothing checked that they agree.
+// No setting of paxcron server changes them, but versions may, and in a
+// rolling upgrade across such a change the two sides refuse each other
+// rather than mix leases.
+func agreedSettings(c Config) []byte {
+	b := []byte("paxcron agreed settings v1: tick, heartbeat, election, lease, drift")
+	b = binary.BigEndian.AppendUint64(b, uint64(c.TickInterval))
+	for _, v := range []int{c.Timing.HeartbeatTicks, c.Timing.ElectionTicks, c.Timing.LeaseTicks, c.Timing.MaxClockDriftPPM} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	return b
 }
 
 // send is the node's transport: it never blocks (a message the transport

@@ -52,6 +52,12 @@ type Config struct {
 	// Handler receives every inbound message (see the package comment for
 	// which goroutine calls it).
 	Handler func(paxos.Message)
+	// Agreed are settings every replica must share besides the members
+	// (the server's timing: its tick and the core's timeouts and lease),
+	// encoded by the caller; the handshake binds them as it binds the
+	// members, so replicas whose Agreed differ refuse each other.
+	// Optional: nil binds nothing more.
+	Agreed []byte
 	// OnAuthFailure, when set, is told of each handshake that failed
 	// authentication, either side, with the error that says why (a
 	// wrong cluster key, an ID that is not a member...); nil: they are

@@ -23,14 +23,15 @@
 // incarnation (drawn when its transport starts) and a 32-byte random
 // nonce. The acceptor checks that the target is itself and the
 // sender a member, and answers with its own nonce and
-// HMAC-SHA256(key, "accept" | hello | acceptor nonce | members), the
-// members being the count and the sorted IDs of the cluster as this
-// replica is configured; the dialer checks it and answers with the same
+// HMAC-SHA256(key, "accept" | hello | acceptor nonce | members | agreed),
+// the members being the count and the sorted IDs of the cluster as this
+// replica is configured, and agreed the other settings every replica must
+// share (Config.Agreed: the server's timing); the dialer checks it and answers with the same
 // MAC under the label "dial". Both sides thus prove knowledge of the
 // cluster key over fresh nonces from both sides, so a recorded handshake
 // cannot be replayed, and the acceptor learns an authenticated sender ID;
-// and replicas whose member lists differ refuse each other, since quorums
-// of two lists need not intersect. (Version 1, "PXT\x01", bound no
+// and replicas whose member lists (or agreed settings) differ refuse each
+// other, since quorums of two lists need not intersect. (Version 1, "PXT\x01", bound no
 // members: its replicas and these do not connect.) Every message received
 // on the connection must then have that From and this replica's To; others
 // are dropped and counted (Stats.Misaddressed).

@@ -136,7 +136,7 @@ func FuzzAcceptHandshake(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		rw := &scriptedConn{in: bytes.NewReader(in)}
 		isMember := func(id paxos.ReplicaID) bool { return id == 1 || id == 2 || id == 3 }
-		from, _, err := acceptHandshake(rw, testKey, []paxos.ReplicaID{1, 2, 3}, self, isMember)
+		from, _, err := acceptHandshake(rw, testKey, []paxos.ReplicaID{1, 2, 3}, nil, self, isMember)
 		if err == nil {
 			t.Fatalf("a stranger's bytes were accepted as replica %d", from)
 		}

@@ -80,7 +80,10 @@ func decodeHello(b []byte) (hello, error) {
 // lists need not intersect (found in review, the operator's procedures:
 // a replica given [1 2 3] in a cluster of five counted two votes a
 // quorum, and joined in).
-func handshakeMAC(key []byte, role string, h *hello, acceptorNonce []byte, members []paxos.ReplicaID) []byte {
+//
+// agreed (Config.Agreed) is bound after them: settings every replica must
+// share beside the members.
+func handshakeMAC(key []byte, role string, h *hello, acceptorNonce []byte, members []paxos.ReplicaID, agreed []byte) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("paxcron transport v2 " + role))
 	m.Write(h.encode())
@@ -91,6 +94,7 @@ func handshakeMAC(key []byte, role string, h *hello, acceptorNonce []byte, membe
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 	}
 	m.Write(b)
+	m.Write(agreed)
 	return m.Sum(nil)
 }
 
@@ -108,7 +112,7 @@ func newNonce() [nonceBytes]byte {
 // them, and the dialer answers with the same key (so that during a key
 // rotation replicas whose first keys differ still connect, as long as
 // each holds the other's first key).
-func dialHandshake(rw io.ReadWriter, keys [][]byte, members []paxos.ReplicaID, from, to paxos.ReplicaID, incarnation uint64) error {
+func dialHandshake(rw io.ReadWriter, keys [][]byte, members []paxos.ReplicaID, agreed []byte, from, to paxos.ReplicaID, incarnation uint64) error {
 	h := hello{from: from, to: to, incarnation: incarnation, nonce: newNonce()}
 	if _, err := rw.Write(h.encode()); err != nil {
 		return err
@@ -119,20 +123,21 @@ func dialHandshake(rw io.ReadWriter, keys [][]byte, members []paxos.ReplicaID, f
 			errAuth, errClosedMidHandshake, to, to, err)
 	}
 	for _, key := range keys {
-		if hmac.Equal(ch[nonceBytes:], handshakeMAC(key, "accept", &h, ch[:nonceBytes], members)) {
-			_, err := rw.Write(handshakeMAC(key, "dial", &h, ch[:nonceBytes], members))
+		if hmac.Equal(ch[nonceBytes:], handshakeMAC(key, "accept", &h, ch[:nonceBytes], members, agreed)) {
+			_, err := rw.Write(handshakeMAC(key, "dial", &h, ch[:nonceBytes], members, agreed))
 			return err
 		}
 	}
 	return fmt.Errorf("%w: replica %d proved itself under a cluster key this replica does not hold (it holds %d: cluster.key_file and cluster.accept_key_files), "+
-		"or for other members than this replica's %v: the key files or cluster.members differ", errAuth, to, len(keys), members)
+		"or for other members than this replica's %v, or other shared settings: the key files or cluster.members differ, "+
+		"or the replicas run versions whose timing differs", errAuth, to, len(keys), members)
 }
 
 // acceptHandshake runs the acceptor's side on rw for replica self and
 // returns the authenticated peer and its incarnation. isMember says
 // whether an ID may connect.
 // members are the cluster's, sorted.
-func acceptHandshake(rw io.ReadWriter, key []byte, members []paxos.ReplicaID, self paxos.ReplicaID, isMember func(paxos.ReplicaID) bool) (paxos.ReplicaID, uint64, error) {
+func acceptHandshake(rw io.ReadWriter, key []byte, members []paxos.ReplicaID, agreed []byte, self paxos.ReplicaID, isMember func(paxos.ReplicaID) bool) (paxos.ReplicaID, uint64, error) {
 	var hb [helloBytes]byte
 	// The magic first: version 1's hello is shorter, and its dialer
 	// would wait for an answer while this side waited for the rest.
@@ -160,17 +165,17 @@ func acceptHandshake(rw io.ReadWriter, key []byte, members []paxos.ReplicaID, se
 		return paxos.None, 0, fmt.Errorf("%w: replica %d is not a member here (are the cluster.members lists the same on every replica?)", errAuth, h.from)
 	}
 	nonce := newNonce()
-	if _, err := rw.Write(append(nonce[:], handshakeMAC(key, "accept", &h, nonce[:], members)...)); err != nil {
+	if _, err := rw.Write(append(nonce[:], handshakeMAC(key, "accept", &h, nonce[:], members, agreed)...)); err != nil {
 		return paxos.None, 0, err
 	}
 	var proof [macBytes]byte
 	if _, err := io.ReadFull(rw, proof[:]); err != nil {
-		return paxos.None, 0, fmt.Errorf("%w: %w: replica %d does not hold this replica's first cluster key, or counts other members than %v, or was stopping: %w",
+		return paxos.None, 0, fmt.Errorf("%w: %w: replica %d does not hold this replica's first cluster key, or counts other members than %v, or other shared settings, or was stopping: %w",
 			errAuth, errClosedMidHandshake, h.from, members, err)
 	}
-	if !hmac.Equal(proof[:], handshakeMAC(key, "dial", &h, nonce[:], members)) {
-		return paxos.None, 0, fmt.Errorf("%w: replica %d's proof does not match this replica's first cluster key (cluster.key_file) and members %v: "+
-			"the key files or cluster.members differ", errAuth, h.from, members)
+	if !hmac.Equal(proof[:], handshakeMAC(key, "dial", &h, nonce[:], members, agreed)) {
+		return paxos.None, 0, fmt.Errorf("%w: replica %d's proof does not match this replica's first cluster key (cluster.key_file), members %v and shared settings: "+
+			"the key files or cluster.members differ, or the replicas run versions whose timing differs", errAuth, h.from, members)
 	}
 	return h.from, h.incarnation, nil
 }

@@ -102,6 +102,7 @@ func New(cfg Config) (*Transport, error) {
 		}
 	}
 	cfg.Key = append([]byte(nil), cfg.Key...)
+	cfg.Agreed = slices.Clone(cfg.Agreed)
 	cfg.AcceptKeys = slices.Clone(cfg.AcceptKeys)
 	for i, k := range cfg.AcceptKeys {
 		cfg.AcceptKeys[i] = slices.Clone(k)
@@ -372,7 +373,7 @@ func (t *Transport) serveInbound(raw net.Conn) {
 		t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: fmt.Errorf("transport: TLS: %w", err)})
 		return
 	}
-	from, inc, err := acceptHandshake(c, t.cfg.Key, t.cfg.members(), t.cfg.ID, t.isPeer)
+	from, inc, err := acceptHandshake(c, t.cfg.Key, t.cfg.members(), t.cfg.Agreed, t.cfg.ID, t.isPeer)
 	if err != nil {
 		if errors.Is(err, errAuth) {
 			t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err, Closed: errors.Is(err, errClosedMidHandshake)})

@@ -249,7 +249,7 @@ func rawDial(t *testing.T, tr *Transport, key []byte, from, to paxos.ReplicaID) 
 	}
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(waitTimeout))
-	return c, dialHandshake(c, [][]byte{key}, tr.cfg.members(), from, to, newIncarnation())
+	return c, dialHandshake(c, [][]byte{key}, tr.cfg.members(), tr.cfg.Agreed, from, to, newIncarnation())
 }
 
 func writeFrame(t *testing.T, c net.Conn, payload []byte) {
@@ -614,7 +614,7 @@ func TestForgedProofIsRefused(t *testing.T) {
 	}
 	// The MAC of the right shape under the wrong key.
 	var acceptorNonce [nonceBytes]byte
-	if _, err := c.Write(handshakeMAC([]byte("not-the-cluster-key!"), "dial", &h, acceptorNonce[:], a.tr.cfg.members())); err != nil {
+	if _, err := c.Write(handshakeMAC([]byte("not-the-cluster-key!"), "dial", &h, acceptorNonce[:], a.tr.cfg.members(), nil)); err != nil {
 		t.Fatal(err)
 	}
 	for r := range uint64(3) {
@@ -991,7 +991,7 @@ func TestVersionOneHelloIsNamed(t *testing.T) {
 	h := (&hello{from: 1, to: 2}).encode()
 	copy(h, legacyMagic)
 	rw := &scriptedConn{in: bytes.NewReader(h)}
-	_, _, err := acceptHandshake(rw, testKey, []paxos.ReplicaID{1, 2, 3}, 2, func(paxos.ReplicaID) bool { return true })
+	_, _, err := acceptHandshake(rw, testKey, []paxos.ReplicaID{1, 2, 3}, nil, 2, func(paxos.ReplicaID) bool { return true })
 	if !isAuthErr(err) || !strings.Contains(err.Error(), "earlier paxcron version") {
 		t.Fatalf("a version 1 hello: %v", err)
 	}
