@@ -16,6 +16,10 @@
 # and every later run (updates, and a replica rescheduled onto an empty
 # volume, which must rejoin as a learner) goes without it:
 #   nomad job run paxcron.nomad.hcl
+# Run it without the variable as soon as the cluster has a leader: a
+# replica restarted while the job still says bootstrap=true refuses to
+# start (exit 2) once its store holds state, rather than risk starting a
+# voter that forgot its promises on a volume found empty.
 
 variable "bootstrap" {
   type        = bool
