@@ -38,7 +38,7 @@ type cluster struct {
 	nomadAddr        string
 	keyDir           string
 	mu               sync.Mutex
-	savedLogs        [3][]byte // output of containers removed (disk loss)
+	savedLogs        [3][]byte // output of containers removed (restart, disk loss)
 	peerIP, apiIP    [3]netip.Addr
 	dataDir, clockDr [3]string
 }
@@ -108,10 +108,15 @@ func (c *cluster) signal(ctx context.Context, id int, sig string) error {
 	return err
 }
 
-// restart starts a killed replica's container again, on its disk.
+// restart starts a killed replica again, on its disk, in a container
+// made anew without -bootstrap: started again, the first container would
+// run its command as created, -bootstrap and all, which a store holding
+// state refuses (as it should a unit file that kept the flag).
 func (c *cluster) restart(ctx context.Context, id int) error {
-	_, err := c.d.run(ctx, "start", containerName(id))
-	return err
+	if err := c.removeKeepingLogs(ctx, id); err != nil {
+		return err
+	}
+	return c.create(ctx, id, false)
 }
 
 // cut takes the replica off the peers' network; join puts it back at
@@ -126,12 +131,9 @@ func (c *cluster) join(ctx context.Context, id int) error {
 	return err
 }
 
-// loseDisk kills the replica, keeps its output, removes its container and
-// deletes its data folder.
-func (c *cluster) loseDisk(ctx context.Context, id int) error {
-	if err := c.signal(ctx, id, "KILL"); err != nil {
-		return err
-	}
+// removeKeepingLogs keeps a stopped replica's output (the checker reads every
+// process's log) and removes its container.
+func (c *cluster) removeKeepingLogs(ctx context.Context, id int) error {
 	out, err := c.d.logs(ctx, containerName(id))
 	if err != nil {
 		return err
@@ -139,7 +141,17 @@ func (c *cluster) loseDisk(ctx context.Context, id int) error {
 	c.mu.Lock()
 	c.savedLogs[id-1] = append(c.savedLogs[id-1], out...)
 	c.mu.Unlock()
-	if _, err := c.d.run(ctx, "rm", "-f", containerName(id)); err != nil {
+	_, err = c.d.run(ctx, "rm", "-f", containerName(id))
+	return err
+}
+
+// loseDisk kills the replica, keeps its output, removes its container and
+// deletes its data folder.
+func (c *cluster) loseDisk(ctx context.Context, id int) error {
+	if err := c.signal(ctx, id, "KILL"); err != nil {
+		return err
+	}
+	if err := c.removeKeepingLogs(ctx, id); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(c.dataDir[id-1]); err != nil {
