@@ -148,9 +148,7 @@ func TestClusterKeyRotationWithoutAnOutage(t *testing.T) {
 		cfg.Logger = slog.New(slog.NewTextHandler(logs[cfg.ID], &slog.HandlerOptions{Level: slog.LevelError}))
 	})
 	ctx := context.Background()
-	if _, err := c.client(c.leader(), writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
-		t.Fatal(err)
-	}
+	c.putEverySecond(c.leader(), "tick")
 	c.waitChildren(2)
 	for step, k := range []clusterKeys{
 		{first: oldKey, accept: [][]byte{newKey}},
@@ -209,9 +207,7 @@ func TestWrongClusterKeyIsRefusedAndSaidSo(t *testing.T) {
 	})
 	ctx := context.Background()
 	leader := c.leader()
-	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
-		t.Fatal(err)
-	}
+	c.putEverySecond(leader, "tick")
 	c.waitChildren(2)
 	wrong := leader%3 + 1
 	if err := c.servers[wrong-1].Shutdown(ctx); err != nil {
@@ -252,9 +248,7 @@ func TestWriteTokenRotation(t *testing.T) {
 	tokens := map[paxos.ReplicaID][]string{1: {writeToken}, 2: {writeToken}, 3: {writeToken}}
 	c := startClusterWith(t, func(cfg *Config) { cfg.WriteTokens = tokens[cfg.ID] })
 	ctx := context.Background()
-	if _, err := c.client(c.leader(), writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
-		t.Fatal(err)
-	}
+	c.putEverySecond(c.leader(), "tick")
 	c.waitChildren(2)
 	put := func(id paxos.ReplicaID, token, name string) error {
 		_, err := c.client(id, token).PutJobs(ctx, everySecond(name))
@@ -312,9 +306,7 @@ func TestWriteTokenRotation(t *testing.T) {
 func TestBootstrapOnAStoreThatHoldsStateIsRefused(t *testing.T) {
 	c := startCluster(t)
 	leader := c.leader()
-	if _, err := c.client(leader, writeToken).PutJobs(context.Background(), everySecond("tick")); err != nil {
-		t.Fatal(err)
-	}
+	c.putEverySecond(leader, "tick")
 	c.waitChildren(2)
 	f := leader%3 + 1
 	if err := c.servers[f-1].Shutdown(context.Background()); err != nil {
@@ -346,9 +338,7 @@ func TestMembersListThatDiffersIsRefused(t *testing.T) {
 	})
 	ctx := context.Background()
 	leader := c.leader()
-	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
-		t.Fatal(err)
-	}
+	c.putEverySecond(leader, "tick")
 	c.waitChildren(2)
 	odd := leader%3 + 1
 	if err := c.servers[odd-1].Shutdown(ctx); err != nil {
@@ -381,9 +371,7 @@ func TestMembersListThatDiffersIsRefused(t *testing.T) {
 func TestSecondServerOnADataFolderIsRefused(t *testing.T) {
 	c := startCluster(t)
 	leader := c.leader()
-	if _, err := c.client(leader, writeToken).PutJobs(context.Background(), everySecond("tick")); err != nil {
-		t.Fatal(err)
-	}
+	c.putEverySecond(leader, "tick")
 	f := leader%3 + 1
 	_, err := New(testConfig(t, f, c.dirs[f-1], c.nomad), false)
 	if err == nil || !strings.Contains(err.Error(), "another paxcron server runs on this data folder") {
@@ -405,9 +393,7 @@ func TestSnapshotSettingsMayDifferPerReplica(t *testing.T) {
 	c := startClusterWith(t, func(cfg *Config) { cfg.Snapshots = policy[cfg.ID] })
 	ctx := context.Background()
 	leader := c.leader()
-	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
-		t.Fatal(err)
-	}
+	c.putEverySecond(leader, "tick")
 	c.waitChildren(2)
 	odd := leader%3 + 1
 	policy[odd] = replica.SnapshotPolicy{EveryEntries: 4, TailEntries: 1}
@@ -542,9 +528,7 @@ func TestSecondProcessAsARunningReplicaIsRefused(t *testing.T) {
 	})
 	ctx := context.Background()
 	leader := c.leader()
-	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
-		t.Fatal(err)
-	}
+	c.putEverySecond(leader, "tick")
 	c.waitChildren(2)
 	twin := leader%3 + 1
 	cfg := testConfig(t, twin, t.TempDir(), c.nomad)
@@ -598,9 +582,7 @@ func TestTimingThatDiffersIsRefused(t *testing.T) {
 	})
 	ctx := context.Background()
 	leader := c.leader()
-	if _, err := c.client(leader, writeToken).PutJobs(ctx, everySecond("tick")); err != nil {
-		t.Fatal(err)
-	}
+	c.putEverySecond(leader, "tick")
 	c.waitChildren(2)
 	odd := leader%3 + 1
 	if err := c.servers[odd-1].Shutdown(ctx); err != nil {
@@ -616,4 +598,13 @@ func TestTimingThatDiffersIsRefused(t *testing.T) {
 	c.restartGracefully(odd)
 	c.waitChildren(len(c.nomad.Children()) + 2)
 	c.checkEverySecondOnce("tick")
+}
+
+// putEverySecond writes a job named name launching every second, through
+// replica id.
+func (c *cluster) putEverySecond(id paxos.ReplicaID, name string) {
+	c.t.Helper()
+	if _, err := c.client(id, writeToken).PutJobs(context.Background(), everySecond(name)); err != nil {
+		c.t.Fatal(err)
+	}
 }
