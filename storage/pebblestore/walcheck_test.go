@@ -451,20 +451,52 @@ func TestObsoleteWALIsNotJudged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	const writes = 600 // about 180 KiB: memtables of 64 KiB flushed, their logs recycled
-	for slot := uint64(1); slot <= writes; slot++ {
-		saveEntries(t, s, slot, slot)
+	// Which logs Pebble keeps for recycling, and where their chunks end,
+	// varies from run to run (a CI run once found none that would do):
+	// rounds of 600 writes (about 180 KiB, memtables of 64 KiB flushed,
+	// their logs recycled) until an obsolete log has a chunk to prove.
+	const rounds, perRound = 8, 600
+	var (
+		writes  uint64
+		damaged string
+		names   []string
+		live    string
+		img     *vfs.MemFS
+	)
+	for round := 0; round < rounds && damaged == ""; round++ {
+		for range perRound {
+			writes++
+			saveEntries(t, s, writes, writes)
+		}
+		if err := s.db.Flush(); err != nil { // every log but a new one obsolete
+			t.Fatal(err)
+		}
+		live, _ = liveWAL(t, mem, "store")
+		img = mem.CrashClone(vfs.CrashCloneCfg{})
+		names, err = img.List("store")
+		if err != nil {
+			t.Fatal(err)
+		}
+		damaged = damageAnObsoleteWAL(t, img, names, live)
 	}
-	if err := s.db.Flush(); err != nil { // every log but a new one obsolete
-		t.Fatal(err)
+	if damaged == "" {
+		t.Fatalf("no obsolete WAL with a provable chunk in its last block among %v (live: %s) after %d rounds", names, live, rounds)
 	}
-	live, _ := liveWAL(t, mem, "store")
-	img := mem.CrashClone(vfs.CrashCloneCfg{})
-	names, err := img.List("store")
+
+	again, err := Open("store", Options{FS: img, MemTableBytes: 64 << 10, Logger: quietLogger{}})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("a store whose obsolete WAL %s is damaged refused: %v", damaged, err)
 	}
-	damaged := ""
+	defer again.Close()
+	if last, err := again.LastSlot(); err != nil || last != writes {
+		t.Fatalf("LastSlot = %d, %v; want %d", last, err, writes)
+	}
+}
+
+// damageAnObsoleteWAL flips a byte before a provable chunk in the last
+// block of a log other than live, and returns its path ("": none has one).
+func damageAnObsoleteWAL(t *testing.T, img *vfs.MemFS, names []string, live string) string {
+	t.Helper()
 	for _, name := range names {
 		num, _, ok := wal.ParseLogFilename(name)
 		path := img.PathJoin("store", name)
@@ -477,19 +509,8 @@ func TestObsoleteWALIsNotJudged(t *testing.T) {
 			c := provable[0]
 			b[c.at+int64(c.headerBytes)] ^= 0x10
 			rewrite(t, img, path, b)
-			damaged = path
-			break
+			return path
 		}
 	}
-	if damaged == "" {
-		t.Fatalf("no obsolete WAL with a provable chunk in its last block among %v (live: %s)", names, live)
-	}
-	again, err := Open("store", Options{FS: img, MemTableBytes: 64 << 10, Logger: quietLogger{}})
-	if err != nil {
-		t.Fatalf("a store whose obsolete WAL %s is damaged refused: %v", damaged, err)
-	}
-	defer again.Close()
-	if last, err := again.LastSlot(); err != nil || last != writes {
-		t.Fatalf("LastSlot = %d, %v; want %d", last, err, writes)
-	}
+	return ""
 }
