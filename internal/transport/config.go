@@ -61,7 +61,8 @@ type Config struct {
 	// OnAuthFailure, when set, is told of each handshake that failed
 	// authentication, either side, with the error that says why (a
 	// wrong cluster key, an ID that is not a member...); nil: they are
-	// only counted (Stats.AuthFailures). It is called from the
+	// only counted (Stats.AuthFailures, or Stats.HandshakesClosed when
+	// the other end closed the handshake). It is called from the
 	// connection's goroutine and must not block.
 	OnAuthFailure func(AuthFailure)
 	// Limits bounds queues, timeouts and backoff; DefaultLimits is a

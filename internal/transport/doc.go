@@ -42,9 +42,11 @@
 // under each key it accepts and answers under the one that matched. Two
 // replicas thus connect whenever each accepts the other's first key: the
 // new key is first accepted by every replica, then made the first on
-// each, then the old one dropped, one replica at a time. A failed
-// handshake is counted (Stats.AuthFailures) and told to
-// Config.OnAuthFailure with why.
+// each, then the old one dropped, one replica at a time. A handshake
+// this side refuses is counted (Stats.AuthFailures) and told to
+// Config.OnAuthFailure with why; one the other end closed is counted
+// apart (Stats.HandshakesClosed), since the side that refuses says why,
+// and a peer that stops closes its handshakes too.
 //
 // A restarted replica dials with a new incarnation, and its old one never
 // comes back. An incarnation that dials in again after another replaced

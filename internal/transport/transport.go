@@ -37,9 +37,19 @@ type Stats struct {
 	Undecodable  uint64 // frames paxos.DecodeMessage rejected
 	Misaddressed uint64 // messages whose From/To did not match the connection
 	Oversized    uint64 // connections closed for a frame over MaxMessageBytes
-	AuthFailures uint64 // handshakes that failed authentication, either side
-	DialFailures uint64 // dials or handshakes that did not yield a connection
-	Reconnects   uint64 // outbound connections made after a peer's first
+	// AuthFailures counts handshakes this side refused: the other end
+	// failed to prove the key, was not a member, or bound other members
+	// or settings.
+	AuthFailures uint64
+	// HandshakesClosed counts handshakes the other end closed before
+	// they completed: it refused this side (and says why in its own
+	// log), or it was stopping, as every replica does in a rolling
+	// restart. Kept apart from AuthFailures, which counted these too
+	// before the operator's procedures were walked through: a rolling
+	// restart then raised the failure count every time.
+	HandshakesClosed uint64
+	DialFailures     uint64 // dials or handshakes that did not yield a connection
+	Reconnects       uint64 // outbound connections made after a peer's first
 	// Rejected counts inbound connections closed over InboundConnsMax: the
 	// oldest still in its handshake, pushed out by a newer one, or the new
 	// one when no connection was in its handshake.
@@ -54,7 +64,7 @@ type Stats struct {
 type counters struct {
 	sent, received, dropped, lost, undecodable, misaddressed atomic.Uint64
 	oversized, authFailures, dialFailures, reconnects        atomic.Uint64
-	rejected, superseded                                     atomic.Uint64
+	rejected, superseded, handshakesClosed                   atomic.Uint64
 }
 
 // Transport is one replica's endpoint. Its methods are safe for
@@ -190,6 +200,7 @@ func (t *Transport) Stats() Stats {
 		Oversized: c.oversized.Load(), AuthFailures: c.authFailures.Load(),
 		DialFailures: c.dialFailures.Load(), Reconnects: c.reconnects.Load(),
 		Rejected: c.rejected.Load(), Superseded: c.superseded.Load(),
+		HandshakesClosed: c.handshakesClosed.Load(),
 	}
 }
 
@@ -393,7 +404,11 @@ func (t *Transport) serveInbound(raw net.Conn) {
 
 // authFailed counts a failed handshake and tells OnAuthFailure.
 func (t *Transport) authFailed(f AuthFailure) {
-	t.stats.authFailures.Add(1)
+	if f.Closed {
+		t.stats.handshakesClosed.Add(1)
+	} else {
+		t.stats.authFailures.Add(1)
+	}
 	if t.cfg.OnAuthFailure != nil {
 		t.cfg.OnAuthFailure(f)
 	}

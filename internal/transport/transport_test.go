@@ -302,9 +302,15 @@ func TestImpostorCannotInject(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "both sides to see failed handshakes", func() bool {
-		return a.tr.Stats().AuthFailures >= 2 && imp.Stats().AuthFailures >= 2
+	// The impostor is the side that finds the key wrong (the acceptor's
+	// proof fails under its key) and refuses; the acceptor only sees its
+	// handshakes closed, which is not counted as a failure of its own.
+	eventually(t, "the impostor's refusals, and the handshakes it closed", func() bool {
+		return imp.Stats().AuthFailures >= 2 && a.tr.Stats().HandshakesClosed >= 2
 	})
+	if got := a.tr.Stats().AuthFailures; got != 0 {
+		t.Fatalf("replica 1 counted %d auth failures of its own for handshakes the impostor closed", got)
+	}
 
 	// Raw impostors: wrong key; right key but not a member; frames with
 	// no handshake at all.
@@ -901,7 +907,8 @@ func TestKeyRotation(t *testing.T) {
 				eventually(t, "both sides' refusals", func() bool {
 					trs[0].Send(heartbeat(1, 2, 1))
 					trs[1].Send(heartbeat(2, 1, 1))
-					return trs[0].Stats().AuthFailures > 0 && trs[1].Stats().AuthFailures > 0
+					s0, s1 := trs[0].Stats(), trs[1].Stats()
+					return s0.AuthFailures+s1.AuthFailures > 0 && s0.HandshakesClosed+s1.HandshakesClosed > 0
 				})
 				// The direction whose acceptor's first key the dialer holds
 				// may work; the other never does.
