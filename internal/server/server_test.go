@@ -112,6 +112,13 @@ func (c *cluster) streamClient(id paxos.ReplicaID, token string) *api.Client {
 
 func (c *cluster) clientWith(id paxos.ReplicaID, cfg api.ClientConfig) *api.Client {
 	c.t.Helper()
+	if s := c.servers[id-1]; cfg.Address == "" && s.cfg.TLS != nil {
+		// A TLS API: the client trusts what the replica's CA file holds.
+		cfg.Address = "https://" + s.HTTPAddr()
+		if cfg.CACert == "" {
+			cfg.CACert = s.cfg.TLS.CAFile
+		}
+	}
 	if cfg.Address == "" {
 		cfg.Address = "http://" + c.servers[id-1].HTTPAddr()
 	}

@@ -1,0 +1,321 @@
+package server
+
+// The operator's procedures for TLS: renewing the replicas' certificates,
+// moving to a new CA, a certificate that expires, and a replica given
+// the wrong one. Each is walked through while a job launches every
+// second, with certificates made here.
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"paxcron/internal/api"
+	"paxcron/paxos"
+)
+
+// testCA is a certificate authority made in the test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+// newTestCA makes a self-signed CA named name, valid from an hour ago
+// until notAfter.
+func newTestCA(t testing.TB, name string, notAfter time.Time) *testCA {
+	t.Helper()
+	key := newTestKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: newSerial(t), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key}
+}
+
+func (ca *testCA) pem() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
+}
+
+// leafSpec is what a replica's certificate says: its name, the hosts it
+// is valid for (127.0.0.1 when none), until when, and for what
+// (server and client authentication when nil).
+type leafSpec struct {
+	name     string
+	ips      []net.IP
+	dns      []string
+	notAfter time.Time
+	usages   []x509.ExtKeyUsage
+}
+
+// issue signs a certificate as spec says and returns it and its key, PEM.
+func (ca *testCA) issue(t testing.TB, spec leafSpec) (certPEM, keyPEM []byte, serial *big.Int) {
+	t.Helper()
+	key := newTestKey(t)
+	if spec.ips == nil && spec.dns == nil {
+		spec.ips = []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	if spec.usages == nil {
+		spec.usages = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	}
+	if spec.notAfter.IsZero() {
+		spec.notAfter = time.Now().Add(365 * 24 * time.Hour)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: newSerial(t), Subject: pkix.Name{CommonName: spec.name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: spec.notAfter,
+		IPAddresses: spec.ips, DNSNames: spec.dns,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: spec.usages,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), tmpl.SerialNumber
+}
+
+func newTestKey(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func newSerial(t testing.TB) *big.Int {
+	t.Helper()
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// tlsFiles are each replica's TLS files, in a folder of its own,
+// rewritten in place as an operator would before a restart.
+type tlsFiles struct {
+	t       testing.TB
+	dirs    map[paxos.ReplicaID]string
+	serials map[paxos.ReplicaID]*big.Int
+}
+
+func newTLSFiles(t testing.TB) *tlsFiles {
+	f := &tlsFiles{t: t, dirs: map[paxos.ReplicaID]string{}, serials: map[paxos.ReplicaID]*big.Int{}}
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		f.dirs[id] = t.TempDir()
+	}
+	return f
+}
+
+// set writes replica id's files: the certificates of cas in its CA file,
+// and a certificate issuer signs as spec says (named replica-<id> unless
+// spec names it).
+func (f *tlsFiles) set(id paxos.ReplicaID, cas []*testCA, issuer *testCA, spec leafSpec) {
+	f.t.Helper()
+	f.setCAs(id, cas...)
+	if spec.name == "" {
+		spec.name = fmt.Sprintf("replica-%d", id)
+	}
+	cert, key, serial := issuer.issue(f.t, spec)
+	f.write(id, "cert.pem", cert)
+	f.write(id, "key.pem", key)
+	f.serials[id] = serial
+}
+
+// setCAs rewrites replica id's CA file alone.
+func (f *tlsFiles) setCAs(id paxos.ReplicaID, cas ...*testCA) {
+	f.t.Helper()
+	var bundle []byte
+	for _, ca := range cas {
+		bundle = append(bundle, ca.pem()...)
+	}
+	f.write(id, "ca.pem", bundle)
+}
+
+func (f *tlsFiles) write(id paxos.ReplicaID, name string, b []byte) {
+	f.t.Helper()
+	if err := os.WriteFile(filepath.Join(f.dirs[id], name), b, 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// of are replica id's files as its config names them.
+func (f *tlsFiles) of(id paxos.ReplicaID) *TLSFiles {
+	d := f.dirs[id]
+	return &TLSFiles{CAFile: filepath.Join(d, "ca.pem"), CertFile: filepath.Join(d, "cert.pem"), KeyFile: filepath.Join(d, "key.pem")}
+}
+
+// mutate is a cluster's mutate: every replica (re)starts with its files.
+func (f *tlsFiles) mutate(cfg *Config) { cfg.TLS = f.of(cfg.ID) }
+
+// servedSerial is the serial number of the certificate replica id's API
+// presents, verified against the CAs in caFile.
+func (c *cluster) servedSerial(id paxos.ReplicaID, caFile string) *big.Int {
+	c.t.Helper()
+	b, err := os.ReadFile(caFile)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(b)
+	conn, err := tls.Dial("tcp", c.servers[id-1].HTTPAddr(), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		c.t.Fatalf("TLS to replica %d's API: %v", id, err)
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber
+}
+
+// writeThroughFollower writes a job through a follower, so that it is
+// forwarded to the leader (over TLS between the replicas' APIs).
+func (c *cluster) writeThroughFollower(name string) {
+	c.t.Helper()
+	follower := c.leader()%3 + 1
+	if _, err := c.client(follower, writeToken).PutJobs(context.Background(), everySecond(name)); err != nil {
+		c.t.Fatalf("a write through replica %d: %v", follower, err)
+	}
+}
+
+// withLogs gives every replica a log of its own in logs, at level.
+func withLogs(logs map[paxos.ReplicaID]*syncBuffer, level slog.Level) func(*Config) {
+	return func(cfg *Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(logs[cfg.ID], &slog.HandlerOptions{Level: level}))
+	}
+}
+
+// both applies two mutates in order.
+func both(a, b func(*Config)) func(*Config) {
+	return func(cfg *Config) { a(cfg); b(cfg) }
+}
+
+func newLogs() map[paxos.ReplicaID]*syncBuffer {
+	return map[paxos.ReplicaID]*syncBuffer{1: {}, 2: {}, 3: {}}
+}
+
+// checkNoRefusal fails if a replica logged a refused connection.
+func checkNoRefusal(t testing.TB, logs map[paxos.ReplicaID]*syncBuffer) {
+	t.Helper()
+	for _, id := range slices.Sorted(maps.Keys(logs)) {
+		if l := logs[id].String(); strings.Contains(l, "refused") {
+			t.Errorf("replica %d refused a peer or was refused:\n%s", id, l)
+		}
+	}
+}
+
+// Renewing every replica's certificate under the same CA: new files, then
+// a rolling restart. Launches go on throughout, none doubled or missed;
+// the replicas connect at every step (old and new certificates side by
+// side), forwarded writes go through, and each replica presents its new
+// certificate once restarted.
+func TestTLSCertificateRenewalByRollingRestart(t *testing.T) {
+	ca := newTestCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
+	files := newTLSFiles(t)
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		files.set(id, []*testCA{ca}, ca, leafSpec{})
+	}
+	logs := newLogs()
+	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelError)))
+	c.putEverySecond(c.leader(), "tick")
+	c.waitChildren(2)
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		old := files.serials[id]
+		files.set(id, []*testCA{ca}, ca, leafSpec{})
+		c.restartGracefully(id)
+		c.waitChildren(len(c.nomad.Children()) + 2)
+		c.writeThroughFollower(fmt.Sprintf("renewed-%d", id))
+		if got := c.servedSerial(id, files.of(id).CAFile); got.Cmp(files.serials[id]) != 0 || got.Cmp(old) == 0 {
+			t.Errorf("replica %d presents certificate %x after its renewal, want %x", id, got, files.serials[id])
+		}
+	}
+	c.waitChildren(len(c.nomad.Children()) + 3)
+	c.checkEverySecondOnce("tick")
+	checkNoRefusal(t, logs)
+}
+
+// Moving to a new CA, each step a rolling restart: (1) a CA file holding
+// both CAs on every replica; (2) certificates from the new CA; (3) the
+// old CA dropped. Launches go on throughout, none doubled or missed, the
+// replicas connect at every step, and forwarded writes go through. The
+// two CAs share a name, as a CA made again often does. An API client
+// given both CAs in one file works throughout; one given only the old CA
+// stops working once the certificates are new.
+func TestTLSCAMoveByRollingRestarts(t *testing.T) {
+	oldCA := newTestCA(t, "paxcron CA", time.Now().Add(24*time.Hour))
+	newCA := newTestCA(t, "paxcron CA", time.Now().Add(48*time.Hour))
+	files := newTLSFiles(t)
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		files.set(id, []*testCA{oldCA}, oldCA, leafSpec{})
+	}
+	logs := newLogs()
+	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelError)))
+	ctx := context.Background()
+	c.putEverySecond(c.leader(), "tick")
+	c.waitChildren(2)
+	clients := t.TempDir()
+	bundle, oldOnly := filepath.Join(clients, "both.pem"), filepath.Join(clients, "old.pem")
+	if err := os.WriteFile(bundle, append(oldCA.pem(), newCA.pem()...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(oldOnly, oldCA.pem(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		what string
+		set  func(id paxos.ReplicaID)
+	}{
+		{"both CAs trusted", func(id paxos.ReplicaID) { files.setCAs(id, oldCA, newCA) }},
+		{"certificates from the new CA", func(id paxos.ReplicaID) { files.set(id, []*testCA{oldCA, newCA}, newCA, leafSpec{}) }},
+		{"the old CA dropped", func(id paxos.ReplicaID) { files.setCAs(id, newCA) }},
+	}
+	for step, s := range steps {
+		for id := paxos.ReplicaID(1); id <= 3; id++ {
+			s.set(id)
+			c.restartGracefully(id)
+			c.waitChildren(len(c.nomad.Children()) + 2)
+			c.writeThroughFollower(fmt.Sprintf("step%d-%d", step+1, id))
+			for other := paxos.ReplicaID(1); other <= 3; other++ {
+				cl := c.clientWith(other, api.ClientConfig{Token: readToken, CACert: bundle})
+				if _, err := cl.Status(ctx); err != nil {
+					t.Errorf("step %d (%s), replica %d restarted: a client with both CAs, to replica %d: %v", step+1, s.what, id, other, err)
+				}
+			}
+		}
+	}
+	cl := c.clientWith(1, api.ClientConfig{Token: readToken, CACert: oldOnly})
+	if _, err := cl.Status(ctx); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a client trusting only the old CA, once the certificates are new: %v, want a certificate error", err)
+	}
+	c.waitChildren(len(c.nomad.Children()) + 3)
+	c.checkEverySecondOnce("tick")
+	checkNoRefusal(t, logs)
+}
