@@ -9,7 +9,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -69,6 +68,7 @@ type Server struct {
 	httpLn    net.Listener
 	apiTLS    *tls.Config
 	proxyTLS  *tls.Config
+	cert      *certInfo // the certificate presented, nil without TLS
 	// proxy carries the requests this replica forwards to the leader:
 	// bundles of them (proxyClient, bundles) and large ones alone.
 	proxy       *http.Transport
@@ -232,39 +232,6 @@ func storeIsEmpty(st storage.Store) (bool, error) {
 		return false, err
 	}
 	return hs == (paxos.HardState{}) && snap.Index == 0 && last == 0, nil
-}
-
-func (s *Server) loadTLS() error {
-	f := s.cfg.TLS
-	if f == nil {
-		return nil
-	}
-	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
-	if err != nil {
-		return fmt.Errorf("%w: tls: %w", ErrConfig, err)
-	}
-	pem, err := os.ReadFile(f.CAFile)
-	if err != nil {
-		return fmt.Errorf("%w: tls: %w", ErrConfig, err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return fmt.Errorf("%w: tls: %s holds no PEM certificate", ErrConfig, f.CAFile)
-	}
-	s.apiTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	s.proxyTLS = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return nil
-}
-
-// transportTLS is mutual TLS between replicas.
-func (s *Server) transportTLS() *tls.Config {
-	if s.apiTLS == nil {
-		return nil
-	}
-	c := s.proxyTLS.Clone()
-	c.ClientCAs = c.RootCAs
-	c.ClientAuth = tls.RequireAndVerifyClientCert
-	return c
 }
 
 func (s *Server) openNomad() error {

@@ -6,6 +6,7 @@ package server
 // second, with certificates made here.
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -14,6 +15,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -318,4 +320,54 @@ func TestTLSCAMoveByRollingRestarts(t *testing.T) {
 	c.waitChildren(len(c.nomad.Children()) + 3)
 	c.checkEverySecondOnce("tick")
 	checkNoRefusal(t, logs)
+}
+
+// A replica given a certificate its peers would refuse is refused at
+// start-up (ErrConfig), naming the certificate and the cause: from a CA
+// its CA file does not hold, expired, or not for client authentication
+// (a replica dials its peers with it). A CA file whose bundle lost
+// certificates to a missing line break is refused too.
+func TestTLSCertificateRefusedAtStart(t *testing.T) {
+	ca := newTestCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
+	other := newTestCA(t, "another cluster's CA", time.Now().Add(24*time.Hour))
+	newCA := newTestCA(t, "paxcron new CA", time.Now().Add(48*time.Hour))
+	for _, tc := range []struct {
+		name string
+		set  func(f *tlsFiles)
+		want []string
+	}{
+		{"from another CA", func(f *tlsFiles) { f.set(1, []*testCA{ca}, other, leafSpec{}) },
+			[]string{`issuer "CN=another cluster's CA"`, `is not signed by a CA in`, `it holds "CN=paxcron test CA"`}},
+		{"expired", func(f *tlsFiles) { f.set(1, []*testCA{ca}, ca, leafSpec{notAfter: time.Now().Add(-time.Minute)}) },
+			[]string{`subject "CN=replica-1"`, "expired at"}},
+		{"for servers only", func(f *tlsFiles) {
+			f.set(1, []*testCA{ca}, ca, leafSpec{usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+		}, []string{`subject "CN=replica-1"`, "is not for TLS client authentication"}},
+		{"a bundle missing a line break", func(f *tlsFiles) {
+			f.set(1, []*testCA{ca}, newCA, leafSpec{})
+			// Three CA files concatenated, the second without its last
+			// line break: the second and third were skipped.
+			second := bytes.TrimSuffix(newCA.pem(), []byte("\n"))
+			f.write(1, "ca.pem", slices.Concat(ca.pem(), second, other.pem()))
+		}, []string{"ca.pem", "line break"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := newTLSFiles(t)
+			tc.set(files)
+			cfg := testConfig(t, 1, t.TempDir(), newFakeNomad())
+			files.mutate(&cfg)
+			s, err := New(cfg, true)
+			if err == nil {
+				s.Close()
+			}
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("started: %v, want ErrConfig", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %q: %v", w, err)
+				}
+			}
+		})
+	}
 }

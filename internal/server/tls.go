@@ -1,0 +1,194 @@
+package server
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// The replica's TLS files, read once at start-up (a rolling restart
+// renews them: see README, Day-two operations). Found in review (the
+// operator's procedures, TLS): a certificate that peers would refuse
+// (from a CA outside the CA file, expired, or not for client
+// authentication) started anyway and cut the replica off with no line
+// saying why on the side that dialed; and nothing said that a
+// certificate in use was about to expire until connections failed.
+
+// certInfo is what the replica knows of the certificate it presents.
+type certInfo struct {
+	file string
+	leaf *x509.Certificate
+	// expires is when the chain verified against the CA file stops
+	// verifying: the earliest end of validity along it; expiring names
+	// the certificate that ends then (the replica's own, or a CA's).
+	expires  time.Time
+	expiring string
+}
+
+// loadTLS reads the TLS files and checks that the certificate can work.
+func (s *Server) loadTLS() error {
+	f := s.cfg.TLS
+	if f == nil {
+		return nil
+	}
+	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+	if err != nil {
+		return fmt.Errorf("%w: tls: %w", ErrConfig, err)
+	}
+	cas, err := readCAFile(f.CAFile)
+	if err != nil {
+		return fmt.Errorf("%w: tls: %w", ErrConfig, err)
+	}
+	info, err := checkCert(cert, cas, f, time.Now())
+	if err != nil {
+		return fmt.Errorf("%w: tls: %w", ErrConfig, err)
+	}
+	s.cert = info
+	pool := x509.NewCertPool()
+	for _, ca := range cas {
+		pool.AddCert(ca)
+	}
+	s.apiTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	s.proxyTLS = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return nil
+}
+
+// transportTLS is mutual TLS between replicas.
+func (s *Server) transportTLS() *tls.Config {
+	if s.apiTLS == nil {
+		return nil
+	}
+	c := s.proxyTLS.Clone()
+	c.ClientCAs = c.RootCAs
+	c.ClientAuth = tls.RequireAndVerifyClientCert
+	return c
+}
+
+// readCAFile reads every certificate of a PEM file: one CA, or several
+// (during a CA move, the old and the new). A block that is not a
+// certificate is refused rather than skipped, and so is a block that
+// cannot be read: files concatenated with no line break between them
+// (an END line running into a BEGIN) lose both certificates, and if
+// others were read a CA would quietly not be trusted.
+func readCAFile(path string) ([]*x509.Certificate, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var cas []*x509.Certificate
+	for rest := b; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("%s: block %d is a %s, not a CERTIFICATE", path, len(cas)+1, block.Type)
+		}
+		ca, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: certificate %d: %w", path, len(cas)+1, err)
+		}
+		cas = append(cas, ca)
+	}
+	if begins := bytes.Count(b, []byte("-----BEGIN ")); begins != len(cas) {
+		return nil, fmt.Errorf("%s holds %d BEGIN lines but %d certificates could be read: "+
+			"files concatenated without a line break between them? (each END line must end its line)", path, begins, len(cas))
+	}
+	if len(cas) == 0 {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return cas, nil
+}
+
+// checkCert checks, at now, that the certificate verifies against the
+// CAs as both a server's (peers and API clients dial this replica) and a
+// client's (it dials its peers), as its peers will check it: a replica
+// whose CA file holds what theirs does would otherwise be refused by
+// every peer. It names the certificate and the cause.
+func checkCert(cert tls.Certificate, cas []*x509.Certificate, f *TLSFiles, now time.Time) (*certInfo, error) {
+	leaf := cert.Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, err
+		}
+	}
+	name := fmt.Sprintf("the certificate in %s (%s)", f.CertFile, describeCert(leaf))
+	if !now.Before(leaf.NotAfter) {
+		return nil, fmt.Errorf("%s expired at %s: peers and API clients refuse it; issue a new one and start again",
+			name, leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	roots, inter := x509.NewCertPool(), x509.NewCertPool()
+	for _, ca := range cas {
+		roots.AddCert(ca)
+	}
+	for _, der := range cert.Certificate[1:] {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, fmt.Errorf("%s: the chain after it: %w", name, err)
+		}
+		inter.AddCert(c)
+	}
+	// A certificate not valid yet is warned of at start (clocks), not
+	// refused: its chain is checked as of when it becomes valid.
+	at := now
+	if at.Before(leaf.NotBefore) {
+		at = leaf.NotBefore
+	}
+	var chain []*x509.Certificate
+	for _, use := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		chains, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{use}})
+		if err != nil {
+			return nil, certRefused(name, f.CAFile, cas, use, err)
+		}
+		chain = chains[0]
+	}
+	info := &certInfo{file: f.CertFile, leaf: leaf, expires: leaf.NotAfter, expiring: fmt.Sprintf("%q", leaf.Subject)}
+	for _, c := range chain[1:] {
+		if c.NotAfter.Before(info.expires) {
+			info.expires, info.expiring = c.NotAfter, fmt.Sprintf("the CA %q, of its chain", c.Subject)
+		}
+	}
+	return info, nil
+}
+
+// certRefused says why a replica's own certificate does not verify.
+func certRefused(name, caFile string, cas []*x509.Certificate, use x509.ExtKeyUsage, err error) error {
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &unknown):
+		var held []string
+		for _, ca := range cas {
+			held = append(held, fmt.Sprintf("%q", ca.Subject))
+		}
+		return fmt.Errorf("%s is not signed by a CA in %s (it holds %s), so peers whose CA file holds the same refuse it: "+
+			"give every replica a CA file holding its CA first (to move to a new CA: both CAs in every replica's CA file, then the new certificates): %w",
+			name, caFile, strings.Join(held, ", "), err)
+	case errors.As(err, &invalid) && invalid.Reason == x509.IncompatibleUsage:
+		return fmt.Errorf("%s is not for TLS %s authentication (its extended key usage): a replica presents it both as a server "+
+			"(peers and API clients dial it) and as a client (it dials its peers), so it needs both: %w", name, usageName(use), err)
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return fmt.Errorf("%s: a CA certificate of its chain expired, or is not valid yet: %w", name, err)
+	}
+	return fmt.Errorf("%s does not verify against %s: %w", name, caFile, err)
+}
+
+func usageName(u x509.ExtKeyUsage) string {
+	if u == x509.ExtKeyUsageClientAuth {
+		return "client"
+	}
+	return "server"
+}
+
+// describeCert names a certificate in a log line or an error.
+func describeCert(c *x509.Certificate) string {
+	return fmt.Sprintf("subject %q, issuer %q, valid %s to %s", c.Subject, c.Issuer,
+		c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339))
+}
