@@ -111,13 +111,14 @@ func (l *slowTurnLog) note(log *slog.Logger, t node.Turn, electionTimeout time.D
 // operator's procedures: a replica given the wrong key was cut off with
 // no line saying why). A peer redials every few seconds: each side (a
 // peer dialed, or a host dialing in) gets a line at most every
-// authFailureEvery, with the count held back.
+// authFailureEvery for each TLS cause (explainTLS), with the count held
+// back.
 type authFailureLog struct {
 	log *slog.Logger
 	now func() time.Time
 
 	mu   sync.Mutex
-	last map[string]authFailureSeen // by side; bounded by the peers and the hosts that dial in
+	last map[string]authFailureSeen // by side and TLS cause; bounded by the peers and the hosts that dial in
 }
 
 type authFailureSeen struct {
@@ -139,9 +140,14 @@ func newAuthFailureLog(log *slog.Logger, now func() time.Time) *authFailureLog {
 // note is the transport's OnAuthFailure: it must not block. A handshake
 // the other end closed is left to the other end's log, which says why
 // (every refusal is said by the side that refuses), as a peer stopping
-// in a rolling restart closes handshakes too.
+// in a rolling restart closes handshakes too; unless a TLS alert came
+// with it, which says this replica's certificate was refused.
 func (l *authFailureLog) note(f transport.AuthFailure) {
-	if f.Closed {
+	// A TLS alert is the other end saying it refused this one's
+	// certificate: said here too, as the side refused is where the
+	// operator who just changed its files looks.
+	why := explainTLS(f.Err)
+	if f.Closed && why == "" {
 		l.log.Debug("a replica-to-replica handshake was closed by the other end", "err", f.Err, "remote", f.Remote)
 		return
 	}
@@ -153,20 +159,28 @@ func (l *authFailureLog) note(f transport.AuthFailure) {
 		}
 		side = "dialed from " + host
 	}
+	// A new cause on one side is said at once (an operator who fixed
+	// one file sees what is wrong next), the same one every
+	// authFailureEvery.
+	key := side + "\x00" + why
 	l.mu.Lock()
 	now := l.now()
-	seen, ok := l.last[side]
+	seen, ok := l.last[key]
 	if ok && now.Sub(seen.at) < authFailureEvery {
 		seen.missed++
-		l.last[side] = seen
+		l.last[key] = seen
 		l.mu.Unlock()
 		return
 	}
 	if !ok && len(l.last) >= authFailureSidesMax {
 		clear(l.last)
 	}
-	l.last[side] = authFailureSeen{at: now}
+	l.last[key] = authFailureSeen{at: now}
 	l.mu.Unlock()
-	l.log.Error("a replica-to-replica connection was refused: "+f.Err.Error(),
+	msg := "a replica-to-replica connection was refused: "
+	if why != "" {
+		msg += why + ": "
+	}
+	l.log.Error(msg+f.Err.Error(),
 		"side", side, "remote", f.Remote, "refused_since_last_line", seen.missed)
 }

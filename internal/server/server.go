@@ -413,6 +413,9 @@ func (s *Server) Start() {
 			"file", s.testClock.path, "offset", time.Duration(s.testClock.offset.Load()).String())
 		s.wg.Go(s.watchTestClock)
 	}
+	if s.cert != nil {
+		s.warnCertAtStart(time.Now())
+	}
 	if err := s.startGossip(); err != nil {
 		s.log.Error("gossip did not start: peers are known only from the configuration, and crashes by the Paxos timeouts", "err", err)
 	}

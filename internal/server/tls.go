@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -67,6 +68,11 @@ func (s *Server) transportTLS() *tls.Config {
 	c := s.proxyTLS.Clone()
 	c.ClientCAs = c.RootCAs
 	c.ClientAuth = tls.RequireAndVerifyClientCert
+	// Dialing, present the certificate even when its CA is not among
+	// those the peer asks for: crypto/tls would send none, and the peer
+	// could only say that none came, not whose it refused and why.
+	cert := c.Certificates[0]
+	c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
 	return c
 }
 
@@ -191,4 +197,71 @@ func usageName(u x509.ExtKeyUsage) string {
 func describeCert(c *x509.Certificate) string {
 	return fmt.Sprintf("subject %q, issuer %q, valid %s to %s", c.Subject, c.Issuer,
 		c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339))
+}
+
+// warnCertAtStart logs what is odd, not fatal, about the certificate: not
+// valid yet, or not naming a host this replica advertises (peers dialing
+// that host refuse it; they may dial another name, which only they know).
+func (s *Server) warnCertAtStart(now time.Time) {
+	if s.cert == nil {
+		return
+	}
+	leaf := s.cert.leaf
+	if now.Before(leaf.NotBefore) {
+		s.log.Warn("this replica's TLS certificate is not valid yet: until then peers and API clients refuse it (is a clock off?)",
+			"cert_file", s.cert.file, "valid_from", leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
+	for _, adv := range []struct{ what, addr string }{{"paxos", s.cfg.PaxosAdvertise}, {"http", s.cfg.HTTPAdvertise}} {
+		host, _, err := net.SplitHostPort(adv.addr)
+		if err != nil || host == "" || net.ParseIP(host).IsUnspecified() {
+			continue
+		}
+		if err := leaf.VerifyHostname(host); err != nil {
+			s.log.Warn("this replica's TLS certificate does not name the host it advertises: peers dialing "+adv.addr+" refuse it",
+				"cert_file", s.cert.file, "advertised", adv.what, "err", err)
+		}
+	}
+}
+
+// explainTLS says, for a replica-to-replica handshake that failed in TLS,
+// which certificate was refused and why, or "" when err is no such
+// refusal. This side refused the other's certificate (the error names
+// it), or the other side refused this one's (its alert says why; its
+// log names the certificate).
+func explainTLS(err error) string {
+	var cv *tls.CertificateVerificationError
+	if errors.As(err, &cv) && len(cv.UnverifiedCertificates) > 0 {
+		return "this replica refused the other replica's certificate (" + describeCert(cv.UnverifiedCertificates[0]) + "): " + certCause(cv.Err)
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return ""
+	}
+	switch op.Err.Error() {
+	case tls.AlertError(48).Error(), tls.AlertError(116).Error(): // unknown_ca, certificate_required
+		return "the other replica refused this replica's certificate: its CA file does not hold the CA that signed it"
+	case tls.AlertError(45).Error(): // certificate_expired
+		return "the other replica refused this replica's certificate: it has expired, or is not valid yet by that replica's clock"
+	case tls.AlertError(42).Error(), tls.AlertError(46).Error(), tls.AlertError(43).Error(): // bad, unknown, unsupported
+		return "the other replica refused this replica's certificate (its log says why)"
+	}
+	return ""
+}
+
+// certCause says why this replica refused a peer's certificate.
+func certCause(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &unknown):
+		return "it is not signed by a CA in this replica's CA file"
+	case errors.As(err, &host):
+		return "it does not name the host this replica dialed, " + host.Host
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return "it has expired, or is not valid yet by this replica's clock"
+	case errors.As(err, &invalid) && invalid.Reason == x509.IncompatibleUsage:
+		return "it is not for both TLS server and client authentication (its extended key usage)"
+	}
+	return "it does not verify"
 }

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -370,4 +371,78 @@ func TestTLSCertificateRefusedAtStart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A replica given a certificate its peers refuse at run time: one for
+// the wrong name (the dialer checks the host it dials), or one from
+// another CA with that CA in its CA file too (so it starts). Its peers
+// refuse it, and the logs on both sides name the certificate and the
+// cause; the cluster launches on, and once its files are fixed it
+// rejoins. Nothing is doubled or missed.
+func TestTLSWrongCertificateIsRefusedAndSaidSo(t *testing.T) {
+	ca := newTestCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
+	other := newTestCA(t, "another cluster's CA", time.Now().Add(24*time.Hour))
+	files := newTLSFiles(t)
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		files.set(id, []*testCA{ca}, ca, leafSpec{})
+	}
+	logs := newLogs()
+	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelInfo)))
+	c.putEverySecond(c.leader(), "tick")
+	c.waitChildren(2)
+	for i, tc := range []struct {
+		name string
+		set  func(id paxos.ReplicaID)
+		// what the replica itself says, and what the leader says (in
+		// the text log, whose quoted message escapes quotes)
+		self, leader []string
+	}{
+		{"the wrong name", func(id paxos.ReplicaID) {
+			files.set(id, []*testCA{ca}, ca, leafSpec{dns: []string{"replica-9.example"}})
+		}, []string{"does not name the host it advertises", "the other replica refused this replica's certificate"},
+			[]string{"this replica refused the other replica's certificate", "does not name the host this replica dialed, 127.0.0.1"}},
+		{"a CA the others do not hold yet", func(id paxos.ReplicaID) { files.set(id, []*testCA{ca, other}, other, leafSpec{}) },
+			[]string{"the other replica refused this replica's certificate: its CA file does not hold the CA that signed it"},
+			[]string{`issuer \"CN=another cluster's CA\"`, "it is not signed by a CA in this replica's CA file"}},
+		{"another cluster's files", func(id paxos.ReplicaID) { files.set(id, []*testCA{other}, other, leafSpec{}) },
+			[]string{"this replica refused the other replica's certificate", "it is not signed by a CA in this replica's CA file",
+				"the other replica refused this replica's certificate"},
+			[]string{`issuer \"CN=another cluster's CA\"`, "it is not signed by a CA in this replica's CA file"}},
+	} {
+		leader := c.leader()
+		wrong := leader%3 + 1
+		if err := c.servers[wrong-1].Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		tc.set(wrong)
+		mark := map[paxos.ReplicaID]int{wrong: len(logs[wrong].String()), leader: len(logs[leader].String())}
+		c.start(wrong, false)
+		for _, side := range []struct {
+			id   paxos.ReplicaID
+			want []string
+		}{{wrong, tc.self}, {leader, tc.leader}} {
+			eventually(t, fmt.Sprintf("%s: replica %d's log to say why", tc.name, side.id), func() bool {
+				l := logs[side.id].String()[mark[side.id]:]
+				for _, w := range side.want {
+					if !strings.Contains(l, w) {
+						return false
+					}
+				}
+				return true
+			}, func() string { return logs[side.id].String()[mark[side.id]:] })
+		}
+		stuck := c.servers[wrong-1].Node().Status().Applied
+		c.waitChildren(len(c.nomad.Children()) + 2)
+		// A write through the third replica, forwarded to the leader.
+		if _, err := c.client(wrong%3+1, writeToken).PutJobs(context.Background(), everySecond("during-"+strconv.Itoa(i))); err != nil {
+			t.Fatalf("%s: a write through replica %d: %v", tc.name, wrong%3+1, err)
+		}
+		if got := c.servers[wrong-1].Node().Status().Applied; got != stuck {
+			t.Errorf("%s: the refused replica applied %d -> %d", tc.name, stuck, got)
+		}
+		files.set(wrong, []*testCA{ca}, ca, leafSpec{})
+		c.restartGracefully(wrong)
+		c.waitChildren(len(c.nomad.Children()) + 2)
+	}
+	c.checkEverySecondOnce("tick")
 }

@@ -155,7 +155,7 @@ func (t *Transport) dial(p *peer) (*wrapped, error) {
 		err = dialHandshake(c, t.cfg.keys(), t.cfg.members(), t.cfg.Agreed, t.cfg.ID, p.id, t.incarnation)
 	}
 	if err != nil {
-		if isAuthErr(err) {
+		if isAuthErr(err) || isTLSRefusal(err) {
 			t.authFailed(AuthFailure{Dialing: true, Peer: p.id, Remote: addr, Err: err, Closed: errors.Is(err, errClosedMidHandshake)})
 		}
 		t.untrack(raw)

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"math/big"
 	"net"
 	"testing"
@@ -99,5 +100,41 @@ func TestMutualTLS(t *testing.T) {
 				t.Fatalf("impostor got through: received %d, impostor stats %+v", a.rec.total(), imp.Stats())
 			}
 		})
+	}
+}
+
+// A dialer that refuses the certificate of the peer it dialed (here: from
+// another CA) tells OnAuthFailure, naming the peer and the certificate;
+// before, such refusals were only counted as failed dials.
+func TestTLSRefusalWhileDialingIsTold(t *testing.T) {
+	fx, foreign := testTLS(t), testTLS(t)
+	imp, err := New(Config{ID: 2, Peers: map[paxos.ReplicaID]string{1: "127.0.0.1:1"}, Key: testKey,
+		ListenAddr: "127.0.0.1:0", Handler: func(paxos.Message) {}, Limits: testLimits(), TLS: foreign.server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer imp.Close()
+	told := make(chan AuthFailure, 16)
+	a, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: imp.Addr().String()}, Key: testKey,
+		ListenAddr: "127.0.0.1:0", Handler: func(paxos.Message) {}, Limits: testLimits(), TLS: fx.server,
+		OnAuthFailure: func(f AuthFailure) {
+			select {
+			case told <- f:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.Send(heartbeat(1, 2, 1))
+	select {
+	case f := <-told:
+		var cv *tls.CertificateVerificationError
+		if !f.Dialing || f.Peer != 2 || f.Closed || !errors.As(f.Err, &cv) {
+			t.Errorf("told %+v, want a dial to replica 2 refused on its certificate", f)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no refusal told; stats %+v", a.Stats())
 	}
 }

@@ -287,6 +287,18 @@ func (t *Transport) wrapTLS(c net.Conn, server bool, addr string) (net.Conn, err
 	return tc, nil
 }
 
+// isTLSRefusal reports whether err is a TLS handshake that failed on a
+// certificate: this side refused the other's (wrong CA, name, expiry),
+// or the other side's alert refused this one's. Found in review (the
+// operator's procedures, TLS): a dialer's refusals were only counted, so
+// a replica whose certificate did not name its host was cut off with no
+// line on the side that refused it. A network error is no refusal.
+func isTLSRefusal(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var op *net.OpError
+	return errors.As(err, &cv) || errors.As(err, &op) && op.Op == "remote error"
+}
+
 // acceptLoop accepts inbound connections until Close.
 func (t *Transport) acceptLoop() {
 	defer t.wg.Done()
@@ -381,7 +393,7 @@ func (t *Transport) serveInbound(raw net.Conn) {
 	raw.SetDeadline(time.Now().Add(t.cfg.Limits.HandshakeTimeout))
 	c, err := t.wrapTLS(raw, true, "")
 	if err != nil {
-		t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: fmt.Errorf("transport: TLS: %w", err)})
+		t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err})
 		return
 	}
 	from, inc, err := acceptHandshake(c, t.cfg.Key, t.cfg.members(), t.cfg.Agreed, t.cfg.ID, t.isPeer)
