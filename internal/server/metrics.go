@@ -103,6 +103,12 @@ func newMetrics(s *Server) *metrics {
 	for _, o := range []state.OutcomeKind{state.OutcomeDispatched, state.OutcomeFailed, state.OutcomeSkipped, state.OutcomeUnknown} {
 		m.launches.WithLabelValues(string(o))
 	}
+	if s.cert != nil {
+		expiry := prometheus.NewGauge(prometheus.GaugeOpts{Name: "paxcron_tls_certificate_expiry_timestamp_seconds",
+			Help: "When the TLS certificate this replica presents stops verifying (it, or a CA certificate of its chain, expires; Unix seconds): renew it before, by a rolling restart. Only with TLS."})
+		expiry.Set(float64(s.cert.expires.Unix()))
+		f(expiry)
+	}
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_open_launches",
 		Help: "Launches started and not yet recorded finished; at 1,000,000 the leader starts none until some finish, and triggers and backfills are refused with 507."}, s.stateGauge((*state.Machine).OpenCount)))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_jobs", Help: "Cron jobs."}, s.stateGauge((*state.Machine).JobCount)))

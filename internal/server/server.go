@@ -415,6 +415,7 @@ func (s *Server) Start() {
 	}
 	if s.cert != nil {
 		s.warnCertAtStart(time.Now())
+		s.wg.Go(s.watchCertExpiry)
 	}
 	if err := s.startGossip(); err != nil {
 		s.log.Error("gossip did not start: peers are known only from the configuration, and crashes by the Paxos timeouts", "err", err)

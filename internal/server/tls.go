@@ -21,6 +21,16 @@ import (
 // saying why on the side that dialed; and nothing said that a
 // certificate in use was about to expire until connections failed.
 
+const (
+	// certExpiryWarning is how long before its certificate expires a
+	// replica starts warning: time to renew it and roll it out.
+	certExpiryWarning = 30 * 24 * time.Hour
+	// certWarnEvery is how often the warning is repeated until then;
+	// certExpiredEvery how often an expired certificate is said again.
+	certWarnEvery    = 24 * time.Hour
+	certExpiredEvery = time.Hour
+)
+
 // certInfo is what the replica knows of the certificate it presents.
 type certInfo struct {
 	file string
@@ -219,6 +229,55 @@ func (s *Server) warnCertAtStart(now time.Time) {
 		if err := leaf.VerifyHostname(host); err != nil {
 			s.log.Warn("this replica's TLS certificate does not name the host it advertises: peers dialing "+adv.addr+" refuse it",
 				"cert_file", s.cert.file, "advertised", adv.what, "err", err)
+		}
+	}
+}
+
+// noteCertExpiry warns, at now, of a certificate that expires soon, and
+// says so louder once it has.
+func (s *Server) noteCertExpiry(now time.Time) {
+	left := s.cert.expires.Sub(now)
+	expires := s.cert.expires.UTC().Format(time.RFC3339)
+	switch {
+	case left <= 0:
+		s.log.Error("this replica's TLS certificate has expired: peers and API clients refuse new connections with it; "+
+			"connections made before go on until they break, and then this replica is cut off (launches stop once a majority is). "+
+			"Issue a new certificate and restart this replica (a rolling restart renews every replica's without an outage)",
+			"expired_at", expires, "certificate", s.cert.expiring, "cert_file", s.cert.file)
+	case left <= certExpiryWarning:
+		s.log.Warn("this replica's TLS certificate expires in "+left.Round(time.Second).String()+
+			": issue a new one and restart this replica before then (a rolling restart renews every replica's without an outage); "+
+			"once it expires peers refuse new connections with it",
+			"expires_at", expires, "certificate", s.cert.expiring, "cert_file", s.cert.file)
+	}
+}
+
+// nextCertCheck is how long after now the certificate's expiry is looked
+// at again: when the warning starts, daily while it lasts, at the expiry
+// itself, and hourly after. At most a day: the wall clock may jump.
+func nextCertCheck(now, expires time.Time) time.Duration {
+	left := expires.Sub(now)
+	switch {
+	case left <= 0:
+		return certExpiredEvery
+	case left <= certExpiryWarning:
+		return min(certWarnEvery, left+time.Second)
+	}
+	return min(certWarnEvery, left-certExpiryWarning+time.Second)
+}
+
+// watchCertExpiry logs the certificate's expiry as it nears, until the
+// server stops.
+func (s *Server) watchCertExpiry() {
+	for {
+		now := time.Now()
+		s.noteCertExpiry(now)
+		t := time.NewTimer(nextCertCheck(now, s.cert.expires))
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
 		}
 	}
 }

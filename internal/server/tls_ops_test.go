@@ -323,6 +323,94 @@ func TestTLSCAMoveByRollingRestarts(t *testing.T) {
 	checkNoRefusal(t, logs)
 }
 
+// gauge is the value of replica s's metric name.
+func gauge(t testing.TB, s *Server, name string) (float64, bool) {
+	t.Helper()
+	mfs, err := s.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// A certificate that expires while the cluster runs. From start-up every
+// replica warns that its certificate expires soon, naming when, and a
+// metric holds the time. Connections made before it expires go on, and
+// so do launches; when it expires each replica says so. A replica
+// restarted on it refuses to start, naming the expiry; restarted with a
+// new certificate it is cut off from the others, whose expired
+// certificates it refuses (saying so), while they launch on; restarted
+// one at a time with new certificates, the others take it back. Nothing
+// is doubled or missed.
+func TestTLSCertificateThatExpiresWhileRunning(t *testing.T) {
+	ca := newTestCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
+	// Long enough for the cluster to form and launch (x509 counts whole
+	// seconds).
+	expires := time.Now().Add(20 * time.Second).Truncate(time.Second)
+	files := newTLSFiles(t)
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		files.set(id, []*testCA{ca}, ca, leafSpec{notAfter: expires})
+	}
+	logs := newLogs()
+	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelWarn)))
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		if l := logs[id].String(); !strings.Contains(l, "TLS certificate expires in") || !strings.Contains(l, expires.UTC().Format(time.RFC3339)) {
+			t.Errorf("replica %d does not warn at start that its certificate expires at %s:\n%s", id, expires.UTC().Format(time.RFC3339), l)
+		}
+		if v, ok := gauge(t, c.servers[id-1], "paxcron_tls_certificate_expiry_timestamp_seconds"); !ok || v != float64(expires.Unix()) {
+			t.Errorf("replica %d's expiry metric: %v (%v), want %d", id, v, ok, expires.Unix())
+		}
+	}
+	c.putEverySecond(c.leader(), "tick")
+	c.waitChildren(2)
+	// The certificates expire on the real clock, which crypto/tls reads:
+	// wait for it.
+	<-time.After(time.Until(expires))
+	eventually(t, "every replica to say its certificate expired", func() bool {
+		for id := paxos.ReplicaID(1); id <= 3; id++ {
+			if !strings.Contains(logs[id].String(), "TLS certificate has expired") {
+				return false
+			}
+		}
+		return true
+	})
+	c.waitChildren(len(c.nomad.Children()) + 2)
+
+	// A follower restarted on its expired certificate refuses to start.
+	leader := c.leader()
+	renewed := leader%3 + 1
+	if err := c.servers[renewed-1].Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.servers[renewed-1] = nil
+	cfg := testConfig(t, renewed, c.dirs[renewed-1], c.nomad)
+	files.mutate(&cfg)
+	if _, err := New(cfg, false); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "expired at "+expires.UTC().Format(time.RFC3339)) {
+		t.Fatalf("replica %d started on an expired certificate: %v, want ErrConfig naming the expiry", renewed, err)
+	}
+	// Renewed, it starts, and refuses its peers' expired certificates.
+	files.set(renewed, []*testCA{ca}, ca, leafSpec{})
+	c.start(renewed, false)
+	eventually(t, fmt.Sprintf("replica %d to say it refuses its peers' expired certificates", renewed), func() bool {
+		l := logs[renewed].String()
+		return strings.Contains(l, "this replica refused the other replica's certificate") && strings.Contains(l, "it has expired")
+	}, func() string { return logs[renewed].String() })
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	// The others, one at a time: the other follower, then the leader.
+	for _, id := range []paxos.ReplicaID{renewed%3 + 1, leader} {
+		files.set(id, []*testCA{ca}, ca, leafSpec{})
+		c.restartGracefully(id)
+		c.waitChildren(len(c.nomad.Children()) + 2)
+	}
+	c.waitChildren(len(c.nomad.Children()) + 3)
+	c.checkEverySecondOnce("tick")
+}
+
 // A replica given a certificate its peers would refuse is refused at
 // start-up (ErrConfig), naming the certificate and the cause: from a CA
 // its CA file does not hold, expired, or not for client authentication
@@ -445,4 +533,23 @@ func TestTLSWrongCertificateIsRefusedAndSaidSo(t *testing.T) {
 		c.waitChildren(len(c.nomad.Children()) + 2)
 	}
 	c.checkEverySecondOnce("tick")
+}
+
+func TestNextCertCheck(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		left, want time.Duration
+	}{
+		{365 * day, day}, // far off: looked at daily all the same (the clock may jump)
+		{30*day + time.Hour, time.Hour + time.Second}, // at the start of the warning
+		{30 * day, day},                      // warning: daily
+		{10 * time.Second, 11 * time.Second}, // at the expiry itself
+		{0, time.Hour},                       // expired: hourly
+		{-day, time.Hour},
+	} {
+		if got := nextCertCheck(now, now.Add(tc.left)); got != tc.want {
+			t.Errorf("%s before the expiry: next check in %s, want %s", tc.left, got, tc.want)
+		}
+	}
 }
