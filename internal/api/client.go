@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,13 +11,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"paxcron/internal/cafile"
 )
 
 // ClientConfig configures NewClient, as the CLI's -address, -token,
@@ -122,13 +122,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	// made every call past the second dial and close its own.
 	transport.MaxIdleConnsPerHost = maxIdleConnsPerHost
 	if cfg.CACert != "" {
-		pem, err := os.ReadFile(cfg.CACert)
+		// One CA or several (during a CA move, the old and the new).
+		pool, err := cafile.Pool(cfg.CACert)
 		if err != nil {
-			return nil, fmt.Errorf("api: reading the CA certificate: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("api: %s holds no PEM certificate", cfg.CACert)
+			return nil, fmt.Errorf("api: reading the CA certificates: %w", err)
 		}
 		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}

@@ -1,16 +1,15 @@
 package server
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"time"
+
+	"paxcron/internal/cafile"
 )
 
 // The replica's TLS files, read once at start-up (a rolling restart
@@ -52,7 +51,7 @@ func (s *Server) loadTLS() error {
 	if err != nil {
 		return fmt.Errorf("%w: tls: %w", ErrConfig, err)
 	}
-	cas, err := readCAFile(f.CAFile)
+	cas, err := cafile.Read(f.CAFile)
 	if err != nil {
 		return fmt.Errorf("%w: tls: %w", ErrConfig, err)
 	}
@@ -84,42 +83,6 @@ func (s *Server) transportTLS() *tls.Config {
 	cert := c.Certificates[0]
 	c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
 	return c
-}
-
-// readCAFile reads every certificate of a PEM file: one CA, or several
-// (during a CA move, the old and the new). A block that is not a
-// certificate is refused rather than skipped, and so is a block that
-// cannot be read: files concatenated with no line break between them
-// (an END line running into a BEGIN) lose both certificates, and if
-// others were read a CA would quietly not be trusted.
-func readCAFile(path string) ([]*x509.Certificate, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var cas []*x509.Certificate
-	for rest := b; ; {
-		var block *pem.Block
-		if block, rest = pem.Decode(rest); block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("%s: block %d is a %s, not a CERTIFICATE", path, len(cas)+1, block.Type)
-		}
-		ca, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("%s: certificate %d: %w", path, len(cas)+1, err)
-		}
-		cas = append(cas, ca)
-	}
-	if begins := bytes.Count(b, []byte("-----BEGIN ")); begins != len(cas) {
-		return nil, fmt.Errorf("%s holds %d BEGIN lines but %d certificates could be read: "+
-			"files concatenated without a line break between them? (each END line must end its line)", path, begins, len(cas))
-	}
-	if len(cas) == 0 {
-		return nil, fmt.Errorf("%s holds no PEM certificate", path)
-	}
-	return cas, nil
 }
 
 // checkCert checks, at now, that the certificate verifies against the
