@@ -349,9 +349,9 @@ func gauge(t testing.TB, s *Server, name string) (float64, bool) {
 // is doubled or missed.
 func TestTLSCertificateThatExpiresWhileRunning(t *testing.T) {
 	ca := newTestCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
-	// Long enough for the cluster to form and launch (x509 counts whole
-	// seconds).
-	expires := time.Now().Add(20 * time.Second).Truncate(time.Second)
+	// Long enough for the cluster to form and launch twice on a loaded
+	// CI machine, under the race detector (x509 counts whole seconds).
+	expires := time.Now().Add(30 * time.Second).Truncate(time.Second)
 	files := newTLSFiles(t)
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
 		files.set(id, []*testCA{ca}, ca, leafSpec{notAfter: expires})
