@@ -34,6 +34,9 @@ advertise {
 }
 
 # Mutual TLS between replicas, and TLS for the API (all three or none).
+# The certificate must name the advertised hosts and be for both server
+# and client authentication; ca_file may hold several CAs (a CA move).
+# Files are read at start: renew them by a rolling restart.
 # tls {
 #   ca_file   = "/etc/paxcron/ca.pem"
 #   cert_file = "/etc/paxcron/replica-1.pem"

@@ -50,7 +50,7 @@ func (f *apiFlags) register(fs *flag.FlagSet, getenv func(string) string, reads 
 	// defaults, and so wrote the token out (found in review).
 	f.tokenEnv = getenv("PAXCRON_TOKEN")
 	fs.StringVar(&f.token, "token", "", "the API token (PAXCRON_TOKEN)")
-	fs.StringVar(&f.caCert, "ca-cert", getenv("PAXCRON_CACERT"), "CA certificate (PEM) to verify an https API (PAXCRON_CACERT)")
+	fs.StringVar(&f.caCert, "ca-cert", getenv("PAXCRON_CACERT"), "CA certificates (PEM, one or several: during a CA move the old and the new) to verify an https API (PAXCRON_CACERT)")
 	fs.BoolVar(&f.json, "json", false, "print the answer as JSON, for scripts")
 	if reads {
 		fs.BoolVar(&f.stale, "stale", false, "answer from the replica asked, without the leader (faster, maybe behind)")

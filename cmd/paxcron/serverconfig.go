@@ -216,7 +216,7 @@ func (o *serverSettings) table() []setting {
 		str("advertise.http", "HTTP address other replicas forward to (default bind.http)", &o.advHTTP),
 		str("advertise.paxos", "Paxos address other replicas dial (default bind.paxos)", &o.advPaxos),
 		str("advertise.gossip", "gossip address other replicas reach (default bind.gossip)", &o.advGossip),
-		str("tls.ca_file", "CA certificate (PEM) that signed every replica's: mutual TLS between replicas, TLS for the API", &o.tlsCA),
+		str("tls.ca_file", "CA certificates (PEM, one or several: during a CA move the old and the new) that signed every replica's: mutual TLS between replicas, TLS for the API", &o.tlsCA),
 		str("tls.cert_file", "this replica's certificate (PEM)", &o.tlsCert),
 		str("tls.key_file", "this replica's key (PEM)", &o.tlsKey),
 		secret(strs("api.write_tokens", "bearer tokens that may change anything (16 characters or more)", &o.writeTokens)),
