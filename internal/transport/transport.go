@@ -37,9 +37,10 @@ type Stats struct {
 	Undecodable  uint64 // frames paxos.DecodeMessage rejected
 	Misaddressed uint64 // messages whose From/To did not match the connection
 	Oversized    uint64 // connections closed for a frame over MaxMessageBytes
-	// AuthFailures counts handshakes this side refused: the other end
-	// failed to prove the key, was not a member, or bound other members
-	// or settings.
+	// AuthFailures counts handshakes refused: by this side (the other
+	// end failed to prove the key, was not a member, bound other members
+	// or settings, or its TLS certificate did not verify), or by the
+	// other end's TLS alert, which names this side's certificate.
 	AuthFailures uint64
 	// HandshakesClosed counts handshakes the other end closed before
 	// they completed: it refused this side (and says why in its own
