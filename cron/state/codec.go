@@ -29,8 +29,9 @@ const (
 	// taken to be in its job's target) and version 1, whose history was
 	// a list of launches. Version 5 writes the content and target of a
 	// spec version once per job (wireLaunch.Shared); a version 4 launch
-	// carries its own.
-	snapshotVersion byte = 5
+	// carries its own. Version 6 adds the cluster ID to the header
+	// (wireHeader.ClusterID); before it the ID is unset.
+	snapshotVersion byte = 6
 )
 
 var msgpackHandle = func() *codec.MsgpackHandle {
@@ -126,6 +127,10 @@ type wireTakeover struct {
 	Term Term
 }
 
+type wireSetClusterID struct {
+	ID []byte // ClusterIDBytes
+}
+
 type wireTrigger struct {
 	Name  string
 	At    wireTime
@@ -199,6 +204,8 @@ func Encode(c Command) ([]byte, error) {
 			StartedSlot: c.StartedSlot}
 	case Takeover:
 		w = &wireTakeover{Term: c.Term}
+	case SetClusterID:
+		w = &wireSetClusterID{ID: clusterIDToWire(c.ID)}
 	case Trigger:
 		w = &wireTrigger{Name: c.Name, At: toWire(c.At), Force: c.Force}
 	case Backfill:
@@ -321,6 +328,16 @@ func decodeKind(kind Kind, body []byte) (Command, error) {
 			return nil, err
 		}
 		return Takeover(w), nil
+	case KindSetClusterID:
+		var w wireSetClusterID
+		if err := decodeValue(body, &w); err != nil {
+			return nil, err
+		}
+		id, err := clusterIDFromWire(w.ID)
+		if err != nil {
+			return nil, err
+		}
+		return SetClusterID{ID: id}, nil
 	case KindTrigger:
 		var w wireTrigger
 		if err := decodeValue(body, &w); err != nil {

@@ -34,6 +34,7 @@ const (
 	KindTrigger        Kind = 7
 	KindBackfill       Kind = 8
 	KindTakeover       Kind = 9
+	KindSetClusterID   Kind = 10
 )
 
 func (k Kind) String() string {
@@ -56,6 +57,8 @@ func (k Kind) String() string {
 		return "Backfill"
 	case KindTakeover:
 		return "Takeover"
+	case KindSetClusterID:
+		return "SetClusterID"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -111,10 +114,12 @@ var (
 	ErrConflict = errors.New("state: version conflict")
 	// ErrNotFound: no such job, or no such open launch.
 	ErrNotFound = errors.New("state: not found")
-	// ErrDuplicate: a launch already started (or finished) for that time.
+	// ErrDuplicate: a launch already started (or finished) for that time,
+	// or a SetClusterID of the ID already set.
 	ErrDuplicate = errors.New("state: duplicate launch")
 	// ErrStale: a LaunchFinished (or Takeover) from a leader that an
-	// applied Takeover has since replaced.
+	// applied Takeover has since replaced, or a SetClusterID once another
+	// ID is set.
 	ErrStale = errors.New("state: from a replaced leader")
 	// ErrLimit: applying the command would exceed a bound (MaxJobs,
 	// MaxOpenLaunches, Limits).
@@ -135,7 +140,7 @@ func invalid(format string, args ...any) error {
 }
 
 // Command is one of PutJob, DeleteJob, Pause, Resume, LaunchStarted,
-// LaunchFinished, Trigger and Backfill.
+// LaunchFinished, Trigger, Backfill, Takeover and SetClusterID.
 type Command interface {
 	Kind() Kind
 	// Validate checks everything that does not depend on the state: names,

@@ -125,6 +125,7 @@ func sampleCommands() []Command {
 		LaunchFinished{Job: "nightly", ScheduledAt: t0, Outcome: Outcome{Kind: OutcomeFailed, Reason: "x"}, Term: Term{Round: 7, Replica: 2}},
 		LaunchFinished{Job: "nightly", ScheduledAt: t0, LaunchKind: LaunchBackfill, Outcome: Outcome{Kind: OutcomeDispatched, ChildID: "c"}, Term: Term{Round: 7, Replica: 2}, StartedSlot: 1 << 40},
 		Backfill{Name: "nightly", From: t0.Add(-time.Hour), To: t0, At: t0.Add(time.Minute), Force: true},
+		SetClusterID{ID: ClusterID{0xc1, 0x05, 0x7e, 0x12, 0x1d, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}},
 	}
 }
 

@@ -14,9 +14,10 @@
 //
 // # Commands
 //
-// PutJob, DeleteJob, Pause, Resume, LaunchStarted and LaunchFinished; see
-// codec.go for their encoding (a version byte, a kind byte and msgpack
-// arrays). Writers validate and encode with Encode; Decode validates
+// PutJob, DeleteJob, Pause, Resume, LaunchStarted, LaunchFinished,
+// Trigger, Backfill, Takeover and SetClusterID (the cluster's name, set
+// once: see ClusterID); see codec.go for their encoding (a version byte,
+// a kind byte and msgpack arrays). Writers validate and encode with Encode; Decode validates
 // everything again and never panics.
 //
 // # Versions

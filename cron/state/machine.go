@@ -382,6 +382,8 @@ type Machine struct {
 	tombOrder  []string
 	// term is the latest Takeover applied.
 	term Term
+	// clusterID is the cluster's name (SetClusterID), zero until set.
+	clusterID ClusterID
 	// specBytes is SpecBytes, kept as commands apply (countSpecBytes
 	// counts it afresh).
 	specBytes int
@@ -483,8 +485,10 @@ func (m *Machine) Apply(slot uint64, cmd []byte) {
 // ApplyCommand applies a decoded command chosen at slot and returns why it
 // was refused, if it was: an error wrapping ErrInvalid, ErrConflict,
 // ErrNotFound or ErrLimit (counted in Stats.Rejected and kept in
-// Rejections), or ErrDuplicate (counted in the launch counters'
-// Duplicates). A refused command leaves the state otherwise unchanged.
+// Rejections), ErrDuplicate (counted in the launch counters' Duplicates
+// for a launch; a SetClusterID of the ID set is not counted) or ErrStale
+// (counted in Stats.Stale). A refused command leaves the state otherwise
+// unchanged.
 // Slots must increase from call to call.
 func (m *Machine) ApplyCommand(slot uint64, c Command) error {
 	m.advanceSlot(slot)
@@ -536,11 +540,14 @@ func (m *Machine) dispatch(slot uint64, c Command) error {
 		}
 		m.term = c.Term
 		return nil
+	case SetClusterID:
+		return m.setClusterID(c)
 	}
 	panic(fmt.Sprintf("state: unknown command type %T", c))
 }
 
-// JobOf returns the name of the job c is about ("" for Takeover).
+// JobOf returns the name of the job c is about ("" for Takeover and
+// SetClusterID).
 func JobOf(c Command) string {
 	switch c := c.(type) {
 	case PutJob:

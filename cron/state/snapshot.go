@@ -29,6 +29,9 @@ type wireHeader struct {
 	Rejections  []wireRejection
 	Term        Term
 	Jobs        uint64 // how many wireJobs follow
+	// ClusterID (version 6 on; before it the header ends above and the
+	// ID is unset): no bytes while unset, else ClusterIDBytes.
+	ClusterID []byte
 }
 
 // wireTrailer follows the jobs: it refers to them.
@@ -185,7 +188,8 @@ type frozen struct {
 func (m *Machine) freeze() *frozen {
 	names := m.sortedNames()
 	f := &frozen{
-		header:   wireHeader{LastSlot: m.lastSlot, LastVersion: m.lastVersion, Stats: m.stats, Term: m.term, Jobs: uint64(len(names))},
+		header: wireHeader{LastSlot: m.lastSlot, LastVersion: m.lastVersion, Stats: m.stats, Term: m.term, Jobs: uint64(len(names)),
+			ClusterID: clusterIDToWire(m.clusterID)},
 		jobs:     make([]*job, len(names)),
 		capacity: m.snapshotCapacity(),
 		size:     m.encodedSize,
@@ -371,7 +375,7 @@ func DecodeSnapshot(data []byte) (*Machine, error) {
 	if err := dec.Decode(&h); err != nil {
 		return nil, snapshotErr("header: %v", err)
 	}
-	restored, err := machineFromHeader(&h)
+	restored, err := machineFromHeader(&h, version)
 	if err != nil {
 		return nil, err
 	}
@@ -448,18 +452,25 @@ func SnapshotTerm(data []byte) (Term, error) {
 	if err := codec.NewDecoderBytes(data[1:], msgpackHandle).Decode(&h); err != nil {
 		return Term{}, snapshotErr("header: %v", err)
 	}
-	if _, err := machineFromHeader(&h); err != nil {
+	if _, err := machineFromHeader(&h, data[0]); err != nil {
 		return Term{}, err
 	}
 	return h.Term, nil
 }
 
-func machineFromHeader(h *wireHeader) (*Machine, error) {
+func machineFromHeader(h *wireHeader, version byte) (*Machine, error) {
 	if h.Jobs > MaxJobs {
 		return nil, snapshotErr("%d jobs, more than %d", h.Jobs, MaxJobs)
 	}
+	if version < 6 && h.ClusterID != nil {
+		return nil, snapshotErr("a cluster ID in a version %d header", version)
+	}
+	clusterID, err := clusterIDFromWire(h.ClusterID)
+	if err != nil {
+		return nil, snapshotErr("header: %v", err)
+	}
 	m := &Machine{jobs: make(map[string]*job, h.Jobs), tombstones: map[string]tombstone{}, withOpen: map[string]struct{}{}, encodedSize: new(atomic.Int64), encodedJobs: new(atomic.Int64),
-		lastSlot: h.LastSlot, lastVersion: h.LastVersion, stats: h.Stats, term: h.Term, limits: DefaultLimits()}
+		lastSlot: h.LastSlot, lastVersion: h.LastVersion, stats: h.Stats, term: h.Term, clusterID: clusterID, limits: DefaultLimits()}
 	if len(h.Rejections) > MaxRejections {
 		return nil, snapshotErr("%d rejections, more than %d", len(h.Rejections), MaxRejections)
 	}
