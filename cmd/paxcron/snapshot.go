@@ -161,7 +161,7 @@ func runSnapshotInspect(args []string, stdout, stderr io.Writer) int {
 	l := sum.Stats.Launches
 	for _, kv := range [][2]string{
 		{"Log index", strconv.FormatUint(info.Index, 10)}, {"Generation", fmt.Sprintf("%d (the round of the last takeover, %v)", sum.Term.Round, sum.Term)},
-		{"Members", fmt.Sprint(info.Membership)},
+		{"Members", fmt.Sprint(info.Membership)}, {"Cluster ID", orDefault(sum.ClusterID.String(), "none (taken before the cluster was named)")},
 		{"Taken at", info.TakenAt.Local().Format(time.RFC3339)}, {"Size", fmt.Sprintf("%d bytes, SHA-256 %s (verified)", info.Size, info.SHA256)},
 		{"Jobs", fmt.Sprintf("%d (%d paused)", sum.Jobs, sum.Paused)},
 		{"Launches", fmt.Sprintf("%d open; %d started, %d dispatched, %d failed, %d skipped, %d unknown", sum.Open, l.Started, l.Dispatched, l.Failed, l.Skipped, l.Unknown)},

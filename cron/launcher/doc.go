@@ -21,6 +21,14 @@
 // beyond its catch-up window (then skipped, with the reason). A dispatch
 // whose answer is lost is looked up before it is tried again.
 //
+// # The cluster's name
+//
+// A leader that has caught up and finds the state without a cluster ID
+// proposes one it drew (NameCluster, state.SetClusterID); the first
+// applied names the cluster on every replica. It is the launcher's only
+// proposal that is not about a launch: the launcher is what proposes on
+// the leader's behalf.
+//
 // # Determinism
 //
 // No goroutine, clock or randomness: time comes in through Step, Nomad's

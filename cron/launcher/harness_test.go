@@ -35,6 +35,12 @@ type harness struct {
 	// holdTakeover leaves it with the other proposals.
 	holdTakeover bool
 	takeover     *state.Takeover
+	// A SetClusterID is committed as soon as it is proposed too, unless
+	// holdNaming leaves it with the other proposals.
+	holdNaming bool
+	naming     *state.SetClusterID
+	// drawn counts the cluster IDs drawn (Config.NewClusterID).
+	drawn int
 }
 
 func newHarness(t *testing.T, mutate func(*Config)) *harness {
@@ -44,6 +50,10 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		Machine:       state.New(),
 		Dispatcher:    h.d,
 		MemoryHorizon: 4 * time.Hour,
+		NewClusterID: func() state.ClusterID {
+			h.drawn++
+			return state.ClusterID{0xc1, byte(h.drawn)}
+		},
 		// Lookups wait this long for calls to land: settle() passes it.
 		MaxCallLatency: time.Millisecond,
 		Propose: func(c state.Command) error {
@@ -57,6 +67,10 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 			}
 			if tk, ok := c.(state.Takeover); ok && !h.holdTakeover {
 				h.takeover = &tk // committed at once by step
+				return nil
+			}
+			if n, ok := c.(state.SetClusterID); ok && !h.holdNaming {
+				h.naming = &n // committed at once by step
 				return nil
 			}
 			h.proposed = append(h.proposed, c)
@@ -81,6 +95,10 @@ func (h *harness) lease(term uint64, d time.Duration) {
 
 func (h *harness) step() {
 	h.l.Step(h.now, h.lead)
+	if n := h.naming; n != nil {
+		h.naming = nil
+		h.apply(*n)
+	}
 	if tk := h.takeover; tk != nil {
 		h.takeover = nil
 		h.apply(*tk)

@@ -14,8 +14,8 @@ import (
 	"paxcron/paxos"
 )
 
-// Config configures a Launcher. Machine, Propose and Dispatcher are
-// required; a zero limit takes its default.
+// Config configures a Launcher. Machine, Propose, Dispatcher and
+// NewClusterID are required; a zero limit takes its default.
 type Config struct {
 	// Machine is the replica's cron state. The Launcher applies the log
 	// to it (the Launcher is the replica's StateMachine) and reads it.
@@ -61,6 +61,11 @@ type Config struct {
 	// predecessor left open, and a dispatch whose answer was lost is looked
 	// up this long after it was sent. Default 10 s.
 	MaxCallLatency time.Duration
+	// NewClusterID draws a cluster ID, never the zero one, from the
+	// caller's randomness (crypto/rand in the server, the seed in the
+	// simulator): a leader that finds its state unnamed proposes one
+	// (NameCluster). Two clusters must never draw the same.
+	NewClusterID func() state.ClusterID
 	// Applied, when set, hears every command applied to the state, on
 	// every replica, with the state's verdict (nil, or why it was refused
 	// or ignored): the launch log line, and the simulator's checkers. It
@@ -84,8 +89,8 @@ var ErrConfig = errors.New("launcher: invalid config")
 
 func (c *Config) validate() error {
 	switch {
-	case c.Machine == nil || c.Propose == nil || c.Dispatcher == nil:
-		return fmt.Errorf("%w: Machine, Propose and Dispatcher are required", ErrConfig)
+	case c.Machine == nil || c.Propose == nil || c.Dispatcher == nil || c.NewClusterID == nil:
+		return fmt.Errorf("%w: Machine, Propose, Dispatcher and NewClusterID are required", ErrConfig)
 	case c.MemoryHorizon <= 0:
 		return fmt.Errorf("%w: MemoryHorizon must be positive (Nomad's job GC threshold)", ErrConfig)
 	case c.ClockSkew < 0 || c.MaxInflight < 0 || c.MaxStartsPerStep < 0 || c.BuildStep < 0 || c.RetryAfter < 0 || c.ProposalTimeout < 0 || c.MaxCallLatency < 0:
@@ -302,6 +307,12 @@ type Launcher struct {
 	// draining: start no launch (a graceful shutdown), only conclude
 	// those under way.
 	draining bool
+	// naming is the cluster ID this launcher drew (NameCluster), zero
+	// until it first needs one; namedAt and namedIn when and in which
+	// term it last proposed it.
+	naming  state.ClusterID
+	namedAt time.Time
+	namedIn paxos.Ballot
 
 	stats Stats
 }
@@ -386,6 +397,7 @@ func (l *Launcher) DecodeSnapshot(data []byte) (install func(), err error) {
 // that are ready. Call it after every input to the replica (tick, message,
 // write completion), and after Done.
 func (l *Launcher) Step(now time.Time, lead Leadership) {
+	l.NameCluster(now, lead)
 	l.now, l.lead = now, lead
 	if l.leading && (!lead.Leader || lead.Term != l.term) {
 		l.demote()
@@ -414,6 +426,35 @@ func (l *Launcher) Step(now time.Time, lead Leadership) {
 		l.startDue()
 	}
 	l.pump()
+}
+
+// NameCluster proposes a cluster ID while the state holds none, this
+// replica leads, and it has applied every command chosen before its term
+// (so it missed no earlier leader's SetClusterID). The first applied
+// names the cluster on every replica (state.SetClusterID); the drawn ID
+// is proposed again, the same one, after ProposalTimeout and in each new
+// term until one is. Step calls it; it needs neither the lease nor Nomad,
+// and a driver that holds its launcher back from launching (internal/node's
+// CanLaunch) calls it with the replica's true leadership, so that a
+// cluster is named while it cannot launch yet.
+func (l *Launcher) NameCluster(now time.Time, lead Leadership) {
+	if !lead.Leader || !lead.CaughtUp || !l.m.ClusterID().IsZero() {
+		return
+	}
+	if l.naming.IsZero() {
+		l.naming = l.cfg.NewClusterID()
+		if l.naming.IsZero() {
+			panic("launcher: Config.NewClusterID drew the zero cluster ID")
+		}
+	}
+	if l.namedIn == lead.Term && !l.namedAt.IsZero() && now.Sub(l.namedAt) < l.cfg.ProposalTimeout {
+		return
+	}
+	if err := l.cfg.Propose(state.SetClusterID{ID: l.naming}); err != nil {
+		l.namedAt = time.Time{}
+		return
+	}
+	l.namedAt, l.namedIn = now, lead.Term
 }
 
 // SetDraining makes the leader start no new launch while d, for a

@@ -818,7 +818,8 @@ func TestLostProposalsAreProposedAgain(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	d := &fakeDispatcher{}
-	ok := Config{Machine: state.New(), Dispatcher: d, MemoryHorizon: time.Hour, Propose: func(state.Command) error { return nil }}
+	ok := Config{Machine: state.New(), Dispatcher: d, MemoryHorizon: time.Hour, Propose: func(state.Command) error { return nil },
+		NewClusterID: func() state.ClusterID { return state.ClusterID{1} }}
 	if _, err := New(ok); err != nil {
 		t.Fatal(err)
 	}
@@ -828,6 +829,7 @@ func TestConfigValidation(t *testing.T) {
 		"skew too big":  func(c *Config) { c.ClockSkew = 2 * time.Hour },
 		"negative":      func(c *Config) { c.MaxInflight = -1 },
 		"no dispatcher": func(c *Config) { c.Dispatcher = nil },
+		"no cluster ID": func(c *Config) { c.NewClusterID = nil },
 	} {
 		c := ok
 		mutate(&c)

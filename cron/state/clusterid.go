@@ -29,6 +29,20 @@ func (id ClusterID) String() string {
 	return hex.EncodeToString(id[:])
 }
 
+// MarshalText writes String's form, so that JSON carries the ID as a hex
+// string ("" when unset).
+func (id ClusterID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
+
+// UnmarshalText reads what MarshalText writes.
+func (id *ClusterID) UnmarshalText(b []byte) error {
+	v, err := ParseClusterID(string(b))
+	if err != nil {
+		return err
+	}
+	*id = v
+	return nil
+}
+
 // ParseClusterID reads the hex form String writes; "" is the zero ID.
 func ParseClusterID(s string) (ClusterID, error) {
 	var id ClusterID

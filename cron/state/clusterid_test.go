@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"reflect"
@@ -163,6 +164,14 @@ func TestParseClusterID(t *testing.T) {
 	}
 	if id, err := ParseClusterID(""); err != nil || !id.IsZero() || id.String() != "" {
 		t.Fatalf(`ParseClusterID(""): %s, %v`, id, err)
+	}
+	b, err := json.Marshal(struct{ ID, Unset ClusterID }{ID: idA})
+	if want := `{"ID":"` + idA.String() + `","Unset":""}`; err != nil || string(b) != want {
+		t.Fatalf("JSON %s, %v; want %s", b, err, want)
+	}
+	var back struct{ ID, Unset ClusterID }
+	if err := json.Unmarshal(b, &back); err != nil || back.ID != idA || !back.Unset.IsZero() {
+		t.Fatalf("JSON read back %+v, %v", back, err)
 	}
 	for _, bad := range []string{"a1", idA.String() + "00", "zz" + idA.String()[2:]} {
 		if _, err := ParseClusterID(bad); err == nil {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
@@ -19,7 +20,8 @@ import (
 type CronOptions struct {
 	// Launcher holds the launcher's limits: MemoryHorizon is required, a
 	// zero limit takes the launcher's default. The node supplies Machine,
-	// Propose, Dispatcher and Applied, so those must be left unset.
+	// Propose, Dispatcher, Applied and NewClusterID (drawn from
+	// crypto/rand), so those must be left unset.
 	Launcher launcher.Config
 	// NewDispatcher returns replica id's Dispatcher (a shared one will
 	// do). done hands a Result back to that replica's launcher: it never
@@ -49,8 +51,8 @@ func (o *CronOptions) validate() error {
 	switch {
 	case o.NewDispatcher == nil:
 		return fmt.Errorf("%w: Cron.NewDispatcher is required", ErrConfig)
-	case o.Launcher.Machine != nil || o.Launcher.Propose != nil || o.Launcher.Dispatcher != nil || o.Launcher.Applied != nil:
-		return fmt.Errorf("%w: Cron.Launcher's Machine, Propose, Dispatcher and Applied are the node's to set (use Cron.NewDispatcher and Cron.Applied)", ErrConfig)
+	case o.Launcher.Machine != nil || o.Launcher.Propose != nil || o.Launcher.Dispatcher != nil || o.Launcher.Applied != nil || o.Launcher.NewClusterID != nil:
+		return fmt.Errorf("%w: Cron.Launcher's Machine, Propose, Dispatcher, Applied and NewClusterID are the node's to set (use Cron.NewDispatcher and Cron.Applied)", ErrConfig)
 	}
 	return nil
 }
@@ -210,6 +212,7 @@ func (n *Node) startCron(o *CronOptions) error {
 	cfg.Machine = state.New()
 	cfg.Propose = n.proposeCommand
 	cfg.Dispatcher = o.NewDispatcher(n.id, n.deliverResult)
+	cfg.NewClusterID = newClusterID
 	user, id := o.Applied, n.id
 	cfg.Applied = func(slot uint64, c state.Command, err error) {
 		m.verdictSlot, m.verdict = slot, err
@@ -224,6 +227,19 @@ func (n *Node) startCron(o *CronOptions) error {
 	m.l = l
 	n.cron, n.sm = m, m
 	return nil
+}
+
+// newClusterID draws a cluster ID from crypto/rand: two clusters must
+// never draw the same (a seeded generator could, for two clusters started
+// from one image).
+func newClusterID() state.ClusterID {
+	var id state.ClusterID
+	for id.IsZero() {
+		if _, err := rand.Read(id[:]); err != nil {
+			panic(fmt.Sprintf("node: crypto/rand failed: %v", err))
+		}
+	}
+	return id
 }
 
 // deliverResult is the done function every Dispatcher of r is given.
@@ -271,10 +287,13 @@ func (n *Node) stepLauncher() bool {
 	n.catchUpTicks()
 	now := n.now()
 	lead := launcher.LeadershipOf(n.rep.Node().Status(), n.rep.Applied(), now, n.cfg.TickInterval)
+	n.launcherProposed = false
 	if n.cfg.Cron.CanLaunch != nil && !n.cfg.Cron.CanLaunch() {
+		// Held back from launching, a leader still names its cluster:
+		// the transport binds the name, whether or not Nomad answers.
+		n.cron.l.NameCluster(now, lead)
 		lead = launcher.Leadership{}
 	}
-	n.launcherProposed = false
 	n.cron.l.Step(now, lead)
 	if n.launcherErr != nil {
 		n.fail(n.launcherErr)
@@ -461,6 +480,8 @@ type SnapshotSummary struct {
 	Stats    state.Stats
 	// Term is the last Takeover's (zero before the first).
 	Term state.Term
+	// ClusterID is the cluster's (zero if the snapshot predates it).
+	ClusterID state.ClusterID
 }
 
 // SnapshotTerm reads the term of the last Takeover a cron-mode snapshot's
@@ -498,7 +519,7 @@ func DescribeSnapshot(data []byte) (SnapshotSummary, error) {
 	if err := m.Restore(data[hashSnapshotBytes:]); err != nil {
 		return SnapshotSummary{}, err
 	}
-	sum := SnapshotSummary{Jobs: m.JobCount(), Open: m.OpenCount(), LastSlot: m.LastSlot(), Commands: h.Commands(), Hash: h.Hash(), Stats: m.Stats(), Term: m.Term()}
+	sum := SnapshotSummary{Jobs: m.JobCount(), Open: m.OpenCount(), LastSlot: m.LastSlot(), Commands: h.Commands(), Hash: h.Hash(), Stats: m.Stats(), Term: m.Term(), ClusterID: m.ClusterID()}
 	for after := ""; ; {
 		page, more := m.JobsPage("", after, 1000)
 		for _, j := range page {

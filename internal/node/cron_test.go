@@ -74,3 +74,27 @@ func TestCanLaunchAgainInTheSameTermLaunches(t *testing.T) {
 		}
 	})
 }
+
+// A cron trio is named once, the same on all three, and in each one's
+// Status, even while CanLaunch holds every launcher back (Nomad not
+// checked yet): the transport binds the name, which must not wait for
+// Nomad.
+func TestTrioIsNamedWhileHeldBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := cronTrio(t, fakenomad.New(fakenomad.Options{}), func() bool { return false })
+		waitFor(t, 10*time.Second, "the trio named", func() bool {
+			id := nodes[0].Status().ClusterID
+			for _, n := range nodes {
+				if s := n.Status(); s.ClusterID.IsZero() || s.ClusterID != id {
+					return false
+				}
+			}
+			return true
+		})
+		for _, n := range nodes {
+			if n.Status().Launching {
+				t.Fatalf("replica %d launches with CanLaunch false", n.Status().ID)
+			}
+		}
+	})
+}

@@ -35,6 +35,7 @@ import (
 
 	"paxcron/cron/launcher"
 	"paxcron/cron/replica"
+	"paxcron/cron/state"
 	"paxcron/internal/hashsm"
 	"paxcron/internal/hoptrace"
 	"paxcron/paxos"
@@ -183,6 +184,9 @@ type Status struct {
 	// Rebuilding: the replica lost its disk and learns from its peers
 	// without voting yet (paxos.HardState.Rebuilding).
 	Rebuilding bool
+	// ClusterID is the cluster's ID as this replica's cron state holds
+	// it (zero until a SetClusterID is applied, or outside cron mode).
+	ClusterID state.ClusterID
 	// QuorumLost counts the leaderships this replica gave up because no
 	// quorum answered it for an election timeout (paxos.Stats).
 	QuorumLost uint64
@@ -1057,6 +1061,9 @@ func (n *Node) publish() {
 		Launching:     n.cron != nil && n.cron.l.Leading(),
 		Rebuilding:    ns.Rebuilding,
 		QuorumLost:    core.Stats().QuorumLost,
+	}
+	if n.cron != nil {
+		s.ClusterID = n.cron.l.Machine().ClusterID()
 	}
 	if until, ok := core.LeaseValidUntil(); ok && until > core.Now() {
 		s.Lease = time.Duration(until-core.Now()) * n.cfg.TickInterval
