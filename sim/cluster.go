@@ -60,8 +60,10 @@ type cluster struct {
 	opts Options
 	rng  *rand.Rand
 	// detector draws the failure detector's delays, apart from rng so
-	// that it does not shift every other draw of a seed.
+	// that it does not shift every other draw of a seed; naming the
+	// launchers' cluster IDs, for the same reason.
 	detector *rand.Rand
+	naming   *rand.Rand
 	sched    *simclock.Scheduler
 	net      *simnet.Network
 	nodes    []*node
@@ -72,6 +74,7 @@ type cluster struct {
 	holders  []paxos.ReplicaID // scratch for lease checks
 	live     *check.Liveness
 	corrupt  *check.Corruption
+	ids      *check.ClusterIDs
 	trace    *check.Trace
 	slotHash map[uint64]uint64 // state machine hash after each slot, first seen
 	pending  map[string]paxos.ReplicaID
@@ -116,6 +119,8 @@ func newCluster(opts Options) (*cluster, error) {
 		opts:       opts,
 		rng:        rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
 		detector:   rand.New(rand.NewPCG(opts.Seed, 0xd37ec7)),
+		naming:     rand.New(rand.NewPCG(opts.Seed, 0xc1d)),
+		ids:        check.NewClusterIDs(),
 		sched:      simclock.NewScheduler(),
 		checks:     check.NewConsensus(),
 		lease:      check.NewLease(),
@@ -199,6 +204,7 @@ func (c *cluster) start(n *node) {
 		c.fail(fmt.Errorf("replica %d: launcher: %w", n.id, err))
 		return
 	}
+	c.ids.Started(n.id)
 	n.launcher = l
 	rep, err := replica.New(replica.Config{
 		Writer: writer,
@@ -527,6 +533,7 @@ func (o *observer) Applied(e paxos.Entry) {
 	c.trace.RecordEntry(c.sched.Now(), n.id, e)
 	c.fail(c.checks.Learned(n.id, e))
 	c.fail(c.checks.Applied(n.id, e))
+	c.fail(c.ids.Observe(n.id, n.machine.ClusterID()))
 	if e.Slot%stateHashEvery == 0 {
 		// Invariant 10: replicas that applied the same prefix hold the
 		// same state, whether they got there from the full log or from a
@@ -562,6 +569,9 @@ func (o *observer) Applied(e paxos.Entry) {
 	}
 }
 
-func (o *observer) Restored(index uint64) { o.c.fail(o.c.checks.Restored(o.n.id, index)) }
+func (o *observer) Restored(index uint64) {
+	o.c.fail(o.c.checks.Restored(o.n.id, index))
+	o.c.fail(o.c.ids.Observe(o.n.id, o.n.machine.ClusterID()))
+}
 
 func (o *observer) SnapshotTaken(uint64) { o.c.faults["snapshot taken"]++ }

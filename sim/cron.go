@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -122,7 +123,18 @@ func (c *cluster) newLauncher(n *node) (*launcher.Launcher, error) {
 		// simnomad's slowest call (flaky) lands within 300 ms.
 		MaxCallLatency: 400 * time.Millisecond,
 		Applied:        func(slot uint64, cmd state.Command, err error) { c.cronApplied(n, slot, cmd, err) },
+		NewClusterID:   c.newClusterID,
 	})
+}
+
+// newClusterID draws a cluster ID for a launcher, from the seed.
+func (c *cluster) newClusterID() state.ClusterID {
+	var id state.ClusterID
+	for id.IsZero() {
+		binary.BigEndian.PutUint64(id[:8], c.naming.Uint64())
+		binary.BigEndian.PutUint64(id[8:], c.naming.Uint64())
+	}
+	return id
 }
 
 // proposer is replica n's launcher's way into its paxos node.
@@ -224,6 +236,9 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 		if _, ok := cmd.(state.LaunchStarted); ok {
 			c.faults["start refused for its job's open launches"]++ // proof the path ran
 		}
+	}
+	if _, ok := cmd.(state.SetClusterID); ok && errors.Is(err, state.ErrStale) {
+		c.faults["cluster ID drawn by two leaders, the second refused"]++ // not a fault: proof the path ran
 	}
 	if err != nil {
 		return

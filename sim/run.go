@@ -267,6 +267,9 @@ func (c *cluster) finalCheck() error {
 	if err := c.cronFinal(); err != nil {
 		return err
 	}
+	if c.ids.Named().IsZero() {
+		return &check.Violation{Invariant: check.InvClusterID, Detail: "no replica's state holds a cluster ID at the end of a healed run: no leader named the cluster"}
+	}
 	return c.corrupt.Check()
 }
 

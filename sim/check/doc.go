@@ -13,6 +13,8 @@
 //     each job and its own reading of each schedule (Oracle); Lease (9)
 //     watches who believes it holds the lease;
 //   - Corruption (12) keeps the books on flipped bytes;
+//   - ClusterIDs (15, beyond the brief's list) holds every replica to one
+//     cluster ID, never changed once its state holds it;
 //   - Trace hashes a run's events for the determinism invariant (13).
 //
 // Checkers copy whatever they keep (callers may reuse buffers), never range

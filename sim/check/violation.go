@@ -24,6 +24,9 @@ const (
 	InvReplicasAgree Invariant = 10
 	InvCorruption    Invariant = 12
 	InvDeterminism   Invariant = 13
+	// InvClusterID is not in the brief's list (its numbers go to 14):
+	// one cluster ID, the same on every replica, never changed.
+	InvClusterID Invariant = 15
 )
 
 var invariantNames = map[Invariant]string{
@@ -39,6 +42,7 @@ var invariantNames = map[Invariant]string{
 	InvReplicasAgree: "replicas agree",
 	InvCorruption:    "corruption never applied",
 	InvDeterminism:   "determinism",
+	InvClusterID:     "one cluster ID",
 }
 
 func (i Invariant) String() string {
