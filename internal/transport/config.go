@@ -58,6 +58,13 @@ type Config struct {
 	// members, so replicas whose Agreed differ refuse each other.
 	// Optional: nil binds nothing more.
 	Agreed []byte
+	// ClusterID returns this replica's cluster ID, zero while it knows
+	// none (a new cluster not named yet, a replica rebuilding from its
+	// peers). It is read once per handshake, from the connection's
+	// goroutine, so it must be safe for concurrent use and quick (an
+	// atomic load). Replicas that both know one and whose IDs differ
+	// refuse each other (ErrOtherCluster). Optional: nil never knows one.
+	ClusterID func() ClusterID
 	// OnAuthFailure, when set, is told of each handshake that failed
 	// authentication, either side, with the error that says why (a
 	// wrong cluster key, an ID that is not a member...); nil: they are

@@ -19,22 +19,37 @@
 // # Handshake
 //
 // After TCP (and TLS when Config.TLS is set), the dialer sends a hello:
-// magic "PXT\x02", its replica ID, the ID it wants to reach, its
-// incarnation (drawn when its transport starts) and a 32-byte random
-// nonce. The acceptor checks that the target is itself and the
-// sender a member, and answers with its own nonce and
-// HMAC-SHA256(key, "accept" | hello | acceptor nonce | members | agreed),
-// the members being the count and the sorted IDs of the cluster as this
-// replica is configured, and agreed the other settings every replica must
-// share (Config.Agreed: the server's timing); the dialer checks it and answers with the same
-// MAC under the label "dial". Both sides thus prove knowledge of the
-// cluster key over fresh nonces from both sides, so a recorded handshake
-// cannot be replayed, and the acceptor learns an authenticated sender ID;
-// and replicas whose member lists (or agreed settings) differ refuse each
-// other, since quorums of two lists need not intersect. (Version 1, "PXT\x01", bound no
-// members: its replicas and these do not connect.) Every message received
-// on the connection must then have that From and this replica's To; others
-// are dropped and counted (Stats.Misaddressed).
+// magic "PXT\x03", its replica ID, the ID it wants to reach, its
+// incarnation (drawn when its transport starts), its cluster ID (zero
+// while it knows none) and a 32-byte random nonce. The acceptor checks
+// that the target is itself and the sender a member, and answers with its
+// own nonce, its own cluster ID and
+// HMAC-SHA256(key, "accept" | hello | acceptor nonce | acceptor cluster
+// ID | members | agreed), the members being the count and the sorted IDs
+// of the cluster as this replica is configured, and agreed the other
+// settings every replica must share (Config.Agreed: the server's timing);
+// the dialer checks it and answers with the same MAC under the label
+// "dial". Both sides thus prove knowledge of the cluster key over fresh
+// nonces from both sides, so a recorded handshake cannot be replayed, and
+// the acceptor learns an authenticated sender ID; and replicas whose
+// member lists (or agreed settings) differ refuse each other, since
+// quorums of two lists need not intersect.
+//
+// The cluster IDs (Config.ClusterID, from the replicated state: see
+// cron/state.ClusterID) are covered by both MACs, so each side's is its
+// own. When both are known and differ, each side refuses the other once
+// the MACs check (the dialer after sending its proof, so that the
+// acceptor refuses it too and says why), with ErrOtherCluster and both
+// IDs: the two share the key and the member IDs, but one holds another
+// cluster's state (a data folder copied from elsewhere), whose promises
+// and accepted values belong to another log. A zero ID on either side
+// connects: a new or rebuilding replica has nothing to contradict. A
+// replica that learns its ID calls Redial, so that no connection made
+// while it knew none outlives that. (Version 2, "PXT\x02", bound no
+// cluster ID, and version 1 not even the members: replicas of either and
+// these do not connect, and such a hello is refused naming its version.)
+// Every message received on the connection must then have that From and
+// this replica's To; others are dropped and counted (Stats.Misaddressed).
 //
 // A replica may accept more than one key (Config.AcceptKeys), so that
 // the cluster key can be changed without an outage. The acceptor proves

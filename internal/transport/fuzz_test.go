@@ -131,12 +131,14 @@ func FuzzAcceptHandshake(f *testing.F) {
 	f.Add(append((&hello{from: 9, to: self}).encode(), make([]byte, macBytes)...))
 	f.Add(append((&hello{from: self, to: self}).encode(), make([]byte, macBytes)...))
 	f.Add(append((&hello{from: member, to: 3}).encode(), make([]byte, macBytes)...))
+	f.Add(append((&hello{from: member, to: self, cluster: otherCluster}).encode(), make([]byte, macBytes)...))
+	f.Add([]byte("PXT\x03"))
 	f.Add([]byte("PXT\x02"))
 	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		rw := &scriptedConn{in: bytes.NewReader(in)}
 		isMember := func(id paxos.ReplicaID) bool { return id == 1 || id == 2 || id == 3 }
-		from, _, err := acceptHandshake(rw, testKey, []paxos.ReplicaID{1, 2, 3}, nil, self, isMember)
+		from, _, err := acceptHandshake(rw, testKey, []paxos.ReplicaID{1, 2, 3}, nil, testCluster, self, isMember)
 		if err == nil {
 			t.Fatalf("a stranger's bytes were accepted as replica %d", from)
 		}
@@ -146,7 +148,7 @@ func FuzzAcceptHandshake(f *testing.F) {
 		h, herr := decodeHello(in[:min(len(in), helloBytes)])
 		answered := herr == nil && h.to == self && h.from != self && isMember(h.from)
 		if want := 0; answered {
-			want = nonceBytes + macBytes
+			want = challengeBytes
 			if rw.out.Len() != want {
 				t.Fatalf("answered a valid hello with %d bytes, want %d", rw.out.Len(), want)
 			}
@@ -160,6 +162,7 @@ func FuzzAcceptHandshake(f *testing.F) {
 // with the magic, and re-encodes to them.
 func FuzzDecodeHello(f *testing.F) {
 	f.Add((&hello{from: 1, to: 2, nonce: [nonceBytes]byte{1, 2, 3}}).encode())
+	f.Add((&hello{from: 1, to: 2, cluster: testCluster, nonce: [nonceBytes]byte{1, 2, 3}}).encode())
 	f.Add([]byte(helloMagic))
 	f.Add(append([]byte("PXT\x00"), make([]byte, helloBytes-len(helloMagic))...))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -152,7 +152,7 @@ func (t *Transport) dial(p *peer) (*wrapped, error) {
 	raw.SetDeadline(time.Now().Add(t.cfg.Limits.HandshakeTimeout))
 	c, err := t.wrapTLS(raw, false, addr)
 	if err == nil {
-		err = dialHandshake(c, t.cfg.keys(), t.cfg.members(), t.cfg.Agreed, t.cfg.ID, p.id, t.incarnation)
+		err = dialHandshake(c, t.cfg.keys(), t.cfg.members(), t.cfg.Agreed, t.clusterID(), t.cfg.ID, p.id, t.incarnation)
 	}
 	if err != nil {
 		if isAuthErr(err) || isTLSRefusal(err) {

@@ -192,6 +192,27 @@ func (t *Transport) SetPeerAddr(id paxos.ReplicaID, addr string) error {
 	return nil
 }
 
+// clusterID is this replica's cluster ID now (Config.ClusterID).
+func (t *Transport) clusterID() ClusterID {
+	if t.cfg.ClusterID == nil {
+		return ClusterID{}
+	}
+	return t.cfg.ClusterID()
+}
+
+// Redial closes every connection, inbound and outbound: each peer is
+// dialed again, and dials in again, with a new handshake. Call it once
+// this replica learns its cluster ID: a connection made while it knew
+// none was checked against nothing, and must not outlive that.
+func (t *Transport) Redial() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	//detlint:maprange closing every connection; order is irrelevant
+	for c := range t.conns {
+		c.Close()
+	}
+}
+
 // Stats returns the counters so far.
 func (t *Transport) Stats() Stats {
 	c := &t.stats
@@ -397,7 +418,7 @@ func (t *Transport) serveInbound(raw net.Conn) {
 		t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err})
 		return
 	}
-	from, inc, err := acceptHandshake(c, t.cfg.Key, t.cfg.members(), t.cfg.Agreed, t.cfg.ID, t.isPeer)
+	from, inc, err := acceptHandshake(c, t.cfg.Key, t.cfg.members(), t.cfg.Agreed, t.clusterID(), t.cfg.ID, t.isPeer)
 	if err != nil {
 		if errors.Is(err, errAuth) {
 			t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err, Closed: errors.Is(err, errClosedMidHandshake)})

@@ -21,6 +21,12 @@ import (
 
 var testKey = []byte("0123456789abcdef-cluster-key")
 
+// testCluster and otherCluster are two clusters' IDs.
+var (
+	testCluster  = ClusterID{0xa1, 0xa2, 0xa3, 15: 0xaf}
+	otherCluster = ClusterID{0xb1, 0xb2, 0xb3, 15: 0xbf}
+)
+
 // waitTimeout bounds every wait in these tests; everything happens on
 // loopback in milliseconds.
 const waitTimeout = 10 * time.Second
@@ -249,7 +255,7 @@ func rawDial(t *testing.T, tr *Transport, key []byte, from, to paxos.ReplicaID) 
 	}
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(waitTimeout))
-	return c, dialHandshake(c, [][]byte{key}, tr.cfg.members(), tr.cfg.Agreed, from, to, newIncarnation())
+	return c, dialHandshake(c, [][]byte{key}, tr.cfg.members(), tr.cfg.Agreed, ClusterID{}, from, to, newIncarnation())
 }
 
 func writeFrame(t *testing.T, c net.Conn, payload []byte) {
@@ -615,12 +621,12 @@ func TestForgedProofIsRefused(t *testing.T) {
 	if _, err := c.Write(h.encode()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.ReadFull(c, make([]byte, nonceBytes+macBytes)); err != nil {
+	if _, err := io.ReadFull(c, make([]byte, challengeBytes)); err != nil {
 		t.Fatal(err)
 	}
 	// The MAC of the right shape under the wrong key.
 	var acceptorNonce [nonceBytes]byte
-	if _, err := c.Write(handshakeMAC([]byte("not-the-cluster-key!"), "dial", &h, acceptorNonce[:], a.tr.cfg.members(), nil)); err != nil {
+	if _, err := c.Write(handshakeMAC([]byte("not-the-cluster-key!"), "dial", &h, acceptorNonce[:], ClusterID{}, a.tr.cfg.members(), nil)); err != nil {
 		t.Fatal(err)
 	}
 	for r := range uint64(3) {
@@ -992,15 +998,31 @@ func TestMembersThatDifferAreRefused(t *testing.T) {
 	}
 }
 
-// TestVersionOneHelloIsNamed: a replica of the version before the
-// members were bound is refused, saying so.
-func TestVersionOneHelloIsNamed(t *testing.T) {
-	h := (&hello{from: 1, to: 2}).encode()
-	copy(h, legacyMagic)
-	rw := &scriptedConn{in: bytes.NewReader(h)}
-	_, _, err := acceptHandshake(rw, testKey, []paxos.ReplicaID{1, 2, 3}, nil, 2, func(paxos.ReplicaID) bool { return true })
-	if !isAuthErr(err) || !strings.Contains(err.Error(), "earlier paxcron version") {
-		t.Fatalf("a version 1 hello: %v", err)
+// TestEarlierVersionsHellosAreNamed: a replica of a version before the
+// cluster ID (or the members) was bound is refused, saying which version
+// it runs; nothing is answered.
+func TestEarlierVersionsHellosAreNamed(t *testing.T) {
+	for _, v := range []struct {
+		magic string
+		size  int // its hello's length
+		says  string
+	}{
+		{"PXT\x01", 4 + 8 + 8 + 8 + nonceBytes, "transport version 1"},
+		{"PXT\x02", 4 + 8 + 8 + 8 + nonceBytes, "transport version 2"},
+	} {
+		h := append([]byte(v.magic), make([]byte, v.size-len(v.magic))...)
+		h[len(v.magic)+7], h[len(v.magic)+15] = 1, 2 // from 1 to 2
+		rw := &scriptedConn{in: bytes.NewReader(h)}
+		_, _, err := acceptHandshake(rw, testKey, []paxos.ReplicaID{1, 2, 3}, nil, testCluster, 2, func(paxos.ReplicaID) bool { return true })
+		if !isAuthErr(err) || !strings.Contains(err.Error(), "earlier paxcron version") || !strings.Contains(err.Error(), v.says) {
+			t.Errorf("a %q hello: %v", v.magic, err)
+		}
+		if rw.out.Len() != 0 {
+			t.Errorf("a %q hello was answered with %d bytes", v.magic, rw.out.Len())
+		}
+		if _, err := decodeHello(h); !strings.Contains(fmt.Sprint(err), v.says) {
+			t.Errorf("decodeHello of a %q hello: %v", v.magic, err)
+		}
 	}
 }
 
