@@ -1,10 +1,14 @@
 // Package gossip owns how replicas find one another and notice a crash:
 // one hashicorp/memberlist instance per replica, named after its replica
 // ID, carrying in its node meta where the replica's Paxos transport and
-// HTTP API listen. The server learns from it each peer's current
-// addresses (a replica moved to another machine keeps its ID and is found
-// again) and a hint when a peer is declared dead, which it feeds to the
-// Paxos core's suspicion input to elect a new leader sooner.
+// HTTP API listen, and its cluster ID. The server learns from it each
+// peer's current addresses (a replica moved to another machine keeps its
+// ID and is found again) and a hint when a peer is declared dead, which
+// it feeds to the Paxos core's suspicion input to elect a new leader
+// sooner. A node whose cluster ID is another than this replica's, both
+// known, is ignored: a replica started on another cluster's data folder,
+// with the same key and replica ID, must not take the real replica's
+// place in the others' address books.
 //
 // Nothing safe depends on it: the core elects leaders by its own
 // heartbeats and timeouts, and its leases keep a wrong hint harmless.
@@ -15,6 +19,7 @@ package gossip
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -31,9 +36,16 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
+// ClusterIDBytes is the length of a cluster ID (cron/state.ClusterID).
+const ClusterIDBytes = 16
+
 // Peer is a replica as gossip carries it.
 type Peer struct {
 	ID uint64
+	// ClusterID is the cluster its state belongs to, zero while it knows
+	// none. A peer of another cluster than this replica's, both known,
+	// is ignored: its addresses are not this cluster's replica's.
+	ClusterID [ClusterIDBytes]byte
 	// PaxosAddr and APIAddr are where its transport and API listen.
 	PaxosAddr string
 	APIAddr   string
@@ -146,6 +158,7 @@ type Gossip struct {
 	conflicts atomic.Uint64
 
 	mu    sync.Mutex
+	self  Peer            // Config.Self, its ClusterID as SetClusterID left it
 	peers map[uint64]Peer // alive, by ID
 }
 
@@ -163,7 +176,7 @@ func Start(cfg Config) (*Gossip, error) {
 	if cfg.AdvertiseAddr == "" {
 		cfg.AdvertiseAddr = cfg.BindAddr
 	}
-	g := &Gossip{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), done: make(chan struct{}), peers: map[uint64]Peer{}}
+	g := &Gossip{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), done: make(chan struct{}), self: cfg.Self, peers: map[uint64]Peer{}}
 	mc, err := g.memberlistConfig()
 	if err != nil {
 		return nil, err
@@ -347,8 +360,61 @@ func (g *Gossip) Peers() []Peer {
 	return out
 }
 
+// SetClusterID gives this replica's cluster ID, once its state holds
+// one: it is gossiped in its meta from then on, and peers known of
+// another cluster are dropped (their addresses were never this
+// cluster's). It waits up to timeout for the new meta to be sent.
+func (g *Gossip) SetClusterID(id [ClusterIDBytes]byte, timeout time.Duration) error {
+	g.mu.Lock()
+	if g.self.ClusterID == id {
+		g.mu.Unlock()
+		return nil
+	}
+	g.self.ClusterID = id
+	var foreign []Peer
+	//detlint:maprange collected, then sorted
+	for pid, p := range g.peers {
+		if otherCluster(id, p.ClusterID) {
+			foreign = append(foreign, p)
+			delete(g.peers, pid)
+		}
+	}
+	g.mu.Unlock()
+	slices.SortFunc(foreign, func(a, b Peer) int { return cmpID(a.ID, b.ID) })
+	for _, p := range foreign {
+		g.ignored.Add(1)
+		g.log.Error("a gossip peer known before this replica's cluster ID belongs to another cluster: its addresses are forgotten",
+			"peer", p.ID, "paxos", p.PaxosAddr, "its_cluster_id", hexID(p.ClusterID), "cluster_id", hexID(id))
+	}
+	return g.ml.UpdateNode(timeout)
+}
+
+// otherCluster reports whether two cluster IDs are both known and
+// differ.
+func otherCluster(ours, theirs [ClusterIDBytes]byte) bool {
+	var zero [ClusterIDBytes]byte
+	return ours != zero && theirs != zero && ours != theirs
+}
+
+func hexID(id [ClusterIDBytes]byte) string {
+	if id == ([ClusterIDBytes]byte{}) {
+		return ""
+	}
+	return hex.EncodeToString(id[:])
+}
+
+func cmpID(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
 // Ignored counts nodes ignored: not a member, or a name that is not their
-// ID's, or meta that does not decode.
+// ID's, or meta that does not decode, or of another cluster.
 func (g *Gossip) Ignored() uint64 { return g.ignored.Load() }
 
 // Close leaves the cluster (telling the others, within timeout: they
@@ -369,6 +435,9 @@ func (g *Gossip) peerOf(n *memberlist.Node) (Peer, bool) {
 		err = fmt.Errorf("its name %q is not replica %d's", n.Name, p.ID)
 	case !slices.Contains(g.cfg.Members, p.ID):
 		err = fmt.Errorf("replica %d is not a member of %v", p.ID, g.cfg.Members)
+	case otherCluster(g.clusterID(), p.ClusterID):
+		err = fmt.Errorf("replica %d holds the state of cluster %s, this replica that of cluster %s: its data folder comes from another cluster (or its gossip reached this one); "+
+			"its addresses are not taken for this cluster's replica %d", p.ID, hexID(p.ClusterID), hexID(g.clusterID()), p.ID)
 	}
 	if err != nil {
 		g.ignored.Add(1)
@@ -378,9 +447,27 @@ func (g *Gossip) peerOf(n *memberlist.Node) (Peer, bool) {
 	return p, true
 }
 
+// clusterID is this replica's cluster ID as SetClusterID left it.
+func (g *Gossip) clusterID() [ClusterIDBytes]byte {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.self.ClusterID
+}
+
 func (g *Gossip) alive(n *memberlist.Node) {
 	p, ok := g.peerOf(n)
-	if !ok || p.ID == g.cfg.Self.ID {
+	if !ok {
+		if q, err := decodeMeta(n.Meta); err == nil && otherCluster(g.clusterID(), q.ClusterID) {
+			// Known before it said which cluster it is of: forget it.
+			g.mu.Lock()
+			if known, in := g.peers[q.ID]; in && known.PaxosAddr == q.PaxosAddr {
+				delete(g.peers, q.ID)
+			}
+			g.mu.Unlock()
+		}
+		return
+	}
+	if p.ID == g.cfg.Self.ID {
 		return
 	}
 	g.mu.Lock()
@@ -395,6 +482,9 @@ func (g *Gossip) alive(n *memberlist.Node) {
 func (g *Gossip) dead(n *memberlist.Node) {
 	p, ok := g.peerOf(n)
 	if !ok {
+		if q, err := decodeMeta(n.Meta); err == nil && otherCluster(g.clusterID(), q.ClusterID) {
+			return // another cluster's replica: this cluster's lives on
+		}
 		// Its meta no longer decodes (or never did): its name still says
 		// which replica it is, and a member known alive must not stay so.
 		id, named := idOfName(n.Name)
@@ -441,7 +531,10 @@ func (g *Gossip) Conflicts() uint64 { return g.conflicts.Load() }
 type delegate struct{ g *Gossip }
 
 func (d delegate) NodeMeta(limit int) []byte {
-	b, err := encodeMeta(d.g.cfg.Self)
+	d.g.mu.Lock()
+	self := d.g.self
+	d.g.mu.Unlock()
+	b, err := encodeMeta(self)
 	if err != nil || len(b) > limit {
 		panic(fmt.Sprintf("gossip: this replica's meta does not fit: %v", err)) // validated in Start
 	}

@@ -97,10 +97,16 @@ type member struct {
 
 func start(t *testing.T, id uint64, key []byte, join ...string) *member {
 	t.Helper()
+	return startNamed(t, id, key, [ClusterIDBytes]byte{}, join...)
+}
+
+// startNamed is start for a replica whose state holds cluster ID cluster.
+func startNamed(t *testing.T, id uint64, key []byte, cluster [ClusterIDBytes]byte, join ...string) *member {
+	t.Helper()
 	rec := newRecorder()
 	addr := freeAddr(t)
 	cfg := Config{
-		Self:    Peer{ID: id, PaxosAddr: fmt.Sprintf("127.0.0.1:%d", 9000+id), APIAddr: fmt.Sprintf("127.0.0.1:%d", 8000+id)},
+		Self:    Peer{ID: id, ClusterID: cluster, PaxosAddr: fmt.Sprintf("127.0.0.1:%d", 9000+id), APIAddr: fmt.Sprintf("127.0.0.1:%d", 8000+id)},
 		Members: []uint64{1, 2, 3}, BindAddr: addr, Join: join, Key: key, Events: rec.events(),
 	}
 	g, err := Start(cfg)
@@ -193,6 +199,44 @@ func TestForeignNodesAreIgnored(t *testing.T) {
 	}
 }
 
+var (
+	clusterA = [ClusterIDBytes]byte{0xa1, 0xa2, 15: 0xaf}
+	clusterB = [ClusterIDBytes]byte{0xb1, 0xb2, 15: 0xbf}
+)
+
+// TestOtherClustersReplicaIsIgnored: a node gossiping as replica 2 with
+// the key but another cluster's ID (a replica started on another
+// cluster's data folder) is ignored by a replica that knows its own ID:
+// no update, no address taken. One that knows none yet takes it, and
+// forgets it when it learns its own.
+func TestOtherClustersReplicaIsIgnored(t *testing.T) {
+	a := startNamed(t, 1, testKey, clusterA)
+	unnamed := start(t, 3, testKey)
+	foreign := startNamed(t, 2, testKey, clusterB, a.cfg.BindAddr, unnamed.cfg.BindAddr)
+	unnamed.rec.wait(t, "the unnamed replica to take replica 2", func() bool { return unnamed.rec.updated[2].ID == 2 })
+	deadline := time.Now().Add(10 * time.Second)
+	for a.g.Ignored() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.rec.mu.Lock()
+	taken := a.rec.updated[2]
+	a.rec.mu.Unlock()
+	if a.g.Ignored() == 0 || slices.ContainsFunc(a.g.Peers(), func(p Peer) bool { return p.ID == 2 }) || taken.ID != 0 {
+		t.Fatalf("ignored %d, peers %+v, updated %+v: another cluster's replica 2 was taken in", a.g.Ignored(), a.g.Peers(), taken)
+	}
+	if err := unnamed.g.SetClusterID(clusterA, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(unnamed.g.Peers(), func(p Peer) bool { return p.ID == 2 }) {
+		t.Fatalf("replica 2 of another cluster still known once named: %+v", unnamed.g.Peers())
+	}
+	// Of the same cluster, it is taken.
+	if err := foreign.g.SetClusterID(clusterA, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	a.rec.wait(t, "replica 2, now of cluster A", func() bool { return a.rec.updated[2].ClusterID == clusterA })
+}
+
 func TestWithoutTheKeyNoJoin(t *testing.T) {
 	a := start(t, 1, testKey)
 	rec := newRecorder()
@@ -229,7 +273,7 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestMetaRoundTrip(t *testing.T) {
-	p := Peer{ID: 7, PaxosAddr: "[2001:db8::1]:4751", APIAddr: "replica-7.example.internal:4750"}
+	p := Peer{ID: 7, ClusterID: clusterA, PaxosAddr: "[2001:db8::1]:4751", APIAddr: "replica-7.example.internal:4750"}
 	b, err := encodeMeta(p)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +282,12 @@ func TestMetaRoundTrip(t *testing.T) {
 	if err != nil || got != p {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
-	for _, bad := range [][]byte{nil, {2}, {1}, {1, 0}, append(slices.Clone(b), 0), b[:len(b)-1]} {
+	// Version 1, before the cluster ID: read as knowing none.
+	v1 := append([]byte{1, 7}, b[2+ClusterIDBytes:]...)
+	if got, err := decodeMeta(v1); err != nil || got != (Peer{ID: 7, PaxosAddr: p.PaxosAddr, APIAddr: p.APIAddr}) {
+		t.Fatalf("version 1: %+v, %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, {2}, {1}, {1, 0}, {3, 7}, {2, 7, 0xa1}, append(slices.Clone(b), 0), b[:len(b)-1]} {
 		if _, err := decodeMeta(bad); err == nil {
 			t.Errorf("decodeMeta(%x) accepted", bad)
 		}
@@ -248,6 +297,8 @@ func TestMetaRoundTrip(t *testing.T) {
 func FuzzDecodeMeta(f *testing.F) {
 	good, _ := encodeMeta(Peer{ID: 3, PaxosAddr: "127.0.0.1:4751", APIAddr: "127.0.0.1:4750"})
 	f.Add(good)
+	named, _ := encodeMeta(Peer{ID: 3, ClusterID: clusterA, PaxosAddr: "127.0.0.1:4751", APIAddr: "127.0.0.1:4750"})
+	f.Add(named)
 	f.Add([]byte{1, 3, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := decodeMeta(b)
