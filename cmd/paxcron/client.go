@@ -520,9 +520,9 @@ func runOperator(args []string, stdout, stderr io.Writer, getenv func(string) st
 var operatorStatus = apiCommand{
 	usage: `Usage: paxcron operator status [flags]
 
-Shows the cluster as the replica asked sees it: who leads, each replica's
-addresses and health, the log's chosen and applied indexes, the lease, and
-the newest snapshot and backup.`,
+Shows the cluster as the replica asked sees it: its cluster ID, who leads,
+each replica's addresses and health, the log's chosen and applied indexes,
+the lease, and the newest snapshot and backup.`,
 	// A read: one that got no answer was once reported as a write that
 	// may have been done (exit 6).
 	reads: true, local: true,
@@ -542,6 +542,7 @@ the newest snapshot and backup.`,
 		}
 		for _, kv := range [][2]string{
 			{"Replica", fmt.Sprintf("%d (%s%s)", st.Replica, st.Role, map[bool]string{true: ", rebuilding: catching up from its peers before it votes"}[st.Rebuilding])}, {"Leader", leader},
+			{"Cluster ID", orDefault(st.ClusterID, "not known yet (the first leader names the cluster; a rebuilding replica learns it from its peers)")},
 			{"Log", fmt.Sprintf("chosen %d, applied %d, last snapshot %d", st.Chosen, st.Applied, st.LastSnapshot)},
 			{"Launching", fmt.Sprint(st.Launching)}, {"Lease", time.Duration(st.Lease).String()},
 			{"Jobs", fmt.Sprintf("%d, %d launches open", st.Jobs, st.Open)}, {"State hash", st.StateHash},

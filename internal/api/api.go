@@ -197,6 +197,11 @@ type Replica struct {
 // Status is the answer to GET /v1/status: this replica's view.
 type Status struct {
 	Replica uint64 `json:"replica"`
+	// ClusterID is the cluster's ID as this replica's state holds it
+	// (32 hex digits), empty until the cluster is named or, for a replica
+	// rebuilding, until it catches up that far. Every replica of one
+	// cluster shows the same; replicas of two refuse each other.
+	ClusterID string `json:"cluster_id,omitempty"`
 	// Role is "leader", "follower", "candidate", "pre-candidate".
 	Role   string `json:"role"`
 	Leader uint64 `json:"leader"`

@@ -92,8 +92,8 @@ func strangers(t *testing.T, c *cluster, target *Server) {
 	// A frame's length prefix (2 GiB) and a kilobyte of it, as a peer
 	// would send after the handshake: it is not a hello.
 	send(append([]byte{0x7f, 0xff, 0xff, 0xff}, make([]byte, 1024)...))
-	var hello [52]byte // the right magic, unknown sender
-	copy(hello[:], "PXT\x01")
+	var hello [68]byte // the right magic, unknown sender
+	copy(hello[:], "PXT\x03")
 	binary.BigEndian.PutUint64(hello[4:], 99)
 	binary.BigEndian.PutUint64(hello[12:], uint64(leader))
 	send(hello[:])
@@ -465,18 +465,19 @@ func expectClosed(t *testing.T, conn net.Conn, what string) {
 func memberHandshake(t *testing.T, target *Server, key []byte, from paxos.ReplicaID) (net.Conn, []byte) {
 	t.Helper()
 	conn := dialPaxos(t, target)
-	hello := binary.BigEndian.AppendUint64([]byte("PXT\x02"), uint64(from))
+	hello := binary.BigEndian.AppendUint64([]byte("PXT\x03"), uint64(from))
 	hello = binary.BigEndian.AppendUint64(hello, uint64(target.cfg.ID))
 	incarnation := make([]byte, 8)
 	rand.Read(incarnation)
 	hello = append(hello, incarnation...)
+	hello = append(hello, make([]byte, 16)...) // no cluster ID known: nothing to contradict
 	nonce := make([]byte, 32)
 	rand.Read(nonce)
 	hello = append(hello, nonce...)
 	if _, err := conn.Write(hello); err != nil {
 		t.Fatal(err)
 	}
-	var challenge [64]byte
+	var challenge [80]byte // nonce, cluster ID, MAC
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadFull(conn, challenge[:]); err != nil {
 		t.Fatalf("the handshake as replica %d: %v", from, err)
@@ -484,9 +485,9 @@ func memberHandshake(t *testing.T, target *Server, key []byte, from paxos.Replic
 	conn.SetReadDeadline(time.Time{})
 	mac := func(role string) []byte {
 		m := hmac.New(sha256.New, key)
-		m.Write([]byte("paxcron transport v2 " + role))
+		m.Write([]byte("paxcron transport v3 " + role))
 		m.Write(hello)
-		m.Write(challenge[:32])
+		m.Write(challenge[:48])
 		members := slices.Sorted(slices.Values(target.cfg.Members))
 		m.Write(binary.BigEndian.AppendUint64(nil, uint64(len(members))))
 		for _, id := range members {
@@ -495,7 +496,7 @@ func memberHandshake(t *testing.T, target *Server, key []byte, from paxos.Replic
 		m.Write(agreedSettings(target.cfg))
 		return m.Sum(nil)
 	}
-	if !hmac.Equal(challenge[32:], mac("accept")) {
+	if !hmac.Equal(challenge[48:], mac("accept")) {
 		t.Fatal("the replica's proof does not match the key")
 	}
 	proof := mac("dial")

@@ -419,7 +419,7 @@ func (s *Server) readState(w http.ResponseWriter, r *http.Request, fn func(m *st
 func (s *Server) handleStatus(_ http.ResponseWriter, r *http.Request) (any, error) {
 	st := s.node.Status()
 	out := api.Status{
-		Replica: uint64(st.ID), Role: roleName(st.Role), Leader: uint64(st.Leader), LeaderAPI: s.peers.apiAddr(st.Leader),
+		Replica: uint64(st.ID), ClusterID: st.ClusterID.String(), Role: roleName(st.Role), Leader: uint64(st.Leader), LeaderAPI: s.peers.apiAddr(st.Leader),
 		Chosen: st.Chosen, Applied: st.Applied, Lease: api.Duration(st.Lease), Launching: st.Launching, Rebuilding: st.Rebuilding,
 		StateHash: fmt.Sprintf("%016x", st.Hash), LastSnapshot: st.SnapshotIndex, Replicas: s.peers.list(),
 		LastBackup: s.backups.lastInfo(),

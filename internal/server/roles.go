@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"log/slog"
 	"net"
 	"strconv"
@@ -116,6 +117,10 @@ func (l *slowTurnLog) note(log *slog.Logger, t node.Turn, electionTimeout time.D
 type authFailureLog struct {
 	log *slog.Logger
 	now func() time.Time
+	// dataDir is named with a refusal of another cluster's replica
+	// (transport.ErrOtherCluster): one of the two data folders is the
+	// wrong one.
+	dataDir string
 
 	mu   sync.Mutex
 	last map[string]authFailureSeen // by side and TLS cause; bounded by the peers and the hosts that dial in
@@ -181,6 +186,9 @@ func (l *authFailureLog) note(f transport.AuthFailure) {
 	if why != "" {
 		msg += why + ": "
 	}
-	l.log.Error(msg+f.Err.Error(),
-		"side", side, "remote", f.Remote, "refused_since_last_line", seen.missed)
+	attrs := []any{"side", side, "remote", f.Remote, "refused_since_last_line", seen.missed}
+	if errors.Is(f.Err, transport.ErrOtherCluster) {
+		attrs = append(attrs, "data_dir", l.dataDir)
+	}
+	l.log.Error(msg+f.Err.Error(), attrs...)
 }

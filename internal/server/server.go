@@ -86,6 +86,13 @@ type Server struct {
 	bundleAccepts [][]byte
 	// authFailures logs the transport's refused handshakes.
 	authFailures *authFailureLog
+	// clusterID is the cluster's ID as the replica's state holds it (nil
+	// until New reads it; zero until named): the transport's handshakes
+	// read it. noteClusterID keeps it.
+	clusterID atomic.Pointer[state.ClusterID]
+	// gossipRef is gossip once started, for noteClusterID, which runs on
+	// the replica's loop.
+	gossipRef atomic.Pointer[gossip.Gossip]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -150,6 +157,7 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 	s.callWorkers = newWorkerPool(workerIdle)
 	s.peers = newPeers(cfg)
 	s.authFailures = newAuthFailureLog(s.log, time.Now)
+	s.authFailures.dataDir = cfg.DataDir
 	s.metrics = newMetrics(s)
 	if err := s.openNomad(); err != nil {
 		return nil, err
@@ -160,6 +168,8 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 	if err := s.newNode(rebuilding); err != nil {
 		return nil, err
 	}
+	// What the store's state says, before any handshake.
+	s.noteClusterID(s.node.Status().ClusterID)
 	if err := s.newTransport(); err != nil {
 		return nil, err
 	}
@@ -276,6 +286,7 @@ func (s *Server) newNode(rebuilding bool) error {
 				st := s.node.Status()
 				s.metrics.status(st)
 				s.roles.note(s.log, st, s.dropCounts)
+				s.noteClusterID(st.ClusterID)
 			}
 		},
 		Cron: &node.CronOptions{
@@ -332,12 +343,52 @@ func (s *Server) newTransport() error {
 		ID: s.cfg.ID, Peers: peers, Key: s.cfg.ClusterKey, AcceptKeys: s.cfg.AcceptKeys, ListenAddr: s.cfg.PaxosAddr,
 		TLS: s.transportTLS(), Handler: s.node.Deliver, Limits: s.cfg.TransportLimits,
 		OnAuthFailure: s.authFailures.note, Agreed: agreedSettings(s.cfg),
+		ClusterID: func() transport.ClusterID { return transport.ClusterID(s.ClusterID()) },
 	})
 	if err != nil {
 		return err
 	}
 	s.tr = tr
 	return nil
+}
+
+// ClusterID is the cluster's ID as this replica's state holds it, zero
+// until it is named (or, rebuilding, until it catches up that far).
+func (s *Server) ClusterID() state.ClusterID {
+	if id := s.clusterID.Load(); id != nil {
+		return *id
+	}
+	return state.ClusterID{}
+}
+
+// noteClusterID keeps the ID the replica's state holds, as its status
+// published it. Learned while running (a new cluster named, a replica
+// rebuilding or upgraded from before the ID), it is logged once, every
+// connection is made again so that each is checked against it (one
+// made while it was unknown was checked against nothing), and gossip
+// carries it. It runs on the replica's loop (OnChange) and must not
+// block.
+func (s *Server) noteClusterID(id state.ClusterID) {
+	prev := s.ClusterID()
+	if id == prev || id.IsZero() {
+		return
+	}
+	if !prev.IsZero() {
+		// The state is never renamed: a restored snapshot comes from this
+		// cluster's leader. Said, and the first kept.
+		s.log.Error("the replica's state now holds another cluster ID than it did: this replica's state was replaced by another cluster's",
+			"cluster_id", prev.String(), "now", id.String(), "data_dir", s.cfg.DataDir)
+		return
+	}
+	s.clusterID.Store(&id)
+	if s.tr == nil {
+		return // read from the store at start: Start logs it
+	}
+	s.log.Info("cluster ID learned: replicas of other clusters are refused from now on", "cluster_id", id.String())
+	s.tr.Redial()
+	if g := s.gossipRef.Load(); g != nil {
+		go func() { _ = g.SetClusterID(id, time.Second) }()
+	}
 }
 
 // agreedSettings are the settings every replica must share besides the
@@ -420,7 +471,8 @@ func (s *Server) Start() {
 	if err := s.startGossip(); err != nil {
 		s.log.Error("gossip did not start: peers are known only from the configuration, and crashes by the Paxos timeouts", "err", err)
 	}
-	s.log.Info("replica started", "paxos", s.tr.Addr().String(), "http", s.httpLn.Addr().String(), "members", s.cfg.Members)
+	s.log.Info("replica started", "paxos", s.tr.Addr().String(), "http", s.httpLn.Addr().String(), "members", s.cfg.Members,
+		"cluster_id", orNone(s.ClusterID().String(), "none yet (named by the first leader, or learned from the peers)"))
 }
 
 // checkNomad opens the launcher's gate once Nomad is recent enough and
@@ -654,7 +706,7 @@ func (s *Server) startGossip() error {
 		members[i] = uint64(id)
 	}
 	g, err := gossip.Start(gossip.Config{
-		Self:     gossip.Peer{ID: uint64(s.cfg.ID), PaxosAddr: s.cfg.PaxosAdvertise, APIAddr: s.cfg.HTTPAdvertise},
+		Self:     gossip.Peer{ID: uint64(s.cfg.ID), ClusterID: s.ClusterID(), PaxosAddr: s.cfg.PaxosAdvertise, APIAddr: s.cfg.HTTPAdvertise},
 		Members:  members,
 		BindAddr: s.cfg.GossipAddr, AdvertiseAddr: s.cfg.GossipAdvertise, Join: s.cfg.Join,
 		Key: s.cfg.ClusterKey, AcceptKeys: s.cfg.AcceptKeys, Logger: s.log.With("component", "gossip"),
@@ -664,7 +716,20 @@ func (s *Server) startGossip() error {
 		return err
 	}
 	s.gossip = g
+	s.gossipRef.Store(g)
+	if id := s.ClusterID(); !id.IsZero() {
+		// Learned while gossip started: noteClusterID did not see it.
+		go func() { _ = g.SetClusterID(id, time.Second) }()
+	}
 	return nil
+}
+
+// orNone is s, or none when s is empty.
+func orNone(s, none string) string {
+	if s == "" {
+		return none
+	}
+	return s
 }
 
 // peerUpdated points the transport at a peer's current address.

@@ -161,7 +161,7 @@ tr.attention td{background:#fff6f6}tr.notice td{background:#fffaf0}
 .warn{background:#fff3cd;border:1px solid #f0d68a;padding:8px 12px;border-radius:6px;margin-top:12px}
 </style></head><body>
 <h1>paxcron — replica {{.Status.Replica}} ({{.Status.Role}})</h1>
-<div class="sub">As this replica sees it at {{when .Now}}; refreshes every 5 s. Version {{.Status.Version}}.</div>
+<div class="sub">As this replica sees it at {{when .Now}}; refreshes every 5 s. Version {{.Status.Version}}. Cluster ID {{if .Status.ClusterID}}<code>{{.Status.ClusterID}}</code>{{else}}not known yet{{end}}.</div>
 <div class="cards">
 <div class="card"><span>Leader</span><b>{{if lead .Status.Leader}}replica {{.Status.Leader}}{{else}}none{{end}}</b></div>
 <div class="card"><span>Launching here</span><b>{{if .Status.Launching}}yes, lease {{dur .Status.Lease}}{{else}}no{{end}}</b></div>
