@@ -93,6 +93,9 @@ type Server struct {
 	// gossipRef is gossip once started, for noteClusterID, which runs on
 	// the replica's loop.
 	gossipRef atomic.Pointer[gossip.Gossip]
+	// renamedSaid: noteClusterID logged a state renamed, which it says
+	// once.
+	renamedSaid atomic.Bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -375,7 +378,10 @@ func (s *Server) noteClusterID(id state.ClusterID) {
 	}
 	if !prev.IsZero() {
 		// The state is never renamed: a restored snapshot comes from this
-		// cluster's leader. Said, and the first kept.
+		// cluster's leader. Said once, and the first kept.
+		if s.renamedSaid.Swap(true) {
+			return
+		}
 		s.log.Error("the replica's state now holds another cluster ID than it did: this replica's state was replaced by another cluster's",
 			"cluster_id", prev.String(), "now", id.String(), "data_dir", s.cfg.DataDir)
 		return
