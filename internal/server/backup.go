@@ -332,7 +332,7 @@ func RestoreStore(dataDir string, snap paxos.Snapshot, members []paxos.ReplicaID
 		return 0, err
 	}
 	defer st.Close()
-	empty, err := storeIsEmpty(st)
+	empty, _, err := storeIsEmpty(st)
 	if err != nil {
 		return 0, err
 	}

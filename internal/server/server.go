@@ -96,6 +96,13 @@ type Server struct {
 	// renamedSaid: noteClusterID logged a state renamed, which it says
 	// once.
 	renamedSaid atomic.Bool
+	// startChosen is the slot up to which the store knew the log chosen
+	// when it opened; ready is set once the replica applied that far (or
+	// its state holds a cluster ID): until then its transport neither
+	// dials nor answers (transport.Config.Ready), since its cluster ID may
+	// be in what it has yet to apply.
+	startChosen uint64
+	ready       atomic.Bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -173,6 +180,8 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 	}
 	// What the store's state says, before any handshake.
 	s.noteClusterID(s.node.Status().ClusterID)
+	s.noteReady(s.node.Status())
+	time.AfterFunc(readyWaitMax, s.readyAnyway)
 	if err := s.newTransport(); err != nil {
 		return nil, err
 	}
@@ -204,7 +213,7 @@ func (s *Server) openStore() (empty bool, err error) {
 	store, err := pebblestore.Open(dir, pebblestore.Options{FS: vfs.Default, Logger: pebbleLogger{s.log}})
 	if err == nil {
 		s.store = store
-		empty, err = storeIsEmpty(store)
+		empty, s.startChosen, err = storeIsEmpty(store)
 	}
 	if err != nil && (errors.Is(err, syscall.EAGAIN) || strings.Contains(err.Error(), "lock held by current process")) {
 		// Pebble's lock file: found in review (the operator's
@@ -234,17 +243,17 @@ func realPort(advertised, bound string) string {
 }
 
 // storeIsEmpty reports whether the store holds nothing: no promise, no
-// entry, no snapshot.
-func storeIsEmpty(st storage.Store) (bool, error) {
+// entry, no snapshot; and the slot up to which it knows the log chosen.
+func storeIsEmpty(st storage.Store) (empty bool, chosen uint64, err error) {
 	hs, snap, err := st.InitialState()
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	last, err := st.LastSlot()
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
-	return hs == (paxos.HardState{}) && snap.Index == 0 && last == 0, nil
+	return hs == (paxos.HardState{}) && snap.Index == 0 && last == 0, hs.Chosen, nil
 }
 
 func (s *Server) openNomad() error {
@@ -290,6 +299,7 @@ func (s *Server) newNode(rebuilding bool) error {
 				s.metrics.status(st)
 				s.roles.note(s.log, st, s.dropCounts)
 				s.noteClusterID(st.ClusterID)
+				s.noteReady(st)
 			}
 		},
 		Cron: &node.CronOptions{
@@ -347,6 +357,7 @@ func (s *Server) newTransport() error {
 		TLS: s.transportTLS(), Handler: s.node.Deliver, Limits: s.cfg.TransportLimits,
 		OnAuthFailure: s.authFailures.note, Agreed: agreedSettings(s.cfg),
 		ClusterID: func() transport.ClusterID { return transport.ClusterID(s.ClusterID()) },
+		Ready:     s.ready.Load,
 	})
 	if err != nil {
 		return err
@@ -395,6 +406,32 @@ func (s *Server) noteClusterID(id state.ClusterID) {
 	if g := s.gossipRef.Load(); g != nil {
 		go func() { _ = g.SetClusterID(id, time.Second) }()
 	}
+}
+
+// readyWaitMax bounds how long a replica waits to apply what its store
+// held as chosen before its transport connects anyway: applying is local
+// and takes milliseconds to seconds; past this, something is wrong, and
+// staying cut off would not help.
+const readyWaitMax = time.Minute
+
+// noteReady marks the replica ready to connect once it applied what its
+// store held as chosen when it opened, or its state holds a cluster ID
+// (transport.Config.Ready).
+func (s *Server) noteReady(st node.Status) {
+	if s.ready.Load() || st.Applied < s.startChosen && st.ClusterID.IsZero() {
+		return
+	}
+	s.ready.Store(true)
+}
+
+// readyAnyway lets the transport connect readyWaitMax after New, ready
+// or not, saying so.
+func (s *Server) readyAnyway() {
+	if s.ctx.Err() != nil || s.ready.Swap(true) {
+		return
+	}
+	s.log.Warn("the replica has not applied what its store holds as chosen within "+readyWaitMax.String()+": connecting to its peers anyway, its cluster ID unchecked until it does",
+		"applied", s.node.Status().Applied, "store_chosen", s.startChosen)
 }
 
 // agreedSettings are the settings every replica must share besides the

@@ -135,3 +135,43 @@ func TestRedialChecksTheNewClusterID(t *testing.T) {
 		t.Fatalf("messages crossed after both were named apart: %v then %v", before, after)
 	}
 }
+
+// TestNotReadyNeitherDialsNorAnswers: a replica not ready yet (still
+// applying its own disk's state, its cluster ID unread) neither dials nor
+// answers; once ready, both ways connect.
+func TestNotReadyNeitherDialsNorAnswers(t *testing.T) {
+	var ready atomic.Bool
+	recs := [2]*recorder{newRecorder(), newRecorder()}
+	trs := [2]*Transport{}
+	for i := range trs {
+		cfg := Config{ID: paxos.ReplicaID(i + 1), Peers: map[paxos.ReplicaID]string{paxos.ReplicaID(2 - i): ""}, Key: testKey,
+			ListenAddr: "127.0.0.1:0", Handler: recs[i].handle, Limits: testLimits()}
+		if i == 0 {
+			cfg.Ready = ready.Load
+		}
+		tr, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		trs[i] = tr
+	}
+	trs[0].SetPeerAddr(2, trs[1].Addr().String())
+	trs[1].SetPeerAddr(1, trs[0].Addr().String())
+	send := func(r uint64) {
+		trs[0].Send(heartbeat(1, 2, r))
+		trs[1].Send(heartbeat(2, 1, r))
+	}
+	eventually(t, "replica 2's dials to fail", func() bool {
+		send(1)
+		return trs[1].Stats().DialFailures >= 3
+	})
+	if n := recs[0].total() + recs[1].total(); n != 0 || trs[0].Stats().Sent != 0 {
+		t.Fatalf("%d messages crossed, %d sent, before replica 1 was ready", n, trs[0].Stats().Sent)
+	}
+	ready.Store(true)
+	eventually(t, "messages both ways once ready", func() bool {
+		send(2)
+		return recs[0].total() > 0 && recs[1].total() > 0
+	})
+}

@@ -65,6 +65,14 @@ type Config struct {
 	// atomic load). Replicas that both know one and whose IDs differ
 	// refuse each other (ErrOtherCluster). Optional: nil never knows one.
 	ClusterID func() ClusterID
+	// Ready, when set, reports whether this replica may take part yet:
+	// until it does, the transport neither dials (it checks again every
+	// Limits.BackoffMin) nor answers a hello (it closes the connection),
+	// so that a replica still applying what its own disk holds, its
+	// cluster ID not read yet, cannot answer with that state before the
+	// ID is checked. Read per dial and per connection accepted; it must
+	// be quick and safe for concurrent use. Nil: always ready.
+	Ready func() bool
 	// OnAuthFailure, when set, is told of each handshake that failed
 	// authentication, either side, with the error that says why (a
 	// wrong cluster key, an ID that is not a member...); nil: they are

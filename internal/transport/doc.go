@@ -45,7 +45,9 @@
 // and accepted values belong to another log. A zero ID on either side
 // connects: a new or rebuilding replica has nothing to contradict. A
 // replica that learns its ID calls Redial, so that no connection made
-// while it knew none outlives that. (Version 2, "PXT\x02", bound no
+// while it knew none outlives that; and one still applying what its own
+// disk holds (Config.Ready) neither dials nor answers, so that it does
+// not connect with a zero ID its disk contradicts. (Version 2, "PXT\x02", bound no
 // cluster ID, and version 1 not even the members: replicas of either and
 // these do not connect, and such a hello is refused naming its version.)
 // Every message received on the connection must then have that From and

@@ -100,6 +100,12 @@ func (t *Transport) runPeer(p *peer) {
 				continue
 			}
 		}
+		if !t.ready() {
+			if !t.wait(p, t.cfg.Limits.BackoffMin) {
+				return
+			}
+			continue
+		}
 		c, err := t.dial(p)
 		if err != nil {
 			t.stats.dialFailures.Add(1)

@@ -200,6 +200,9 @@ func (t *Transport) clusterID() ClusterID {
 	return t.cfg.ClusterID()
 }
 
+// ready is Config.Ready, true when unset.
+func (t *Transport) ready() bool { return t.cfg.Ready == nil || t.cfg.Ready() }
+
 // Redial closes every connection, inbound and outbound: each peer is
 // dialed again, and dials in again, with a new handshake. Call it once
 // this replica learns its cluster ID: a connection made while it knew
@@ -412,6 +415,9 @@ func (t *Transport) serveInbound(raw net.Conn) {
 	defer t.wg.Done()
 	defer func() { <-t.inboundSlots }()
 	defer t.untrack(raw)
+	if !t.ready() {
+		return // the peer dials again
+	}
 	raw.SetDeadline(time.Now().Add(t.cfg.Limits.HandshakeTimeout))
 	c, err := t.wrapTLS(raw, true, "")
 	if err != nil {
