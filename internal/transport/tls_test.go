@@ -138,3 +138,43 @@ func TestTLSRefusalWhileDialingIsTold(t *testing.T) {
 		t.Fatalf("no refusal told; stats %+v", a.Stats())
 	}
 }
+
+// A TLS handshake the other end closes or resets (as a replica stopping
+// in a rolling restart does) is counted as closed, not as a refusal;
+// plain text where a TLS handshake belongs is still a refusal. Found by
+// CI: such a reset was logged as "a replica-to-replica connection was
+// refused".
+func TestTLSHandshakeClosedByThePeerIsNoRefusal(t *testing.T) {
+	fx := testTLS(t)
+	nodes := startClusterTLS(t, 2, testLimits(), fx.server)
+	a := nodes[0]
+	closeMidHandshake := func(reset bool) {
+		c, err := net.Dial("tcp", a.tr.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Half a ClientHello's record header: the server reads on.
+		c.Write([]byte{0x16, 0x03})
+		if reset {
+			c.(*net.TCPConn).SetLinger(0)
+		}
+		c.Close()
+	}
+	before := a.tr.Stats()
+	closeMidHandshake(false)
+	closeMidHandshake(true)
+	eventually(t, "the closed handshakes counted", func() bool {
+		return a.tr.Stats().HandshakesClosed >= before.HandshakesClosed+2
+	})
+	if got := a.tr.Stats().AuthFailures - before.AuthFailures; got != 0 {
+		t.Fatalf("%d handshakes the other end closed counted as refusals", got)
+	}
+
+	c, err := net.Dial("tcp", a.tr.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	eventually(t, "plain text refused", func() bool { return a.tr.Stats().AuthFailures > before.AuthFailures })
+}

@@ -7,10 +7,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"paxcron/internal/hoptrace"
@@ -312,6 +314,14 @@ func (t *Transport) wrapTLS(c net.Conn, server bool, addr string) (net.Conn, err
 	return tc, nil
 }
 
+// closedByPeer reports whether err says the other end closed or reset
+// the connection: no refusal of this side's, as a replica stopping in a
+// rolling restart closes its TLS handshakes too (found by CI: such a
+// reset was logged as a refused connection).
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
 // isTLSRefusal reports whether err is a TLS handshake that failed on a
 // certificate: this side refused the other's (wrong CA, name, expiry),
 // or the other side's alert refused this one's. Found in review (the
@@ -421,7 +431,9 @@ func (t *Transport) serveInbound(raw net.Conn) {
 	raw.SetDeadline(time.Now().Add(t.cfg.Limits.HandshakeTimeout))
 	c, err := t.wrapTLS(raw, true, "")
 	if err != nil {
-		t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err})
+		if t.ctx.Err() == nil {
+			t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err, Closed: closedByPeer(err)})
+		}
 		return
 	}
 	from, inc, err := acceptHandshake(c, t.cfg.Key, t.cfg.members(), t.cfg.Agreed, t.clusterID(), t.cfg.ID, t.isPeer)
