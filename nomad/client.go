@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/tls"
@@ -401,18 +402,8 @@ func (c *Client) lookupOnce(ctx context.Context, t state.Target, identity string
 	if len(jobs) == 0 {
 		return "", false, nil
 	}
-	first := slices.MinFunc(jobs, func(a, b *api.JobListStub) int { return compareUint(a.CreateIndex, b.CreateIndex) })
+	first := slices.MinFunc(jobs, func(a, b *api.JobListStub) int { return cmp.Compare(a.CreateIndex, b.CreateIndex) })
 	return first.ID, true, nil
-}
-
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Running reports whether child (of t's namespace and region) is pending

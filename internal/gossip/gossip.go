@@ -17,6 +17,7 @@
 package gossip
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -380,7 +381,7 @@ func (g *Gossip) SetClusterID(id [ClusterIDBytes]byte, timeout time.Duration) er
 		}
 	}
 	g.mu.Unlock()
-	slices.SortFunc(foreign, func(a, b Peer) int { return cmpID(a.ID, b.ID) })
+	slices.SortFunc(foreign, func(a, b Peer) int { return cmp.Compare(a.ID, b.ID) })
 	for _, p := range foreign {
 		g.ignored.Add(1)
 		g.log.Error("a gossip peer known before this replica's cluster ID belongs to another cluster: its addresses are forgotten",
@@ -401,16 +402,6 @@ func hexID(id [ClusterIDBytes]byte) string {
 		return ""
 	}
 	return hex.EncodeToString(id[:])
-}
-
-func cmpID(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Ignored counts nodes ignored: not a member, or a name that is not their
