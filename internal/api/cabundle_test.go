@@ -3,15 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"paxcron/internal/testcert"
 )
 
 // bundleCA is a CA made in the test: its certificate (PEM) and a server
@@ -31,35 +26,9 @@ type bundleCA struct {
 
 func newBundleCA(t *testing.T, name string) bundleCA {
 	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey, srvKey := key(), key()
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "replica"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bundleCA{pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		server: tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}}
+	ca := testcert.NewCA(t, name, time.Now().Add(time.Hour))
+	srv := ca.Issue(t, testcert.Leaf{Name: "replica", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	return bundleCA{pem: ca.PEM(), server: srv.TLS()}
 }
 
 // During a CA move a client is given both CAs in one file (-ca-cert,

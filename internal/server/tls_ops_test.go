@@ -8,19 +8,13 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,99 +24,9 @@ import (
 	"time"
 
 	"paxcron/internal/api"
+	"paxcron/internal/testcert"
 	"paxcron/paxos"
 )
-
-// testCA is a certificate authority made in the test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
-// newTestCA makes a self-signed CA named name, valid from an hour ago
-// until notAfter.
-func newTestCA(t testing.TB, name string, notAfter time.Time) *testCA {
-	t.Helper()
-	key := newTestKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: newSerial(t), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key}
-}
-
-func (ca *testCA) pem() []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
-}
-
-// leafSpec is what a replica's certificate says: its name, the hosts it
-// is valid for (127.0.0.1 when none), until when, and for what
-// (server and client authentication when nil).
-type leafSpec struct {
-	name     string
-	ips      []net.IP
-	dns      []string
-	notAfter time.Time
-	usages   []x509.ExtKeyUsage
-}
-
-// issue signs a certificate as spec says and returns it and its key, PEM.
-func (ca *testCA) issue(t testing.TB, spec leafSpec) (certPEM, keyPEM []byte, serial *big.Int) {
-	t.Helper()
-	key := newTestKey(t)
-	if spec.ips == nil && spec.dns == nil {
-		spec.ips = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	if spec.usages == nil {
-		spec.usages = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-	}
-	if spec.notAfter.IsZero() {
-		spec.notAfter = time.Now().Add(365 * 24 * time.Hour)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: newSerial(t), Subject: pkix.Name{CommonName: spec.name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: spec.notAfter,
-		IPAddresses: spec.ips, DNSNames: spec.dns,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: spec.usages,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), tmpl.SerialNumber
-}
-
-func newTestKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
-}
-
-func newSerial(t testing.TB) *big.Int {
-	t.Helper()
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
 
 // tlsFiles are each replica's TLS files, in a folder of its own,
 // rewritten in place as an operator would before a restart.
@@ -143,24 +47,26 @@ func newTLSFiles(t testing.TB) *tlsFiles {
 // set writes replica id's files: the certificates of cas in its CA file,
 // and a certificate issuer signs as spec says (named replica-<id> unless
 // spec names it).
-func (f *tlsFiles) set(id paxos.ReplicaID, cas []*testCA, issuer *testCA, spec leafSpec) {
+func (f *tlsFiles) set(id paxos.ReplicaID, cas []*testcert.CA, issuer *testcert.CA, spec testcert.Leaf) {
 	f.t.Helper()
 	f.setCAs(id, cas...)
-	if spec.name == "" {
-		spec.name = fmt.Sprintf("replica-%d", id)
+	if spec.Name == "" {
+		spec.Name = fmt.Sprintf("replica-%d", id)
 	}
-	cert, key, serial := issuer.issue(f.t, spec)
+	issued := issuer.Issue(f.t, spec)
+	cert, key := issued.PEM(f.t)
+	serial := issued.Serial
 	f.write(id, "cert.pem", cert)
 	f.write(id, "key.pem", key)
 	f.serials[id] = serial
 }
 
 // setCAs rewrites replica id's CA file alone.
-func (f *tlsFiles) setCAs(id paxos.ReplicaID, cas ...*testCA) {
+func (f *tlsFiles) setCAs(id paxos.ReplicaID, cas ...*testcert.CA) {
 	f.t.Helper()
 	var bundle []byte
 	for _, ca := range cas {
-		bundle = append(bundle, ca.pem()...)
+		bundle = append(bundle, ca.PEM()...)
 	}
 	f.write(id, "ca.pem", bundle)
 }
@@ -241,10 +147,10 @@ func checkNoRefusal(t testing.TB, logs map[paxos.ReplicaID]*syncBuffer) {
 // side), forwarded writes go through, and each replica presents its new
 // certificate once restarted.
 func TestTLSCertificateRenewalByRollingRestart(t *testing.T) {
-	ca := newTestCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
+	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
 	files := newTLSFiles(t)
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
-		files.set(id, []*testCA{ca}, ca, leafSpec{})
+		files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{})
 	}
 	logs := newLogs()
 	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelError)))
@@ -252,7 +158,7 @@ func TestTLSCertificateRenewalByRollingRestart(t *testing.T) {
 	c.waitChildren(2)
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
 		old := files.serials[id]
-		files.set(id, []*testCA{ca}, ca, leafSpec{})
+		files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{})
 		c.restartGracefully(id)
 		c.waitChildren(len(c.nomad.Children()) + 2)
 		c.writeThroughFollower(fmt.Sprintf("renewed-%d", id))
@@ -273,11 +179,11 @@ func TestTLSCertificateRenewalByRollingRestart(t *testing.T) {
 // given both CAs in one file works throughout; one given only the old CA
 // stops working once the certificates are new.
 func TestTLSCAMoveByRollingRestarts(t *testing.T) {
-	oldCA := newTestCA(t, "paxcron CA", time.Now().Add(24*time.Hour))
-	newCA := newTestCA(t, "paxcron CA", time.Now().Add(48*time.Hour))
+	oldCA := testcert.NewCA(t, "paxcron CA", time.Now().Add(24*time.Hour))
+	newCA := testcert.NewCA(t, "paxcron CA", time.Now().Add(48*time.Hour))
 	files := newTLSFiles(t)
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
-		files.set(id, []*testCA{oldCA}, oldCA, leafSpec{})
+		files.set(id, []*testcert.CA{oldCA}, oldCA, testcert.Leaf{})
 	}
 	logs := newLogs()
 	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelError)))
@@ -286,10 +192,10 @@ func TestTLSCAMoveByRollingRestarts(t *testing.T) {
 	c.waitChildren(2)
 	clients := t.TempDir()
 	bundle, oldOnly := filepath.Join(clients, "both.pem"), filepath.Join(clients, "old.pem")
-	if err := os.WriteFile(bundle, append(oldCA.pem(), newCA.pem()...), 0o600); err != nil {
+	if err := os.WriteFile(bundle, append(oldCA.PEM(), newCA.PEM()...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(oldOnly, oldCA.pem(), 0o600); err != nil {
+	if err := os.WriteFile(oldOnly, oldCA.PEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	steps := []struct {
@@ -297,7 +203,7 @@ func TestTLSCAMoveByRollingRestarts(t *testing.T) {
 		set  func(id paxos.ReplicaID)
 	}{
 		{"both CAs trusted", func(id paxos.ReplicaID) { files.setCAs(id, oldCA, newCA) }},
-		{"certificates from the new CA", func(id paxos.ReplicaID) { files.set(id, []*testCA{oldCA, newCA}, newCA, leafSpec{}) }},
+		{"certificates from the new CA", func(id paxos.ReplicaID) { files.set(id, []*testcert.CA{oldCA, newCA}, newCA, testcert.Leaf{}) }},
 		{"the old CA dropped", func(id paxos.ReplicaID) { files.setCAs(id, newCA) }},
 	}
 	for step, s := range steps {
@@ -348,13 +254,13 @@ func gauge(t testing.TB, s *Server, name string) (float64, bool) {
 // one at a time with new certificates, the others take it back. Nothing
 // is doubled or missed.
 func TestTLSCertificateThatExpiresWhileRunning(t *testing.T) {
-	ca := newTestCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
+	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
 	// Long enough for the cluster to form and launch twice on a loaded
 	// CI machine, under the race detector (x509 counts whole seconds).
 	expires := time.Now().Add(30 * time.Second).Truncate(time.Second)
 	files := newTLSFiles(t)
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
-		files.set(id, []*testCA{ca}, ca, leafSpec{notAfter: expires})
+		files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{NotAfter: expires})
 	}
 	logs := newLogs()
 	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelWarn)))
@@ -394,7 +300,7 @@ func TestTLSCertificateThatExpiresWhileRunning(t *testing.T) {
 		t.Fatalf("replica %d started on an expired certificate: %v, want ErrConfig naming the expiry", renewed, err)
 	}
 	// Renewed, it starts, and refuses its peers' expired certificates.
-	files.set(renewed, []*testCA{ca}, ca, leafSpec{})
+	files.set(renewed, []*testcert.CA{ca}, ca, testcert.Leaf{})
 	c.start(renewed, false)
 	eventually(t, fmt.Sprintf("replica %d to say it refuses its peers' expired certificates", renewed), func() bool {
 		l := logs[renewed].String()
@@ -403,7 +309,7 @@ func TestTLSCertificateThatExpiresWhileRunning(t *testing.T) {
 	c.waitChildren(len(c.nomad.Children()) + 2)
 	// The others, one at a time: the other follower, then the leader.
 	for _, id := range []paxos.ReplicaID{renewed%3 + 1, leader} {
-		files.set(id, []*testCA{ca}, ca, leafSpec{})
+		files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{})
 		c.restartGracefully(id)
 		c.waitChildren(len(c.nomad.Children()) + 2)
 	}
@@ -417,27 +323,29 @@ func TestTLSCertificateThatExpiresWhileRunning(t *testing.T) {
 // (a replica dials its peers with it). A CA file whose bundle lost
 // certificates to a missing line break is refused too.
 func TestTLSCertificateRefusedAtStart(t *testing.T) {
-	ca := newTestCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
-	other := newTestCA(t, "another cluster's CA", time.Now().Add(24*time.Hour))
-	newCA := newTestCA(t, "paxcron new CA", time.Now().Add(48*time.Hour))
+	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
+	other := testcert.NewCA(t, "another cluster's CA", time.Now().Add(24*time.Hour))
+	newCA := testcert.NewCA(t, "paxcron new CA", time.Now().Add(48*time.Hour))
 	for _, tc := range []struct {
 		name string
 		set  func(f *tlsFiles)
 		want []string
 	}{
-		{"from another CA", func(f *tlsFiles) { f.set(1, []*testCA{ca}, other, leafSpec{}) },
+		{"from another CA", func(f *tlsFiles) { f.set(1, []*testcert.CA{ca}, other, testcert.Leaf{}) },
 			[]string{`issuer "CN=another cluster's CA"`, `is not signed by a CA in`, `it holds "CN=paxcron test CA"`}},
-		{"expired", func(f *tlsFiles) { f.set(1, []*testCA{ca}, ca, leafSpec{notAfter: time.Now().Add(-time.Minute)}) },
+		{"expired", func(f *tlsFiles) {
+			f.set(1, []*testcert.CA{ca}, ca, testcert.Leaf{NotAfter: time.Now().Add(-time.Minute)})
+		},
 			[]string{`subject "CN=replica-1"`, "expired at"}},
 		{"for servers only", func(f *tlsFiles) {
-			f.set(1, []*testCA{ca}, ca, leafSpec{usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+			f.set(1, []*testcert.CA{ca}, ca, testcert.Leaf{Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 		}, []string{`subject "CN=replica-1"`, "is not for TLS client authentication"}},
 		{"a bundle missing a line break", func(f *tlsFiles) {
-			f.set(1, []*testCA{ca}, newCA, leafSpec{})
+			f.set(1, []*testcert.CA{ca}, newCA, testcert.Leaf{})
 			// Three CA files concatenated, the second without its last
 			// line break: the second and third were skipped.
-			second := bytes.TrimSuffix(newCA.pem(), []byte("\n"))
-			f.write(1, "ca.pem", slices.Concat(ca.pem(), second, other.pem()))
+			second := bytes.TrimSuffix(newCA.PEM(), []byte("\n"))
+			f.write(1, "ca.pem", slices.Concat(ca.PEM(), second, other.PEM()))
 		}, []string{"ca.pem", "line break"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -468,11 +376,11 @@ func TestTLSCertificateRefusedAtStart(t *testing.T) {
 // cause; the cluster launches on, and once its files are fixed it
 // rejoins. Nothing is doubled or missed.
 func TestTLSWrongCertificateIsRefusedAndSaidSo(t *testing.T) {
-	ca := newTestCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
-	other := newTestCA(t, "another cluster's CA", time.Now().Add(24*time.Hour))
+	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
+	other := testcert.NewCA(t, "another cluster's CA", time.Now().Add(24*time.Hour))
 	files := newTLSFiles(t)
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
-		files.set(id, []*testCA{ca}, ca, leafSpec{})
+		files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{})
 	}
 	logs := newLogs()
 	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelInfo)))
@@ -486,13 +394,13 @@ func TestTLSWrongCertificateIsRefusedAndSaidSo(t *testing.T) {
 		self, leader []string
 	}{
 		{"the wrong name", func(id paxos.ReplicaID) {
-			files.set(id, []*testCA{ca}, ca, leafSpec{dns: []string{"replica-9.example"}})
+			files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{DNS: []string{"replica-9.example"}})
 		}, []string{"does not name the host it advertises", "the other replica refused this replica's certificate"},
 			[]string{"this replica refused the other replica's certificate", "does not name the host this replica dialed, 127.0.0.1"}},
-		{"a CA the others do not hold yet", func(id paxos.ReplicaID) { files.set(id, []*testCA{ca, other}, other, leafSpec{}) },
+		{"a CA the others do not hold yet", func(id paxos.ReplicaID) { files.set(id, []*testcert.CA{ca, other}, other, testcert.Leaf{}) },
 			[]string{"the other replica refused this replica's certificate: its CA file does not hold the CA that signed it"},
 			[]string{`issuer \"CN=another cluster's CA\"`, "it is not signed by a CA in this replica's CA file"}},
-		{"another cluster's files", func(id paxos.ReplicaID) { files.set(id, []*testCA{other}, other, leafSpec{}) },
+		{"another cluster's files", func(id paxos.ReplicaID) { files.set(id, []*testcert.CA{other}, other, testcert.Leaf{}) },
 			[]string{"this replica refused the other replica's certificate", "it is not signed by a CA in this replica's CA file",
 				"the other replica refused this replica's certificate"},
 			[]string{`issuer \"CN=another cluster's CA\"`, "it is not signed by a CA in this replica's CA file"}},
@@ -528,7 +436,7 @@ func TestTLSWrongCertificateIsRefusedAndSaidSo(t *testing.T) {
 		if got := c.servers[wrong-1].Node().Status().Applied; got != stuck {
 			t.Errorf("%s: the refused replica applied %d -> %d", tc.name, stuck, got)
 		}
-		files.set(wrong, []*testCA{ca}, ca, leafSpec{})
+		files.set(wrong, []*testcert.CA{ca}, ca, testcert.Leaf{})
 		c.restartGracefully(wrong)
 		c.waitChildren(len(c.nomad.Children()) + 2)
 	}

@@ -1,18 +1,13 @@
 package transport
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
-	"math/big"
 	"net"
 	"testing"
 	"time"
 
+	"paxcron/internal/testcert"
 	"paxcron/paxos"
 )
 
@@ -24,43 +19,10 @@ type tlsFixture struct {
 // valid for both server and client authentication.
 func testTLS(t *testing.T) tlsFixture {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "paxcron test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "replica"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
+	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(time.Hour))
+	pool := ca.Pool()
 	return tlsFixture{server: &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+		Certificates: []tls.Certificate{ca.Issue(t, testcert.Leaf{Name: "replica"}).TLS()},
 		RootCAs:      pool, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert,
 		MinVersion: tls.VersionTLS13,
 	}}
@@ -177,4 +139,22 @@ func TestTLSHandshakeClosedByThePeerIsNoRefusal(t *testing.T) {
 	defer c.Close()
 	c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 	eventually(t, "plain text refused", func() bool { return a.tr.Stats().AuthFailures > before.AuthFailures })
+
+	// A handshake under way when the transport stops was closed by this
+	// side: neither refused nor closed by the peer.
+	b := nodes[1]
+	pending, err := net.Dial("tcp", b.tr.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pending.Close()
+	pending.Write([]byte{0x16, 0x03})
+	time.Sleep(50 * time.Millisecond) // let b start reading the hello
+	before = b.tr.Stats()
+	if err := b.tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := b.tr.Stats(); after.AuthFailures != before.AuthFailures || after.HandshakesClosed != before.HandshakesClosed {
+		t.Fatalf("a handshake this side closed in stopping was counted: before %+v, after %+v", before, after)
+	}
 }

@@ -431,7 +431,9 @@ func (t *Transport) serveInbound(raw net.Conn) {
 	raw.SetDeadline(time.Now().Add(t.cfg.Limits.HandshakeTimeout))
 	c, err := t.wrapTLS(raw, true, "")
 	if err != nil {
-		if t.ctx.Err() == nil {
+		// Closed on this side (the transport stopping, or a handshake
+		// pushed out by newer ones): nobody refused anything.
+		if t.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 			t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err, Closed: closedByPeer(err)})
 		}
 		return
