@@ -326,13 +326,13 @@ func restoreSource(ctx context.Context, f restoreFlags, st *backup.Store, stderr
 	case f.indexSet:
 		return fetchAtIndex(ctx, st, f.index)
 	case f.skipCorrupt:
-		info, data, skipped, err := st.LatestValid(ctx)
+		info, data, skipped, err := st.LatestValid(ctx, "")
 		for _, s := range skipped {
 			fmt.Fprintf(stderr, "paxcron operator snapshot restore: skipped the backup of generation %d at index %d: %v\n", s.Generation, s.Index, s.Err)
 		}
 		return info, data, err
 	}
-	info, data, err := st.Latest(ctx)
+	info, data, err := st.Latest(ctx, "")
 	if errors.Is(err, backup.ErrCorrupt) {
 		err = fmt.Errorf("%w (-skip-corrupt restores the newest backup that verifies; \"snapshot list\" shows them all)", err)
 	}

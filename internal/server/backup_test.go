@@ -57,7 +57,7 @@ func TestBackupAndDisasterRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	latest, data, err := st.Latest(ctx)
+	latest, data, err := st.Latest(ctx, "")
 	if err != nil || latest.Index < info.Index {
 		t.Fatalf("Latest: %+v, %v", latest, err)
 	}
@@ -319,7 +319,7 @@ func checkBackups(t *testing.T, st *backup.Store, newest string, want []api.Back
 	if len(list) != len(want) {
 		t.Errorf("%d backups, want %d", len(list), len(want))
 	}
-	_, data, err := st.Latest(ctx)
+	_, data, err := st.Latest(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}

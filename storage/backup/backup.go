@@ -32,6 +32,13 @@ var (
 	// (of its own generation or an older one), so pruning would delete it
 	// at once; nothing of it is left.
 	ErrSuperseded = errors.New("backup: superseded by the newer backups kept")
+	// ErrOtherCluster: the store holds backups of another cluster than
+	// the upload's (both named, by different IDs): two clusters back up
+	// to one place. Nothing was written or pruned.
+	ErrOtherCluster = errors.New("backup: the target holds another cluster's backups")
+	// ErrSeveralClusters: the store holds the backups of several named
+	// clusters, and the caller named none to choose the newest of.
+	ErrSeveralClusters = errors.New("backup: the target holds the backups of several clusters")
 )
 
 // Defaults of Options.
@@ -109,6 +116,11 @@ type Meta struct {
 	Membership []uint64 `json:"membership"`
 	// Cluster names the cluster (chosen by the caller, for the operator).
 	Cluster string `json:"cluster,omitempty"`
+	// ClusterID is the ID of the cluster whose state the snapshot is, in
+	// 32 lowercase hex digits; "" for a state not named yet, and in
+	// backups written before IDs. Backups of two named clusters never mix
+	// (doc.go, "Clusters").
+	ClusterID string `json:"cluster_id,omitempty"`
 	// TakenAt is when the snapshot was taken (not zero: this package
 	// reads no clock). Stored in UTC.
 	TakenAt time.Time `json:"taken_at"`
@@ -127,6 +139,8 @@ func (m Meta) validate() error {
 		return fmt.Errorf("index %d: replica ID 0 in membership %v", m.Index, m.Membership)
 	case m.TakenAt.IsZero():
 		return fmt.Errorf("index %d: TakenAt is zero", m.Index)
+	case m.ClusterID != "" && !isClusterIDHex(m.ClusterID):
+		return fmt.Errorf("index %d: cluster ID %q is not %d lowercase hex digits, not all zero", m.Index, m.ClusterID, clusterIDHexLen)
 	}
 	sorted := slices.Sorted(slices.Values(m.Membership))
 	if len(slices.Compact(sorted)) != len(m.Membership) {
@@ -333,12 +347,18 @@ func (s *Store) HighestGeneration(ctx context.Context) (uint64, error) {
 	return highest, nil
 }
 
-// Latest reads the newest backup and verifies it. A corrupt newest backup
-// is its ErrCorrupt, never a silent fall-back to an older one: restoring
-// from an older backup loses more, and that is the operator's choice (see
-// LatestValid). ErrNotFound when there is no backup.
-func (s *Store) Latest(ctx context.Context) (Info, []byte, error) {
-	manifests, err := s.list(ctx, manifestDir)
+// Latest reads the newest backup of cluster and verifies it. A corrupt
+// newest backup is its ErrCorrupt, never a silent fall-back to an older
+// one: restoring from an older backup loses more, and that is the
+// operator's choice (see LatestValid). ErrNotFound when there is no
+// backup.
+//
+// cluster is a cluster ID, or "" for any: then a store that holds the
+// backups of several named clusters is ErrSeveralClusters, naming them,
+// as the newest could be another cluster's state (doc.go, "Clusters").
+// Named, only that cluster's backups are chosen from.
+func (s *Store) Latest(ctx context.Context, cluster string) (Info, []byte, error) {
+	manifests, err := s.chooseAmong(ctx, cluster)
 	if err != nil {
 		return Info{}, nil, err
 	}
@@ -348,12 +368,23 @@ func (s *Store) Latest(ctx context.Context) (Info, []byte, error) {
 	return s.fetchRank(ctx, manifests[0].rank)
 }
 
-// LatestValid reads the newest backup that verifies, for disaster
-// recovery, and returns the newer ones it skipped as corrupt, newest
-// first. Any error but ErrCorrupt stops it. ErrNotFound when no backup
-// verifies (skipped then lists them all).
-func (s *Store) LatestValid(ctx context.Context) (Info, []byte, []Skipped, error) {
-	manifests, err := s.list(ctx, manifestDir)
+// chooseAmong lists the manifests Latest and LatestValid choose from for
+// cluster (ofCluster).
+func (s *Store) chooseAmong(ctx context.Context, cluster string) ([]object, error) {
+	manifests, err := s.manifests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.ofCluster(manifests, cluster)
+}
+
+// LatestValid reads the newest backup of cluster that verifies, for
+// disaster recovery, and returns the newer ones it skipped as corrupt,
+// newest first. Any error but ErrCorrupt stops it. ErrNotFound when no
+// backup verifies (skipped then lists them all). cluster chooses as in
+// Latest.
+func (s *Store) LatestValid(ctx context.Context, cluster string) (Info, []byte, []Skipped, error) {
+	manifests, err := s.chooseAmong(ctx, cluster)
 	if err != nil {
 		return Info{}, nil, nil, err
 	}

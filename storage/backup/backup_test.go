@@ -83,7 +83,7 @@ func indexes(infos []Info) string {
 }
 
 func sameInfo(a, b Info) bool {
-	return a.rank() == b.rank() && slices.Equal(a.Membership, b.Membership) && a.Cluster == b.Cluster &&
+	return a.rank() == b.rank() && slices.Equal(a.Membership, b.Membership) && a.Cluster == b.Cluster && a.ClusterID == b.ClusterID &&
 		a.TakenAt.Equal(b.TakenAt) && a.Key == b.Key && a.Size == b.Size && a.SHA256 == b.SHA256
 }
 
@@ -127,9 +127,9 @@ func TestRoundTripAndPrune(t *testing.T) {
 			if list, err := s.List(ctx); err != nil || len(list) != 0 {
 				t.Fatalf("List of an empty store: %v, %v", list, err)
 			}
-			_, _, err := s.Latest(ctx)
+			_, _, err := s.Latest(ctx, "")
 			wantErr(t, "Latest of an empty store", err, ErrNotFound)
-			_, _, skipped, err := s.LatestValid(ctx)
+			_, _, skipped, err := s.LatestValid(ctx, "")
 			wantErr(t, "LatestValid of an empty store", err, ErrNotFound)
 			if len(skipped) != 0 {
 				t.Fatalf("LatestValid of an empty store skipped %v", skipped)
@@ -151,7 +151,7 @@ func TestRoundTripAndPrune(t *testing.T) {
 					t.Fatalf("List[%d] = %+v, uploaded %+v", j, info, uploaded[6-j])
 				}
 			}
-			info, data, err := s.Latest(ctx)
+			info, data, err := s.Latest(ctx, "")
 			if err != nil || !sameInfo(info, uploaded[6]) || !bytes.Equal(data, snap(70)) {
 				t.Fatalf("Latest: %+v, %v", info, err)
 			}
@@ -190,14 +190,14 @@ func TestCorruptDataIsDetected(t *testing.T) {
 			infos := upload(t, s, 1, 2, 3)
 
 			rewrite(t, s, infos[2].Key, flipByte)
-			_, _, err := s.Latest(ctx)
+			_, _, err := s.Latest(ctx, "")
 			wantErr(t, "Latest over a flipped byte", err, ErrCorrupt)
 			if !strings.Contains(err.Error(), infos[2].Key) {
 				t.Fatalf("the error does not name the object %s: %v", infos[2].Key, err)
 			}
 			_, _, err = s.Fetch(ctx, infos[2].Key)
 			wantErr(t, "Fetch over a flipped byte", err, ErrCorrupt)
-			info, data, skipped, err := s.LatestValid(ctx)
+			info, data, skipped, err := s.LatestValid(ctx, "")
 			if err != nil || info.Index != 2 || !bytes.Equal(data, snap(2)) {
 				t.Fatalf("LatestValid: %+v, %v", info, err)
 			}
@@ -206,7 +206,7 @@ func TestCorruptDataIsDetected(t *testing.T) {
 			}
 
 			rewrite(t, s, infos[1].Key, func(b []byte) []byte { return b[:len(b)-1] })
-			info, _, skipped, err = s.LatestValid(ctx)
+			info, _, skipped, err = s.LatestValid(ctx, "")
 			if err != nil || info.Index != 1 || len(skipped) != 2 || skipped[1].Index != 2 {
 				t.Fatalf("LatestValid over a truncated backup: %+v, skipped %+v, %v", info, skipped, err)
 			}
@@ -214,7 +214,7 @@ func TestCorruptDataIsDetected(t *testing.T) {
 			if err := s.bucket.Delete(ctx, infos[0].Key); err != nil {
 				t.Fatal(err)
 			}
-			_, _, skipped, err = s.LatestValid(ctx)
+			_, _, skipped, err = s.LatestValid(ctx, "")
 			wantErr(t, "LatestValid with no backup that verifies", err, ErrNotFound)
 			if len(skipped) != 3 || !errors.Is(skipped[2].Err, ErrCorrupt) {
 				t.Fatalf("LatestValid skipped %+v, want all 3", skipped)
@@ -240,9 +240,9 @@ func TestFlippedByteOnDisk(t *testing.T) {
 	if err := os.WriteFile(path, flipByte(b), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = s.Latest(ctx)
+	_, _, err = s.Latest(ctx, "")
 	wantErr(t, "Latest over a flipped byte on disk", err, ErrCorrupt)
-	if info, _, skipped, err := s.LatestValid(ctx); err != nil || info.Index != 1 || len(skipped) != 1 {
+	if info, _, skipped, err := s.LatestValid(ctx, ""); err != nil || info.Index != 1 || len(skipped) != 1 {
 		t.Fatalf("LatestValid: %+v, skipped %+v, %v", info, skipped, err)
 	}
 }
@@ -281,12 +281,12 @@ func TestCorruptManifestIsDetected(t *testing.T) {
 			})
 			_, err := s.List(ctx)
 			wantErr(t, "List", err, ErrCorrupt)
-			_, _, err = s.Latest(ctx)
+			_, _, err = s.Latest(ctx, "")
 			wantErr(t, "Latest", err, ErrCorrupt)
 			if !strings.Contains(err.Error(), key) {
 				t.Fatalf("the error does not name the manifest %s: %v", key, err)
 			}
-			info, _, skipped, err := s.LatestValid(ctx)
+			info, _, skipped, err := s.LatestValid(ctx, "")
 			if err != nil || info.Index != 1 || len(skipped) != 1 || skipped[0].Key != key {
 				t.Fatalf("LatestValid: %+v, skipped %+v, %v", info, skipped, err)
 			}
@@ -314,7 +314,7 @@ func TestHalfWrittenUploadIsInvisibleAndPruned(t *testing.T) {
 	if list, err := s.List(ctx); err != nil || len(list) != 0 {
 		t.Fatalf("List sees %v (%v): a backup without a manifest is not one", indexes(list), err)
 	}
-	_, _, err := s.Latest(ctx)
+	_, _, err := s.Latest(ctx, "")
 	wantErr(t, "Latest", err, ErrNotFound)
 	_, _, err = s.Fetch(ctx, dead)
 	wantErr(t, "Fetch", err, ErrNotFound)
@@ -407,7 +407,7 @@ func TestOversizedManifestIsSkippedAsCorrupt(t *testing.T) {
 		out, _ := json.Marshal(m)
 		return out
 	})
-	info, _, skipped, err := s.LatestValid(ctx)
+	info, _, skipped, err := s.LatestValid(ctx, "")
 	if err != nil || info.Index != 1 || len(skipped) != 1 {
 		t.Fatalf("LatestValid: index %d, skipped %d, %v; want index 1, one skipped", info.Index, len(skipped), err)
 	}

@@ -52,6 +52,32 @@
 // it): Upload refuses it with ErrOutranked rather than store a backup
 // that pruning would delete first and Latest would pass over.
 //
+// # Clusters
+//
+// Each backup names the cluster whose state it holds (Meta.ClusterID, the
+// caller's: paxcron's replicated cluster ID), or none: a state not named
+// yet, or a backup older binaries wrote. Two clusters given one target
+// (staging and production pointed at one bucket prefix) would otherwise
+// mix their backups: ranked together, one's generations outrank the
+// other's, whose uploads then fail or whose backups the first one's
+// pruning deletes, and "the newest" backup can be the other cluster's
+// state. So:
+//
+//   - Upload refuses, with ErrOtherCluster and before writing or pruning
+//     anything, a target that holds a backup of another cluster (both
+//     named, differently). Backups without an ID count as the
+//     uploader's, and so does every backup for an upload without one: as
+//     before IDs, for want of anything better to go by.
+//   - Pruning counts and deletes only the uploader's backups (and those
+//     of no known cluster): another cluster's that landed during an
+//     upload are never deleted.
+//   - Latest and LatestValid given no cluster refuse a target whose
+//     backups name several (ErrSeveralClusters); given one, they choose
+//     among its backups alone.
+//
+// Reading the IDs costs a read of every manifest per upload: a few small
+// objects, as the store keeps Keep backups.
+//
 // # Why the manifest is written last
 //
 // Blob stores have no transactions: an upload can die between any two

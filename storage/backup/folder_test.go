@@ -21,7 +21,7 @@ func TestFolderStoreKeepsTemporaryFilesBesideItsObjects(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, "file://"+dir, Options{})
 	upload(t, s, 1, 2)
-	if _, _, err := s.Latest(context.Background()); err != nil {
+	if _, _, err := s.Latest(context.Background(), ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -142,7 +142,7 @@ func TestDamagedAttributesFileIsReportedInPlace(t *testing.T) {
 // TestDamagedAttributesFileOfDataIsSkipped: the same beside the newest
 // data object; LatestValid stopped instead of falling back.
 func TestDamagedAttributesFileOfDataIsSkipped(t *testing.T) {
-	info, _, skipped, err := damageAttributes(t, true).LatestValid(context.Background())
+	info, _, skipped, err := damageAttributes(t, true).LatestValid(context.Background(), "")
 	if err != nil || info.Index != 1 || len(skipped) != 1 {
 		t.Fatalf("LatestValid: index %d, skipped %d, %v; want index 1, one skipped", info.Index, len(skipped), err)
 	}
@@ -182,7 +182,7 @@ func TestRelativeFolderURL(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(folder, filepath.FromSlash(info.Key))); err != nil {
 		t.Fatalf("the backup is not in the relative folder: %v", err)
 	}
-	if got, _, err := s.Latest(context.Background()); err != nil || got.Key != info.Key {
+	if got, _, err := s.Latest(context.Background(), ""); err != nil || got.Key != info.Key {
 		t.Fatalf("Latest: %+v, %v", got, err)
 	}
 }

@@ -34,6 +34,10 @@ func FuzzReadManifest(f *testing.F) {
 	f.Add(good)
 	compact, _ := json.Marshal(manifest{Version: schemaVersion, Info: info})
 	f.Add(compact)
+	named := info
+	named.ClusterID = "0123456789abcdef0123456789abcdef"
+	withID, _ := json.Marshal(manifest{Version: schemaVersion, Info: named})
+	f.Add(withID)
 	for _, bad := range []func(m *manifest){
 		func(m *manifest) { m.Version = 2 },
 		func(m *manifest) { m.Index = 8 },
@@ -46,6 +50,9 @@ func FuzzReadManifest(f *testing.F) {
 		func(m *manifest) { m.Size = 1 << 62 },
 		func(m *manifest) { m.SHA256 = "ABC" },
 		func(m *manifest) { m.TakenAt = m.TakenAt.AddDate(-3000, 0, 0) },
+		func(m *manifest) { m.ClusterID = "0123456789abcdef" },
+		func(m *manifest) { m.ClusterID = "0123456789ABCDEF0123456789ABCDEF" },
+		func(m *manifest) { m.ClusterID = "00000000000000000000000000000000" },
 	} {
 		m := manifest{Version: schemaVersion, Info: info}
 		m.Membership = append([]uint64(nil), m.Membership...)
@@ -69,7 +76,7 @@ func FuzzReadManifest(f *testing.F) {
 			if _, err := s.List(ctx); !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("List over a corrupt manifest: %v", err)
 			}
-			if _, _, skipped, err := s.LatestValid(ctx); !errors.Is(err, ErrNotFound) || len(skipped) != 1 {
+			if _, _, skipped, err := s.LatestValid(ctx, ""); !errors.Is(err, ErrNotFound) || len(skipped) != 1 {
 				t.Fatalf("LatestValid over a corrupt manifest: %v, skipped %v", err, skipped)
 			}
 			return

@@ -61,7 +61,7 @@ func TestGenerationsOutrankIndexes(t *testing.T) {
 			if err != nil || ranks(list) != "2/12 2/11 2/10" {
 				t.Fatalf("List: %s (%v), want generation 2's three", ranks(list), err)
 			}
-			info, data, err := s.Latest(ctx)
+			info, data, err := s.Latest(ctx, "")
 			if err != nil || !sameInfo(info, restored[2]) || !bytes.Equal(data, snap(12)) {
 				t.Fatalf("Latest: %+v, %v; want %+v", info, err, restored[2])
 			}
@@ -166,7 +166,7 @@ func TestFirstLayoutIsGenerationZero(t *testing.T) {
 		t.Fatalf("List of the first layout: %s (%v)", ranks(list), err)
 	}
 	want := "paxcron/snapshots/00000000000000000004-6934086b9e4a7713f9530afa4a72641b8317becd60a2e796d804549f4706a574.snap"
-	info, data, err := s.Latest(ctx)
+	info, data, err := s.Latest(ctx, "")
 	if err != nil || info.Key != want || info.Size != int64(len(data)) || info.Cluster != "paxcron" {
 		t.Fatalf("Latest: %+v, %v", info, err)
 	}
@@ -175,7 +175,7 @@ func TestFirstLayoutIsGenerationZero(t *testing.T) {
 			t.Fatalf("Fetch %s: %v", l.Key, err)
 		}
 	}
-	if valid, _, skipped, err := s.LatestValid(ctx); err != nil || valid.Key != want || len(skipped) != 0 {
+	if valid, _, skipped, err := s.LatestValid(ctx, ""); err != nil || valid.Key != want || len(skipped) != 0 {
 		t.Fatalf("LatestValid: %+v, %v, %v", valid, skipped, err)
 	}
 	if gen, err := s.HighestGeneration(ctx); err != nil || gen != 0 {
@@ -202,7 +202,7 @@ func TestFirstLayoutIsGenerationZero(t *testing.T) {
 	if list, err := s.List(ctx); err != nil || ranks(list) != "1/1 0/4" {
 		t.Fatalf("List after a generation 1 upload: %s (%v)", ranks(list), err)
 	}
-	if got, _, err := s.Latest(ctx); err != nil || got.Key != upgraded.Key {
+	if got, _, err := s.Latest(ctx, ""); err != nil || got.Key != upgraded.Key {
 		t.Fatalf("Latest: %+v, %v; want %s", got, err, upgraded.Key)
 	}
 	for _, key := range keys(t, s) {

@@ -32,13 +32,15 @@ import (
 // <sha256> is the data's SHA-256 in lowercase hex, so that a data object
 // is never overwritten by other bytes.
 const (
-	dataDir       = "snapshots/"
-	dataExt       = ".snap"
-	manifestDir   = "manifests/"
-	manifestExt   = ".json"
-	rankDigits    = 20 // math.MaxUint64 has 20 digits
-	sha256HexLen  = 2 * sha256.Size
-	schemaVersion = 1
+	dataDir      = "snapshots/"
+	dataExt      = ".snap"
+	manifestDir  = "manifests/"
+	manifestExt  = ".json"
+	rankDigits   = 20 // math.MaxUint64 has 20 digits
+	sha256HexLen = 2 * sha256.Size
+	// clusterIDHexLen is a cluster ID's length in hex: 128 bits.
+	clusterIDHexLen = 32
+	schemaVersion   = 1
 
 	// maxManifestBytes bounds a manifest read back: a real one is well
 	// under a kilobyte, a membership of thousands of replicas included.
@@ -141,6 +143,17 @@ func (s *Store) cutName(key, dir, ext string) (string, bool) {
 
 func isSHA256Hex(s string) bool {
 	if len(s) != sha256HexLen {
+		return false
+	}
+	return !strings.ContainsFunc(s, func(r rune) bool {
+		return (r < '0' || r > '9') && (r < 'a' || r > 'f')
+	})
+}
+
+// isClusterIDHex reports whether s is a cluster ID as Meta carries it:
+// 32 lowercase hex digits, not all zero (the zero ID is written as none).
+func isClusterIDHex(s string) bool {
+	if len(s) != clusterIDHexLen || strings.Trim(s, "0") == "" {
 		return false
 	}
 	return !strings.ContainsFunc(s, func(r rune) bool {

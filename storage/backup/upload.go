@@ -38,6 +38,12 @@ import (
 // would rank below it: Latest would restore that history instead, and
 // pruning would delete this history's backups first, so that an upload
 // reported as done could be gone at once.
+//
+// A store that holds a backup of another cluster than meta's (both with a
+// ClusterID, different) is ErrOtherCluster, and nothing is written or
+// pruned (doc.go, "Clusters"). Backups without an ID count as meta's
+// cluster's, and so does every backup for an upload without one. Pruning
+// never deletes another cluster's backup, nor counts it among the Keep.
 func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error) {
 	info, err := s.newInfo(meta, data)
 	if err != nil {
@@ -48,7 +54,7 @@ func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error
 	// another history's generation, and reported a backup its own
 	// pruning had just deleted; and so did an older index of the newest
 	// generation below Keep newer ones.
-	if err := s.checkRank(ctx, meta.rank()); err != nil {
+	if err := s.checkTarget(ctx, meta); err != nil {
 		return Info{}, err
 	}
 	prev, err := s.readManifest(ctx, meta.rank())
@@ -64,20 +70,30 @@ func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error
 	if err := s.commit(ctx, info); err != nil {
 		return Info{}, err
 	}
-	return s.pruneKeeping(ctx, info, "uploaded")
+	return s.pruneKeeping(ctx, info, meta.ClusterID, "uploaded")
 }
 
-// checkRank fails with ErrOutranked if the store holds a backup of a
-// generation above r's, and with ErrSuperseded if it holds Keep backups
-// ranked above r, which pruning keeps instead of r's.
-func (s *Store) checkRank(ctx context.Context, r rank) error {
-	manifests, err := s.list(ctx, manifestDir)
-	if err != nil || len(manifests) == 0 {
+// checkTarget fails with ErrOtherCluster if the store holds a backup of
+// another cluster than meta's; then, among the backups of meta's
+// cluster, with ErrOutranked if one is of a generation above meta's, and
+// with ErrSuperseded if Keep rank above it, which pruning keeps instead
+// of this one.
+func (s *Store) checkTarget(ctx context.Context, meta Meta) error {
+	all, err := s.manifests(ctx)
+	if err != nil {
 		return err
+	}
+	manifests, theirs := split(all, meta.ClusterID)
+	r := meta.rank()
+	if len(theirs) > 0 {
+		return s.otherCluster(meta.ClusterID, r, theirs)
+	}
+	if len(manifests) == 0 {
+		return nil
 	}
 	if manifests[0].rank.gen > r.gen {
 		return fmt.Errorf("%w: %s holds a backup at %v, above this one's generation %d. It is another history's: "+
-			"another cluster, running or gone, backed up to the same place (give each its own prefix), or this cluster was restored "+
+			"another cluster, running or gone, backed up to the same place without naming itself (give each its own prefix), or this cluster was restored "+
 			"without the target's generations (restore with -backup URL). Uploaded, this backup would rank below it, "+
 			"and pruning would delete this cluster's backups first",
 			ErrOutranked, s.url, manifests[0].rank, r.gen)
@@ -125,7 +141,7 @@ func (s *Store) again(ctx context.Context, prev, info Info, data []byte) (Info, 
 	if err := s.writeData(ctx, prev, data); err != nil {
 		return Info{}, err
 	}
-	return s.pruneKeeping(ctx, prev, "uploaded before")
+	return s.pruneKeeping(ctx, prev, info.ClusterID, "uploaded before")
 }
 
 func conflict(prev, info Info) error {
@@ -203,19 +219,22 @@ func (s *Store) checkCommitted(ctx context.Context, info Info) error {
 	return fmt.Errorf("%w: %s was pruned by a concurrent upload of a newer backup before its manifest was written", ErrConflict, info.Key)
 }
 
-// pruneKeeping prunes the store after info's backup was committed (what
-// says how) and returns info if pruning kept it. Newer backups that
+// pruneKeeping prunes the backups of cluster after info's backup was
+// committed (what says how) and returns info if pruning kept it. Newer backups that
 // landed since Upload's check may have pushed it out of the newest Keep:
 // then the pruning deletes it, and it is ErrSuperseded, not a backup to
 // report.
-func (s *Store) pruneKeeping(ctx context.Context, info Info, what string) (Info, error) {
-	manifests, err := s.list(ctx, manifestDir)
+func (s *Store) pruneKeeping(ctx context.Context, info Info, cluster, what string) (Info, error) {
+	all, err := s.manifests(ctx)
 	if err != nil {
 		return info, fmt.Errorf("backup: %s %s, but pruning failed: %w", what, info.Key, err)
 	}
+	// Another cluster's backups landed since the check (it was clear):
+	// left alone, and not counted.
+	manifests, theirs := split(all, cluster)
 	keep := min(len(manifests), s.opts.Keep)
 	kept := slices.ContainsFunc(manifests[:keep], func(m object) bool { return m.rank == info.rank() })
-	err = s.prune(ctx, manifests)
+	err = s.prune(ctx, manifests, ranksOf(theirs))
 	if !kept {
 		// Gone: pruned here, or by a concurrent upload's pruning.
 		return Info{}, errors.Join(s.superseded(info.rank(), manifests, what+" and then pruned"), err)
@@ -231,8 +250,10 @@ func (s *Store) pruneKeeping(ctx context.Context, info Info, what string) (Info,
 // ranks older than the newest kept backup that no kept backup owns: those
 // of the pruned backups, and leftovers of uploads that died before their
 // manifest. Data at a newer rank may be an upload under way: kept.
-// manifests is the listing of manifestDir, newest first.
-func (s *Store) prune(ctx context.Context, manifests []object) error {
+// manifests is the listing of manifestDir, newest first, of one
+// cluster's backups; others are the ranks of other clusters' backups,
+// whose data is never deleted.
+func (s *Store) prune(ctx context.Context, manifests []object, others []rank) error {
 	if len(manifests) == 0 {
 		return nil
 	}
@@ -258,22 +279,23 @@ func (s *Store) prune(ctx context.Context, manifests []object) error {
 			return err
 		}
 	}
-	return s.sweep(ctx, kept, pruned, cutoff)
+	return s.sweep(ctx, kept, pruned, others, cutoff)
 }
 
 // sweep deletes the data objects of the backups just pruned, and those
 // ranked below kept[0] at no rank in kept that were written before cutoff:
 // leftovers of uploads that died before their manifest. A younger one may
 // be an upload under way, its manifest about to be written (deleting it
-// would leave a manifest without data).
-func (s *Store) sweep(ctx context.Context, kept, pruned []rank, cutoff time.Time) error {
+// would leave a manifest without data). Data at others' ranks is another
+// cluster's backups': kept.
+func (s *Store) sweep(ctx context.Context, kept, pruned, others []rank, cutoff time.Time) error {
 	data, err := s.list(ctx, dataDir)
 	if err != nil {
 		return err
 	}
 	for _, d := range data {
 		leftover := d.rank.compare(kept[0]) < 0 && !slices.Contains(kept, d.rank) && d.mod.Before(cutoff)
-		if !leftover && !slices.Contains(pruned, d.rank) {
+		if !leftover && !slices.Contains(pruned, d.rank) || slices.Contains(others, d.rank) {
 			continue
 		}
 		if err := s.delete(ctx, d.key); err != nil {

@@ -34,7 +34,7 @@ func TestSameIndexTwice(t *testing.T) {
 			if !strings.Contains(err.Error(), "index 3") {
 				t.Fatalf("the conflict does not name the index: %v", err)
 			}
-			info, data, err := s.Latest(ctx)
+			info, data, err := s.Latest(ctx, "")
 			if err != nil || !sameInfo(info, first) || !bytes.Equal(data, snap(3)) {
 				t.Fatalf("after the conflict, Latest: %+v, %v", info, err)
 			}
@@ -47,7 +47,7 @@ func TestSameIndexTwice(t *testing.T) {
 				t.Fatal(err)
 			}
 			upload(t, s, 3)
-			if _, _, err := s.Latest(ctx); err != nil {
+			if _, _, err := s.Latest(ctx, ""); err != nil {
 				t.Fatalf("Latest after the repair: %v", err)
 			}
 		})
@@ -74,7 +74,7 @@ func TestManifestRaceAtOneIndex(t *testing.T) {
 	if ok, _ := s.bucket.Exists(ctx, mine.Key); ok {
 		t.Fatal("the loser's data object was left behind")
 	}
-	if info, data, err := s.Latest(ctx); err != nil || !sameInfo(info, theirs) || string(data) != "theirs" {
+	if info, data, err := s.Latest(ctx, ""); err != nil || !sameInfo(info, theirs) || string(data) != "theirs" {
 		t.Fatalf("Latest: %+v %q, %v; want the winner", info, data, err)
 	}
 
@@ -83,7 +83,7 @@ func TestManifestRaceAtOneIndex(t *testing.T) {
 	if err := s.commit(ctx, same); err != nil {
 		t.Fatalf("a losing manifest for the same bytes: %v", err)
 	}
-	if _, _, err := s.Latest(ctx); err != nil {
+	if _, _, err := s.Latest(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -194,7 +194,7 @@ func TestReadOverTheLimit(t *testing.T) {
 	url := "file://" + t.TempDir()
 	upload(t, open(t, url, Options{}), 1)
 	small := open(t, url, Options{MaxBackupBytes: 10})
-	_, _, err := small.Latest(ctx)
+	_, _, err := small.Latest(ctx, "")
 	wantErr(t, "a backup over MaxBackupBytes", err, ErrConfig)
 }
 
@@ -380,7 +380,7 @@ func TestBackupPushedOutWhileUploadingIsSuperseded(t *testing.T) {
 	if err := s.commit(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.pruneKeeping(ctx, old, "uploaded")
+	info, err := s.pruneKeeping(ctx, old, old.ClusterID, "uploaded")
 	if !errors.Is(err, ErrSuperseded) || info.Key != "" {
 		t.Fatalf("pruning after a late manifest: %+v, %v; want ErrSuperseded and no Info", info, err)
 	}

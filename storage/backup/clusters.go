@@ -1,0 +1,119 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// owned is one of the store's manifests with the cluster its backup is
+// of (doc.go, "Clusters").
+type owned struct {
+	object
+	// cluster is the manifest's ClusterID: "" when it names none.
+	cluster string
+	// corrupt: the manifest does not decode, so its cluster is unknown.
+	corrupt bool
+}
+
+// manifests lists the store's manifests, newest first, and reads each
+// for its cluster. One gone since the listing (pruned meanwhile) is left
+// out; one that does not decode is of no known cluster. Any error but
+// ErrCorrupt stops it.
+func (s *Store) manifests(ctx context.Context) ([]owned, error) {
+	objects, err := s.list(ctx, manifestDir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]owned, 0, len(objects))
+	for _, o := range objects {
+		info, err := s.readManifest(ctx, o.rank)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			continue
+		case err != nil && !errors.Is(err, ErrCorrupt):
+			return nil, err
+		}
+		out = append(out, owned{object: o, cluster: info.ClusterID, corrupt: err != nil})
+	}
+	return out, nil
+}
+
+// foreign reports whether a backup of cluster belongs to another cluster
+// than id: both named, differently. A backup or an upload without an ID
+// is nobody's foreign one, as before IDs.
+func foreign(cluster, id string) bool { return cluster != "" && id != "" && cluster != id }
+
+// split parts manifests into cluster id's (its own, and those of no known
+// cluster) and the other clusters', each newest first.
+func split(manifests []owned, id string) (ours []object, theirs []owned) {
+	for _, m := range manifests {
+		if foreign(m.cluster, id) {
+			theirs = append(theirs, m)
+		} else {
+			ours = append(ours, m.object)
+		}
+	}
+	return ours, theirs
+}
+
+// ranksOf is the ranks of manifests.
+func ranksOf(manifests []owned) []rank {
+	out := make([]rank, len(manifests))
+	for i, m := range manifests {
+		out[i] = m.rank
+	}
+	return out
+}
+
+// clusterIDs is the cluster IDs manifests name, each with the rank of its
+// newest backup, newest first.
+func clusterIDs(manifests []owned) []string {
+	var ids, out []string
+	for _, m := range manifests {
+		if m.cluster != "" && !slices.Contains(ids, m.cluster) {
+			ids = append(ids, m.cluster)
+			out = append(out, fmt.Sprintf("%s (newest at %v)", m.cluster, m.rank))
+		}
+	}
+	return out
+}
+
+// otherCluster is ErrOtherCluster for an upload of cluster id at r into a
+// store that holds theirs.
+func (s *Store) otherCluster(id string, r rank, theirs []owned) error {
+	return fmt.Errorf("%w: %s holds backups of cluster %s; this backup is of cluster %s, at %v. "+
+		"Two clusters back up to the same place: the newest backup there could be either's, and one's uploads would prune the other's. "+
+		"Nothing was written or pruned. Give each cluster its own backup target (another prefix: s3://bucket/production and s3://bucket/staging)",
+		ErrOtherCluster, s.url, strings.Join(clusterIDs(theirs), ", cluster "), id, r)
+}
+
+// ofCluster returns the manifests a choice of "the newest" takes among,
+// newest first. With id named, those of cluster id, and those of no
+// known cluster as they do not decode (a restore reports them corrupt
+// rather than pass them over); backups without an ID are left out, as
+// they may be any cluster's. With id "", all of them, unless they name
+// several clusters: then ErrSeveralClusters, naming them, as the newest
+// could be another cluster's state.
+func (s *Store) ofCluster(manifests []owned, id string) ([]object, error) {
+	if id == "" {
+		if ids := clusterIDs(manifests); len(ids) > 1 {
+			return nil, fmt.Errorf("%w: %s holds the backups of %d clusters: cluster %s. Choose the one to restore by its cluster ID, "+
+				"and give each cluster its own backup target", ErrSeveralClusters, s.url, len(ids), strings.Join(ids, ", cluster "))
+		}
+	} else if !isClusterIDHex(id) {
+		return nil, fmt.Errorf("%w: cluster ID %q is not %d lowercase hex digits", ErrConfig, id, clusterIDHexLen)
+	}
+	var out []object
+	for _, m := range manifests {
+		if id == "" || m.cluster == id || m.corrupt {
+			out = append(out, m.object)
+		}
+	}
+	if len(out) == 0 && id != "" {
+		return nil, fmt.Errorf("%w: no backup of cluster %s in %s under %q (it holds: %s)", ErrNotFound, id, s.url, s.opts.Prefix, orElse(strings.Join(clusterIDs(manifests), ", "), "no backup with a cluster ID"))
+	}
+	return out, nil
+}
