@@ -179,3 +179,32 @@ func TestParseClusterID(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotClusterID: the cluster ID read from a snapshot's header
+// alone is the state's, zero before it is named, and a header that does
+// not decode is an error.
+func TestSnapshotClusterID(t *testing.T) {
+	m := New()
+	unnamed, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := SnapshotClusterID(unnamed); err != nil || !got.IsZero() {
+		t.Errorf("SnapshotClusterID of an unnamed state: %v, %v", got, err)
+	}
+	if err := m.ApplyCommand(1, SetClusterID{ID: idA}); err != nil {
+		t.Fatal(err)
+	}
+	named, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := SnapshotClusterID(named); err != nil || got != idA {
+		t.Errorf("SnapshotClusterID: %v, %v; want %v", got, err, idA)
+	}
+	for _, bad := range [][]byte{nil, {9}, {snapshotVersion}, named[:3]} {
+		if _, err := SnapshotClusterID(bad); !errors.Is(err, ErrSnapshot) {
+			t.Errorf("SnapshotClusterID(%x): %v, want ErrSnapshot", bad, err)
+		}
+	}
+}

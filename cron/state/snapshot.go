@@ -442,20 +442,39 @@ func DecodeSnapshot(data []byte) (*Machine, error) {
 // takes seconds to decode whole. It checks the header as DecodeSnapshot
 // does, and nothing after it.
 func SnapshotTerm(data []byte) (Term, error) {
+	m, err := snapshotHeader(data)
+	if err != nil {
+		return Term{}, err
+	}
+	return m.term, nil
+}
+
+// SnapshotClusterID reads the cluster ID a snapshot records (what
+// ClusterID would return once it is restored: zero before it is named,
+// and in formats before 6) from its header alone, as SnapshotTerm does:
+// each backup names its cluster (internal/server).
+func SnapshotClusterID(data []byte) (ClusterID, error) {
+	m, err := snapshotHeader(data)
+	if err != nil {
+		return ClusterID{}, err
+	}
+	return m.clusterID, nil
+}
+
+// snapshotHeader decodes and checks a snapshot's header alone, into a
+// machine that holds nothing else.
+func snapshotHeader(data []byte) (*Machine, error) {
 	switch {
 	case len(data) < 1:
-		return Term{}, snapshotErr("empty")
+		return nil, snapshotErr("empty")
 	case data[0] == 0 || data[0] > snapshotVersion:
-		return Term{}, snapshotErr("unknown format version %d", data[0])
+		return nil, snapshotErr("unknown format version %d", data[0])
 	}
 	var h wireHeader
 	if err := codec.NewDecoderBytes(data[1:], msgpackHandle).Decode(&h); err != nil {
-		return Term{}, snapshotErr("header: %v", err)
+		return nil, snapshotErr("header: %v", err)
 	}
-	if _, err := machineFromHeader(&h, data[0]); err != nil {
-		return Term{}, err
-	}
-	return h.Term, nil
+	return machineFromHeader(&h, data[0])
 }
 
 func machineFromHeader(h *wireHeader, version byte) (*Machine, error) {

@@ -240,6 +240,8 @@ type BackupInfo struct {
 	Key        string    `json:"key"`
 	Size       int64     `json:"size"`
 	SHA256     string    `json:"sha256"`
+	// ClusterID is the cluster's whose state it holds, "" for none.
+	ClusterID string `json:"cluster_id,omitempty"`
 }
 
 // Duration is a time.Duration that travels as a Go duration string.

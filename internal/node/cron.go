@@ -493,6 +493,15 @@ func SnapshotTerm(data []byte) (state.Term, error) {
 	return state.SnapshotTerm(data[hashSnapshotBytes:])
 }
 
+// SnapshotClusterID reads the cluster ID a cron-mode snapshot's data
+// records, from its header alone (state.SnapshotClusterID).
+func SnapshotClusterID(data []byte) (state.ClusterID, error) {
+	if len(data) < hashSnapshotBytes {
+		return state.ClusterID{}, fmt.Errorf("node: a snapshot of %d bytes, shorter than its hash", len(data))
+	}
+	return state.SnapshotClusterID(data[hashSnapshotBytes:])
+}
+
 // RestoreState decodes the cron state of a cron-mode snapshot's data.
 func RestoreState(data []byte) (*state.Machine, error) {
 	if len(data) < hashSnapshotBytes {

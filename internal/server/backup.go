@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,14 +76,48 @@ func (s *Server) openBackups() error {
 	if strings.HasPrefix(s.cfg.Backup, "file://") {
 		s.log.Info("snapshots are backed up to a local folder: that survives a damaged store, not a lost disk (set backup.url to storage on another machine)", "url", st.URL())
 	}
-	if list, err := st.List(ctx); err == nil && len(list) > 0 {
-		// The target's newest, for status; the backup time is this
-		// replica's own uploads'.
-		s.backups.record(list[0], nil)
-	} else if err != nil {
-		s.log.Warn("listing the backups", "url", st.URL(), "err", err)
-	}
 	return nil
+}
+
+// noteTargetsNewest records the newest backup of this replica's cluster
+// at the target, for status (the backup time is this replica's own
+// uploads'), once the state's cluster ID is read. Another cluster's
+// newest is not this one's last backup.
+func (s *Server) noteTargetsNewest() {
+	if s.backups == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	list, err := s.backups.store.List(ctx)
+	if err != nil {
+		s.log.Warn("listing the backups", "url", s.backups.store.URL(), "err", err)
+		return
+	}
+	if info, ok := newestOf(list, s.ClusterID().String()); ok {
+		s.backups.record(info, nil)
+	}
+}
+
+// newestOf returns the newest backup in list (newest first) of cluster
+// id or of no cluster ID; with id unknown (a replica rebuilding), the
+// newest if the backups name one cluster at most, else none.
+func newestOf(list []backup.Info, id string) (backup.Info, bool) {
+	var named []string
+	for _, info := range list {
+		if info.ClusterID != "" && !slices.Contains(named, info.ClusterID) {
+			named = append(named, info.ClusterID)
+		}
+	}
+	if id == "" && len(named) > 1 {
+		return backup.Info{}, false
+	}
+	for _, info := range list {
+		if id == "" || info.ClusterID == "" || info.ClusterID == id {
+			return info, true
+		}
+	}
+	return backup.Info{}, false
 }
 
 // record makes info the last backup unless the one recorded ranks above
@@ -114,7 +149,7 @@ func backupOrder(a, b api.BackupInfo) int {
 }
 
 func apiBackupInfo(info backup.Info) api.BackupInfo {
-	return api.BackupInfo{Generation: info.Generation, Index: info.Index, TakenAt: info.TakenAt, Key: info.Key, Size: info.Size, SHA256: info.SHA256}
+	return api.BackupInfo{Generation: info.Generation, Index: info.Index, TakenAt: info.TakenAt, Key: info.Key, Size: info.Size, SHA256: info.SHA256, ClusterID: info.ClusterID}
 }
 
 // BackupGeneration is the generation the backup of a snapshot's data
@@ -129,7 +164,9 @@ func BackupGeneration(data []byte) (uint64, error) {
 	return term.Round, nil
 }
 
-// backupMeta describes snap for a backup or a snapshot file, taken now.
+// backupMeta describes snap for a backup or a snapshot file, taken now:
+// its generation, and the cluster ID its state holds (none before the
+// first leader named it), both read from the state's header.
 func backupMeta(snap paxos.Snapshot) (backup.Meta, error) {
 	meta := backup.Meta{Index: snap.Meta.Index, Cluster: backupCluster, TakenAt: time.Now().UTC()}
 	for _, id := range snap.Meta.Membership.Voters {
@@ -139,8 +176,15 @@ func backupMeta(snap paxos.Snapshot) (backup.Meta, error) {
 		return meta, nil
 	}
 	gen, err := BackupGeneration(snap.Data)
-	meta.Generation = gen
-	return meta, err
+	if err != nil {
+		return meta, err
+	}
+	id, err := node.SnapshotClusterID(snap.Data)
+	if err != nil {
+		return meta, fmt.Errorf("server: the snapshot's cluster ID: %w", err)
+	}
+	meta.Generation, meta.ClusterID = gen, id.String()
+	return meta, nil
 }
 
 func (b *backups) lastInfo() *api.BackupInfo {
@@ -176,6 +220,8 @@ func (s *Server) backupLoop() {
 		switch {
 		case errors.Is(err, backup.ErrSuperseded):
 			s.log.Warn("snapshot not backed up: the target keeps newer backups", "index", snap.Meta.Index, "err", err)
+		case errors.Is(err, backup.ErrOtherCluster):
+			// uploadBackup said so.
 		case err != nil:
 			s.log.Error("backing up the snapshot", "index", snap.Meta.Index, "err", err)
 		}
@@ -198,6 +244,12 @@ func (s *Server) uploadBackup(ctx context.Context, snap paxos.Snapshot) (backup.
 	// or an operator's that ended first), and the backups' age says so.
 	if err != nil && !errors.Is(err, backup.ErrSuperseded) {
 		s.metrics.backupErrors.Inc()
+	}
+	if errors.Is(err, backup.ErrOtherCluster) {
+		// A configuration mistake that every upload repeats until it is
+		// mended, on a routine backup and an operator's alike.
+		s.log.Error("snapshot not backed up: the backup target holds another cluster's backups; give each cluster its own backup.url",
+			"cluster_id", meta.ClusterID, "url", s.backups.store.URL(), "index", meta.Index, "err", err)
 	}
 	if info.Key == "" {
 		return backup.Info{}, err
@@ -263,9 +315,11 @@ func (s *Server) handleBackupNow(w http.ResponseWriter, r *http.Request) (any, e
 			return nil, &api.Error{Status: http.StatusConflict, Message: fmt.Sprintf("not backed up to %s: %v", s.backups.store.URL(), err)}
 		}
 		if err != nil {
-			// Outranked, the upload wrote nothing; any other failure may
-			// have left the backup stored.
-			return nil, &api.Error{Status: http.StatusBadGateway, NotDone: errors.Is(err, backup.ErrOutranked),
+			// Outranked or refused as another cluster's target, the
+			// upload wrote nothing; any other failure may have left the
+			// backup stored.
+			notDone := errors.Is(err, backup.ErrOutranked) || errors.Is(err, backup.ErrOtherCluster)
+			return nil, &api.Error{Status: http.StatusBadGateway, NotDone: notDone,
 				Message: fmt.Sprintf("uploading to %s: %v", s.backups.store.URL(), err)}
 		}
 		return apiBackupInfo(info), nil

@@ -180,6 +180,7 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 	}
 	// What the store's state says, before any handshake.
 	s.noteClusterID(s.node.Status().ClusterID)
+	s.noteTargetsNewest()
 	s.noteReady(s.node.Status())
 	time.AfterFunc(readyWaitMax, s.readyAnyway)
 	if err := s.newTransport(); err != nil {

@@ -1,0 +1,176 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"paxcron/cron/replica"
+	"paxcron/internal/api"
+	"paxcron/paxos"
+	"paxcron/storage/backup"
+)
+
+// Staging and production given one backup.url: production (A) backs up
+// there first; staging's (B) leader is refused, naming both cluster IDs
+// and what to do, logs it and counts it as a backup error, and shows no
+// last backup; A's backups are all still there, and A goes on backing
+// up. Once the target holds backups of both (copied in by hand, or two
+// first uploads racing past each other's check), "the newest" is refused
+// unless the cluster is named.
+func TestTwoClustersGivenOneBackupTarget(t *testing.T) {
+	dir := t.TempDir()
+	target := "file://" + dir
+	var logB syncBuffer
+	onDemand := func(cfg *Config) {
+		cfg.Backup, cfg.BackupKeep = target, 3
+		cfg.Snapshots = replica.SnapshotPolicy{EveryEntries: 1 << 40}
+	}
+	a := startClusterWith(t, onDemand)
+	b := startClusterWith(t, func(cfg *Config) {
+		onDemand(cfg)
+		cfg.Logger = slog.New(slog.NewTextHandler(&logB, nil))
+	})
+	idA, idB := a.namedAlike().String(), b.namedAlike().String()
+	ctx := context.Background()
+	st, err := backup.Open(ctx, target, backup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ofA := []api.BackupInfo{putAndBackUp(t, a, "a-1"), putAndBackUp(t, a, "a-2")}
+	if ofA[1].ClusterID != idA {
+		t.Fatalf("A's backup names cluster %q, want %s", ofA[1].ClusterID, idA)
+	}
+	before, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	leaderB := b.leader()
+	w := b.client(leaderB, writeToken)
+	putYearly(t, w, "b-1")
+	_, refusal := w.BackupNow(ctx)
+	if refusal == nil {
+		t.Fatal("B backed up into A's target")
+	}
+	for _, part := range []string{idA, idB, "another cluster", "own backup target"} {
+		if !strings.Contains(refusal.Error(), part) {
+			t.Errorf("the refusal does not say %q: %v", part, refusal)
+		}
+	}
+	if e := (*api.Error)(nil); !errors.As(refusal, &e) || !e.NotDone {
+		t.Errorf("the refusal does not say nothing was done: %#v", refusal)
+	}
+	var m dto.Metric
+	if err := b.servers[leaderB-1].metrics.backupErrors.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.GetCounter().GetValue() < 1 {
+		t.Errorf("the refusal is not counted as a backup error")
+	}
+	if !slices.ContainsFunc(strings.Split(logB.String(), "\n"), func(line string) bool {
+		return strings.Contains(line, "level=ERROR") && strings.Contains(line, "another cluster's backups") &&
+			strings.Contains(line, idA) && strings.Contains(line, idB)
+	}) {
+		t.Errorf("B's leader logged no error naming both clusters:\n%s", logB.String())
+	}
+	if st, err := w.Status(ctx); err != nil || st.LastBackup != nil {
+		t.Errorf("B's status: last backup %+v, %v; want none (A's are not B's)", st.LastBackup, err)
+	}
+	// B restarted: its last backup is still none of A's.
+	b.servers[leaderB-1].Close()
+	b.servers[leaderB-1] = nil
+	b.start(leaderB, false)
+	if st, err := b.client(leaderB, readToken).Status(ctx); err != nil || st.LastBackup != nil {
+		t.Errorf("B's restarted replica's status: last backup %+v, %v; want none", st.LastBackup, err)
+	}
+
+	after, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(after, before, func(x, y backup.Info) bool { return x.Key == y.Key && x.ClusterID == idA }) {
+		t.Fatalf("B's refused upload changed the target: %d backups before, %d after", len(before), len(after))
+	}
+	ofA = append(ofA, putAndBackUp(t, a, "a-3"))
+	if st, err := a.client(a.leader(), readToken).Status(ctx); err != nil || st.LastBackup == nil || st.LastBackup.Key != ofA[2].Key {
+		t.Errorf("A's status: last backup %+v, %v; want %s", st.LastBackup, err, ofA[2].Key)
+	}
+
+	// B's state lands beside A's by another way than an upload.
+	var file bytes.Buffer
+	if _, err := b.client(b.leader(), writeToken).Snapshot(ctx, &file); err != nil {
+		t.Fatal(err)
+	}
+	info, data, err := backup.DecodeFile(file.Bytes())
+	if err != nil || info.ClusterID != idB {
+		t.Fatalf("B's snapshot file: %+v, %v; want cluster %s", info, err, idB)
+	}
+	other := t.TempDir()
+	stB, err := backup.Open(ctx, "file://"+other, backup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stB.Close()
+	info.Meta.Generation += 100 // above A's
+	if _, err := stB.Upload(ctx, info.Meta, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(dir, os.DirFS(other)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = st.Latest(ctx, "")
+	if !errors.Is(err, backup.ErrSeveralClusters) || !strings.Contains(err.Error(), idA) || !strings.Contains(err.Error(), idB) {
+		t.Fatalf("the newest of a target of two clusters: %v, want ErrSeveralClusters naming both", err)
+	}
+	got, gotData, err := st.Latest(ctx, idA)
+	if err != nil || got.Key != ofA[2].Key {
+		t.Fatalf("A's newest: %+v, %v; want %s", got, err, ofA[2].Key)
+	}
+	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: got.Index, Membership: paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}}, Data: gotData}
+	if _, err := RestoreStore(t.TempDir(), snap, []paxos.ReplicaID{1, 2, 3}, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newestOf: the last backup a replica shows at start is its own
+// cluster's newest, or one of no cluster ID; with its ID unknown, the
+// target's newest only when the target holds one cluster's backups.
+func TestNewestOf(t *testing.T) {
+	const a, b = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	list := func(ids ...string) []backup.Info {
+		var out []backup.Info
+		for i, id := range ids {
+			out = append(out, backup.Info{Meta: backup.Meta{Index: uint64(len(ids) - i), ClusterID: id}})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		list []backup.Info
+		id   string
+		want uint64 // the index; 0 for none
+	}{
+		{"empty", nil, a, 0},
+		{"own newest", list(a, b, a), a, 3},
+		{"another's newest", list(b, b, a), a, 1},
+		{"only another's", list(b, b), a, 0},
+		{"unnamed counts", list(b, "", a), a, 2},
+		{"unknown id, one cluster", list(a, ""), "", 2},
+		{"unknown id, none named", list("", ""), "", 2},
+		{"unknown id, two clusters", list(a, b), "", 0},
+	} {
+		got, ok := newestOf(tc.list, tc.id)
+		if ok != (tc.want != 0) || got.Index != tc.want {
+			t.Errorf("%s: %+v, %v; want index %d", tc.name, got, ok, tc.want)
+		}
+	}
+}
