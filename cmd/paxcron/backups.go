@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -20,6 +22,12 @@ generation, then by log index. A cluster restored from a snapshot backs
 up in a generation above every one the target held, so its backups rank
 above those of the history it replaced, whatever their indexes. Backups
 of binaries older than generations are generation 0.
+
+Each backup names the cluster whose state it holds (its cluster ID, as
+"paxcron operator status" shows it; "-" for a state not named yet, or a
+backup older binaries wrote). A target holding backups of several
+clusters was given to more than one cluster: it is said, and "snapshot
+restore" then needs -cluster to choose.
 
 The newest backup is read back and checked against its checksum (every
 one with -verify-all); a manifest that does not decode is listed with its
@@ -37,6 +45,8 @@ type listedBackup struct {
 	Size       int64     `json:"size"`
 	Key        string    `json:"key"`
 	Manifest   string    `json:"manifest"`
+	// ClusterID is the cluster's whose state it holds, "" for none.
+	ClusterID string `json:"cluster_id,omitempty"`
 	// Status is "verified", "corrupt", "bad manifest" or "" (not read).
 	Status string `json:"status,omitempty"`
 	Error  string `json:"error,omitempty"`
@@ -96,7 +106,7 @@ func listBackups(ctx context.Context, st *backup.Store, all bool) ([]listedBacku
 	rows := make([]listedBackup, 0, len(listed))
 	for i, l := range listed {
 		row := listedBackup{Generation: l.Generation, Index: l.Index, Manifest: l.Manifest,
-			TakenAt: l.Info.TakenAt, Size: l.Info.Size, Key: l.Info.Key}
+			TakenAt: l.Info.TakenAt, Size: l.Info.Size, Key: l.Info.Key, ClusterID: l.Info.ClusterID}
 		switch {
 		case l.Err != nil:
 			row.Status, row.Error = "bad manifest", l.Err.Error()
@@ -113,13 +123,24 @@ func listBackups(ctx context.Context, st *backup.Store, all bool) ([]listedBacku
 	return rows, nil
 }
 
+// clusterIDs is the cluster IDs rows name, in order.
+func clusterIDs(rows []listedBackup) []string {
+	var ids []string
+	for _, r := range rows {
+		if r.ClusterID != "" && !slices.Contains(ids, r.ClusterID) {
+			ids = append(ids, r.ClusterID)
+		}
+	}
+	return ids
+}
+
 func printBackups(out io.Writer, st *backup.Store, rows []listedBackup) {
 	if len(rows) == 0 {
 		fmt.Fprintf(out, "no backup in %s\n", st.URL())
 		return
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GENERATION\tINDEX\tTAKEN AT\tSIZE\tSTATUS\tKEY")
+	fmt.Fprintln(tw, "GENERATION\tINDEX\tTAKEN AT\tSIZE\tSTATUS\tKEY\tCLUSTER")
 	for _, r := range rows {
 		key, taken, size := r.Key, "-", "-"
 		if r.Status == "bad manifest" {
@@ -127,9 +148,13 @@ func printBackups(out io.Writer, st *backup.Store, rows []listedBackup) {
 		} else {
 			taken, size = r.TakenAt.Local().Format(time.RFC3339), strconv.FormatInt(r.Size, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", r.Generation, r.Index, taken, size, orDefault(r.Status, "-"), key)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Generation, r.Index, taken, size, orDefault(r.Status, "-"), key, orDefault(r.ClusterID, "-"))
 	}
 	tw.Flush()
+	if ids := clusterIDs(rows); len(ids) > 1 {
+		fmt.Fprintf(out, "this target holds the backups of %d clusters (%s): each cluster needs its own backup.url, and a restore from here needs -cluster ID\n",
+			len(ids), strings.Join(ids, ", "))
+	}
 	for _, r := range rows {
 		if r.Error != "" {
 			fmt.Fprintf(out, "generation %d, index %d: %s\n", r.Generation, r.Index, r.Error)

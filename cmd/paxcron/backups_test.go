@@ -25,8 +25,18 @@ const firstLayout = "../../storage/backup/testdata/layout1"
 // in round, then a job created for each name.
 func cronSnapshot(t *testing.T, round uint64, jobs ...string) []byte {
 	t.Helper()
+	return namedSnapshot(t, state.ClusterID{}, round, jobs...)
+}
+
+// namedSnapshot is cronSnapshot of cluster id: a SetClusterID after the
+// Takeover unless id is zero (then at index 2+len(jobs)).
+func namedSnapshot(t *testing.T, id state.ClusterID, round uint64, jobs ...string) []byte {
+	t.Helper()
 	m, h := state.New(), &hashsm.Machine{}
 	cmds := []state.Command{state.Takeover{Term: state.Term{Round: round, Replica: 1}}}
+	if !id.IsZero() {
+		cmds = append(cmds, state.SetClusterID{ID: id})
+	}
 	for _, name := range jobs {
 		spec := state.JobSpec{Schedule: "0 * * * *", NomadJob: "parent"}
 		cmds = append(cmds, state.PutJob{Name: name, Spec: spec, At: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)})
@@ -99,7 +109,7 @@ func TestSnapshotList(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	want := [][]string{
-		{"GENERATION", "INDEX", "TAKEN", "AT", "SIZE", "STATUS", "KEY"},
+		{"GENERATION", "INDEX", "TAKEN", "AT", "SIZE", "STATUS", "KEY", "CLUSTER"},
 		{"5", "3", "verified", infos[1].Key},
 		{"5", "2", "-", infos[0].Key},
 		{"0", "4", "-", "paxcron/snapshots/00000000000000000004-"},

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"paxcron/cron/state"
 	"paxcron/internal/api"
 	"paxcron/internal/node"
 	"paxcron/internal/server"
@@ -51,7 +52,7 @@ payloads: it needs a write token. Restore it with
 		if f.json {
 			return printJSON(out, info)
 		}
-		fmt.Fprintf(out, "saved the state at log index %d (generation %d) to %s (%d bytes, SHA-256 %s)\n", index, info.Generation, words[0], buf.Len(), info.SHA256)
+		fmt.Fprintf(out, "saved the state at log index %d (generation %d, %s) to %s (%d bytes, SHA-256 %s)\n", index, info.Generation, clusterName(info.ClusterID), words[0], buf.Len(), info.SHA256)
 		return nil
 	},
 }
@@ -71,7 +72,7 @@ snapshot list -backup URL" lists the backups there.`,
 		if f.json {
 			return printJSON(out, info)
 		}
-		fmt.Fprintf(out, "backed up the state at log index %d as %s (generation %d, %d bytes)\n", info.Index, info.Key, info.Generation, info.Size)
+		fmt.Fprintf(out, "backed up the state at log index %d as %s (generation %d, %d bytes, %s)\n", info.Index, info.Key, info.Generation, info.Size, clusterName(info.ClusterID))
 		return nil
 	},
 }
@@ -193,6 +194,11 @@ The snapshot comes from a file ("snapshot save") or from the backups at
 the newest that verifies (it names those it skips); or the one chosen
 with -key or -index ("snapshot list" shows them).
 
+Each backup names its cluster, and the restore says which it brings
+back. A target that holds the backups of several clusters (given to more
+than one) is refused unless -cluster names the one to restore, whose
+backups alone are chosen from (-key chooses any).
+
 Backups rank by generation, then log index. The restored cluster backs
 up in a generation above every one at -backup and the snapshot's own, so
 that its backups rank above those of the history it replaces, which
@@ -207,9 +213,9 @@ Flags:
 
 // restoreFlags are the flags of "snapshot restore".
 type restoreFlags struct {
-	dataDir, members, file, backupURL, key string
-	index                                  uint64
-	indexSet, skipCorrupt                  bool
+	dataDir, members, file, backupURL, key, cluster string
+	index                                           uint64
+	indexSet, skipCorrupt                           bool
 }
 
 func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
@@ -223,6 +229,7 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.key, "key", "", "with -backup: this backup (its key) instead of the newest")
 	fs.Uint64Var(&f.index, "index", 0, "with -backup: the backup at this log index instead of the newest")
 	fs.BoolVar(&f.skipCorrupt, "skip-corrupt", false, "with -backup: the newest backup that verifies, skipping newer corrupt ones")
+	fs.StringVar(&f.cluster, "cluster", "", "with -backup: choose among this cluster's backups (its ID, as \"snapshot list\" shows it)")
 	fs.Usage = func() { fmt.Fprint(stderr, snapshotRestoreUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -241,6 +248,13 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 	}
 	if msg := f.check(fs); msg != "" {
 		return fail(exitUsage, "%s", msg)
+	}
+	if f.cluster != "" {
+		id, err := state.ParseClusterID(f.cluster)
+		if err != nil || id.IsZero() {
+			return fail(exitUsage, "-cluster %q: want a cluster ID of %d hex digits, as \"snapshot list\" shows it", f.cluster, 2*state.ClusterIDBytes)
+		}
+		f.cluster = id.String()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -275,8 +289,8 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(exitFailed, "%v", err)
 	}
-	fmt.Fprintf(stdout, "restored the state at log index %d (generation %d, taken %s) into %s: start this replica without -bootstrap\n",
-		info.Index, gen, info.TakenAt.Local().Format(time.RFC3339), f.dataDir)
+	fmt.Fprintf(stdout, "restored the state of %s at log index %d (generation %d, taken %s) into %s: start this replica without -bootstrap\n",
+		clusterName(info.ClusterID), info.Index, gen, info.TakenAt.Local().Format(time.RFC3339), f.dataDir)
 	fmt.Fprintf(stdout, "once a leader takes over, the cluster backs up in generation %d or later, above every backup of generation %d or below\n", round, max(above, gen))
 	return exitOK
 }
@@ -300,6 +314,8 @@ func (f restoreFlags) check(fs *flag.FlagSet) string {
 		return "-key, -index and -skip-corrupt choose a backup at -backup, without -file"
 	case choices > 1:
 		return "give at most one of -key, -index and -skip-corrupt"
+	case f.cluster != "" && (f.backupURL == "" || f.file != ""):
+		return "-cluster chooses a backup at -backup, without -file"
 	case f.indexSet && f.index == 0:
 		// Found in review: taken for no -index, it restored the newest.
 		return "-index 0: log indexes start at 1 (\"snapshot list\" shows the backups' indexes)"
@@ -322,40 +338,63 @@ func restoreSource(ctx context.Context, f restoreFlags, st *backup.Store, stderr
 		}
 		return info, data, nil
 	case f.key != "":
-		return st.Fetch(ctx, f.key)
+		info, data, err := st.Fetch(ctx, f.key)
+		if err == nil && f.cluster != "" && info.ClusterID != f.cluster {
+			return backup.Info{}, nil, fmt.Errorf("the backup %s is of %s, not of cluster %s", f.key, clusterName(info.ClusterID), f.cluster)
+		}
+		return info, data, err
 	case f.indexSet:
-		return fetchAtIndex(ctx, st, f.index)
+		return fetchAtIndex(ctx, st, f.index, f.cluster)
 	case f.skipCorrupt:
-		info, data, skipped, err := st.LatestValid(ctx, "")
+		info, data, skipped, err := st.LatestValid(ctx, f.cluster)
 		for _, s := range skipped {
 			fmt.Fprintf(stderr, "paxcron operator snapshot restore: skipped the backup of generation %d at index %d: %v\n", s.Generation, s.Index, s.Err)
 		}
-		return info, data, err
+		return info, data, severalHint(err)
 	}
-	info, data, err := st.Latest(ctx, "")
+	info, data, err := st.Latest(ctx, f.cluster)
+	err = severalHint(err)
 	if errors.Is(err, backup.ErrCorrupt) {
 		err = fmt.Errorf("%w (-skip-corrupt restores the newest backup that verifies; \"snapshot list\" shows them all)", err)
 	}
 	return info, data, err
 }
 
-// fetchAtIndex reads the one backup at a log index: several generations
-// may hold one each (histories before and after a restore).
-func fetchAtIndex(ctx context.Context, st *backup.Store, index uint64) (backup.Info, []byte, error) {
+// severalHint adds to ErrSeveralClusters how to choose.
+func severalHint(err error) error {
+	if errors.Is(err, backup.ErrSeveralClusters) {
+		return fmt.Errorf("%w (-cluster ID chooses among that cluster's backups; \"snapshot list\" shows each backup's)", err)
+	}
+	return err
+}
+
+// fetchAtIndex reads the one backup at a log index, of cluster if it is
+// named: several generations may hold one each (histories before and
+// after a restore). In a target of several clusters' backups, the index
+// alone does not say which cluster's state is meant: refused without
+// cluster.
+func fetchAtIndex(ctx context.Context, st *backup.Store, index uint64, cluster string) (backup.Info, []byte, error) {
 	listed, err := st.Scan(ctx)
 	if err != nil {
 		return backup.Info{}, nil, err
 	}
 	var found []backup.Listed
 	var gens []uint64
+	var ids []string
 	for _, l := range listed {
-		if l.Index == index {
+		if id := l.Info.ClusterID; id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+		if l.Index == index && (cluster == "" || l.Err != nil || l.Info.ClusterID == cluster) {
 			found, gens = append(found, l), append(gens, l.Generation)
 		}
 	}
 	switch {
+	case cluster == "" && len(ids) > 1:
+		return backup.Info{}, nil, fmt.Errorf("%s holds the backups of %d clusters (%s): choose the one to restore with -cluster ID (\"snapshot list\" shows each backup's)",
+			st.URL(), len(ids), strings.Join(ids, ", "))
 	case len(found) == 0:
-		return backup.Info{}, nil, fmt.Errorf("no backup at log index %d in %s (\"snapshot list\" shows those there are)", index, st.URL())
+		return backup.Info{}, nil, fmt.Errorf("no backup at log index %d%s in %s (\"snapshot list\" shows those there are)", index, ofCluster(cluster), st.URL())
 	case len(found) > 1:
 		return backup.Info{}, nil, fmt.Errorf("%d backups at log index %d, of generations %v: choose one with -key (\"snapshot list\" shows their keys)", len(found), index, gens)
 	case found[0].Err != nil:
@@ -364,13 +403,35 @@ func fetchAtIndex(ctx context.Context, st *backup.Store, index uint64) (backup.I
 	return st.Fetch(ctx, found[0].Info.Key)
 }
 
+// clusterName names a cluster by its ID ("" for none) in messages.
+func clusterName(id string) string {
+	if id == "" {
+		return "a cluster not named (taken before its first leader named it, or by an older binary)"
+	}
+	return "cluster " + id
+}
+
+// ofCluster is " of cluster ID", or "" for none.
+func ofCluster(id string) string {
+	if id == "" {
+		return ""
+	}
+	return " of cluster " + id
+}
+
 // checkRestored returns the generation of a snapshot's state, and
-// refuses one that does not decode or whose generation is not the one its
-// manifest or header says (generation 0: written before generations, it
-// says none).
+// refuses one that does not decode or whose generation or cluster ID is
+// not the one its manifest or header says (generation 0: written before
+// generations, it says none; no cluster ID: written before IDs, or of a
+// state not named yet).
 func checkRestored(info backup.Info, data []byte) (uint64, error) {
-	if _, err := node.DescribeSnapshot(data); err != nil {
+	sum, err := node.DescribeSnapshot(data)
+	if err != nil {
 		return 0, fmt.Errorf("the snapshot at %d does not decode: %w", info.Index, err)
+	}
+	if id := sum.ClusterID.String(); info.ClusterID != "" && info.ClusterID != id {
+		return 0, fmt.Errorf("the snapshot at %d is described as of cluster %s, but its state is of %s: it is not the snapshot its description was written for",
+			info.Index, info.ClusterID, clusterName(id))
 	}
 	gen, err := server.BackupGeneration(data)
 	if err != nil {
