@@ -103,6 +103,25 @@ func TestUnnamedBackupsCountAsTheUploaders(t *testing.T) {
 	wantErr(t, "an upload below the cluster's generation", err, ErrOutranked)
 }
 
+// landUnchecked writes a backup and its manifest as Upload does, without
+// Upload's checks or pruning: what another binary, or an upload that
+// passed its check before the other cluster's landed, leaves.
+func landUnchecked(t *testing.T, s *Store, meta Meta, data []byte) Info {
+	t.Helper()
+	ctx := context.Background()
+	info, err := s.newInfo(meta, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.writeData(ctx, info, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.commit(ctx, info); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
 // An upload whose check passed, of cluster A, whose pruning finds
 // another cluster's backups landed meanwhile: pruning neither counts nor
 // deletes them, manifests or data, even with their data older than the
@@ -116,17 +135,8 @@ func TestPruningKeepsAnotherClustersBackups(t *testing.T) {
 	for _, i := range []uint64{10, 20, 30} {
 		// As Upload does, past its check (which the backups of B, landed
 		// since, would now fail).
-		info, err := s.newInfo(metaOf(clusterA, 1, i), snap(i))
+		info, err := s.pruneKeeping(ctx, landUnchecked(t, s, metaOf(clusterA, 1, i), snap(i)), clusterA, "uploaded")
 		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.writeData(ctx, info, snap(i)); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.commit(ctx, info); err != nil {
-			t.Fatal(err)
-		}
-		if info, err = s.pruneKeeping(ctx, info, clusterA, "uploaded"); err != nil {
 			t.Fatal(err)
 		}
 		ours = append(ours, info)
@@ -156,16 +166,7 @@ func TestLatestOfSeveralClusters(t *testing.T) {
 	uploadOf(t, s, clusterA, 1, 10, 20)
 	// B's backups land as a binary before IDs would write them beside A's.
 	for _, i := range []uint64{30, 40} {
-		info, err := s.newInfo(metaOf(clusterB, 3, i), snap(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.writeData(ctx, info, snap(i)); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.commit(ctx, info); err != nil {
-			t.Fatal(err)
-		}
+		landUnchecked(t, s, metaOf(clusterB, 3, i), snap(i))
 	}
 	_, _, err := s.Latest(ctx, "")
 	wantErr(t, "Latest of no cluster", err, ErrSeveralClusters)
