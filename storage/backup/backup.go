@@ -292,20 +292,43 @@ type Listed struct {
 // left. A manifest gone since the listing was pruned meanwhile, and is
 // left out. Any error but ErrCorrupt stops it.
 func (s *Store) Scan(ctx context.Context) ([]Listed, error) {
-	manifests, err := s.list(ctx, manifestDir)
+	read, err := s.readManifests(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Listed, 0, len(manifests))
-	for _, m := range manifests {
-		info, err := s.readManifest(ctx, m.rank)
+	out := make([]Listed, 0, len(read))
+	for _, m := range read {
+		out = append(out, Listed{Generation: m.rank.gen, Index: m.rank.index, Manifest: m.key, Info: m.info, Err: m.err})
+	}
+	return out, nil
+}
+
+// manifestRead is one manifest as readManifests read it: its object, and
+// its Info or the ErrCorrupt it gave.
+type manifestRead struct {
+	object
+	info Info
+	err  error
+}
+
+// readManifests reads every manifest, newest backup first. One gone
+// since the listing (pruned meanwhile) is left out; one that does not
+// decode is kept with its error. Any error but ErrCorrupt stops it.
+func (s *Store) readManifests(ctx context.Context) ([]manifestRead, error) {
+	objects, err := s.list(ctx, manifestDir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]manifestRead, 0, len(objects))
+	for _, o := range objects {
+		info, err := s.readManifest(ctx, o.rank)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			continue
 		case err != nil && !errors.Is(err, ErrCorrupt):
 			return nil, err
 		}
-		out = append(out, Listed{Generation: m.rank.gen, Index: m.rank.index, Manifest: m.key, Info: info, Err: err})
+		out = append(out, manifestRead{object: o, info: info, err: err})
 	}
 	return out, nil
 }

@@ -2,7 +2,6 @@ package backup
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,20 +22,13 @@ type owned struct {
 // out; one that does not decode is of no known cluster. Any error but
 // ErrCorrupt stops it.
 func (s *Store) manifests(ctx context.Context) ([]owned, error) {
-	objects, err := s.list(ctx, manifestDir)
+	read, err := s.readManifests(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]owned, 0, len(objects))
-	for _, o := range objects {
-		info, err := s.readManifest(ctx, o.rank)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			continue
-		case err != nil && !errors.Is(err, ErrCorrupt):
-			return nil, err
-		}
-		out = append(out, owned{object: o, cluster: info.ClusterID, corrupt: err != nil})
+	out := make([]owned, 0, len(read))
+	for _, m := range read {
+		out = append(out, owned{object: m.object, cluster: m.info.ClusterID, corrupt: m.err != nil})
 	}
 	return out, nil
 }
