@@ -127,6 +127,19 @@ func both(a, b func(*Config)) func(*Config) {
 	return func(cfg *Config) { a(cfg); b(cfg) }
 }
 
+// startTLSCluster starts three replicas, each with a certificate ca
+// signs as leaf says and a CA file of ca alone, logging at level and up
+// into the logs returned.
+func startTLSCluster(t *testing.T, ca *testcert.CA, leaf testcert.Leaf, level slog.Level) (*cluster, *tlsFiles, map[paxos.ReplicaID]*syncBuffer) {
+	t.Helper()
+	files := newTLSFiles(t)
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		files.set(id, []*testcert.CA{ca}, ca, leaf)
+	}
+	logs := newLogs()
+	return startClusterWith(t, both(files.mutate, withLogs(logs, level))), files, logs
+}
+
 func newLogs() map[paxos.ReplicaID]*syncBuffer {
 	return map[paxos.ReplicaID]*syncBuffer{1: {}, 2: {}, 3: {}}
 }
@@ -148,12 +161,7 @@ func checkNoRefusal(t testing.TB, logs map[paxos.ReplicaID]*syncBuffer) {
 // certificate once restarted.
 func TestTLSCertificateRenewalByRollingRestart(t *testing.T) {
 	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
-	files := newTLSFiles(t)
-	for id := paxos.ReplicaID(1); id <= 3; id++ {
-		files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{})
-	}
-	logs := newLogs()
-	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelError)))
+	c, files, logs := startTLSCluster(t, ca, testcert.Leaf{}, slog.LevelError)
 	c.putEverySecond(c.leader(), "tick")
 	c.waitChildren(2)
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
@@ -181,12 +189,7 @@ func TestTLSCertificateRenewalByRollingRestart(t *testing.T) {
 func TestTLSCAMoveByRollingRestarts(t *testing.T) {
 	oldCA := testcert.NewCA(t, "paxcron CA", time.Now().Add(24*time.Hour))
 	newCA := testcert.NewCA(t, "paxcron CA", time.Now().Add(48*time.Hour))
-	files := newTLSFiles(t)
-	for id := paxos.ReplicaID(1); id <= 3; id++ {
-		files.set(id, []*testcert.CA{oldCA}, oldCA, testcert.Leaf{})
-	}
-	logs := newLogs()
-	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelError)))
+	c, files, logs := startTLSCluster(t, oldCA, testcert.Leaf{}, slog.LevelError)
 	ctx := context.Background()
 	c.putEverySecond(c.leader(), "tick")
 	c.waitChildren(2)
@@ -258,12 +261,7 @@ func TestTLSCertificateThatExpiresWhileRunning(t *testing.T) {
 	// Long enough for the cluster to form and launch twice on a loaded
 	// CI machine, under the race detector (x509 counts whole seconds).
 	expires := time.Now().Add(30 * time.Second).Truncate(time.Second)
-	files := newTLSFiles(t)
-	for id := paxos.ReplicaID(1); id <= 3; id++ {
-		files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{NotAfter: expires})
-	}
-	logs := newLogs()
-	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelWarn)))
+	c, files, logs := startTLSCluster(t, ca, testcert.Leaf{NotAfter: expires}, slog.LevelWarn)
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
 		if l := logs[id].String(); !strings.Contains(l, "TLS certificate expires in") || !strings.Contains(l, expires.UTC().Format(time.RFC3339)) {
 			t.Errorf("replica %d does not warn at start that its certificate expires at %s:\n%s", id, expires.UTC().Format(time.RFC3339), l)
@@ -378,12 +376,7 @@ func TestTLSCertificateRefusedAtStart(t *testing.T) {
 func TestTLSWrongCertificateIsRefusedAndSaidSo(t *testing.T) {
 	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
 	other := testcert.NewCA(t, "another cluster's CA", time.Now().Add(24*time.Hour))
-	files := newTLSFiles(t)
-	for id := paxos.ReplicaID(1); id <= 3; id++ {
-		files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{})
-	}
-	logs := newLogs()
-	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelInfo)))
+	c, files, logs := startTLSCluster(t, ca, testcert.Leaf{}, slog.LevelInfo)
 	c.putEverySecond(c.leader(), "tick")
 	c.waitChildren(2)
 	for i, tc := range []struct {
