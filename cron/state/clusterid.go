@@ -119,3 +119,18 @@ func (m *Machine) setClusterID(c SetClusterID) error {
 	}
 	return fmt.Errorf("%w: the cluster is named %s already; %s, drawn by another leader, is ignored", ErrStale, m.clusterID, c.ID)
 }
+
+// SnapshotAsNewCluster re-encodes a snapshot without its cluster ID: the
+// same state, of a cluster not named yet, which its first leader names
+// afresh (a restore as a new cluster: a copy of production restored as
+// staging is not taken for production). Through the codec, so that what
+// it returns is checked like any snapshot. Never for a running replica's
+// state: it changes the state outside the log.
+func SnapshotAsNewCluster(data []byte) ([]byte, error) {
+	m, err := DecodeSnapshot(data)
+	if err != nil {
+		return nil, err
+	}
+	m.clusterID = ClusterID{}
+	return m.Snapshot()
+}

@@ -208,3 +208,31 @@ func TestSnapshotClusterID(t *testing.T) {
 		}
 	}
 }
+
+// SnapshotAsNewCluster: the same state, every part of it, but unnamed;
+// named again by the next SetClusterID, as a new cluster's first leader
+// names it. A snapshot that does not decode is refused, not passed on.
+func TestSnapshotAsNewCluster(t *testing.T) {
+	m := run(t, []step{{put("j", "0 * * * *", 0, t0), nil}, {SetClusterID{ID: idA}, nil}, {Takeover{Term: Term{Round: 2, Replica: 1}}, nil}})
+	data := snapshot(t, m)
+	renamed, err := SnapshotAsNewCluster(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New()
+	if err := r.Restore(renamed); err != nil {
+		t.Fatal(err)
+	}
+	if !r.ClusterID().IsZero() {
+		t.Fatalf("restored as a new cluster, the state is named %s", r.ClusterID())
+	}
+	if !reflect.DeepEqual(restoredView(r), restoredView(m)) || r.Term() != m.Term() || r.LastSlot() != m.LastSlot() {
+		t.Fatalf("restored as a new cluster, the state changed:\n%+v\nwas\n%+v", restoredView(r), restoredView(m))
+	}
+	if err := r.ApplyCommand(r.LastSlot()+1, SetClusterID{ID: idB}); err != nil || r.ClusterID() != idB {
+		t.Fatalf("naming the new cluster: %v, named %s", err, r.ClusterID())
+	}
+	if _, err := SnapshotAsNewCluster(data[:len(data)/2]); err == nil {
+		t.Fatal("a truncated snapshot was re-encoded")
+	}
+}

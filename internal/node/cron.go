@@ -502,6 +502,21 @@ func SnapshotClusterID(data []byte) (state.ClusterID, error) {
 	return state.SnapshotClusterID(data[hashSnapshotBytes:])
 }
 
+// SnapshotAsNewCluster is a cron-mode snapshot's data with its state's
+// cluster ID cleared (state.SnapshotAsNewCluster); the command hash is
+// kept, the history it sums being the same.
+func SnapshotAsNewCluster(data []byte) ([]byte, error) {
+	if len(data) < hashSnapshotBytes {
+		return nil, fmt.Errorf("node: a snapshot of %d bytes, shorter than its hash", len(data))
+	}
+	st, err := state.SnapshotAsNewCluster(data[hashSnapshotBytes:])
+	if err != nil {
+		return nil, err
+	}
+	// Capped at the hash: append copies it, leaving data as it was.
+	return append(data[:hashSnapshotBytes:hashSnapshotBytes], st...), nil
+}
+
 // RestoreState decodes the cron state of a cron-mode snapshot's data.
 func RestoreState(data []byte) (*state.Machine, error) {
 	if len(data) < hashSnapshotBytes {

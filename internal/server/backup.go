@@ -220,7 +220,7 @@ func (s *Server) backupLoop() {
 		switch {
 		case errors.Is(err, backup.ErrSuperseded):
 			s.log.Warn("snapshot not backed up: the target keeps newer backups", "index", snap.Meta.Index, "err", err)
-		case errors.Is(err, backup.ErrOtherCluster):
+		case errors.Is(err, backup.ErrOtherCluster), errors.Is(err, backup.ErrUnnamed):
 			// uploadBackup said so.
 		case err != nil:
 			s.log.Error("backing up the snapshot", "index", snap.Meta.Index, "err", err)
@@ -242,8 +242,16 @@ func (s *Server) uploadBackup(ctx context.Context, snap paxos.Snapshot) (backup.
 	info, err := upload(ctx, s.backups.store, meta, snap.Data)
 	// Superseded is no failed backup: newer ones stand (a newer leader's,
 	// or an operator's that ended first), and the backups' age says so.
-	if err != nil && !errors.Is(err, backup.ErrSuperseded) {
+	// Nor is a state not named yet refused by a target of named backups:
+	// its leader names it as soon as it has caught up, and the backups
+	// after that are checked by the name (a target of another cluster's
+	// is then refused, and counted).
+	if err != nil && !errors.Is(err, backup.ErrSuperseded) && !errors.Is(err, backup.ErrUnnamed) {
 		s.metrics.backupErrors.Inc()
+	}
+	if errors.Is(err, backup.ErrUnnamed) {
+		s.log.Warn("snapshot not backed up: the state has no cluster ID yet, and the backup target holds named backups, which may be another cluster's; the backups after the leader names the state carry its ID",
+			"url", s.backups.store.URL(), "index", meta.Index, "err", err)
 	}
 	if errors.Is(err, backup.ErrOtherCluster) {
 		// A configuration mistake that every upload repeats until it is
@@ -310,8 +318,9 @@ func (s *Server) handleBackupNow(w http.ResponseWriter, r *http.Request) (any, e
 			return nil, &api.Error{Status: http.StatusConflict, Message: "nothing applied yet: no state to back up"}
 		}
 		info, err := s.uploadBackup(ctx, snap)
-		if errors.Is(err, backup.ErrSuperseded) {
-			// Nothing of it is left, and nothing upstream failed.
+		if errors.Is(err, backup.ErrSuperseded) || errors.Is(err, backup.ErrUnnamed) {
+			// Nothing of it is left, and nothing upstream failed; an
+			// unnamed state's backup can be asked for again once named.
 			return nil, &api.Error{Status: http.StatusConflict, Message: fmt.Sprintf("not backed up to %s: %v", s.backups.store.URL(), err)}
 		}
 		if err != nil {

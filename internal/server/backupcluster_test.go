@@ -14,6 +14,7 @@ import (
 
 	"paxcron/cron/replica"
 	"paxcron/internal/api"
+	"paxcron/internal/node"
 	"paxcron/paxos"
 	"paxcron/storage/backup"
 )
@@ -172,5 +173,65 @@ func TestNewestOf(t *testing.T) {
 		if ok != (tc.want != 0) || got.Index != tc.want {
 			t.Errorf("%s: %+v, %v; want index %d", tc.name, got, ok, tc.want)
 		}
+	}
+}
+
+// A state not named yet (after an upgrade to cluster IDs, or a restore
+// as a new cluster, before its leader names it) is not backed up into a
+// target of a named cluster's backups: it cannot tell whether they are
+// its own, and found in review, its upload went in above them and its
+// pruning deleted them. The refusal is a warning that says why, and no
+// backup error: the backups after the naming carry the ID.
+func TestUnnamedStateDoesNotPruneANamedClustersBackups(t *testing.T) {
+	dir := t.TempDir()
+	var logs syncBuffer
+	c := startClusterWith(t, func(cfg *Config) {
+		cfg.Backup, cfg.BackupKeep = "file://"+dir, 2
+		cfg.Snapshots = replica.SnapshotPolicy{EveryEntries: 1 << 40}
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	id := c.namedAlike().String()
+	ctx := context.Background()
+	st, err := backup.Open(ctx, "file://"+dir, backup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	putAndBackUp(t, c, "a-1")
+	putAndBackUp(t, c, "a-2")
+	before, err := st.List(ctx)
+	if err != nil || len(before) != 2 {
+		t.Fatalf("the named backups: %d, %v", len(before), err)
+	}
+
+	leader := c.leader()
+	s := c.servers[leader-1]
+	putYearly(t, c.client(leader, writeToken), "a-3")
+	snap, err := s.node.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Data, err = node.SnapshotAsNewCluster(snap.Data); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.uploadBackup(ctx, snap)
+	if !errors.Is(err, backup.ErrUnnamed) || !strings.Contains(err.Error(), id) {
+		t.Fatalf("the unnamed state's upload: %v, want ErrUnnamed naming cluster %s", err, id)
+	}
+	after, err := st.List(ctx)
+	if err != nil || !slices.EqualFunc(after, before, func(x, y backup.Info) bool { return x.Key == y.Key && x.ClusterID == id }) {
+		t.Fatalf("the refused upload changed the target: %d backups before, %d after (%v)", len(before), len(after), err)
+	}
+	if !slices.ContainsFunc(strings.Split(logs.String(), "\n"), func(line string) bool {
+		return strings.Contains(line, "level=WARN") && strings.Contains(line, "no cluster ID yet") && strings.Contains(line, id)
+	}) {
+		t.Errorf("the leader logged no warning saying why:\n%s", logs.String())
+	}
+	var m dto.Metric
+	if err := s.metrics.backupErrors.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 0 {
+		t.Errorf("backup errors: %v, want 0", got)
 	}
 }

@@ -36,6 +36,10 @@ var (
 	// the upload's (both named, by different IDs): two clusters back up
 	// to one place. Nothing was written or pruned.
 	ErrOtherCluster = errors.New("backup: the target holds another cluster's backups")
+	// ErrUnnamed: the upload names no cluster (a state not named yet),
+	// and the store holds backups that name one: they may be another
+	// cluster's. Nothing was written or pruned.
+	ErrUnnamed = errors.New("backup: an upload without a cluster ID into a target of named backups")
 	// ErrSeveralClusters: the store holds the backups of several named
 	// clusters, and the caller named none to choose the newest of.
 	ErrSeveralClusters = errors.New("backup: the target holds the backups of several clusters")

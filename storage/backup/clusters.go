@@ -34,9 +34,13 @@ func (s *Store) manifests(ctx context.Context) ([]owned, error) {
 }
 
 // foreign reports whether a backup of cluster belongs to another cluster
-// than id: both named, differently. A backup or an upload without an ID
-// is nobody's foreign one, as before IDs.
-func foreign(cluster, id string) bool { return cluster != "" && id != "" && cluster != id }
+// than id's: it is named, and not id. A backup without an ID is nobody's
+// foreign one, as before IDs: nothing better is known of it. But to an
+// upload without an ID every named backup is foreign: such an upload
+// cannot tell a named backup of its own history from another cluster's,
+// and taking them all for its own, its pruning deleted a named cluster's
+// backups (review).
+func foreign(cluster, id string) bool { return cluster != "" && cluster != id }
 
 // split parts manifests into cluster id's (its own, and those of no known
 // cluster) and the other clusters', each newest first.
@@ -74,8 +78,15 @@ func clusterIDs(manifests []owned) []string {
 }
 
 // otherCluster is ErrOtherCluster for an upload of cluster id at r into a
-// store that holds theirs.
+// store that holds theirs; ErrUnnamed for an upload without an ID.
 func (s *Store) otherCluster(id string, r rank, theirs []owned) error {
+	if id == "" {
+		return fmt.Errorf("%w: this backup, at %v, is of a state not named yet, and %s holds backups of cluster %s. "+
+			"Without an ID the upload cannot tell whether they are this cluster's or another's, and among them it could be taken for their cluster's newest. "+
+			"Nothing was written or pruned. A state is unnamed for moments after an upgrade to cluster IDs or a restore of a snapshot taken before it was named, "+
+			"until its leader names it; the backups after that name it and are checked by it",
+			ErrUnnamed, r, s.url, strings.Join(clusterIDs(theirs), ", cluster "))
+	}
 	return fmt.Errorf("%w: %s holds backups of cluster %s; this backup is of cluster %s, at %v. "+
 		"Two clusters back up to the same place: the newest backup there could be either's, and one's uploads would prune the other's. "+
 		"Nothing was written or pruned. Give each cluster its own backup target (another prefix: s3://bucket/production and s3://bucket/staging)",

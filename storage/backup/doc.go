@@ -66,11 +66,19 @@
 //   - Upload refuses, with ErrOtherCluster and before writing or pruning
 //     anything, a target that holds a backup of another cluster (both
 //     named, differently). Backups without an ID count as the
-//     uploader's, and so does every backup for an upload without one: as
-//     before IDs, for want of anything better to go by.
+//     uploader's: as before IDs, for want of anything better to go by.
+//   - An upload without an ID (a state not named yet: moments after an
+//     upgrade to IDs or a restore of an unnamed snapshot) takes every
+//     named backup for another cluster's: into a target that holds one
+//     it is refused, with ErrUnnamed and nothing written or pruned. It
+//     cannot tell whether they are its own history's, and written among
+//     one cluster's backups it could be restored as that cluster's
+//     newest. Refused, it loses little: the leader names the state as
+//     soon as it has caught up, and the next backup carries the name.
 //   - Pruning counts and deletes only the uploader's backups (and those
 //     of no known cluster): another cluster's that landed during an
-//     upload are never deleted.
+//     upload are never deleted; an unnamed upload prunes unnamed backups
+//     alone.
 //   - Latest and LatestValid given no cluster refuse a target whose
 //     backups name several (ErrSeveralClusters); given one, they choose
 //     among its backups alone.

@@ -42,8 +42,11 @@ import (
 // A store that holds a backup of another cluster than meta's (both with a
 // ClusterID, different) is ErrOtherCluster, and nothing is written or
 // pruned (doc.go, "Clusters"). Backups without an ID count as meta's
-// cluster's, and so does every backup for an upload without one. Pruning
-// never deletes another cluster's backup, nor counts it among the Keep.
+// cluster's. An upload without an ID into a store that holds a named
+// backup is ErrUnnamed, and nothing is written or pruned: it cannot tell
+// whether that is its own cluster's. Pruning never deletes another
+// cluster's backup, nor counts it among the Keep; for an upload without
+// an ID, every named backup is another cluster's.
 func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error) {
 	info, err := s.newInfo(meta, data)
 	if err != nil {
@@ -74,7 +77,8 @@ func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error
 }
 
 // checkTarget fails with ErrOtherCluster if the store holds a backup of
-// another cluster than meta's; then, among the backups of meta's
+// another cluster than meta's (ErrUnnamed, of any cluster, for meta of
+// none); then, among the backups of meta's
 // cluster, with ErrOutranked if one is of a generation above meta's, and
 // with ErrSuperseded if Keep rank above it, which pruning keeps instead
 // of this one.
