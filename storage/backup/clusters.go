@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -53,15 +54,6 @@ func split(manifests []owned, id string) (ours []object, theirs []owned) {
 		}
 	}
 	return ours, theirs
-}
-
-// ranksOf is the ranks of manifests.
-func ranksOf(manifests []owned) []rank {
-	out := make([]rank, len(manifests))
-	for i, m := range manifests {
-		out[i] = m.rank
-	}
-	return out
 }
 
 // clusterIDs is the cluster IDs manifests name, each with the rank of its
@@ -119,4 +111,41 @@ func (s *Store) ofCluster(manifests []owned, id string) ([]object, error) {
 		return nil, fmt.Errorf("%w: no backup of cluster %s in %s under %q (it holds: %s)", ErrNotFound, id, s.url, s.opts.Prefix, orElse(strings.Join(clusterIDs(manifests), ", "), "no backup with a cluster ID"))
 	}
 	return out, nil
+}
+
+// backOff answers an upload of cluster id whose backup, info, landed
+// beside theirs, another cluster's, that landed after its check found
+// none: two clusters' first uploads into one target raced past each
+// other's checks (a blob store has no conditional write across two
+// keys). It removes the backup this upload created (manifest first, as
+// pruning does), and nothing else: not theirs, and none of its own
+// cluster's earlier backups. It prunes nothing.
+//
+// Both uploads may back off at once, each seeing the other's: then the
+// target holds neither, and the next upload of either goes in alone (the
+// other's next is refused) unless they race again. At most one keeps its
+// backup: the second to commit its manifest sees the first's, which the
+// first removes only if it saw the second's.
+func (s *Store) backOff(ctx context.Context, info Info, id string, created bool, theirs []owned) error {
+	sentinel, this := ErrOtherCluster, "cluster "+id
+	if id == "" {
+		sentinel, this = ErrUnnamed, "a state not named yet"
+	}
+	undone := "This upload had created no backup (one at its rank was there): nothing was removed, and nothing pruned."
+	var undoErr error
+	if created {
+		undone = "This upload removed the backup it wrote and pruned nothing."
+		if undoErr = s.delete(ctx, s.manifestKey(info.rank())); undoErr != nil {
+			undone = "This upload could not remove the backup it wrote, which stays: each cluster's next upload is refused until one is removed."
+		} else {
+			// Without its manifest the data is no backup: one left behind
+			// is a leftover that pruning deletes.
+			undoErr = s.delete(ctx, info.Key)
+		}
+	}
+	err := fmt.Errorf("%w: while this backup of %s, at %v, was uploaded to %s, backups of cluster %s landed there: two clusters back up to the same place, "+
+		"and their first uploads raced past each other's checks. %s The other cluster's backups are left alone (its upload, seeing this one, backs off the same way). "+
+		"Give each cluster its own backup target (another prefix: s3://bucket/production and s3://bucket/staging)",
+		sentinel, this, info.rank(), s.url, strings.Join(clusterIDs(theirs), ", cluster "), undone)
+	return errors.Join(err, undoErr)
 }

@@ -147,117 +147,164 @@ func landUnchecked(t *testing.T, s *Store, meta Meta, data []byte) Info {
 	if err := s.writeData(ctx, info, data); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.commit(ctx, info); err != nil {
+	if _, err := s.commit(ctx, info); err != nil {
 		t.Fatal(err)
 	}
 	return info
 }
 
-// An upload whose check passed, of cluster A, whose pruning finds
-// another cluster's backups landed meanwhile: pruning neither counts nor
-// deletes them, manifests or data, even with their data older than the
-// orphan grace and ranked below A's newest.
-func TestPruningKeepsAnotherClustersBackups(t *testing.T) {
+// An upload of cluster A whose check passed, and which finds after its
+// manifest that another cluster's backups landed meanwhile, backs off:
+// it removes the backup it wrote, manifest and data, prunes nothing (A's
+// oldest backup, beyond Keep 2 with this one, stays), and fails with
+// ErrOtherCluster naming both; B's backups stay, manifests and data, even
+// with their data older than the orphan grace and ranked below A's
+// newest. Before, it took the target for its own and kept both
+// clusters' backups there.
+func TestUploadThatFindsAnotherClustersBackupsBacksOff(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, "mem://", Options{Keep: 2, OrphanGrace: time.Nanosecond})
-	uploadOf(t, s, clusterB, 1, 5, 50)
-	theirs := keys(t, s)
-	var ours []Info
-	for _, i := range []uint64{10, 20, 30} {
-		// As Upload does, past its check (which the backups of B, landed
-		// since, would now fail).
-		info, err := s.pruneKeeping(ctx, landUnchecked(t, s, metaOf(clusterA, 1, i), snap(i)), clusterA, "uploaded")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ours = append(ours, info)
-	}
-	all := keys(t, s)
-	for _, k := range theirs {
-		if !slices.Contains(all, k) {
-			t.Errorf("pruning deleted %s, cluster B's", k)
-		}
-	}
-	list, err := s.List(ctx)
-	if err != nil || ranks(list) != "1/50 1/30 1/20 1/5" {
-		t.Fatalf("List: %s (%v)", ranks(list), err)
-	}
-	if slices.Contains(all, ours[0].Key) {
-		t.Errorf("A's oldest backup, beyond Keep 2 of A's, was not pruned")
-	}
-}
-
-// Latest and LatestValid choose "the newest" of one cluster: asked for
-// none, a target of two named clusters is refused, naming both; asked for
-// one, its newest, even below the other's.
-func TestLatestOfSeveralClusters(t *testing.T) {
-	ctx := context.Background()
-	s := open(t, "mem://", Options{Keep: 5})
-	uploadAt(t, s, 1, 1)
 	uploadOf(t, s, clusterA, 1, 10, 20)
-	// B's backups land as a binary before IDs would write them beside A's.
-	for _, i := range []uint64{30, 40} {
-		landUnchecked(t, s, metaOf(clusterB, 3, i), snap(i))
+	checkedAt := metaOf(clusterA, 1, 30)
+	if err := s.checkTarget(ctx, checkedAt); err != nil {
+		t.Fatal(err)
 	}
-	_, _, err := s.Latest(ctx, "")
-	wantErr(t, "Latest of no cluster", err, ErrSeveralClusters)
-	for _, part := range []string{clusterA, clusterB, "3, index 40", "1, index 20"} {
+	// B's land between A's check and A's manifest.
+	for _, i := range []uint64{5, 50} {
+		landUnchecked(t, s, metaOf(clusterB, 1, i), snap(i))
+	}
+	before := keys(t, s)
+	info := landUnchecked(t, s, checkedAt, snap(30))
+	got, err := s.pruneKeeping(ctx, info, clusterA, "uploaded", true)
+	wantErr(t, "an upload that finds B's backups after its manifest", err, ErrOtherCluster)
+	if got.Key != "" {
+		t.Errorf("backed off, it returned %+v", got)
+	}
+	for _, part := range []string{clusterA, clusterB, "raced", "removed the backup it wrote", "own backup target"} {
 		if !strings.Contains(err.Error(), part) {
 			t.Errorf("the refusal does not say %q: %v", part, err)
 		}
 	}
-	_, _, _, err = s.LatestValid(ctx, "")
-	wantErr(t, "LatestValid of no cluster", err, ErrSeveralClusters)
-	for id, want := range map[string]rank{clusterA: {1, 20}, clusterB: {3, 40}} {
-		info, data, err := s.Latest(ctx, id)
-		if err != nil || info.rank() != want || info.ClusterID != id || string(data) != string(snap(want.index)) {
-			t.Errorf("Latest of %s: %+v, %v; want %v", id, info, err, want)
-		}
-		info, _, _, err = s.LatestValid(ctx, id)
-		if err != nil || info.rank() != want {
-			t.Errorf("LatestValid of %s: %+v, %v; want %v", id, info, err, want)
-		}
+	if after := keys(t, s); !slices.Equal(after, before) {
+		t.Fatalf("backed off, the target is\n%v\nnot as before A's upload:\n%v", after, before)
 	}
-	_, _, err = s.Latest(ctx, "00000000000000000000000000000001")
-	wantErr(t, "Latest of a cluster with no backup", err, ErrNotFound)
-	_, _, err = s.Latest(ctx, "ABC")
-	wantErr(t, "Latest of a malformed ID", err, ErrConfig)
-}
-
-// A cluster ID is 32 lowercase hex digits, not all zero, or none.
-func TestClusterIDIsValidated(t *testing.T) {
-	s := open(t, "mem://", Options{})
-	for _, id := range []string{"0123", strings.ToUpper(clusterA), strings.Repeat("0", 32), clusterA + "0", "g123456789abcdef0123456789abcdef"} {
-		_, err := s.Upload(context.Background(), metaOf(id, 1, 7), snap(7))
-		if !errors.Is(err, ErrConfig) {
-			t.Errorf("an upload of cluster %q: %v, want ErrConfig", id, err)
-		}
-	}
-	if keys(t, s) != nil {
-		t.Errorf("refused uploads wrote %v", keys(t, s))
+	list, err := s.List(ctx)
+	if err != nil || ranks(list) != "1/50 1/20 1/10 1/5" || clustersOf(list) != clusterB+" "+clusterA+" "+clusterA+" "+clusterB {
+		t.Fatalf("List: %s of %s (%v)", ranks(list), clustersOf(list), err)
 	}
 }
 
-// A manifest or a snapshot file's header whose cluster ID is not one is
-// corrupt: a damaged ID would make a backup of no cluster or of another.
-func TestBadClusterIDIsCorrupt(t *testing.T) {
+// sameTarget is a second Store over s's bucket: another cluster's server,
+// given the same target.
+func sameTarget(s *Store) *Store { return newStore(s.bucket, s.opts, s.url) }
+
+// Two clusters' first uploads into one empty target, each past its check
+// before the other's manifest: whichever lists the manifests after both
+// are committed backs off, and at most one keeps its backup. When both
+// list before either removes its own, both back off and the target holds
+// no backup; the next upload of either then goes in alone, and the
+// other's is refused. Neither deletes the other's backups or its own
+// earlier ones. An upload without an ID racing a named one's backs off.
+func TestFirstUploadsOfTwoClustersRacing(t *testing.T) {
 	ctx := context.Background()
-	s := open(t, "mem://", Options{})
-	info := uploadOf(t, s, clusterA, 0, 7)[0]
-	key := s.manifestKey(at(7))
-	for _, bad := range []string{clusterA[:31], strings.ToUpper(clusterA), strings.Repeat("0", 32), clusterA + "00"} {
-		rewrite(t, s, key, func(b []byte) []byte { return []byte(strings.Replace(string(b), clusterA, bad, 1)) })
-		_, err := s.readManifest(ctx, at(7))
-		wantErr(t, "a manifest of cluster "+bad, err, ErrCorrupt)
-		file, err := EncodeFile(Info{Meta: metaOf(bad, 0, 7), Size: info.Size, SHA256: info.SHA256}, snap(7))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _, err = DecodeFile(file)
-		wantErr(t, "a file of cluster "+bad, err, ErrCorrupt)
-		rewrite(t, s, key, func(b []byte) []byte { return []byte(strings.Replace(string(b), bad, clusterA, 1)) })
+	type racer struct {
+		meta    Meta
+		info    Info
+		created bool
+		listed  []owned
 	}
-	if got, err := s.readManifest(ctx, at(7)); err != nil || got.ClusterID != clusterA {
-		t.Fatalf("read back: %+v, %v", got, err)
+	for _, tc := range []struct {
+		name string
+		a, b Meta
+		// bothListFirst: both list the manifests before either backs off.
+		bothListFirst bool
+		// survivor is the cluster whose backup stays, "none" for none.
+		survivor string
+	}{
+		{"A lists first", metaOf(clusterA, 1, 10), metaOf(clusterB, 4, 7), false, clusterB},
+		{"both list at once", metaOf(clusterA, 1, 10), metaOf(clusterB, 4, 7), true, "none"},
+		// At one rank, the second manifest loses (ErrConflict), as before
+		// IDs.
+		{"at one rank", metaOf(clusterA, 2, 10), metaOf(clusterB, 2, 10), false, clusterA},
+		{"unnamed against named", metaAt(5, 10), metaOf(clusterB, 1, 3), false, clusterB},
+		{"named against unnamed", metaOf(clusterA, 1, 3), metaAt(5, 10), false, clusterA},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t, "mem://", Options{Keep: 3, OrphanGrace: time.Nanosecond})
+			stores := []*Store{s, sameTarget(s)}
+			racers := []*racer{{meta: tc.a}, {meta: tc.b}}
+			for i, r := range racers {
+				if err := stores[i].checkTarget(ctx, r.meta); err != nil {
+					t.Fatalf("the check of %q: %v", r.meta.ClusterID, err)
+				}
+			}
+			for i, r := range racers {
+				data := append(snap(r.meta.Index), r.meta.ClusterID...)
+				var err error
+				if r.info, err = stores[i].newInfo(r.meta, data); err != nil {
+					t.Fatal(err)
+				}
+				if err := stores[i].writeData(ctx, r.info, data); err != nil {
+					t.Fatal(err)
+				}
+				if r.created, err = stores[i].commit(ctx, r.info); err != nil || !r.created {
+					if !errors.Is(err, ErrConflict) {
+						t.Fatalf("the commit of %q: created %v, %v", r.meta.ClusterID, r.created, err)
+					}
+					r.info = Info{}
+				}
+			}
+			results := make([]error, len(racers))
+			for i, r := range racers {
+				if r.info.Key == "" {
+					results[i] = ErrConflict
+					continue
+				}
+				var err error
+				if r.listed, err = stores[i].manifests(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if !tc.bothListFirst {
+					_, results[i] = stores[i].pruneListed(ctx, r.listed, r.info, r.meta.ClusterID, "uploaded", r.created)
+				}
+			}
+			if tc.bothListFirst {
+				for i, r := range racers {
+					_, results[i] = stores[i].pruneListed(ctx, r.listed, r.info, r.meta.ClusterID, "uploaded", r.created)
+				}
+			}
+			list, err := s.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ""
+			for i, r := range racers {
+				if orElse(r.meta.ClusterID, "-") == orElse(tc.survivor, "-") {
+					want = r.meta.rank().String()
+					if results[i] != nil {
+						t.Errorf("the survivor's upload: %v", results[i])
+					}
+				} else if !errors.Is(results[i], ErrOtherCluster) && !errors.Is(results[i], ErrUnnamed) && !errors.Is(results[i], ErrConflict) {
+					t.Errorf("the upload of %q that lost: %v, want a refusal", r.meta.ClusterID, results[i])
+				}
+			}
+			if len(list) > 1 || want == "" && len(list) != 0 || want != "" && (len(list) != 1 || list[0].rank().String() != want) {
+				t.Fatalf("after the race the target holds %s of %s; want %s", ranks(list), clustersOf(list), orElse(want, "none"))
+			}
+			// The next uploads: the survivor's goes in (after none, the
+			// first to try), and the other's is refused.
+			for i, r := range racers {
+				m := r.meta
+				m.Index += 100
+				_, err := s.Upload(ctx, m, snap(m.Index))
+				goesIn := orElse(r.meta.ClusterID, "-") == orElse(tc.survivor, "-") || tc.survivor == "none" && i == 0
+				if goesIn && err != nil || !goesIn && !errors.Is(err, ErrOtherCluster) && !errors.Is(err, ErrUnnamed) {
+					t.Errorf("the next upload of %q: %v", r.meta.ClusterID, err)
+				}
+			}
+			if list, err := s.List(ctx); err != nil || strings.Contains(clustersOf(list), clusterA) && strings.Contains(clustersOf(list), clusterB) {
+				t.Fatalf("the target holds %s of %s (%v)", ranks(list), clustersOf(list), err)
+			}
+		})
 	}
 }

@@ -76,9 +76,19 @@
 //     newest. Refused, it loses little: the leader names the state as
 //     soon as it has caught up, and the next backup carries the name.
 //   - Pruning counts and deletes only the uploader's backups (and those
-//     of no known cluster): another cluster's that landed during an
-//     upload are never deleted; an unnamed upload prunes unnamed backups
+//     of no known cluster); an unnamed upload prunes unnamed backups
 //     alone.
+//   - The check and the writes are apart, and a blob store has no
+//     conditional write across keys: two clusters' first uploads into
+//     one target can both pass the check. So after its manifest an upload
+//     lists the manifests again, and if another cluster's is there it
+//     backs off: it removes the backup it created (nothing else: not the
+//     other's, nor its own cluster's earlier backups), prunes nothing and
+//     fails with ErrOtherCluster (ErrUnnamed). The second of two to
+//     commit sees the first's, so at most one keeps its backup; both
+//     back off when both list before either removes its own, and then
+//     the next upload of either goes in alone and the other's is
+//     refused.
 //   - Latest and LatestValid given no cluster refuse a target whose
 //     backups name several (ErrSeveralClusters); given one, they choose
 //     among its backups alone.

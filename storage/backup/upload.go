@@ -46,7 +46,10 @@ import (
 // backup is ErrUnnamed, and nothing is written or pruned: it cannot tell
 // whether that is its own cluster's. Pruning never deletes another
 // cluster's backup, nor counts it among the Keep; for an upload without
-// an ID, every named backup is another cluster's.
+// an ID, every named backup is another cluster's. An upload that finds
+// another cluster's backup after writing its manifest (the two passed
+// their checks together) removes its own backup, prunes nothing, and is
+// ErrOtherCluster (ErrUnnamed).
 func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error) {
 	info, err := s.newInfo(meta, data)
 	if err != nil {
@@ -70,10 +73,11 @@ func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error
 	if err := s.writeData(ctx, info, data); err != nil {
 		return Info{}, err
 	}
-	if err := s.commit(ctx, info); err != nil {
+	created, err := s.commit(ctx, info)
+	if err != nil {
 		return Info{}, err
 	}
-	return s.pruneKeeping(ctx, info, meta.ClusterID, "uploaded")
+	return s.pruneKeeping(ctx, info, meta.ClusterID, "uploaded", created)
 }
 
 // checkTarget fails with ErrOtherCluster if the store holds a backup of
@@ -145,7 +149,7 @@ func (s *Store) again(ctx context.Context, prev, info Info, data []byte) (Info, 
 	if err := s.writeData(ctx, prev, data); err != nil {
 		return Info{}, err
 	}
-	return s.pruneKeeping(ctx, prev, info.ClusterID, "uploaded before")
+	return s.pruneKeeping(ctx, prev, info.ClusterID, "uploaded before", false)
 }
 
 func conflict(prev, info Info) error {
@@ -162,10 +166,11 @@ func (s *Store) writeData(ctx context.Context, info Info, data []byte) error {
 }
 
 // commit writes info's manifest if there is none: from then on the backup
-// exists. It loses to a manifest written meanwhile (ErrConflict, or
-// success if that one has the same bytes), and undoes itself if a
-// concurrent prune took the data meanwhile (ErrConflict: try again).
-func (s *Store) commit(ctx context.Context, info Info) error {
+// exists, and created says this upload made it. It loses to a manifest
+// written meanwhile (ErrConflict, or success, not created, if that one
+// has the same bytes), and undoes itself if a concurrent prune took the
+// data meanwhile (ErrConflict: try again).
+func (s *Store) commit(ctx context.Context, info Info) (created bool, err error) {
 	key := s.manifestKey(info.rank())
 	b, err := json.MarshalIndent(manifest{Version: schemaVersion, Info: info}, "", "  ")
 	if err != nil {
@@ -174,15 +179,18 @@ func (s *Store) commit(ctx context.Context, info Info) error {
 	opts := &blob.WriterOptions{ContentType: "application/json", IfNotExist: true}
 	err = s.bucket.WriteAll(ctx, key, b, opts)
 	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
-		return s.lost(ctx, info)
+		return false, s.lost(ctx, info)
 	}
 	if err != nil {
-		return fmt.Errorf("backup: writing manifest %s: %w", key, err)
+		return false, fmt.Errorf("backup: writing manifest %s: %w", key, err)
 	}
 	if err := s.syncWritten(key); err != nil {
-		return err
+		return false, err
 	}
-	return s.checkCommitted(ctx, info)
+	if err := s.checkCommitted(ctx, info); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // lost answers a manifest write that found one written meanwhile.
@@ -224,21 +232,32 @@ func (s *Store) checkCommitted(ctx context.Context, info Info) error {
 }
 
 // pruneKeeping prunes the backups of cluster after info's backup was
-// committed (what says how) and returns info if pruning kept it. Newer backups that
-// landed since Upload's check may have pushed it out of the newest Keep:
-// then the pruning deletes it, and it is ErrSuperseded, not a backup to
-// report.
-func (s *Store) pruneKeeping(ctx context.Context, info Info, cluster, what string) (Info, error) {
+// committed (what says how; created if this upload wrote its manifest)
+// and returns info if pruning kept it. Newer backups that landed since
+// Upload's check may have pushed it out of the newest Keep: then the
+// pruning deletes it, and it is ErrSuperseded, not a backup to report.
+//
+// Another cluster's backups that landed since the check (which found
+// none) make it back off instead (backOff): that is two clusters' first
+// uploads into one target racing past each other's checks.
+func (s *Store) pruneKeeping(ctx context.Context, info Info, cluster, what string, created bool) (Info, error) {
 	all, err := s.manifests(ctx)
 	if err != nil {
 		return info, fmt.Errorf("backup: %s %s, but pruning failed: %w", what, info.Key, err)
 	}
-	// Another cluster's backups landed since the check (it was clear):
-	// left alone, and not counted.
+	return s.pruneListed(ctx, all, info, cluster, what, created)
+}
+
+// pruneListed is pruneKeeping from all, the store's manifests as listed
+// after info's backup was committed.
+func (s *Store) pruneListed(ctx context.Context, all []owned, info Info, cluster, what string, created bool) (Info, error) {
 	manifests, theirs := split(all, cluster)
+	if len(theirs) > 0 {
+		return Info{}, s.backOff(ctx, info, cluster, created, theirs)
+	}
 	keep := min(len(manifests), s.opts.Keep)
 	kept := slices.ContainsFunc(manifests[:keep], func(m object) bool { return m.rank == info.rank() })
-	err = s.prune(ctx, manifests, ranksOf(theirs))
+	err := s.prune(ctx, manifests)
 	if !kept {
 		// Gone: pruned here, or by a concurrent upload's pruning.
 		return Info{}, errors.Join(s.superseded(info.rank(), manifests, what+" and then pruned"), err)
@@ -255,9 +274,8 @@ func (s *Store) pruneKeeping(ctx context.Context, info Info, cluster, what strin
 // of the pruned backups, and leftovers of uploads that died before their
 // manifest. Data at a newer rank may be an upload under way: kept.
 // manifests is the listing of manifestDir, newest first, of one
-// cluster's backups; others are the ranks of other clusters' backups,
-// whose data is never deleted.
-func (s *Store) prune(ctx context.Context, manifests []object, others []rank) error {
+// cluster's backups; it held no other cluster's.
+func (s *Store) prune(ctx context.Context, manifests []object) error {
 	if len(manifests) == 0 {
 		return nil
 	}
@@ -283,23 +301,23 @@ func (s *Store) prune(ctx context.Context, manifests []object, others []rank) er
 			return err
 		}
 	}
-	return s.sweep(ctx, kept, pruned, others, cutoff)
+	return s.sweep(ctx, kept, pruned, cutoff)
 }
 
 // sweep deletes the data objects of the backups just pruned, and those
 // ranked below kept[0] at no rank in kept that were written before cutoff:
 // leftovers of uploads that died before their manifest. A younger one may
 // be an upload under way, its manifest about to be written (deleting it
-// would leave a manifest without data). Data at others' ranks is another
-// cluster's backups': kept.
-func (s *Store) sweep(ctx context.Context, kept, pruned, others []rank, cutoff time.Time) error {
+// would leave a manifest without data): another cluster's first upload,
+// racing this one, among them.
+func (s *Store) sweep(ctx context.Context, kept, pruned []rank, cutoff time.Time) error {
 	data, err := s.list(ctx, dataDir)
 	if err != nil {
 		return err
 	}
 	for _, d := range data {
 		leftover := d.rank.compare(kept[0]) < 0 && !slices.Contains(kept, d.rank) && d.mod.Before(cutoff)
-		if !leftover && !slices.Contains(pruned, d.rank) || slices.Contains(others, d.rank) {
+		if !leftover && !slices.Contains(pruned, d.rank) {
 			continue
 		}
 		if err := s.delete(ctx, d.key); err != nil {

@@ -70,7 +70,8 @@ func TestManifestRaceAtOneIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "the losing manifest", s.commit(ctx, mine), ErrConflict)
+	_, err = s.commit(ctx, mine)
+	wantErr(t, "the losing manifest", err, ErrConflict)
 	if ok, _ := s.bucket.Exists(ctx, mine.Key); ok {
 		t.Fatal("the loser's data object was left behind")
 	}
@@ -80,8 +81,8 @@ func TestManifestRaceAtOneIndex(t *testing.T) {
 
 	// The same bytes racing: the loser succeeds, and the data stays.
 	same, _ := s.newInfo(meta(4), []byte("theirs"))
-	if err := s.commit(ctx, same); err != nil {
-		t.Fatalf("a losing manifest for the same bytes: %v", err)
+	if created, err := s.commit(ctx, same); err != nil || created {
+		t.Fatalf("a losing manifest for the same bytes: created %v, %v; want success, not created", created, err)
 	}
 	if _, _, err := s.Latest(ctx, ""); err != nil {
 		t.Fatal(err)
@@ -100,7 +101,8 @@ func TestPruneRaceUndoesTheManifest(t *testing.T) {
 	}
 	age(t, dir, old.Key, 2*time.Hour) // an upload slower than the grace
 	upload(t, s, 2)
-	wantErr(t, "commit after the data was pruned", s.commit(ctx, old), ErrConflict)
+	_, err := s.commit(ctx, old)
+	wantErr(t, "commit after the data was pruned", err, ErrConflict)
 	if list, err := s.List(ctx); err != nil || indexes(list) != "[2]" {
 		t.Fatalf("List: %v (%v): a manifest without its data was left", indexes(list), err)
 	}
@@ -377,10 +379,10 @@ func TestBackupPushedOutWhileUploadingIsSuperseded(t *testing.T) {
 		t.Fatal(err)
 	}
 	uploadAt(t, s, 3, 20, 30) // the newer ones land meanwhile
-	if err := s.commit(ctx, old); err != nil {
+	if _, err := s.commit(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.pruneKeeping(ctx, old, old.ClusterID, "uploaded")
+	info, err := s.pruneKeeping(ctx, old, old.ClusterID, "uploaded", true)
 	if !errors.Is(err, ErrSuperseded) || info.Key != "" {
 		t.Fatalf("pruning after a late manifest: %+v, %v; want ErrSuperseded and no Info", info, err)
 	}
