@@ -10,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"paxcron/cron/state"
+	"paxcron/internal/node"
 	"paxcron/storage/backup"
+	"paxcron/storage/pebblestore"
 )
 
 var (
@@ -171,5 +175,72 @@ func TestSnapshotFileClusterID(t *testing.T) {
 	code, out, errOut = runCLI(t, "operator", "snapshot", "inspect", unnamed)
 	if code != exitOK || !strings.Contains(out, "none (taken before the cluster was named)") {
 		t.Errorf("inspect of an unnamed state: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// restoredClusterID reads the cluster ID of the state restored into the
+// data folder dir.
+func restoredClusterID(t *testing.T, dir string) state.ClusterID {
+	t.Helper()
+	st, err := pebblestore.Open(filepath.Join(dir, "store"), pebblestore.Options{FS: vfs.Default})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	snap, err := st.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := node.SnapshotClusterID(snap.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// "snapshot restore -new-cluster" restores a copy beside the original
+// under a fresh cluster ID, which it prints with how to restore the other
+// replicas (-new-cluster-id); they hold the same ID. Without either, the
+// restore keeps the snapshot's ID (disaster recovery). The new ID cannot
+// be the snapshot's own, nor given both ways.
+func TestSnapshotRestoreAsANewCluster(t *testing.T) {
+	url, ofA, _ := twoClustersAt(t)
+	restoreTo := func(dir string, args ...string) (int, string, string) {
+		base := []string{"operator", "snapshot", "restore", "-data-dir", dir, "-cluster-members", "1,2,3", "-backup", url, "-cluster", clusterA.String()}
+		return runCLI(t, append(base, args...)...)
+	}
+	kept := t.TempDir()
+	if code, out, errOut := restoreTo(kept); code != exitOK || restoredClusterID(t, kept) != clusterA {
+		t.Fatalf("a restore of cluster A: exit %d, the state's ID %s\n%s%s", code, restoredClusterID(t, kept), out, errOut)
+	}
+	first := t.TempDir()
+	code, out, errOut := restoreTo(first, "-new-cluster")
+	id := restoredClusterID(t, first)
+	if code != exitOK || id.IsZero() || id == clusterA || !strings.Contains(out, "state of cluster "+clusterA.String()+" as a new cluster, "+id.String()+" at log index "+itoa(ofA[1].Index)) ||
+		!strings.Contains(out, "-new-cluster-id "+id.String()) {
+		t.Fatalf("-new-cluster: exit %d, the state's ID %s\n%s%s", code, id, out, errOut)
+	}
+	second := t.TempDir()
+	if code, out, errOut := restoreTo(second, "-new-cluster-id", id.String()); code != exitOK || restoredClusterID(t, second) != id || strings.Contains(out, "-new-cluster-id") {
+		t.Fatalf("-new-cluster-id: exit %d, the state's ID %s, want %s\n%s%s", code, restoredClusterID(t, second), id, out, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"-new-cluster-id", clusterA.String()}, exitFailed, "is the ID of the cluster the snapshot is of"},
+		{[]string{"-new-cluster", "-new-cluster-id", id.String()}, exitUsage, "not both"},
+		{[]string{"-new-cluster-id", "a1b2"}, exitUsage, "want the cluster ID of 32 hex digits"},
+		{[]string{"-new-cluster-id", strings.Repeat("0", 32)}, exitUsage, "want the cluster ID"},
+	} {
+		code, out, errOut := restoreTo(t.TempDir(), tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.says) {
+			t.Errorf("restore %v: exit %d, want %d saying %q\n%s%s", tc.args, code, tc.code, tc.says, out, errOut)
+		}
+	}
+	code, _, errOut = runCLI(t, "operator", "snapshot", "restore", "-help")
+	if code != exitOK || !strings.Contains(errOut, "COPY beside the original") || !strings.Contains(errOut, "Never for disaster") || !strings.Contains(errOut, "-new-cluster-id") {
+		t.Errorf("restore -help: exit %d, it does not say when to use -new-cluster:\n%s", code, errOut)
 	}
 }

@@ -199,6 +199,18 @@ back. A target that holds the backups of several clusters (given to more
 than one) is refused unless -cluster names the one to restore, whose
 backups alone are chosen from (-key chooses any).
 
+The restored cluster keeps the snapshot's cluster ID: right for disaster
+recovery, as it is the same cluster, and goes on with its own backups.
+To start a COPY beside the original instead (production cloned into
+staging, with the same key file and replica IDs), restore it as a new
+cluster: give -new-cluster to the first replica's restore, which draws a
+fresh cluster ID and prints it, and -new-cluster-id ID with that ID to
+every other replica's. The copy then holds the state under its own ID
+from its first start: the two clusters' replicas refuse each other, and
+each one's backup target refuses the other's backups. Give the copy its
+own backup.url. Never for disaster recovery: a cluster restored as new
+is refused by its own backup target.
+
 Backups rank by generation, then log index. The restored cluster backs
 up in a generation above every one at -backup and the snapshot's own, so
 that its backups rank above those of the history it replaces, which
@@ -216,6 +228,10 @@ type restoreFlags struct {
 	dataDir, members, file, backupURL, key, cluster string
 	index                                           uint64
 	indexSet, skipCorrupt                           bool
+	// newCluster draws the ID of a new cluster; newClusterID is the ID
+	// drawn at another replica's restore.
+	newCluster   bool
+	newClusterID string
 }
 
 func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
@@ -230,6 +246,8 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&f.index, "index", 0, "with -backup: the backup at this log index instead of the newest")
 	fs.BoolVar(&f.skipCorrupt, "skip-corrupt", false, "with -backup: the newest backup that verifies, skipping newer corrupt ones")
 	fs.StringVar(&f.cluster, "cluster", "", "with -backup: choose among this cluster's backups (its ID, as \"snapshot list\" shows it)")
+	fs.BoolVar(&f.newCluster, "new-cluster", false, "restore a copy BESIDE the original (staging cloned from production) as a new cluster, under a fresh cluster ID it prints; not for disaster recovery")
+	fs.StringVar(&f.newClusterID, "new-cluster-id", "", "restore the other replicas of a new cluster under the ID -new-cluster printed")
 	fs.Usage = func() { fmt.Fprint(stderr, snapshotRestoreUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -256,6 +274,10 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 		}
 		f.cluster = id.String()
 	}
+	newID, err := f.newID()
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var st *backup.Store
@@ -273,12 +295,23 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(exitFailed, "%v", err)
 	}
+	restoredAs := clusterName(info.ClusterID)
+	if !newID.IsZero() {
+		if data, err = asNewCluster(data, newID); err != nil {
+			return fail(exitFailed, "the snapshot at %d: %v", info.Index, err)
+		}
+		restoredAs += " as a new cluster, " + newID.String()
+	}
 	var above uint64
-	if st != nil {
+	switch {
+	case st != nil:
 		if above, err = st.HighestGeneration(ctx); err != nil {
 			return fail(exitFailed, "%v", err)
 		}
-	} else {
+	case !newID.IsZero():
+		// A new cluster backs up to a target of its own, where no
+		// generation of the original's ranks.
+	default:
 		fmt.Fprintf(stderr, "paxcron operator snapshot restore: warning: without -backup, the restore knows of no generation but the file's (%d): if the cluster's backup target holds a later one, the restored cluster's leader will refuse to back up there (its backups would rank below the old history's); give -backup with the cluster's backup.url\n", gen)
 	}
 	snap := paxos.Snapshot{Meta: paxos.SnapshotMeta{Index: info.Index}, Data: data}
@@ -290,7 +323,10 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 		return fail(exitFailed, "%v", err)
 	}
 	fmt.Fprintf(stdout, "restored the state of %s at log index %d (generation %d, taken %s) into %s: start this replica without -bootstrap\n",
-		clusterName(info.ClusterID), info.Index, gen, info.TakenAt.Local().Format(time.RFC3339), f.dataDir)
+		restoredAs, info.Index, gen, info.TakenAt.Local().Format(time.RFC3339), f.dataDir)
+	if f.newCluster {
+		fmt.Fprintf(stdout, "restore every other replica of the new cluster from the same snapshot with -new-cluster-id %s (not -new-cluster: replicas of two IDs refuse each other), and give the new cluster a backup.url of its own\n", newID)
+	}
 	fmt.Fprintf(stdout, "once a leader takes over, the cluster backs up in generation %d or later, above every backup of generation %d or below\n", round, max(above, gen))
 	return exitOK
 }
@@ -316,11 +352,44 @@ func (f restoreFlags) check(fs *flag.FlagSet) string {
 		return "give at most one of -key, -index and -skip-corrupt"
 	case f.cluster != "" && (f.backupURL == "" || f.file != ""):
 		return "-cluster chooses a backup at -backup, without -file"
+	case f.newCluster && f.newClusterID != "":
+		return "give -new-cluster to the first replica's restore, and -new-cluster-id with the ID it printed to the others', not both"
 	case f.indexSet && f.index == 0:
 		// Found in review: taken for no -index, it restored the newest.
 		return "-index 0: log indexes start at 1 (\"snapshot list\" shows the backups' indexes)"
 	}
 	return ""
+}
+
+// newID is the cluster ID a restore as a new cluster gives the state:
+// drawn (-new-cluster), or the one drawn at another replica's restore
+// (-new-cluster-id); zero to keep the snapshot's.
+func (f restoreFlags) newID() (state.ClusterID, error) {
+	switch {
+	case f.newCluster:
+		return node.DrawClusterID(), nil
+	case f.newClusterID == "":
+		return state.ClusterID{}, nil
+	}
+	id, err := state.ParseClusterID(f.newClusterID)
+	if err != nil || id.IsZero() {
+		return state.ClusterID{}, fmt.Errorf("-new-cluster-id %q: want the cluster ID of %d hex digits the first replica's restore with -new-cluster printed", f.newClusterID, 2*state.ClusterIDBytes)
+	}
+	return id, nil
+}
+
+// asNewCluster re-encodes data through the state's codec under cluster
+// ID id, which must not be the snapshot's own: a copy under the
+// original's ID would be taken for the original.
+func asNewCluster(data []byte, id state.ClusterID) ([]byte, error) {
+	own, err := node.SnapshotClusterID(data)
+	if err != nil {
+		return nil, err
+	}
+	if own == id {
+		return nil, fmt.Errorf("-new-cluster-id %s is the ID of the cluster the snapshot is of: a copy under it would be taken for that cluster (a disaster recovery keeps the ID without -new-cluster-id)", id)
+	}
+	return node.SnapshotWithClusterID(data, id)
 }
 
 // restoreSource reads the snapshot to restore, as f chooses it, and says

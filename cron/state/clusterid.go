@@ -120,17 +120,18 @@ func (m *Machine) setClusterID(c SetClusterID) error {
 	return fmt.Errorf("%w: the cluster is named %s already; %s, drawn by another leader, is ignored", ErrStale, m.clusterID, c.ID)
 }
 
-// SnapshotAsNewCluster re-encodes a snapshot without its cluster ID: the
-// same state, of a cluster not named yet, which its first leader names
-// afresh (a restore as a new cluster: a copy of production restored as
-// staging is not taken for production). Through the codec, so that what
+// SnapshotWithClusterID re-encodes a snapshot with its cluster ID
+// replaced by id (zero: not named): the same state, of another cluster.
+// For a restore as a new cluster, whose replicas are all restored with
+// one fresh ID (a copy of production restored as staging is not taken
+// for production, from its first start). Through the codec, so that what
 // it returns is checked like any snapshot. Never for a running replica's
 // state: it changes the state outside the log.
-func SnapshotAsNewCluster(data []byte) ([]byte, error) {
+func SnapshotWithClusterID(data []byte, id ClusterID) ([]byte, error) {
 	m, err := DecodeSnapshot(data)
 	if err != nil {
 		return nil, err
 	}
-	m.clusterID = ClusterID{}
+	m.clusterID = id
 	return m.Snapshot()
 }

@@ -209,30 +209,44 @@ func TestSnapshotClusterID(t *testing.T) {
 	}
 }
 
-// SnapshotAsNewCluster: the same state, every part of it, but unnamed;
-// named again by the next SetClusterID, as a new cluster's first leader
-// names it. A snapshot that does not decode is refused, not passed on.
-func TestSnapshotAsNewCluster(t *testing.T) {
+// SnapshotWithClusterID: the same state, every part of it, under
+// another ID, or none (then named by the next SetClusterID, as a new
+// cluster's first leader names it). A snapshot that does not decode is
+// refused, not passed on.
+func TestSnapshotWithClusterID(t *testing.T) {
 	m := run(t, []step{{put("j", "0 * * * *", 0, t0), nil}, {SetClusterID{ID: idA}, nil}, {Takeover{Term: Term{Round: 2, Replica: 1}}, nil}})
 	data := snapshot(t, m)
-	renamed, err := SnapshotAsNewCluster(data)
+	for _, id := range []ClusterID{idB, {}} {
+		renamed, err := SnapshotWithClusterID(data, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := New()
+		if err := r.Restore(renamed); err != nil {
+			t.Fatal(err)
+		}
+		if r.ClusterID() != id {
+			t.Fatalf("renamed %q, the state is named %q", id, r.ClusterID())
+		}
+		if !reflect.DeepEqual(restoredView(r), restoredView(m)) || r.Term() != m.Term() || r.LastSlot() != m.LastSlot() {
+			t.Fatalf("renamed %q, the state changed:\n%+v\nwas\n%+v", id, restoredView(r), restoredView(m))
+		}
+	}
+	unnamed, err := SnapshotWithClusterID(data, ClusterID{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := New()
-	if err := r.Restore(renamed); err != nil {
+	if err := r.Restore(unnamed); err != nil {
 		t.Fatal(err)
 	}
-	if !r.ClusterID().IsZero() {
-		t.Fatalf("restored as a new cluster, the state is named %s", r.ClusterID())
-	}
-	if !reflect.DeepEqual(restoredView(r), restoredView(m)) || r.Term() != m.Term() || r.LastSlot() != m.LastSlot() {
-		t.Fatalf("restored as a new cluster, the state changed:\n%+v\nwas\n%+v", restoredView(r), restoredView(m))
-	}
 	if err := r.ApplyCommand(r.LastSlot()+1, SetClusterID{ID: idB}); err != nil || r.ClusterID() != idB {
-		t.Fatalf("naming the new cluster: %v, named %s", err, r.ClusterID())
+		t.Fatalf("naming the unnamed state: %v, named %s", err, r.ClusterID())
 	}
-	if _, err := SnapshotAsNewCluster(data[:len(data)/2]); err == nil {
+	if back, err := SnapshotWithClusterID(unnamed, idA); err != nil || !bytes.Equal(back, data) {
+		t.Fatalf("named back, the snapshot is not the bytes it was (%v)", err)
+	}
+	if _, err := SnapshotWithClusterID(data[:len(data)/2], idB); err == nil {
 		t.Fatal("a truncated snapshot was re-encoded")
 	}
 }

@@ -212,7 +212,7 @@ func (n *Node) startCron(o *CronOptions) error {
 	cfg.Machine = state.New()
 	cfg.Propose = n.proposeCommand
 	cfg.Dispatcher = o.NewDispatcher(n.id, n.deliverResult)
-	cfg.NewClusterID = newClusterID
+	cfg.NewClusterID = DrawClusterID
 	user, id := o.Applied, n.id
 	cfg.Applied = func(slot uint64, c state.Command, err error) {
 		m.verdictSlot, m.verdict = slot, err
@@ -229,10 +229,11 @@ func (n *Node) startCron(o *CronOptions) error {
 	return nil
 }
 
-// newClusterID draws a cluster ID from crypto/rand: two clusters must
+// DrawClusterID draws a cluster ID from crypto/rand: two clusters must
 // never draw the same (a seeded generator could, for two clusters started
-// from one image).
-func newClusterID() state.ClusterID {
+// from one image). The leader of an unnamed state draws one, and so does
+// a restore as a new cluster.
+func DrawClusterID() state.ClusterID {
 	var id state.ClusterID
 	for id.IsZero() {
 		if _, err := rand.Read(id[:]); err != nil {
@@ -502,14 +503,14 @@ func SnapshotClusterID(data []byte) (state.ClusterID, error) {
 	return state.SnapshotClusterID(data[hashSnapshotBytes:])
 }
 
-// SnapshotAsNewCluster is a cron-mode snapshot's data with its state's
-// cluster ID cleared (state.SnapshotAsNewCluster); the command hash is
-// kept, the history it sums being the same.
-func SnapshotAsNewCluster(data []byte) ([]byte, error) {
+// SnapshotWithClusterID is a cron-mode snapshot's data with its state's
+// cluster ID replaced by id (state.SnapshotWithClusterID); the command
+// hash is kept, the history it sums being the same.
+func SnapshotWithClusterID(data []byte, id state.ClusterID) ([]byte, error) {
 	if len(data) < hashSnapshotBytes {
 		return nil, fmt.Errorf("node: a snapshot of %d bytes, shorter than its hash", len(data))
 	}
-	st, err := state.SnapshotAsNewCluster(data[hashSnapshotBytes:])
+	st, err := state.SnapshotWithClusterID(data[hashSnapshotBytes:], id)
 	if err != nil {
 		return nil, err
 	}

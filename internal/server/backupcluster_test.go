@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"paxcron/cron/replica"
+	"paxcron/cron/state"
 	"paxcron/internal/api"
 	"paxcron/internal/node"
 	"paxcron/paxos"
@@ -211,7 +213,7 @@ func TestUnnamedStateDoesNotPruneANamedClustersBackups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.Data, err = node.SnapshotAsNewCluster(snap.Data); err != nil {
+	if snap.Data, err = node.SnapshotWithClusterID(snap.Data, state.ClusterID{}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.uploadBackup(ctx, snap)
@@ -233,5 +235,100 @@ func TestUnnamedStateDoesNotPruneANamedClustersBackups(t *testing.T) {
 	}
 	if got := m.GetCounter().GetValue(); got != 0 {
 		t.Errorf("backup errors: %v, want 0", got)
+	}
+}
+
+// A copy of a cluster restored beside it AS A NEW CLUSTER (staging cloned
+// from production's backup, with the same key and replica IDs, and even
+// production's backup.url left in its configuration), each replica's
+// folder under one fresh ID, holds the state under that ID from its first
+// start. So the original's replicas refuse a replica of the copy, and the
+// copy's backups are refused by the original's target, which stays as it
+// was. Restored as before, the copy kept the original's ID and was taken
+// for it.
+func TestClusterRestoredAsNewIsAnotherCluster(t *testing.T) {
+	dir := t.TempDir()
+	logs := map[paxos.ReplicaID]*syncBuffer{1: {}, 2: {}, 3: {}}
+	onDemand := func(cfg *Config) {
+		cfg.Backup, cfg.BackupKeep = "file://"+dir, 3
+		cfg.Snapshots = replica.SnapshotPolicy{EveryEntries: 1 << 40}
+	}
+	a := startClusterWith(t, func(cfg *Config) {
+		onDemand(cfg)
+		cfg.Logger = slog.New(slog.NewTextHandler(logs[cfg.ID], nil))
+	})
+	idA := a.namedAlike()
+	ctx := context.Background()
+	st, err := backup.Open(ctx, "file://"+dir, backup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	info := putAndBackUp(t, a, "a-1")
+	_, data, err := st.Fetch(ctx, info.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drawn := node.DrawClusterID()
+	asNew, err := node.SnapshotWithClusterID(data, drawn)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	clone := &cluster{t: t, nomad: newFakeNomad(), mutate: onDemand, servers: make([]*Server, 3)}
+	t.Cleanup(func() {
+		for _, s := range clone.servers {
+			if s != nil {
+				s.Close()
+			}
+		}
+	})
+	for range 3 {
+		clone.dirs = append(clone.dirs, t.TempDir())
+	}
+	restoreInto(t, clone, st, info.Index, asNew, 1, 2, 3)
+	idClone := clone.namedAlike()
+	if idClone != drawn || idClone == idA {
+		t.Fatalf("the cluster restored as new holds the ID %s, want the one drawn for it, %s (the original's is %s)", idClone, drawn, idA)
+	}
+	w := clone.client(clone.leader(), writeToken)
+	if jobs, err := w.Jobs(ctx, api.ReadOptions{}); err != nil || len(jobs.Jobs) != 1 || jobs.Jobs[0].Name != "a-1" {
+		t.Fatalf("the clone's jobs: %+v, %v; want the original's a-1", jobs, err)
+	}
+	before, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, refusal := w.BackupNow(ctx)
+	if refusal == nil || !strings.Contains(refusal.Error(), idA.String()) || !strings.Contains(refusal.Error(), idClone.String()) {
+		t.Fatalf("the clone's backup into the original's target: %v, want a refusal naming both clusters", refusal)
+	}
+	if after, err := st.List(ctx); err != nil || !slices.EqualFunc(after, before, func(x, y backup.Info) bool { return x.Key == y.Key }) {
+		t.Fatalf("the refused backup changed the original's target: %d backups before, %d after (%v)", len(before), len(after), err)
+	}
+
+	// One of the clone's folders under one of the original's replicas.
+	victim := a.leader()%3 + 1
+	for i, s := range clone.servers {
+		s.Close()
+		clone.servers[i] = nil
+	}
+	a.servers[victim-1].Close()
+	a.servers[victim-1] = nil
+	a.dirs[victim-1] = clone.dirs[victim-1]
+	a.start(victim, false)
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		if id == victim {
+			continue
+		}
+		eventually(t, fmt.Sprintf("replica %d to refuse the clone's, naming both clusters", id), func() bool {
+			return slices.ContainsFunc(strings.Split(logs[id].String(), "\n"), func(line string) bool {
+				return strings.Contains(line, "a replica-to-replica connection was refused") &&
+					strings.Contains(line, idA.String()) && strings.Contains(line, idClone.String())
+			})
+		}, func() string { return fmt.Sprintf("victim %d\n1: %s\n2: %s\n3: %s", victim, logs[1], logs[2], logs[3]) })
+	}
+	if got := a.servers[victim-1].ClusterID(); got != idClone {
+		t.Errorf("the clone's replica now holds %s, want the clone's %s", got, idClone)
 	}
 }
