@@ -34,11 +34,14 @@ var (
 	ErrSuperseded = errors.New("backup: superseded by the newer backups kept")
 	// ErrOtherCluster: the store holds backups of another cluster than
 	// the upload's (both named, by different IDs): two clusters back up
-	// to one place. Nothing was written or pruned.
+	// to one place. Nothing was written or pruned; or, where the other's
+	// landed during the upload, the backup it wrote was removed again
+	// and nothing pruned.
 	ErrOtherCluster = errors.New("backup: the target holds another cluster's backups")
 	// ErrUnnamed: the upload names no cluster (a state not named yet),
 	// and the store holds backups that name one: they may be another
-	// cluster's. Nothing was written or pruned.
+	// cluster's. Nothing was written or pruned (or, as for
+	// ErrOtherCluster, what was written was removed again).
 	ErrUnnamed = errors.New("backup: an upload without a cluster ID into a target of named backups")
 	// ErrSeveralClusters: the store holds the backups of several named
 	// clusters, and the caller named none to choose the newest of.
