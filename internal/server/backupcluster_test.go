@@ -25,9 +25,10 @@ import (
 // there first; staging's (B) leader is refused, naming both cluster IDs
 // and what to do, logs it and counts it as a backup error, and shows no
 // last backup; A's backups are all still there, and A goes on backing
-// up. Once the target holds backups of both (copied in by hand, or two
-// first uploads racing past each other's check), "the newest" is refused
-// unless the cluster is named.
+// up. Once the target holds backups of both (copied in by hand, or an
+// upload killed between its manifest and the listing after it that would
+// have made it back off), "the newest" is refused unless the cluster is
+// named.
 func TestTwoClustersGivenOneBackupTarget(t *testing.T) {
 	dir := t.TempDir()
 	target := "file://" + dir
