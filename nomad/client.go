@@ -35,6 +35,9 @@ type Client struct {
 	// socket, which the transport dials whatever the URL's host.
 	base   string
 	prover *prover
+	// calls is the HTTP transport of every call, which ReloadTLS
+	// replaces.
+	calls *reloadableTransport
 	// slots holds a token per HTTP call in flight (MaxCalls at most).
 	slots chan struct{}
 
@@ -75,30 +78,21 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var base string
-	ac := &api.Config{
-		Address:  cfg.Address,
-		SecretID: cfg.Token,
-		TLSConfig: &api.TLSConfig{
-			CACert:        cfg.TLS.CACert,
-			ClientCert:    cfg.TLS.ClientCert,
-			ClientKey:     cfg.TLS.ClientKey,
-			TLSServerName: cfg.TLS.ServerName,
-			Insecure:      cfg.TLS.SkipVerify,
-		},
-	}
-	ac.HttpClient, base = pooledHTTPClient(cfg.Address)
-	if err := api.ConfigureTLS(ac.HttpClient, ac.TLSConfig); err != nil {
+	tr, base, err := newTLSTransport(cfg)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	// After ConfigureTLS, which wants the *http.Transport itself; the
-	// API client configures it only when given no client.
-	ac.HttpClient.Transport = boundedErrorBodies{ac.HttpClient.Transport.(*http.Transport)}
+	calls := &reloadableTransport{}
+	calls.current.Store(tr)
+	// TLSConfig is left out: the API client reads it only when given no
+	// HTTP client, and newTLSTransport applied it already.
+	ac := &api.Config{Address: cfg.Address, SecretID: cfg.Token,
+		HttpClient: &http.Client{Transport: boundedErrorBodies{calls}}}
 	a, err := api.NewClient(ac)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	c := &Client{cfg: cfg, api: a, base: base, slots: make(chan struct{}, MaxCalls)}
+	c := &Client{cfg: cfg, api: a, base: base, calls: calls, slots: make(chan struct{}, MaxCalls)}
 	c.prover = newProver(c.readChildren)
 	return c, nil
 }
@@ -545,10 +539,10 @@ const maxErrorBody = 64 << 10
 // A gzipped error body is ungzipped here, within the bound, and handed on
 // as plain text. A reply that succeeds is left alone: its size is the
 // caller's to bound.
-type boundedErrorBodies struct{ *http.Transport }
+type boundedErrorBodies struct{ *reloadableTransport }
 
 func (b boundedErrorBodies) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := b.Transport.RoundTrip(r)
+	resp, err := b.reloadableTransport.RoundTrip(r)
 	if err != nil || resp.StatusCode < http.StatusBadRequest {
 		return resp, err
 	}
