@@ -45,6 +45,7 @@ type metrics struct {
 	backupErrors       prometheus.Counter
 	bundleCalls        prometheus.Histogram
 	slowTurns          *prometheus.CounterVec
+	reloads            *prometheus.CounterVec
 
 	mu         sync.Mutex
 	lastLeader paxos.ReplicaID
@@ -103,12 +104,15 @@ func newMetrics(s *Server) *metrics {
 	for _, o := range []state.OutcomeKind{state.OutcomeDispatched, state.OutcomeFailed, state.OutcomeSkipped, state.OutcomeUnknown} {
 		m.launches.WithLabelValues(string(o))
 	}
-	if s.cert != nil {
-		expiry := prometheus.NewGauge(prometheus.GaugeOpts{Name: "paxcron_tls_certificate_expiry_timestamp_seconds",
-			Help: "When the TLS certificate this replica presents stops verifying (it, or a CA certificate of its chain, expires; Unix seconds): renew it before, by a rolling restart. Only with TLS."})
-		expiry.Set(float64(s.cert.expires.Unix()))
-		f(expiry)
+	if s.tlsNow.Load() != nil {
+		f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_tls_certificate_expiry_timestamp_seconds",
+			Help: "When the TLS certificate this replica presents stops verifying (it, or a CA certificate of its chain, expires; Unix seconds): renew it before, and reload it (SIGHUP). Only with TLS."},
+			func() float64 { return float64(s.tlsNow.Load().info.expires.Unix()) }))
 	}
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paxcron_config_reloads_total",
+		Help: "Reloads of TLS files (SIGHUP), by the files (tls: the replica's; nomad: the Nomad client's) and result (ok, or failed: the files before are kept)."},
+		[]string{"files", "result"})
+	f(m.reloads)
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_open_launches",
 		Help: "Launches started and not yet recorded finished; at 1,000,000 the leader starts none until some finish, and triggers and backfills are refused with 507."}, s.stateGauge((*state.Machine).OpenCount)))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_jobs", Help: "Cron jobs."}, s.stateGauge((*state.Machine).JobCount)))

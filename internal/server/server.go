@@ -9,6 +9,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -68,7 +69,14 @@ type Server struct {
 	httpLn    net.Listener
 	apiTLS    *tls.Config
 	proxyTLS  *tls.Config
-	cert      *certInfo // the certificate presented, nil without TLS
+	// tlsNow is what the TLS files held when last read (nil without
+	// TLS); ReloadTLS replaces it and pokes certReloaded.
+	tlsNow       atomic.Pointer[tlsMaterial]
+	certReloaded chan struct{}
+	// dialRoots are the CAs the TLS files held at start, which this
+	// replica trusts dialing (loadTLS says why).
+	dialRoots *x509.CertPool
+	reloading sync.Mutex
 	// proxy carries the requests this replica forwards to the leader:
 	// bundles of them (proxyClient, bundles) and large ones alone.
 	proxy       *http.Transport
@@ -508,8 +516,8 @@ func (s *Server) Start() {
 			"file", s.testClock.path, "offset", time.Duration(s.testClock.offset.Load()).String())
 		s.wg.Go(s.watchTestClock)
 	}
-	if s.cert != nil {
-		s.warnCertAtStart(time.Now())
+	if s.tlsNow.Load() != nil {
+		s.warnCert(time.Now())
 		s.wg.Go(s.watchCertExpiry)
 	}
 	if err := s.startGossip(); err != nil {

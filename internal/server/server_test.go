@@ -39,6 +39,10 @@ type cluster struct {
 	nomad   *fakenomad.Nomad
 	dirs    []string
 	mutate  func(*Config)
+	// probes are the local addresses of TLS connections a test made to
+	// a Paxos port and closed without a hello (servedSerials), which the
+	// replica logs as refused.
+	probes []string
 }
 
 func testConfig(t testing.TB, id paxos.ReplicaID, dir string, nomad *fakenomad.Nomad) Config {

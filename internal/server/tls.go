@@ -6,19 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
 	"paxcron/internal/cafile"
 )
 
-// The replica's TLS files, read once at start-up (a rolling restart
-// renews them: see README, Day-two operations). Found in review (the
-// operator's procedures, TLS): a certificate that peers would refuse
-// (from a CA outside the CA file, expired, or not for client
-// authentication) started anyway and cut the replica off with no line
-// saying why on the side that dialed; and nothing said that a
-// certificate in use was about to expire until connections failed.
+// The replica's TLS files, read at start-up and again on Server.ReloadTLS
+// (SIGHUP). Found in review (the operator's procedures, TLS): a
+// certificate that peers would refuse (from a CA outside the CA file,
+// expired, or not for client authentication) started anyway and cut the
+// replica off with no line saying why on the side that dialed; and
+// nothing said that a certificate in use was about to expire until
+// connections failed. Renewing a certificate took a rolling restart,
+// where Nomad, Consul and Vault reload theirs on SIGHUP.
 
 const (
 	// certExpiryWarning is how long before its certificate expires a
@@ -41,31 +43,132 @@ type certInfo struct {
 	expiring string
 }
 
-// loadTLS reads the TLS files and checks that the certificate can work.
+// tlsMaterial is what the TLS files held when last read and checked:
+// every handshake reads the one in Server.tlsNow when it starts, so a
+// reload changes new handshakes and leaves the connections made alone.
+type tlsMaterial struct {
+	cert tls.Certificate
+	cas  []*x509.Certificate
+	pool *x509.CertPool
+	info *certInfo
+	// acceptor is the TLS server config of the Paxos transport:
+	// mutual TLS against the CAs of the CA file.
+	acceptor *tls.Config
+}
+
+// readTLS reads the TLS files and checks, at now, that the certificate
+// can work. Errors name the file and the cause.
+func readTLS(f *TLSFiles, now time.Time) (*tlsMaterial, error) {
+	certPEM, err := os.ReadFile(f.CertFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls.cert_file: %w", err)
+	}
+	keyPEM, err := os.ReadFile(f.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls.key_file: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("tls.cert_file %s with tls.key_file %s: %w", f.CertFile, f.KeyFile, err)
+	}
+	cas, err := cafile.Read(f.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls.ca_file: %w", err)
+	}
+	info, err := checkCert(cert, cas, f, now)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	for _, ca := range cas {
+		pool.AddCert(ca)
+	}
+	return &tlsMaterial{cert: cert, cas: cas, pool: pool, info: info, acceptor: &tls.Config{
+		Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+	}}, nil
+}
+
+// loadTLS reads the TLS files at start-up and makes the TLS configs of
+// the API, of the requests forwarded to other replicas' APIs, and (by
+// transportTLS) of the Paxos transport: each takes its certificate and
+// CAs from tlsNow at every handshake.
 func (s *Server) loadTLS() error {
 	f := s.cfg.TLS
 	if f == nil {
 		return nil
 	}
-	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+	m, err := readTLS(f, time.Now())
 	if err != nil {
 		return fmt.Errorf("%w: tls: %w", ErrConfig, err)
 	}
-	cas, err := cafile.Read(f.CAFile)
-	if err != nil {
-		return fmt.Errorf("%w: tls: %w", ErrConfig, err)
+	s.tlsNow.Store(m)
+	s.certReloaded = make(chan struct{}, 1)
+	s.apiTLS = &tls.Config{MinVersion: tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &s.tlsNow.Load().cert, nil }}
+	s.dialRoots = m.pool
+	s.proxyTLS = &tls.Config{MinVersion: tls.VersionTLS12,
+		// crypto/tls checks the replica dialed against the RootCAs of the
+		// config the dial was given, which the transport and
+		// http.Transport copy and then set the host dialed in: that pool
+		// cannot change, and no hook knows the host (a VerifyConnection
+		// sees the SNI name, none for an IP address), so the CAs a
+		// replica trusts dialing are those it started with. A reload can
+		// take one away (verifyStillTrusted), not add one; and it refuses
+		// a certificate from a CA the file did not hold at start
+		// (checkDialersTrust), which peers as old would refuse.
+		RootCAs:          m.pool,
+		VerifyConnection: s.verifyStillTrusted,
+		// Dialing, present the certificate even when its CA is not among
+		// those the peer asks for: crypto/tls would send none, and the
+		// peer could only say that none came, not whose it refused and
+		// why.
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &s.tlsNow.Load().cert, nil },
 	}
-	info, err := checkCert(cert, cas, f, time.Now())
-	if err != nil {
-		return fmt.Errorf("%w: tls: %w", ErrConfig, err)
+	return nil
+}
+
+// verifyStillTrusted refuses, dialing, a replica whose certificate
+// crypto/tls verified against the CAs of the start (name and all) but
+// whose CA the CA file no longer holds: after a reload that dropped it.
+// The refusal is the error crypto/tls gives (explainTLS and the
+// transport read it).
+func (s *Server) verifyStillTrusted(cs tls.ConnectionState) error {
+	certs := cs.PeerCertificates
+	if len(certs) == 0 {
+		return errors.New("server: the replica dialed presented no TLS certificate")
 	}
-	s.cert = info
-	pool := x509.NewCertPool()
-	for _, ca := range cas {
-		pool.AddCert(ca)
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
 	}
-	s.apiTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	s.proxyTLS = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	opts := x509.VerifyOptions{Roots: s.tlsNow.Load().pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	if _, err := certs[0].Verify(opts); err != nil {
+		return &tls.CertificateVerificationError{UnverifiedCertificates: certs, Err: err}
+	}
+	return nil
+}
+
+// checkDialersTrust refuses, on a reload, a certificate that does not
+// verify against the CAs this replica started with: replicas dial with
+// those until they restart, so its peers would refuse it too.
+func checkDialersTrust(m *tlsMaterial, started *x509.CertPool, f *TLSFiles, now time.Time) error {
+	inter := x509.NewCertPool()
+	for _, der := range m.cert.Certificate[1:] {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			inter.AddCert(c)
+		}
+	}
+	at := now
+	if at.Before(m.info.leaf.NotBefore) {
+		at = m.info.leaf.NotBefore
+	}
+	opts := x509.VerifyOptions{Roots: started, Intermediates: inter, CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	if _, err := m.info.leaf.Verify(opts); err != nil {
+		return fmt.Errorf("the certificate in %s (%s) is not signed by a CA that %s held when this replica started: "+
+			"replicas dial their peers trusting the CAs they started with, until they restart, so its peers would refuse it. "+
+			"To move to a new CA, add it to every replica's CA file and restart them one by one (a rolling restart); "+
+			"the new certificates can then be reloaded: %w", f.CertFile, describeCert(m.info.leaf), f.CAFile, err)
+	}
 	return nil
 }
 
@@ -75,13 +178,8 @@ func (s *Server) transportTLS() *tls.Config {
 		return nil
 	}
 	c := s.proxyTLS.Clone()
-	c.ClientCAs = c.RootCAs
 	c.ClientAuth = tls.RequireAndVerifyClientCert
-	// Dialing, present the certificate even when its CA is not among
-	// those the peer asks for: crypto/tls would send none, and the peer
-	// could only say that none came, not whose it refused and why.
-	cert := c.Certificates[0]
-	c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
+	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) { return s.tlsNow.Load().acceptor, nil }
 	return c
 }
 
@@ -100,7 +198,7 @@ func checkCert(cert tls.Certificate, cas []*x509.Certificate, f *TLSFiles, now t
 	}
 	name := fmt.Sprintf("the certificate in %s (%s)", f.CertFile, describeCert(leaf))
 	if !now.Before(leaf.NotAfter) {
-		return nil, fmt.Errorf("%s expired at %s: peers and API clients refuse it; issue a new one and start again",
+		return nil, fmt.Errorf("%s expired at %s: peers and API clients refuse it; issue a new one",
 			name, leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	roots, inter := x509.NewCertPool(), x509.NewCertPool()
@@ -172,17 +270,15 @@ func describeCert(c *x509.Certificate) string {
 		c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339))
 }
 
-// warnCertAtStart logs what is odd, not fatal, about the certificate: not
+// warnCert logs what is odd, not fatal, about the certificate loaded: not
 // valid yet, or not naming a host this replica advertises (peers dialing
 // that host refuse it; they may dial another name, which only they know).
-func (s *Server) warnCertAtStart(now time.Time) {
-	if s.cert == nil {
-		return
-	}
-	leaf := s.cert.leaf
+func (s *Server) warnCert(now time.Time) {
+	cert := s.tlsNow.Load().info
+	leaf := cert.leaf
 	if now.Before(leaf.NotBefore) {
 		s.log.Warn("this replica's TLS certificate is not valid yet: until then peers and API clients refuse it (is a clock off?)",
-			"cert_file", s.cert.file, "valid_from", leaf.NotBefore.UTC().Format(time.RFC3339))
+			"cert_file", cert.file, "valid_from", leaf.NotBefore.UTC().Format(time.RFC3339))
 	}
 	for _, adv := range []struct{ what, addr string }{{"paxos", s.cfg.PaxosAdvertise}, {"http", s.cfg.HTTPAdvertise}} {
 		host, _, err := net.SplitHostPort(adv.addr)
@@ -191,27 +287,27 @@ func (s *Server) warnCertAtStart(now time.Time) {
 		}
 		if err := leaf.VerifyHostname(host); err != nil {
 			s.log.Warn("this replica's TLS certificate does not name the host it advertises: peers dialing "+adv.addr+" refuse it",
-				"cert_file", s.cert.file, "advertised", adv.what, "err", err)
+				"cert_file", cert.file, "advertised", adv.what, "err", err)
 		}
 	}
 }
 
 // noteCertExpiry warns, at now, of a certificate that expires soon, and
 // says so louder once it has.
-func (s *Server) noteCertExpiry(now time.Time) {
-	left := s.cert.expires.Sub(now)
-	expires := s.cert.expires.UTC().Format(time.RFC3339)
+func (s *Server) noteCertExpiry(now time.Time, cert *certInfo) {
+	left := cert.expires.Sub(now)
+	expires := cert.expires.UTC().Format(time.RFC3339)
 	switch {
 	case left <= 0:
 		s.log.Error("this replica's TLS certificate has expired: peers and API clients refuse new connections with it; "+
 			"connections made before go on until they break, and then this replica is cut off (launches stop once a majority is). "+
-			"Issue a new certificate and restart this replica (a rolling restart renews every replica's without an outage)",
-			"expired_at", expires, "certificate", s.cert.expiring, "cert_file", s.cert.file)
+			"Issue a new certificate and reload it (SIGHUP), or restart this replica",
+			"expired_at", expires, "certificate", cert.expiring, "cert_file", cert.file)
 	case left <= certExpiryWarning:
 		s.log.Warn("this replica's TLS certificate expires in "+left.Round(time.Second).String()+
-			": issue a new one and restart this replica before then (a rolling restart renews every replica's without an outage); "+
+			": issue a new one and reload it (SIGHUP) before then; "+
 			"once it expires peers refuse new connections with it",
-			"expires_at", expires, "certificate", s.cert.expiring, "cert_file", s.cert.file)
+			"expires_at", expires, "certificate", cert.expiring, "cert_file", cert.file)
 	}
 }
 
@@ -229,17 +325,20 @@ func nextCertCheck(now, expires time.Time) time.Duration {
 	return min(certWarnEvery, left-certExpiryWarning+time.Second)
 }
 
-// watchCertExpiry logs the certificate's expiry as it nears, until the
-// server stops.
+// watchCertExpiry logs the expiry of the certificate loaded as it nears,
+// until the server stops; a reload starts it over with the new one.
 func (s *Server) watchCertExpiry() {
 	for {
 		now := time.Now()
-		s.noteCertExpiry(now)
-		t := time.NewTimer(nextCertCheck(now, s.cert.expires))
+		cert := s.tlsNow.Load().info
+		s.noteCertExpiry(now, cert)
+		t := time.NewTimer(nextCertCheck(now, cert.expires))
 		select {
 		case <-s.ctx.Done():
 			t.Stop()
 			return
+		case <-s.certReloaded:
+			t.Stop()
 		case <-t.C:
 		}
 	}

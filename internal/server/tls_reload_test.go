@@ -1,0 +1,370 @@
+package server
+
+// Reloading the TLS files while the cluster runs (Server.ReloadTLS, which
+// the server's SIGHUP calls): renewing certificates, the steps of a CA
+// move after the first, and files that must be refused. Each is walked
+// through while a job launches every second.
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"paxcron/internal/testcert"
+	"paxcron/nomad"
+	"paxcron/paxos"
+)
+
+// servedSerials are the serial numbers of the certificates replica id
+// presents on new connections to its API and to its Paxos transport,
+// verified against roots; the Paxos connection presents a certificate
+// client signs, and is closed once TLS is through.
+func (c *cluster) servedSerials(id paxos.ReplicaID, client *testcert.CA, roots ...*testcert.CA) (apiSerial, paxosSerial *big.Int) {
+	c.t.Helper()
+	pool := x509.NewCertPool()
+	for _, ca := range roots {
+		pool.AddCert(ca.Cert)
+	}
+	served := func(addr string, cfg *tls.Config) *big.Int {
+		conn, err := tls.Dial("tcp", addr, cfg)
+		if err != nil {
+			c.t.Fatalf("TLS to replica %d at %s: %v", id, addr, err)
+		}
+		defer conn.Close()
+		c.probes = append(c.probes, conn.LocalAddr().String())
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber
+	}
+	s := c.servers[id-1]
+	apiSerial = served(s.HTTPAddr(), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	cert := client.Issue(c.t, testcert.Leaf{Name: "test client"}).TLS()
+	paxosSerial = served(s.PaxosAddr(), &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	return apiSerial, paxosSerial
+}
+
+// checkNoRefusal fails if a replica logged a refused connection (a
+// warning or an error) other than the probes of servedSerials.
+func (c *cluster) checkNoRefusal(logs map[paxos.ReplicaID]*syncBuffer) {
+	c.t.Helper()
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		for line := range strings.Lines(logs[id].String()) {
+			probe := slices.ContainsFunc(c.probes, func(p string) bool { return strings.Contains(line, "remote="+p) })
+			loud := strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR")
+			if loud && strings.Contains(line, "refused") && !probe {
+				c.t.Errorf("replica %d refused a peer or was refused: %s", id, line)
+			}
+		}
+	}
+}
+
+// reloads is replica s's count of reloads of files with result.
+func reloads(t testing.TB, s *Server, files, result string) float64 {
+	t.Helper()
+	mfs, err := s.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "paxcron_config_reloads_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["files"] == files && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// Renewing every replica's certificate under the same CA by reloading
+// it, one replica after another, no restart. Each presents its new
+// certificate on new connections (API and Paxos) at once, says in its
+// log what changed, counts the reload, and publishes the new expiry;
+// the connections open go on, launches are neither doubled nor missed,
+// and once a replica restarts (every peer dialing it again, and it
+// them) none is refused.
+func TestTLSCertificateRenewalByReload(t *testing.T) {
+	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(48*time.Hour))
+	c, files, logs := startTLSCluster(t, ca, testcert.Leaf{}, slog.LevelInfo)
+	c.putEverySecond(c.leader(), "tick")
+	c.waitChildren(2)
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		s := c.servers[id-1]
+		old := files.serials[id]
+		// Before the CA's end: the metric is the chain's.
+		expires := time.Now().Add(time.Duration(id) * 10 * time.Hour).Truncate(time.Second)
+		files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{Name: fmt.Sprintf("renewed-%d", id), NotAfter: expires})
+		mark := len(logs[id].String())
+		if err := s.ReloadTLS(); err != nil {
+			t.Fatalf("replica %d: reloading renewed files: %v", id, err)
+		}
+		apiSerial, paxosSerial := c.servedSerials(id, ca, ca)
+		if apiSerial.Cmp(files.serials[id]) != 0 || paxosSerial.Cmp(files.serials[id]) != 0 {
+			t.Errorf("replica %d presents %x (API) and %x (Paxos) after the reload, want %x (before: %x)",
+				id, apiSerial, paxosSerial, files.serials[id], old)
+		}
+		if v, _ := gauge(t, s, "paxcron_tls_certificate_expiry_timestamp_seconds"); v != float64(expires.Unix()) {
+			t.Errorf("replica %d's expiry metric after the reload: %v, want %d", id, v, expires.Unix())
+		}
+		if n := reloads(t, s, "tls", "ok"); n != 1 {
+			t.Errorf("replica %d counts %v reloads ok, want 1", id, n)
+		}
+		l := logs[id].String()[mark:]
+		for _, want := range []string{"TLS files reloaded", `CN=renewed-` + fmt.Sprint(id), `CN=replica-` + fmt.Sprint(id),
+			expires.UTC().Format(time.RFC3339), "TLS certificate expires in"} {
+			if !strings.Contains(l, want) {
+				t.Errorf("replica %d's log after the reload does not say %q:\n%s", id, want, l)
+			}
+		}
+		c.waitChildren(len(c.nomad.Children()) + 2)
+		c.writeThroughFollower(fmt.Sprintf("renewed-%d", id))
+	}
+	c.restartGracefully(c.leader())
+	c.waitChildren(len(c.nomad.Children()) + 3)
+	c.writeThroughFollower("after-restart")
+	c.checkEverySecondOnce("tick")
+	c.checkNoRefusal(logs)
+}
+
+// Moving to a new CA once every replica's CA file holds both (which
+// takes a rolling restart: replicas dial trusting the CAs they started
+// with): certificates from the new CA, then the old CA dropped, each
+// step reloaded on every replica with no restart. Each replica presents
+// its new certificate at once; then a replica restarts, so that every
+// peer dials it again (presenting the certificates reloaded to a
+// replica that trusts the new CA alone) and it dials them (trusting the
+// new CA alone). None is refused; launches are neither doubled nor
+// missed; forwarded writes go through.
+func TestTLSCAMoveByReloads(t *testing.T) {
+	oldCA := testcert.NewCA(t, "paxcron CA", time.Now().Add(24*time.Hour))
+	newCA := testcert.NewCA(t, "paxcron CA", time.Now().Add(48*time.Hour))
+	files := newTLSFiles(t)
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		files.set(id, []*testcert.CA{oldCA, newCA}, oldCA, testcert.Leaf{})
+	}
+	logs := newLogs()
+	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelError)))
+	c.putEverySecond(c.leader(), "tick")
+	c.waitChildren(2)
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		files.set(id, []*testcert.CA{oldCA, newCA}, newCA, testcert.Leaf{})
+		if err := c.servers[id-1].ReloadTLS(); err != nil {
+			t.Fatalf("replica %d: reloading a certificate from the new CA: %v", id, err)
+		}
+		apiSerial, paxosSerial := c.servedSerials(id, newCA, newCA)
+		if apiSerial.Cmp(files.serials[id]) != 0 || paxosSerial.Cmp(files.serials[id]) != 0 {
+			t.Errorf("replica %d presents %x (API) and %x (Paxos) after the reload, want %x", id, apiSerial, paxosSerial, files.serials[id])
+		}
+		c.waitChildren(len(c.nomad.Children()) + 1)
+	}
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		files.setCAs(id, newCA)
+		if err := c.servers[id-1].ReloadTLS(); err != nil {
+			t.Fatalf("replica %d: reloading a CA file without the old CA: %v", id, err)
+		}
+	}
+	c.writeThroughFollower("new-certificates")
+	restarted := c.leader()%3 + 1
+	c.restartGracefully(restarted)
+	c.waitChildren(len(c.nomad.Children()) + 3)
+	// The restarted replica forwards through a connection it dialed
+	// since, to a leader presenting its reloaded certificate.
+	if _, err := c.client(restarted, writeToken).PutJobs(t.Context(), everySecond("after-restart")); err != nil {
+		t.Fatalf("a write through the restarted replica %d: %v", restarted, err)
+	}
+	c.checkEverySecondOnce("tick")
+	c.checkNoRefusal(logs)
+}
+
+// Files that fail a check of the start are refused by a reload, each
+// with an error and a log line naming the file and the cause: the
+// replica goes on presenting and trusting what it had (new connections
+// included), counts the failure, keeps its expiry metric, and the
+// cluster launches on. Good files reloaded after are taken.
+func TestTLSBadReloadKeepsWhatItHad(t *testing.T) {
+	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
+	other := testcert.NewCA(t, "another cluster's CA", time.Now().Add(24*time.Hour))
+	c, files, logs := startTLSCluster(t, ca, testcert.Leaf{}, slog.LevelInfo)
+	c.putEverySecond(c.leader(), "tick")
+	c.waitChildren(2)
+	const id = paxos.ReplicaID(1)
+	s, kept := c.servers[id-1], files.serials[id]
+	expiry, _ := gauge(t, s, "paxcron_tls_certificate_expiry_timestamp_seconds")
+	f := files.of(id)
+	for i, tc := range []struct {
+		name string
+		set  func()
+		want []string
+	}{
+		{"from another CA", func() { files.set(id, []*testcert.CA{ca}, other, testcert.Leaf{}) },
+			[]string{f.CertFile, `issuer "CN=another cluster's CA"`, "is not signed by a CA in"}},
+		{"expired", func() { files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{NotAfter: time.Now().Add(-time.Minute)}) },
+			[]string{f.CertFile, "expired at"}},
+		{"for servers only", func() {
+			files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+		}, []string{f.CertFile, "is not for TLS client authentication"}},
+		{"a certificate file that is not PEM", func() {
+			files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{})
+			files.write(id, "cert.pem", []byte("not a certificate\n"))
+		}, []string{f.CertFile, "failed to find any PEM data in certificate input"}},
+		{"a key of another certificate", func() {
+			files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{})
+			_, key := ca.Issue(t, testcert.Leaf{}).PEM(t)
+			files.write(id, "key.pem", key)
+		}, []string{f.KeyFile, "private key does not match public key"}},
+		{"a CA bundle missing a line break", func() {
+			files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{})
+			files.write(id, "ca.pem", slices.Concat(bytes.TrimSuffix(ca.PEM(), []byte("\n")), other.PEM()))
+		}, []string{f.CAFile, "line break"}},
+		{"a CA added since the start", func() { files.set(id, []*testcert.CA{ca, other}, other, testcert.Leaf{}) },
+			[]string{f.CertFile, "held when this replica started", "rolling restart"}},
+	} {
+		tc.set()
+		mark := len(logs[id].String())
+		err := s.ReloadTLS()
+		if err == nil {
+			t.Fatalf("%s: the reload was taken", tc.name)
+		}
+		l := logs[id].String()[mark:]
+		for _, want := range append(tc.want, "keeps presenting and trusting those it read before") {
+			if !strings.Contains(err.Error()+l, want) {
+				t.Errorf("%s: neither the error nor the log says %q: %v\n%s", tc.name, want, err, l)
+			}
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(l, strings.ReplaceAll(want, `"`, `\"`)) {
+				t.Errorf("%s: the log does not say %q:\n%s", tc.name, want, l)
+			}
+		}
+		if apiSerial, paxosSerial := c.servedSerials(id, ca, ca); apiSerial.Cmp(kept) != 0 || paxosSerial.Cmp(kept) != 0 {
+			t.Errorf("%s: replica %d presents %x (API) and %x (Paxos), want the certificate it had, %x", tc.name, id, apiSerial, paxosSerial, kept)
+		}
+		if n := reloads(t, s, "tls", "failed"); n != float64(i+1) {
+			t.Errorf("%s: %v reloads counted failed, want %d", tc.name, n, i+1)
+		}
+		if v, _ := gauge(t, s, "paxcron_tls_certificate_expiry_timestamp_seconds"); v != expiry {
+			t.Errorf("%s: the expiry metric moved from %v to %v", tc.name, expiry, v)
+		}
+		c.waitChildren(len(c.nomad.Children()) + 1)
+	}
+	files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{})
+	if err := s.ReloadTLS(); err != nil {
+		t.Fatalf("good files after the bad: %v", err)
+	}
+	if apiSerial, _ := c.servedSerials(id, ca, ca); apiSerial.Cmp(files.serials[id]) != 0 {
+		t.Errorf("replica %d presents %x once good files are reloaded, want %x", id, apiSerial, files.serials[id])
+	}
+	c.writeThroughFollower("after")
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	c.checkEverySecondOnce("tick")
+}
+
+// A CA dropped from a replica's CA file by a reload is no longer trusted
+// by it, dialing or dialed: a peer still presenting a certificate from
+// it is refused on the next connections, and the log says whose and why.
+func TestTLSCADroppedByReloadIsNoLongerTrusted(t *testing.T) {
+	oldCA := testcert.NewCA(t, "paxcron old CA", time.Now().Add(24*time.Hour))
+	newCA := testcert.NewCA(t, "paxcron new CA", time.Now().Add(48*time.Hour))
+	files := newTLSFiles(t)
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		files.set(id, []*testcert.CA{oldCA, newCA}, oldCA, testcert.Leaf{})
+	}
+	logs := newLogs()
+	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelInfo)))
+	c.putEverySecond(c.leader(), "tick")
+	c.waitChildren(2)
+	leader := c.leader()
+	dropper, stale := leader%3+1, (leader+1)%3+1
+	files.set(dropper, []*testcert.CA{newCA}, newCA, testcert.Leaf{})
+	if err := c.servers[dropper-1].ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	// The stale replica restarts still on the old CA's certificate: it
+	// dials the one that dropped that CA, and is dialed by it.
+	mark := len(logs[dropper].String())
+	c.restartGracefully(stale)
+	eventually(t, fmt.Sprintf("replica %d to refuse replica %d's certificate both ways, and say so", dropper, stale), func() bool {
+		var dialing, dialed bool
+		for line := range strings.Lines(logs[dropper].String()[mark:]) {
+			if strings.Contains(line, "this replica refused the other replica's certificate") && strings.Contains(line, `issuer \"CN=paxcron old CA\"`) {
+				dialing = dialing || strings.Contains(line, fmt.Sprintf("side=\"dialing replica %d\"", stale))
+				dialed = dialed || strings.Contains(line, "side=\"dialed from")
+			}
+		}
+		return dialing && dialed
+	}, func() string { return logs[dropper].String()[mark:] })
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	c.checkEverySecondOnce("tick")
+}
+
+// The replica's reload reloads its Nomad client's TLS files too: a new
+// client certificate is taken, logged and counted, and one that does
+// not load is refused the same way, naming the file.
+func TestNomadTLSReloadedWithTheReplicas(t *testing.T) {
+	ca := testcert.NewCA(t, "nomad CA", time.Now().Add(24*time.Hour))
+	dir := t.TempDir()
+	write := func(name string, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	issue := func(name string) {
+		cert, key := ca.Issue(t, testcert.Leaf{Name: name}).PEM(t)
+		write("cert.pem", cert)
+		write("key.pem", key)
+	}
+	write("ca.pem", ca.PEM())
+	issue("paxcron-nomad-client")
+	var logs syncBuffer
+	cfg := testConfig(t, 1, t.TempDir(), newFakeNomad())
+	cfg.NewDispatcher = nil
+	cfg.Nomad = nomad.DefaultConfig()
+	cfg.Nomad.Address = "https://127.0.0.1:4646"
+	cfg.Nomad.TLS = nomad.TLSConfig{CACert: filepath.Join(dir, "ca.pem"), ClientCert: filepath.Join(dir, "cert.pem"), ClientKey: filepath.Join(dir, "key.pem")}
+	cfg.SkipNomadChecks = true
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	s, err := New(cfg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Start()
+
+	issue("paxcron-nomad-client-renewed")
+	if err := s.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	if n := reloads(t, s, "nomad", "ok"); n != 1 {
+		t.Errorf("%v reloads of Nomad's files counted ok, want 1", n)
+	}
+	for _, want := range []string{"the Nomad client's TLS files reloaded", "CN=paxcron-nomad-client-renewed", `before="subject \"CN=paxcron-nomad-client\"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, logs.String())
+		}
+	}
+
+	write("cert.pem", []byte("not a certificate"))
+	err = s.ReloadTLS()
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "cert.pem")) {
+		t.Errorf("reloading a certificate file that is not PEM: %v, want an error naming the file", err)
+	}
+	if n := reloads(t, s, "nomad", "failed"); n != 1 {
+		t.Errorf("%v reloads of Nomad's files counted failed, want 1", n)
+	}
+	if !strings.Contains(logs.String(), "reloading the Nomad client's TLS files failed") {
+		t.Errorf("the log does not say the reload failed:\n%s", logs.String())
+	}
+}
