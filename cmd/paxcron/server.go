@@ -19,8 +19,9 @@ import (
 
 const serverUsage = `Usage: paxcron server [-config FILE] [-bootstrap] [settings]
 
-Runs one paxcron replica until SIGINT or SIGTERM: its Paxos transport, the
-cron state, the leader's launches into Nomad, and the HTTP API.
+Runs one paxcron replica until SIGINT or SIGTERM: its Paxos transport,
+the cron state, the leader's launches into Nomad, and the HTTP API.
+SIGHUP reloads its TLS files (below).
 
 Every setting comes, in increasing precedence, from its default, the HCL
 file (-config), its PAXCRON_* variable, and its flag. A setting "a.b" is
@@ -42,6 +43,19 @@ about three times the live state instead of two (a million jobs hold
 about 660 MiB: a peak near 2 GiB, not 1.3); set GOGC=100 for the smaller
 peak, or GOMEMLIMIT to cap it.
 
+SIGHUP reloads the TLS files, at the paths the replica started with: its
+own (tls.ca_file, tls.cert_file, tls.key_file) and the Nomad client's
+(nomad.ca_file, nomad.cert_file, nomad.key_file). New connections use
+them; connections open go on. Files that fail the checks of the start (a
+certificate from a CA outside tls.ca_file, expired, not for both server
+and client authentication, a key that does not match, a file that does
+not parse) are refused: the replica keeps the files it had, logs why, and
+counts it in paxcron_config_reloads_total{result="failed"}. A replica
+dialing its peers trusts the CAs its tls.ca_file held at start: a reload
+can drop one, but a CA added takes a restart (a certificate it signed is
+refused until then). Nothing else is reloaded: a SIGHUP logs which other
+settings changed in the file, to take effect at the next restart.
+
 test.clock_offset_file (-test-clock-offset-file) is for fault testing
 only (make chaos): it shifts the launcher's clock by the duration the file
 holds and makes it jump when the file changes. It is off unless set.
@@ -57,6 +71,11 @@ Settings (flag, variable: meaning):
 `
 
 func runServer(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	// A SIGHUP's default is to end the process: caught from the first,
+	// one sent while the store opens waits for the start instead.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	fs := flag.NewFlagSet("paxcron server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var configFile string
@@ -69,15 +88,11 @@ func runServer(args []string, stdout, stderr io.Writer, getenv func(string) stri
 		return 2
 	}
 	table := settings.table()
-	type flagValue struct {
-		s   setting
-		raw []string
-	}
-	var fromFlags []*flagValue
+	// flagged holds each flag's values by setting, applied after the
+	// file and the variables (and again when a SIGHUP reads them).
+	flagged := map[string][]string{}
 	for _, s := range table {
-		fv := &flagValue{s: s}
-		fromFlags = append(fromFlags, fv)
-		keep := func(v string) error { fv.raw = append(fv.raw, v); return nil }
+		keep := func(v string) error { flagged[s.key] = append(flagged[s.key], v); return nil }
 		if s.boolean {
 			// A bare -flag means true; the value otherwise goes after '='
 			// (a separate "true" once swallowed the next argument).
@@ -102,29 +117,9 @@ func runServer(args []string, stdout, stderr io.Writer, getenv func(string) stri
 		fmt.Fprintf(stderr, "paxcron server: unexpected argument %q (settings are flags: see -h)\n", fs.Arg(0))
 		return 2
 	}
-	if configFile != "" {
-		if err := settings.loadHCL(configFile, table); err != nil {
-			fmt.Fprintf(stderr, "paxcron server: %v\n", err)
-			return 2
-		}
-	}
-	if err := applyEnv(table, getenv); err != nil {
+	if err := settings.apply(table, configFile, getenv, flagged); err != nil {
 		fmt.Fprintf(stderr, "paxcron server: %v\n", err)
 		return 2
-	}
-	for _, fv := range fromFlags {
-		if len(fv.raw) == 0 {
-			continue
-		}
-		if fv.s.list() {
-			fv.s.reset()
-		}
-		for _, v := range fv.raw {
-			if err := fv.s.set(v); err != nil {
-				fmt.Fprintf(stderr, "paxcron server: -%s: %v\n", fv.s.flagName(), err)
-				return 2
-			}
-		}
 	}
 	cfg, err := settings.serverConfig(stderr, version)
 	if err != nil {
@@ -144,9 +139,17 @@ func runServer(args []string, stdout, stderr io.Writer, getenv func(string) stri
 	defer stop()
 	srv.Start()
 	fmt.Fprintf(stdout, "paxcron server: replica %d serving its API on %s (Paxos on %s)\n", cfg.ID, srv.HTTPAddr(), srv.PaxosAddr())
-	select {
-	case <-ctx.Done():
-	case <-srv.Node().Done():
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			running = false
+		case <-srv.Node().Done():
+			running = false
+		case <-hup:
+			// ReloadTLS logs what it did, and what it refused.
+			_ = srv.ReloadTLS()
+			sayRestartNeeded(cfg.Logger, table, configFile, getenv, flagged)
+		}
 	}
 	failed := srv.Node().Status().Err
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -159,6 +162,63 @@ func runServer(args []string, stdout, stderr io.Writer, getenv func(string) stri
 		return 1
 	}
 	return 0
+}
+
+// apply fills o (whose table is table) from its sources after the
+// defaults: the HCL file (none if configFile is ""), the PAXCRON_*
+// variables, then the flags' values.
+func (o *serverSettings) apply(table []setting, configFile string, getenv func(string) string, flagged map[string][]string) error {
+	if configFile != "" {
+		if err := o.loadHCL(configFile, table); err != nil {
+			return err
+		}
+	}
+	if err := applyEnv(table, getenv); err != nil {
+		return err
+	}
+	for _, s := range table {
+		raw := flagged[s.key]
+		if len(raw) == 0 {
+			continue
+		}
+		if s.list() {
+			s.reset()
+		}
+		for _, v := range raw {
+			if err := s.set(v); err != nil {
+				return fmt.Errorf("-%s: %v", s.flagName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// sayRestartNeeded reads the settings again, as at start, and logs those
+// that changed since (in the file: the variables and flags are the
+// process's own): a SIGHUP reloads only the TLS files, so they wait for
+// a restart. Values are not logged (some are secrets).
+func sayRestartNeeded(log *slog.Logger, started []setting, configFile string, getenv func(string) string, flagged map[string][]string) {
+	now, err := defaultSettings()
+	if err != nil {
+		log.Warn("SIGHUP: the settings could not be read again to compare them with those the replica started with", "err", err)
+		return
+	}
+	table := now.table()
+	if err := now.apply(table, configFile, getenv, flagged); err != nil {
+		log.Warn("SIGHUP: the configuration file no longer reads; the replica runs on as it started, and would not start with it",
+			"config", configFile, "err", err)
+		return
+	}
+	var changed []string
+	for i, s := range table {
+		if s.show() != started[i].show() {
+			changed = append(changed, s.key)
+		}
+	}
+	if len(changed) > 0 {
+		log.Warn("SIGHUP reloads only the TLS files: these settings changed and take effect at the next restart",
+			"config", configFile, "settings", strings.Join(changed, ", "))
+	}
 }
 
 // newLogger is the server's log: text or JSON at a level.
