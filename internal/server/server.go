@@ -9,7 +9,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -73,9 +72,9 @@ type Server struct {
 	// TLS); ReloadTLS replaces it and pokes certReloaded.
 	tlsNow       atomic.Pointer[tlsMaterial]
 	certReloaded chan struct{}
-	// dialRoots are the CAs the TLS files held at start, which this
-	// replica trusts dialing (loadTLS says why).
-	dialRoots *x509.CertPool
+	// tlsStart is what the TLS files held at start: this replica trusts
+	// its CAs dialing (loadTLS says why).
+	tlsStart  *tlsMaterial
 	reloading sync.Mutex
 	// proxy carries the requests this replica forwards to the leader:
 	// bundles of them (proxyClient, bundles) and large ones alone.

@@ -105,7 +105,7 @@ func (s *Server) loadTLS() error {
 	s.certReloaded = make(chan struct{}, 1)
 	s.apiTLS = &tls.Config{MinVersion: tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &s.tlsNow.Load().cert, nil }}
-	s.dialRoots = m.pool
+	s.tlsStart = m
 	s.proxyTLS = &tls.Config{MinVersion: tls.VersionTLS12,
 		// crypto/tls checks the replica dialed against the RootCAs of the
 		// config the dial was given, which the transport and
