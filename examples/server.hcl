@@ -36,7 +36,10 @@ advertise {
 # Mutual TLS between replicas, and TLS for the API (all three or none).
 # The certificate must name the advertised hosts and be for both server
 # and client authentication; ca_file may hold several CAs (a CA move).
-# Files are read at start: renew them by a rolling restart.
+# Files are read at start and on SIGHUP (kill -HUP, systemd's ExecReload,
+# or a Nomad template's change_mode = "signal"): renewing a certificate
+# needs no restart. A CA added to ca_file is trusted dialing peers only
+# after a restart.
 # tls {
 #   ca_file   = "/etc/paxcron/ca.pem"
 #   cert_file = "/etc/paxcron/replica-1.pem"
