@@ -22,7 +22,7 @@ import (
 func (s *Server) ReloadTLS() error {
 	s.reloading.Lock()
 	defer s.reloading.Unlock()
-	var errs []error
+	var errs []error // one per set of files reloaded, nil for those taken
 	if s.cfg.TLS != nil {
 		errs = append(errs, s.reloadReplicaTLS(time.Now()))
 	}
@@ -82,7 +82,7 @@ func (s *Server) reloadNomadTLS() error {
 		return err
 	}
 	s.metrics.reloads.WithLabelValues("nomad", "ok").Inc()
-	if !r.CAsChanged && (r.NewCert == nil) == (r.OldCert == nil) && (r.NewCert == nil || r.NewCert.Equal(r.OldCert)) {
+	if !r.CAsChanged && r.NewCert.Equal(r.OldCert) { // Equal takes nil for none
 		s.log.Info("the Nomad client's TLS files reloaded, unchanged", "cert_file", t.ClientCert, "ca_file", t.CACert)
 		return nil
 	}

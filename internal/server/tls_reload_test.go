@@ -208,6 +208,9 @@ func TestTLSBadReloadKeepsWhatItHad(t *testing.T) {
 	const id = paxos.ReplicaID(1)
 	s, kept := c.servers[id-1], files.serials[id]
 	expiry, _ := gauge(t, s, "paxcron_tls_certificate_expiry_timestamp_seconds")
+	if err := s.ReloadTLS(); err != nil || !strings.Contains(logs[id].String(), "TLS files reloaded, unchanged") {
+		t.Errorf("reloading the same files: %v; the log does not say they are unchanged:\n%s", err, logs[id].String())
+	}
 	f := files.of(id)
 	for i, tc := range []struct {
 		name string
@@ -355,12 +358,15 @@ func TestNomadTLSReloadedWithTheReplicas(t *testing.T) {
 	defer s.Close()
 	s.Start()
 
+	if err := s.ReloadTLS(); err != nil || !strings.Contains(logs.String(), "the Nomad client's TLS files reloaded, unchanged") {
+		t.Errorf("reloading the same files: %v; the log does not say they are unchanged:\n%s", err, logs.String())
+	}
 	issue("paxcron-nomad-client-renewed")
 	if err := s.ReloadTLS(); err != nil {
 		t.Fatal(err)
 	}
-	if n := reloads(t, s, "nomad", "ok"); n != 1 {
-		t.Errorf("%v reloads of Nomad's files counted ok, want 1", n)
+	if n := reloads(t, s, "nomad", "ok"); n != 2 {
+		t.Errorf("%v reloads of Nomad's files counted ok, want 2", n)
 	}
 	for _, want := range []string{"the Nomad client's TLS files reloaded", "CN=paxcron-nomad-client-renewed", `before="subject \"CN=paxcron-nomad-client\"`} {
 		if !strings.Contains(logs.String(), want) {
