@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"paxcron/internal/api"
+	"paxcron/internal/transport"
 	"paxcron/paxos"
 )
 
@@ -95,4 +97,18 @@ func (p *peers) list() []api.Replica {
 	}
 	slices.SortFunc(out, func(a, b api.Replica) int { return int(a.ID) - int(b.ID) })
 	return out
+}
+
+// logReachability is the transport's OnReachability: a line when a peer
+// becomes unreachable and one when it is reached again, not one per
+// redial (those are counted in paxcron_transport_dial_failures_total).
+// Found in review: a replica that could not reach another said nothing.
+func (s *Server) logReachability(r transport.Reachability) {
+	if r.Reachable {
+		s.log.Info("peer reached again", "peer", uint64(r.Peer), "paxos", r.Addr,
+			"failed_dials", r.FailedDials, "unreachable_for", r.Down.Round(time.Millisecond))
+		return
+	}
+	s.log.Warn("cannot reach peer: redialing, with backoff, until it answers; check that it runs, that its advertise.paxos is this address, and the network between",
+		"peer", uint64(r.Peer), "paxos", r.Addr, "err", r.Err)
 }

@@ -363,7 +363,7 @@ func (s *Server) newTransport() error {
 	tr, err := transport.New(transport.Config{
 		ID: s.cfg.ID, Peers: peers, Key: s.cfg.ClusterKey, AcceptKeys: s.cfg.AcceptKeys, ListenAddr: s.cfg.PaxosAddr,
 		TLS: s.transportTLS(), Handler: s.node.Deliver, Limits: s.cfg.TransportLimits,
-		OnAuthFailure: s.authFailures.note, Agreed: agreedSettings(s.cfg),
+		OnAuthFailure: s.authFailures.note, OnReachability: s.logReachability, Agreed: agreedSettings(s.cfg),
 		ClusterID: func() transport.ClusterID { return transport.ClusterID(s.ClusterID()) },
 		Ready:     s.ready.Load,
 	})

@@ -80,6 +80,14 @@ type Config struct {
 	// the other end closed the handshake). It is called from the
 	// connection's goroutine and must not block.
 	OnAuthFailure func(AuthFailure)
+	// OnReachability, when set, is told when a peer becomes unreachable
+	// (a dial failed on the network: refused, no route, timed out) and
+	// when it is reached again (a dial yielded a connection), once per
+	// change, not per redial: the failures between are only counted
+	// (Stats.DialFailures). A dial the handshake refused changes nothing
+	// here (OnAuthFailure says why). It is called from the peer's dialing
+	// goroutine and must not block.
+	OnReachability func(Reachability)
 	// Limits bounds queues, timeouts and backoff; DefaultLimits is a
 	// reasonable start.
 	Limits Limits
@@ -96,6 +104,22 @@ type AuthFailure struct {
 	// which does not say who is wrong (it refused this replica and says
 	// why on its side, or it was stopping, as in a rolling restart).
 	Closed bool
+}
+
+// Reachability is a change in whether this replica reaches a peer.
+type Reachability struct {
+	Peer paxos.ReplicaID
+	// Addr is the address dialed.
+	Addr string
+	// Reachable: a dial yielded a connection after failures; otherwise
+	// the peer just became unreachable (or its new address is too), and
+	// Err says why.
+	Reachable bool
+	Err       error
+	// FailedDials and Down, once Reachable: how many dials failed, over
+	// how long, since the peer became unreachable.
+	FailedDials uint64
+	Down        time.Duration
 }
 
 // members are the cluster's replica IDs, sorted: ID and every peer's.

@@ -65,6 +65,12 @@
 // apart (Stats.HandshakesClosed), since the side that refuses says why,
 // and a peer that stops closes its handshakes too.
 //
+// A peer whose dials fail on the network (refused, no route, timed out)
+// is told to Config.OnReachability once as unreachable, with the address
+// and the error, and once as reached again when a dial yields a
+// connection; the redials between are only counted (Stats.DialFailures),
+// so a log of these says each change once.
+//
 // A restarted replica dials with a new incarnation, and its old one never
 // comes back. An incarnation that dials in again after another replaced
 // it, within twice Limits.BackoffMax, is a second process running with

@@ -85,6 +85,7 @@ func (t *Transport) runPeer(p *peer) {
 	defer t.wg.Done()
 	backoff := t.cfg.Limits.BackoffMin
 	connected := false
+	var reach unreachable
 	for t.ctx.Err() == nil {
 		select {
 		case <-p.redial: // about to dial the newest address anyway
@@ -106,15 +107,18 @@ func (t *Transport) runPeer(p *peer) {
 			}
 			continue
 		}
-		c, err := t.dial(p)
+		addr := p.getAddr()
+		c, err := t.dial(p, addr)
 		if err != nil {
 			t.stats.dialFailures.Add(1)
+			t.dialFailed(p, &reach, addr, err)
 			if !t.wait(p, backoff) {
 				return
 			}
 			backoff = min(2*backoff, t.cfg.Limits.BackoffMax)
 			continue
 		}
+		t.reached(p, &reach, addr)
 		backoff = t.cfg.Limits.BackoffMin
 		if connected {
 			t.stats.reconnects.Add(1)
@@ -122,6 +126,49 @@ func (t *Transport) runPeer(p *peer) {
 		connected = true
 		t.pump(p, c)
 		t.untrack(c.Conn)
+	}
+}
+
+// unreachable is what Config.OnReachability was last told of a peer:
+// runPeer's own, so that it says each change once, not each redial.
+type unreachable struct {
+	told        bool // the peer was said unreachable, at addr
+	addr        string
+	since       time.Time
+	failedDials uint64
+}
+
+// dialFailed tells OnReachability that p became unreachable at addr, if
+// err is the network's and it was not told so already. A refused
+// handshake is not the network's: OnAuthFailure says why.
+func (t *Transport) dialFailed(p *peer, u *unreachable, addr string, err error) {
+	if isAuthErr(err) || isTLSRefusal(err) || errors.Is(err, ErrClosed) || t.ctx.Err() != nil {
+		return
+	}
+	u.failedDials++
+	if u.told && u.addr == addr {
+		return
+	}
+	if !u.told {
+		u.since = time.Now()
+	}
+	u.told, u.addr = true, addr
+	if t.cfg.OnReachability != nil {
+		t.cfg.OnReachability(Reachability{Peer: p.id, Addr: addr, Err: err})
+	}
+}
+
+// reached tells OnReachability that p is reached again at addr, if it
+// was told it was not.
+func (t *Transport) reached(p *peer, u *unreachable, addr string) {
+	if !u.told {
+		*u = unreachable{}
+		return
+	}
+	r := Reachability{Peer: p.id, Addr: addr, Reachable: true, FailedDials: u.failedDials, Down: time.Since(u.since)}
+	*u = unreachable{}
+	if t.cfg.OnReachability != nil {
+		t.cfg.OnReachability(r)
 	}
 }
 
@@ -145,8 +192,7 @@ func (t *Transport) wait(p *peer, d time.Duration) bool {
 
 // dial connects to p and runs TLS and the handshake. The returned
 // connection is tracked.
-func (t *Transport) dial(p *peer) (*wrapped, error) {
-	addr := p.getAddr()
+func (t *Transport) dial(p *peer, addr string) (*wrapped, error) {
 	d := net.Dialer{Timeout: t.cfg.Limits.DialTimeout}
 	raw, err := d.DialContext(t.ctx, "tcp", addr)
 	if err != nil {

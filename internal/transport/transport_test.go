@@ -1075,3 +1075,82 @@ func TestTwoProcessesAsOnePeerAreRefused(t *testing.T) {
 		return rec.total() > before
 	})
 }
+
+// reachLog keeps what OnReachability was told.
+type reachLog struct {
+	mu  sync.Mutex
+	got []Reachability
+}
+
+func (r *reachLog) note(x Reachability) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, x)
+}
+
+func (r *reachLog) all() []Reachability {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+// TestReachabilityIsToldOncePerChange: a peer that cannot be dialed is
+// said unreachable once, with its address and the error, however often
+// it is redialed; reached again once, with the dials that failed; and
+// unreachable again once it goes. Found in review: dial failures were
+// only counted, so an operator whose replica could not reach another
+// found nothing in its log.
+func TestReachabilityIsToldOncePerChange(t *testing.T) {
+	dead := listen(t)
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	var log reachLog
+	a, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: deadAddr}, Key: testKey, ListenAddr: "127.0.0.1:0",
+		Handler: func(paxos.Message) {}, Limits: testLimits(), OnReachability: log.note})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	eventually(t, "five failed dials", func() bool { return a.Stats().DialFailures >= 5 })
+	got := log.all()
+	if len(got) != 1 || got[0].Reachable || got[0].Peer != 2 || got[0].Addr != deadAddr || got[0].Err == nil {
+		t.Fatalf("after %d failed dials, told %+v: want once that replica 2 is unreachable at %s, with the error", a.Stats().DialFailures, got, deadAddr)
+	}
+
+	// A second address that fails too is told: it is news.
+	dead2 := listen(t)
+	dead2Addr := dead2.Addr().String()
+	dead2.Close()
+	if err := a.SetPeerAddr(2, dead2Addr); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new address said unreachable", func() bool { return len(log.all()) >= 2 })
+	failedBefore := a.Stats().DialFailures
+	eventually(t, "more failed dials", func() bool { return a.Stats().DialFailures >= failedBefore+3 })
+	if got := log.all(); len(got) != 2 || got[1].Reachable || got[1].Addr != dead2Addr {
+		t.Fatalf("after the address changed, told %+v: want once more, unreachable at %s", got, dead2Addr)
+	}
+
+	lnB := listen(t)
+	b, err := New(Config{ID: 2, Peers: map[paxos.ReplicaID]string{1: a.Addr().String()}, Key: testKey, Listener: lnB,
+		Handler: func(paxos.Message) {}, Limits: testLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetPeerAddr(2, lnB.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replica 2 said reached", func() bool { return len(log.all()) >= 3 })
+	got = log.all()
+	if r := got[2]; !r.Reachable || r.Addr != lnB.Addr().String() || r.FailedDials < 8 || r.Down <= 0 {
+		t.Fatalf("told %+v: want replica 2 reached at %s after at least 8 failed dials", r, lnB.Addr())
+	}
+
+	b.Close()
+	eventually(t, "replica 2 said unreachable again", func() bool { return len(log.all()) >= 4 })
+	failedBefore = a.Stats().DialFailures
+	eventually(t, "more failed dials", func() bool { return a.Stats().DialFailures >= failedBefore+3 })
+	if got := log.all(); len(got) != 4 || got[3].Reachable {
+		t.Fatalf("told %+v: want replica 2 unreachable again, once", got)
+	}
+}
