@@ -553,6 +553,7 @@ the lease, and the newest snapshot and backup.`,
 		if b := st.LastBackup; b != nil {
 			fmt.Fprintf(tw, "Last backup\tgeneration %d, index %d at %s (%s)\n", b.Generation, b.Index, b.TakenAt.Local().Format(time.RFC3339), b.Key)
 		}
+		fmt.Fprintf(tw, "Shared settings\t%s\n", sharedSettingsLine(st))
 		tw.Flush()
 		fmt.Fprintln(out, "\nReplicas")
 		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -562,6 +563,22 @@ the lease, and the newest snapshot and backup.`,
 		}
 		return tw.Flush()
 	},
+}
+
+// sharedSettingsLine says whether the peers hold the settings every
+// replica must share as the replica asked does.
+func sharedSettingsLine(st api.Status) string {
+	switch {
+	case !st.SettingsCompared:
+		return "not compared (gossip is off: bind.gossip is not set)"
+	case len(st.SettingsDiffer) == 0:
+		return "the same on every replica heard"
+	}
+	var differ []string
+	for _, d := range st.SettingsDiffer {
+		differ = append(differ, fmt.Sprintf("replica %d's %s", d.Replica, strings.Join(d.Settings, ", ")))
+	}
+	return "DIFFER: " + strings.Join(differ, "; ") + " (only the leader backs up and launches, so where depends on who leads: give every replica the same)"
 }
 
 func runSnapshot(args []string, stdout, stderr io.Writer, getenv func(string) string) int {

@@ -341,6 +341,31 @@ func TestJobValidateRefusesAScheduleThatNeverFires(t *testing.T) {
 	}
 }
 
+// TestOperatorStatusShowsSharedSettings: `operator status` says whether
+// the replica compares the settings every replica must share, and names
+// the peers and settings that differ.
+func TestOperatorStatusShowsSharedSettings(t *testing.T) {
+	for _, c := range []struct {
+		status api.Status
+		want   string
+	}{
+		{api.Status{}, "Shared settings  not compared (gossip is off"},
+		{api.Status{SettingsCompared: true}, "Shared settings  the same on every replica heard"},
+		{api.Status{SettingsCompared: true, SettingsDiffer: []api.SettingsDiffer{{Replica: 2, Settings: []string{"backup.url"}}, {Replica: 3, Settings: []string{"backup.url", "nomad.namespace"}}}},
+			"Shared settings  DIFFER: replica 2's backup.url; replica 3's backup.url, nomad.namespace (only the leader"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(c.status)
+		}))
+		code, out, errOut := runCLI(t, "operator", "status", "-address", srv.URL, "-token", "cli-test-token-0123456789")
+		srv.Close()
+		if code != exitOK || !strings.Contains(out, c.want) {
+			t.Errorf("operator status of %+v: exit %d, want a line %q:\n%s%s", c.status, code, c.want, out, errOut)
+		}
+	}
+}
+
 // hangUpServer takes each request and closes its connection: the call
 // arrived, and no answer leaves.
 func hangUpServer(t *testing.T) *httptest.Server {

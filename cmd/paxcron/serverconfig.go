@@ -455,7 +455,7 @@ func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.
 		Snapshots: replica.SnapshotPolicy{
 			EveryEntries: uint64(o.snapEntries), LogPerState: 1, TailEntries: uint64(o.snapTail),
 		},
-		Backup: backupTarget(o.backupURL, o.dataDir), BackupKeep: o.backupKeep, Version: version,
+		Backup: backupTarget(o.backupURL, o.dataDir), BackupDefault: o.backupURL == "", BackupKeep: o.backupKeep, Version: version,
 		TestClockOffsetFile: o.testClockFile,
 	}
 	for _, m := range o.members {

@@ -157,6 +157,32 @@ func TestBackupTargetDefault(t *testing.T) {
 	}
 }
 
+// TestBackupDefaultIsMarked: the default backup target (a folder beside
+// each replica's store, its path the replica's own) is marked so, so that
+// replicas on the default compare as agreeing; a URL given, or off, is
+// not.
+func TestBackupDefaultIsMarked(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "cluster.key")
+	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for url, want := range map[string]bool{"": true, "off": false, "s3://bucket/paxcron": false} {
+		o, err := defaultSettings()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.id, o.keyFile, o.dataDir, o.members, o.backupURL = 1, keyFile, filepath.Join(dir, "data"), []int{1, 2, 3}, url
+		cfg, err := o.serverConfig(io.Discard, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.BackupDefault != want {
+			t.Errorf("backup.url %q: BackupDefault %v, want %v (target %q)", url, cfg.BackupDefault, want, cfg.Backup)
+		}
+	}
+}
+
 // FuzzServerConfig: any configuration file is read or refused with an
 // error, never a panic.
 func FuzzServerConfig(f *testing.F) {

@@ -227,8 +227,21 @@ type Status struct {
 	LastSnapshot uint64      `json:"last_snapshot"`
 	LastBackup   *BackupInfo `json:"last_backup,omitempty"`
 	Replicas     []Replica   `json:"replicas"`
-	Version      string      `json:"version"`
-	Time         time.Time   `json:"time"`
+	// SettingsCompared: gossip runs, so this replica compares the
+	// settings every replica must hold alike (backup.url, nomad.address,
+	// nomad.region, nomad.namespace...) with its peers'; SettingsDiffer
+	// lists the peers whose differ.
+	SettingsCompared bool             `json:"settings_compared"`
+	SettingsDiffer   []SettingsDiffer `json:"settings_differ,omitempty"`
+	Version          string           `json:"version"`
+	Time             time.Time        `json:"time"`
+}
+
+// SettingsDiffer is a peer whose shared settings differ from the
+// replica's that answers: their names, never their values.
+type SettingsDiffer struct {
+	Replica  uint64   `json:"replica"`
+	Settings []string `json:"settings"`
 }
 
 // BackupInfo describes one backup of a snapshot.

@@ -8,7 +8,11 @@
 // sooner. A node whose cluster ID is another than this replica's, both
 // known, is ignored: a replica started on another cluster's data folder,
 // with the same key and replica ID, must not take the real replica's
-// place in the others' address books.
+// place in the others' address books. The meta also carries a
+// fingerprint of each setting every replica must hold alike (Setting:
+// the backup target, Nomad's address, region and namespace...), and a
+// peer whose differ from this replica's is logged, once per change, and
+// listed (Differing); it is not refused.
 //
 // Nothing safe depends on it: the core elects leaders by its own
 // heartbeats and timeouts, and its leases keep a wrong hint harmless.
@@ -50,6 +54,9 @@ type Peer struct {
 	// PaxosAddr and APIAddr are where its transport and API listen.
 	PaxosAddr string
 	APIAddr   string
+	// settings are the fingerprints of its shared settings
+	// (Config.Settings), none from a replica of a version before them.
+	settings settingSums
 }
 
 // Events is what gossip tells the server. Each is called from memberlist's
@@ -137,8 +144,12 @@ type Config struct {
 	// (optional, during a key rotation): gossip is sent under Key's and
 	// read under any of them (memberlist's keyring).
 	AcceptKeys [][]byte
-	Logger     *slog.Logger
-	Events     Events
+	// Settings are those every replica must hold alike (Setting): their
+	// fingerprints are gossiped, and a peer's that differ are logged and
+	// listed (Differing). Optional: none compared.
+	Settings []Setting
+	Logger   *slog.Logger
+	Events   Events
 	// Timing: DefaultTiming when zero.
 	Timing Timing
 }
@@ -158,9 +169,15 @@ type Gossip struct {
 	// conflicts counts NotifyConflict calls.
 	conflicts atomic.Uint64
 
+	// settings are Config.Settings by code, without their values.
+	settings []Setting
+
 	mu    sync.Mutex
-	self  Peer            // Config.Self, its ClusterID as SetClusterID left it
+	self  Peer            // Config.Self, its ClusterID as SetClusterID left it, its settings' fingerprints
 	peers map[uint64]Peer // alive, by ID
+	// differ holds, per alive peer whose shared settings differ from
+	// this replica's, their names.
+	differ map[uint64][]string
 }
 
 // Start starts memberlist and joins the others in the background.
@@ -177,7 +194,12 @@ func Start(cfg Config) (*Gossip, error) {
 	if cfg.AdvertiseAddr == "" {
 		cfg.AdvertiseAddr = cfg.BindAddr
 	}
-	g := &Gossip{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), done: make(chan struct{}), self: cfg.Self, peers: map[uint64]Peer{}}
+	g := &Gossip{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), done: make(chan struct{}), self: cfg.Self, peers: map[uint64]Peer{}, differ: map[uint64][]string{}}
+	g.self.settings, _ = sumsOf(cfg.Settings) // validated
+	for _, x := range cfg.Settings {
+		g.settings = append(g.settings, Setting{Code: x.Code, Name: x.Name})
+	}
+	slices.SortFunc(g.settings, func(a, b Setting) int { return cmp.Compare(a.Code, b.Code) })
 	mc, err := g.memberlistConfig()
 	if err != nil {
 		return nil, err
@@ -214,7 +236,13 @@ func (c *Config) validate() error {
 			return bad("AdvertiseAddr: %v", err)
 		}
 	}
-	if _, err := encodeMeta(c.Self); err != nil {
+	sums, err := sumsOf(c.Settings)
+	if err != nil {
+		return bad("%v", err)
+	}
+	self := c.Self
+	self.settings = sums
+	if _, err := encodeMeta(self); err != nil {
 		return bad("%v", err)
 	}
 	return nil
@@ -378,6 +406,7 @@ func (g *Gossip) SetClusterID(id [ClusterIDBytes]byte, timeout time.Duration) er
 		if otherCluster(id, p.ClusterID) {
 			foreign = append(foreign, p)
 			delete(g.peers, pid)
+			delete(g.differ, pid)
 		}
 	}
 	g.mu.Unlock()
@@ -453,6 +482,7 @@ func (g *Gossip) alive(n *memberlist.Node) {
 			g.mu.Lock()
 			if known, in := g.peers[q.ID]; in && known.PaxosAddr == q.PaxosAddr {
 				delete(g.peers, q.ID)
+				delete(g.differ, q.ID)
 			}
 			g.mu.Unlock()
 		}
@@ -464,7 +494,11 @@ func (g *Gossip) alive(n *memberlist.Node) {
 	g.mu.Lock()
 	prev, known := g.peers[p.ID]
 	g.peers[p.ID] = p
+	before, now, changed := g.noteSettings(p)
 	g.mu.Unlock()
+	if changed {
+		g.logSettings(p.ID, before, now)
+	}
 	if (!known || prev != p) && g.cfg.Events.Updated != nil {
 		g.cfg.Events.Updated(p)
 	}
@@ -489,6 +523,7 @@ func (g *Gossip) dead(n *memberlist.Node) {
 	}
 	g.mu.Lock()
 	delete(g.peers, p.ID)
+	delete(g.differ, p.ID) // heard again, it is compared again
 	g.mu.Unlock()
 	if g.cfg.Events.Dead != nil {
 		g.cfg.Events.Dead(p.ID)

@@ -84,6 +84,11 @@ type Config struct {
 	// (gocloud.dev/blob URL: file:///path, s3://, gs://, azblob://).
 	Backup     string
 	BackupKeep int
+	// BackupDefault says Backup is the default folder beside DataDir
+	// (backup.url unset): each replica's own disk, which replicas that
+	// compare their settings take as one value, "the default", whatever
+	// its path.
+	BackupDefault bool
 
 	// TickInterval is one Paxos tick (default DefaultTickInterval); Timing and Limits
 	// the core's (paxos defaults when zero).

@@ -428,6 +428,10 @@ func (s *Server) handleStatus(_ http.ResponseWriter, r *http.Request) (any, erro
 	if st.Leader == paxos.None {
 		out.LeaderAPI = ""
 	}
+	out.SettingsCompared = s.gossipRef.Load() != nil
+	for _, d := range s.settingsDiffer() {
+		out.SettingsDiffer = append(out.SettingsDiffer, api.SettingsDiffer{Replica: d.Peer, Settings: d.Settings})
+	}
 	if st.Role == paxos.Leader {
 		out.Ballot = fmt.Sprintf("%d.%d", st.Ballot.Round, st.Ballot.Replica)
 	}

@@ -158,6 +158,11 @@ func newMetrics(s *Server) *metrics {
 				return float64(get(s.tr.Stats()))
 			}))
 	}
+	for _, name := range sharedSettingNames() {
+		f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_settings_mismatch", ConstLabels: prometheus.Labels{"setting": name},
+			Help: "Peers whose value of this setting differs from this replica's, as gossip heard them (0 without gossip): every replica must hold it alike, since only the leader backs up and launches."},
+			func() float64 { return float64(peersDiffering(s.settingsDiffer(), name)) }))
+	}
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -761,7 +761,8 @@ func (s *Server) startGossip() error {
 		Members:  members,
 		BindAddr: s.cfg.GossipAddr, AdvertiseAddr: s.cfg.GossipAdvertise, Join: s.cfg.Join,
 		Key: s.cfg.ClusterKey, AcceptKeys: s.cfg.AcceptKeys, Logger: s.log.With("component", "gossip"),
-		Events: gossip.Events{Updated: s.peerUpdated, Dead: s.peerDead},
+		Events:   gossip.Events{Updated: s.peerUpdated, Dead: s.peerDead},
+		Settings: sharedSettings(s.cfg),
 	})
 	if err != nil {
 		return err
