@@ -81,9 +81,10 @@ type Config struct {
 	// connection's goroutine and must not block.
 	OnAuthFailure func(AuthFailure)
 	// OnReachability, when set, is told when a peer becomes unreachable
-	// (a dial failed on the network: refused, no route, timed out) and
-	// when it is reached again (a dial yielded a connection), once per
-	// change, not per redial: the failures between are only counted
+	// (a dial failed on the network: refused, no route, timed out; or
+	// its handshake timed out, the peer accepting and never answering)
+	// and when it is reached again (a dial yielded a connection), once
+	// per change, not per redial: the failures between are only counted
 	// (Stats.DialFailures). A dial the handshake refused changes nothing
 	// here (OnAuthFailure says why). It is called from the peer's dialing
 	// goroutine and must not block.

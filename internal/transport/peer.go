@@ -140,9 +140,13 @@ type unreachable struct {
 
 // dialFailed tells OnReachability that p became unreachable at addr, if
 // err is the network's and it was not told so already. A refused
-// handshake is not the network's: OnAuthFailure says why.
+// handshake is not the network's (OnAuthFailure says why), but one that
+// timed out is: the peer accepts connections and never answers (a hung
+// or stopped process, or a port that swallows what is sent).
 func (t *Transport) dialFailed(p *peer, u *unreachable, addr string, err error) {
-	if isAuthErr(err) || isTLSRefusal(err) || errors.Is(err, ErrClosed) || t.ctx.Err() != nil {
+	var netErr net.Error
+	timedOut := errors.As(err, &netErr) && netErr.Timeout()
+	if (isAuthErr(err) || isTLSRefusal(err)) && !timedOut || errors.Is(err, ErrClosed) || t.ctx.Err() != nil {
 		return
 	}
 	u.failedDials++

@@ -1154,3 +1154,42 @@ func TestReachabilityIsToldOncePerChange(t *testing.T) {
 		t.Fatalf("told %+v: want replica 2 unreachable again, once", got)
 	}
 }
+
+// TestPeerThatNeverAnswersIsUnreachable: a peer whose port accepts
+// connections and never answers the hello (a hung or stopped process)
+// is said unreachable once, its handshake timing out, though the
+// handshake's error is an authentication failure's too.
+func TestPeerThatNeverAnswersIsUnreachable(t *testing.T) {
+	silent := listen(t)
+	defer silent.Close()
+	go func() {
+		var held []net.Conn // kept open, never answered
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	var log reachLog
+	l := testLimits()
+	l.HandshakeTimeout = 100 * time.Millisecond
+	a, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: silent.Addr().String()}, Key: testKey, ListenAddr: "127.0.0.1:0",
+		Handler: func(paxos.Message) {}, Limits: l, OnReachability: log.note})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	eventually(t, "three timed-out handshakes", func() bool { return a.Stats().DialFailures >= 3 })
+	got := log.all()
+	var netErr net.Error
+	if len(got) != 1 || got[0].Reachable || got[0].Addr != silent.Addr().String() || !errors.As(got[0].Err, &netErr) || !netErr.Timeout() {
+		t.Fatalf("after %d timed-out handshakes, told %+v: want once that replica 2 is unreachable, timed out", a.Stats().DialFailures, got)
+	}
+}
