@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,6 +132,7 @@ var pageTemplate = template.Must(template.New("").Funcs(template.FuncMap{
 	},
 	"dur":  func(d api.Duration) string { return time.Duration(d).Round(time.Millisecond).String() },
 	"lead": func(id uint64) bool { return id != uint64(paxos.None) },
+	"join": strings.Join,
 	"sortedReplicas": func(rs []api.Replica) []api.Replica {
 		out := slices.Clone(rs)
 		slices.SortFunc(out, func(a, b api.Replica) int { return cmp.Compare(a.ID, b.ID) })
@@ -172,6 +174,7 @@ tr.attention td{background:#fff6f6}tr.notice td{background:#fffaf0}
 </div>
 {{if .Status.Rebuilding}}<div class="warn">This replica lost its disk and is catching up from its peers: it votes again once it cannot contradict what it forgot.</div>{{end}}
 {{if not (lead .Status.Leader)}}<div class="warn">No leader: nothing is launched until a majority of replicas elect one.</div>{{end}}
+{{range .Status.SettingsDiffer}}<div class="warn">Replica {{.Replica}}'s {{join .Settings ", "}} differ from this replica's: only the leader backs up and launches, so where depends on which replica leads. Give every replica the same (during a rolling change of them, this is expected until the last replica restarts).</div>{{end}}
 {{if .Problems}}<div class="warn">{{.Problems}} of the recent launches failed or have an unknown outcome: see below, and check those jobs in Nomad.</div>{{end}}
 <h2>Replicas</h2>
 <table><tr><th>ID</th><th>Health</th><th>API</th><th>Paxos</th></tr>

@@ -166,3 +166,17 @@ func TestStatusPageTemplateUnknown(t *testing.T) {
 		}
 	}
 }
+
+// A peer whose shared settings differ is a warning on the page, naming
+// the replica and the settings.
+func TestStatusPageTemplateSettingsDiffer(t *testing.T) {
+	var b bytes.Buffer
+	d := pageData{Status: api.Status{Replica: 1, Role: "leader", Leader: 1, SettingsCompared: true,
+		SettingsDiffer: []api.SettingsDiffer{{Replica: 3, Settings: []string{"backup.url", "nomad.namespace"}}}}}
+	if err := pageTemplate.ExecuteTemplate(&b, "page", d); err != nil {
+		t.Fatal(err)
+	}
+	if want := `<div class="warn">Replica 3's backup.url, nomad.namespace differ from this replica's`; !strings.Contains(b.String(), want) {
+		t.Errorf("page lacks %q:\n%s", want, b.String())
+	}
+}
