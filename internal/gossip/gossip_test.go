@@ -103,12 +103,19 @@ func start(t *testing.T, id uint64, key []byte, join ...string) *member {
 // startNamed is start for a replica whose state holds cluster ID cluster.
 func startNamed(t *testing.T, id uint64, key []byte, cluster [ClusterIDBytes]byte, join ...string) *member {
 	t.Helper()
+	return startConfigured(t, id, key, join, func(cfg *Config) { cfg.Self.ClusterID = cluster })
+}
+
+// startConfigured starts replica id of members 1-3 on a free address,
+// its Config as edit leaves it.
+func startConfigured(t *testing.T, id uint64, key []byte, join []string, edit func(*Config)) *member {
+	t.Helper()
 	rec := newRecorder()
-	addr := freeAddr(t)
 	cfg := Config{
-		Self:    Peer{ID: id, ClusterID: cluster, PaxosAddr: fmt.Sprintf("127.0.0.1:%d", 9000+id), APIAddr: fmt.Sprintf("127.0.0.1:%d", 8000+id)},
-		Members: []uint64{1, 2, 3}, BindAddr: addr, Join: join, Key: key, Events: rec.events(),
+		Self:    Peer{ID: id, PaxosAddr: fmt.Sprintf("127.0.0.1:%d", 9000+id), APIAddr: fmt.Sprintf("127.0.0.1:%d", 8000+id)},
+		Members: []uint64{1, 2, 3}, BindAddr: freeAddr(t), Join: join, Key: key, Events: rec.events(),
 	}
+	edit(&cfg)
 	g, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -542,19 +549,9 @@ func (b *syncBuf) String() string {
 // startWith starts replica id with settings, logging into log.
 func startWith(t *testing.T, id uint64, settings []Setting, log *syncBuf, join ...string) *member {
 	t.Helper()
-	rec := newRecorder()
-	cfg := Config{
-		Self:    Peer{ID: id, PaxosAddr: fmt.Sprintf("127.0.0.1:%d", 9000+id), APIAddr: fmt.Sprintf("127.0.0.1:%d", 8000+id)},
-		Members: []uint64{1, 2, 3}, BindAddr: freeAddr(t), Join: join, Key: testKey, Events: rec.events(),
-		Settings: settings, Logger: slog.New(slog.NewTextHandler(log, nil)),
-	}
-	g, err := Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &member{g: g, rec: rec, cfg: cfg}
-	t.Cleanup(func() { m.close(false) })
-	return m
+	return startConfigured(t, id, testKey, join, func(cfg *Config) {
+		cfg.Settings, cfg.Logger = settings, slog.New(slog.NewTextHandler(log, nil))
+	})
 }
 
 // TestSettingsThatDifferAreSaidOnce: replica 3 backs up elsewhere than
