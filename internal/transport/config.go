@@ -45,10 +45,25 @@ type Config struct {
 	Listener net.Listener
 	// TLS, when set, wraps every connection before the handshake: the
 	// acceptor as a TLS server, the dialer as a client (ServerName set to
-	// the peer's host when empty). It must require and verify client
-	// certificates (ClientAuth = tls.RequireAndVerifyClientCert): TLS here
-	// is mutual.
+	// the peer's host when empty) unless DialTLS is set. It must require
+	// and verify client certificates (ClientAuth =
+	// tls.RequireAndVerifyClientCert): TLS here is mutual.
 	TLS *tls.Config
+	// DialTLS, when set, gives the dialer's TLS config at every dial,
+	// instead of TLS: the transport clones what it returns and sets
+	// ServerName to the peer's host when empty, so crypto/tls verifies
+	// the chain against its RootCAs and the host dialed (an IP address
+	// included) as it does with TLS. A config the caller swaps between
+	// dials (a reload of its CA file or certificate) is thus used by the
+	// next dial: the pool of a config, once cloned, cannot change, and no
+	// hook of a tls.Config sees the host dialed when it is an IP address
+	// (the SNI name is empty), so checking the chain in a hook would drop
+	// the host check. Optional; it needs TLS (the acceptor's), and each
+	// config it returns must present a certificate (Certificates or
+	// GetClientCertificate: TLS here is mutual) and verify the peer (no
+	// InsecureSkipVerify). It is called from the dialing goroutines, at
+	// the same time, so it must be safe for that.
+	DialTLS func() *tls.Config
 	// Handler receives every inbound message (see the package comment for
 	// which goroutine calls it).
 	Handler func(paxos.Message)
@@ -216,8 +231,8 @@ func (c *Config) validate() error {
 	if (c.ListenAddr == "") == (c.Listener == nil) {
 		return fmt.Errorf("%w: set exactly one of ListenAddr and Listener", ErrConfig)
 	}
-	if c.TLS != nil && c.TLS.ClientAuth != tls.RequireAndVerifyClientCert {
-		return fmt.Errorf("%w: TLS.ClientAuth must be tls.RequireAndVerifyClientCert (mutual TLS)", ErrConfig)
+	if err := c.validateTLS(); err != nil {
+		return err
 	}
 	if c.Handler == nil {
 		return fmt.Errorf("%w: Handler is nil", ErrConfig)
@@ -228,6 +243,36 @@ func (c *Config) validate() error {
 	if c.Limits.InboundConnsMax <= len(c.Peers) {
 		return fmt.Errorf("%w: Limits.InboundConnsMax is %d, must be above the %d peers (one connection each, and room for a handshake)",
 			ErrConfig, c.Limits.InboundConnsMax, len(c.Peers))
+	}
+	return nil
+}
+
+func (c *Config) validateTLS() error {
+	if c.TLS == nil {
+		if c.DialTLS != nil {
+			return fmt.Errorf("%w: DialTLS is set without TLS: set TLS for the acceptor too (TLS here is mutual)", ErrConfig)
+		}
+		return nil
+	}
+	if c.TLS.ClientAuth != tls.RequireAndVerifyClientCert {
+		return fmt.Errorf("%w: TLS.ClientAuth must be tls.RequireAndVerifyClientCert (mutual TLS)", ErrConfig)
+	}
+	if c.DialTLS == nil {
+		return checkDialerTLS("TLS", c.TLS)
+	}
+	return checkDialerTLS("DialTLS()", c.DialTLS())
+}
+
+// checkDialerTLS checks a config the dialer would use: it verifies the
+// peer dialed and presents a certificate, or the peer refuses it.
+func checkDialerTLS(name string, d *tls.Config) error {
+	switch {
+	case d == nil:
+		return fmt.Errorf("%w: %s is nil", ErrConfig, name)
+	case d.InsecureSkipVerify:
+		return fmt.Errorf("%w: %s sets InsecureSkipVerify: a replica must verify the certificate of the peer it dials", ErrConfig, name)
+	case len(d.Certificates) == 0 && d.GetClientCertificate == nil:
+		return fmt.Errorf("%w: %s has no certificate to present (Certificates or GetClientCertificate): TLS here is mutual", ErrConfig, name)
 	}
 	return nil
 }

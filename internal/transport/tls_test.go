@@ -2,8 +2,10 @@ package transport
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,5 +158,117 @@ func TestTLSHandshakeClosedByThePeerIsNoRefusal(t *testing.T) {
 	}
 	if after := b.tr.Stats(); after.AuthFailures != before.AuthFailures || after.HandshakesClosed != before.HandshakesClosed {
 		t.Fatalf("a handshake this side closed in stopping was counted: before %+v, after %+v", before, after)
+	}
+}
+
+// dialerOf is a dialer's TLS config: cert presented, peers verified
+// against roots.
+func dialerOf(cert tls.Certificate, roots *x509.CertPool) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS13}
+}
+
+// acceptorOf is a member's TLS config presenting cert and accepting
+// dialers whose certificates clientCAs signed.
+func acceptorOf(cert tls.Certificate, clientCAs *x509.CertPool) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: clientCAs, ClientCAs: clientCAs,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
+}
+
+// startDialer starts replica 1, dialing replica 2 at addr with the
+// configs dialTLS gives, and tells its refusals into the channel
+// returned.
+func startDialer(t *testing.T, addr string, acceptor *tls.Config, dialTLS func() *tls.Config) (*Transport, chan AuthFailure) {
+	t.Helper()
+	told := make(chan AuthFailure, 64)
+	tr, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: addr}, Key: testKey,
+		ListenAddr: "127.0.0.1:0", Handler: func(paxos.Message) {}, Limits: testLimits(), TLS: acceptor, DialTLS: dialTLS,
+		OnAuthFailure: func(f AuthFailure) {
+			select {
+			case told <- f:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr, told
+}
+
+// startAcceptor starts replica 2, presenting cert to replica 1's dials.
+func startAcceptor(t *testing.T, cert tls.Certificate, clientCAs *x509.CertPool) (*Transport, *recorder) {
+	t.Helper()
+	rec := newRecorder()
+	tr, err := New(Config{ID: 2, Peers: map[paxos.ReplicaID]string{1: "127.0.0.1:1"}, Key: testKey,
+		ListenAddr: "127.0.0.1:0", Handler: rec.handle, Limits: testLimits(), TLS: acceptorOf(cert, clientCAs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr, rec
+}
+
+// refusal waits for the first refusal told while dialing replica 2.
+func refusal(t *testing.T, told chan AuthFailure) *tls.CertificateVerificationError {
+	t.Helper()
+	select {
+	case f := <-told:
+		var cv *tls.CertificateVerificationError
+		if !f.Dialing || f.Peer != 2 || !errors.As(f.Err, &cv) {
+			t.Fatalf("told %+v, want a dial to replica 2 refused on its certificate", f)
+		}
+		return cv
+	case <-time.After(10 * time.Second):
+		t.Fatal("no refusal told")
+	}
+	return nil
+}
+
+// Config.DialTLS is asked at every dial: a CA added to the RootCAs it
+// gives between two dials is trusted by the second. Before, a dialer
+// verified its peers against the config it was built with to the end,
+// so a replica's reload could not add a CA for its dials.
+func TestDialTLSIsAskedAtEveryDial(t *testing.T) {
+	oldCA := testcert.NewCA(t, "paxcron CA", time.Now().Add(time.Hour))
+	newCA := testcert.NewCA(t, "paxcron CA", time.Now().Add(2*time.Hour))
+	both := oldCA.Pool()
+	both.AddCert(newCA.Cert)
+	b, rec := startAcceptor(t, newCA.Issue(t, testcert.Leaf{Name: "replica-2"}).TLS(), both)
+	cert := oldCA.Issue(t, testcert.Leaf{Name: "replica-1"}).TLS()
+	var now atomic.Pointer[tls.Config]
+	now.Store(dialerOf(cert, oldCA.Pool()))
+	a, told := startDialer(t, b.Addr().String(), acceptorOf(cert, both), now.Load)
+
+	a.Send(heartbeat(1, 2, 1))
+	var unknown x509.UnknownAuthorityError
+	if cv := refusal(t, told); !errors.As(cv.Err, &unknown) {
+		t.Fatalf("refused with %v, want a certificate from a CA the dialer does not trust", cv.Err)
+	}
+	now.Store(dialerOf(cert, both))
+	a.Send(heartbeat(1, 2, 2))
+	rec.waitFor(t, "a message over the dial trusting the CA added", func() bool { return rec.total() > 0 })
+}
+
+// Through Config.DialTLS the dialer still checks that the peer's
+// certificate names the host it dialed, an IP address included: one
+// naming another host is refused, and nothing is sent. (Checking the
+// chain alone, in a hook of the config, would let it through.)
+func TestDialTLSStillChecksTheHostDialed(t *testing.T) {
+	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(time.Hour))
+	b, rec := startAcceptor(t, ca.Issue(t, testcert.Leaf{Name: "replica-2", DNS: []string{"replica-2.example"}}).TLS(), ca.Pool())
+	cert := ca.Issue(t, testcert.Leaf{Name: "replica-1"}).TLS()
+	dialer := dialerOf(cert, ca.Pool())
+	a, told := startDialer(t, b.Addr().String(), acceptorOf(cert, ca.Pool()), func() *tls.Config { return dialer })
+
+	a.Send(heartbeat(1, 2, 1))
+	var host x509.HostnameError
+	if cv := refusal(t, told); !errors.As(cv.Err, &host) || host.Host != "127.0.0.1" {
+		t.Fatalf("refused with %v, want a certificate not naming 127.0.0.1", cv.Err)
+	}
+	if rec.total() != 0 || a.Stats().Sent != 0 {
+		t.Fatalf("a message got through to a peer whose certificate does not name its address: received %d, stats %+v", rec.total(), a.Stats())
+	}
+	if dialer.ServerName != "" {
+		t.Errorf("the config DialTLS gave was changed (ServerName %q): the transport must set the host on a clone", dialer.ServerName)
 	}
 }

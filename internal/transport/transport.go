@@ -302,7 +302,7 @@ func (t *Transport) wrapTLS(c net.Conn, server bool, addr string) (net.Conn, err
 	if server {
 		tc = tls.Server(c, t.cfg.TLS)
 	} else {
-		cfg := t.cfg.TLS.Clone()
+		cfg := t.dialerTLS().Clone()
 		if cfg.ServerName == "" {
 			cfg.ServerName, _, _ = net.SplitHostPort(addr)
 		}
@@ -312,6 +312,18 @@ func (t *Transport) wrapTLS(c net.Conn, server bool, addr string) (net.Conn, err
 		return nil, fmt.Errorf("transport: TLS handshake: %w", err)
 	}
 	return tc, nil
+}
+
+// dialerTLS is the TLS config of a dial: Config.DialTLS's now, when set.
+func (t *Transport) dialerTLS() *tls.Config {
+	if t.cfg.DialTLS == nil {
+		return t.cfg.TLS
+	}
+	d := t.cfg.DialTLS()
+	if err := checkDialerTLS("DialTLS()", d); err != nil {
+		panic(fmt.Sprintf("transport: Config.DialTLS broke what New checked: %v", err))
+	}
+	return d
 }
 
 // closedByPeer reports whether err says the other end closed or reset

@@ -585,6 +585,18 @@ func TestConfigValidation(t *testing.T) {
 		{"zero dial timeout", func(c *Config) { c.Limits.DialTimeout = 0 }},
 		{"backoff max below min", func(c *Config) { c.Limits.BackoffMax = c.Limits.BackoffMin / 2 }},
 		{"TLS not mutual", func(c *Config) { c.TLS = testTLS(t).server; c.TLS = c.TLS.Clone(); c.TLS.ClientAuth = 0 }},
+		{"TLS not verifying the peer dialed", func(c *Config) { c.TLS = testTLS(t).server.Clone(); c.TLS.InsecureSkipVerify = true }},
+		{"TLS without a certificate to dial with", func(c *Config) { c.TLS = testTLS(t).server.Clone(); c.TLS.Certificates = nil }},
+		{"DialTLS without TLS", func(c *Config) { c.DialTLS = func() *tls.Config { return testTLS(t).server } }},
+		{"DialTLS giving nil", func(c *Config) { c.TLS = testTLS(t).server; c.DialTLS = func() *tls.Config { return nil } }},
+		{"DialTLS not verifying the peer dialed", func(c *Config) {
+			d := testTLS(t).server.Clone()
+			d.InsecureSkipVerify = true
+			c.TLS, c.DialTLS = testTLS(t).server, func() *tls.Config { return d }
+		}},
+		{"DialTLS without a certificate", func(c *Config) {
+			c.TLS, c.DialTLS = testTLS(t).server, func() *tls.Config { return &tls.Config{RootCAs: c.TLS.RootCAs} }
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid()
