@@ -52,8 +52,9 @@ func (c *cluster) servedSerials(id paxos.ReplicaID, client *testcert.CA, roots .
 
 // checkNoRefusal fails if a replica logged a refused connection (a
 // warning or an error) other than the probes of servedSerials. A peer
-// that could not be reached while it restarted (its port closed: TCP's
-// "connection refused") is no refusal of a peer.
+// said unreachable is no refusal: a replica restarted on new ports
+// refuses TCP at its old address until its peers are told the new one
+// (found when "cannot reach peer" came, with its "connection refused").
 func (c *cluster) checkNoRefusal(logs map[paxos.ReplicaID]*syncBuffer) {
 	c.t.Helper()
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
