@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/http/pprof"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -348,7 +350,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader paxos.Re
 // peerScheme is the scheme of other replicas' APIs: https with TLS
 // between replicas.
 func (s *Server) peerScheme() string {
-	if s.proxyTLS != nil {
+	if s.apiTLS != nil {
 		return "https"
 	}
 	return "http"
@@ -376,13 +378,64 @@ func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 const maxForwardIdleConns = 1024
 
 // newProxyTransport is the transport every forwarded request shares, so
-// that connections to the leader are kept and reused.
-func newProxyTransport(tlsConf *tls.Config) *http.Transport {
+// that connections to the leader are kept and reused. With TLS, dialTLS
+// gives the config of each dial (Server.dialerTLS: the files loaded
+// last).
+func newProxyTransport(dialTLS func() *tls.Config) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = maxForwardIdleConns
 	t.MaxIdleConnsPerHost = maxForwardIdleConns
-	t.TLSClientConfig = tlsConf
+	if dialTLS != nil {
+		// Replicas reach each other directly, as the Paxos transport
+		// dials them: a proxy from the environment (HTTPS_PROXY, set for
+		// Nomad, say) would carry forwarded requests through a TLS
+		// handshake of http.Transport's own, with a config fixed at
+		// start, that a reload could not change.
+		t.Proxy = nil
+		t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return dialTLSFor(ctx, t, dialTLS(), network, addr)
+		}
+	}
 	return t
+}
+
+// dialTLSFor dials addr for t and runs the TLS handshake with a clone of
+// base, naming the host dialed: crypto/tls checks the chain against
+// base's RootCAs and the host, an IP address included, as http.Transport
+// does when it runs TLS itself. That it no longer does with
+// DialTLSContext set, nor bounds the handshake, nor offers HTTP/2: so
+// the dial goes through t's DialContext (its timeouts), the handshake is
+// bounded by t.TLSHandshakeTimeout, and it offers the protocols t set up
+// for itself (h2 and http/1.1, as ForceAttemptHTTP2 makes it; the API
+// answers in HTTP/1.1, as it serves no ALPN).
+func dialTLSFor(ctx context.Context, t *http.Transport, base *tls.Config, network, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := t.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	cfg := base.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = host
+	}
+	// Set by http.Transport before its first dial, and not changed after.
+	if t.TLSClientConfig != nil {
+		cfg.NextProtos = slices.Clone(t.TLSClientConfig.NextProtos)
+	}
+	if t.TLSHandshakeTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.TLSHandshakeTimeout)
+		defer cancel()
+	}
+	c := tls.Client(raw, cfg)
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // errNotLeading: the replica stopped leading between the check and the

@@ -37,9 +37,6 @@ func (s *Server) ReloadTLS() error {
 
 func (s *Server) reloadReplicaTLS(now time.Time) error {
 	m, err := readTLS(s.cfg.TLS, now)
-	if err == nil {
-		err = checkDialersTrust(m, s.tlsStart.pool, s.cfg.TLS, now)
-	}
 	if err != nil {
 		s.metrics.reloads.WithLabelValues("tls", "failed").Inc()
 		s.log.Error("reloading this replica's TLS files failed: it keeps presenting and trusting those it read before; "+
@@ -61,14 +58,6 @@ func (s *Server) reloadReplicaTLS(now time.Time) error {
 			"cas", caSubjects(m.cas), "cas_before", caSubjects(old.cas))
 	}
 	s.warnCert(now)
-	if added := slices.DeleteFunc(slices.Clone(m.cas), func(ca *x509.Certificate) bool {
-		return slices.ContainsFunc(s.tlsStart.cas, ca.Equal)
-	}); len(added) > 0 {
-		s.log.Warn("tls.ca_file holds CAs it did not hold when this replica started: replicas that dial this one are checked against them now, "+
-			"but this replica trusts them dialing its peers only once it restarts (as do its peers, for its own certificate); "+
-			"restart every replica, one at a time, before giving any a certificate they signed",
-			"ca_file", s.cfg.TLS.CAFile, "cas_added", caSubjects(added))
-	}
 	return nil
 }
 

@@ -66,16 +66,13 @@ type Server struct {
 	backups   *backups // nil without a backup target
 	http      *http.Server
 	httpLn    net.Listener
-	apiTLS    *tls.Config
-	proxyTLS  *tls.Config
+	// apiTLS is the API's TLS config, nil without TLS.
+	apiTLS *tls.Config
 	// tlsNow is what the TLS files held when last read (nil without
 	// TLS); ReloadTLS replaces it and pokes certReloaded.
 	tlsNow       atomic.Pointer[tlsMaterial]
 	certReloaded chan struct{}
-	// tlsStart is what the TLS files held at start: this replica trusts
-	// its CAs dialing (loadTLS says why).
-	tlsStart  *tlsMaterial
-	reloading sync.Mutex
+	reloading    sync.Mutex
 	// proxy carries the requests this replica forwards to the leader:
 	// bundles of them (proxyClient, bundles) and large ones alone.
 	proxy       *http.Transport
@@ -163,7 +160,11 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 	if err := s.loadTLS(); err != nil {
 		return nil, err
 	}
-	s.proxy = newProxyTransport(s.proxyTLS)
+	var dialTLS func() *tls.Config
+	if s.apiTLS != nil {
+		dialTLS = s.dialerTLS
+	}
+	s.proxy = newProxyTransport(dialTLS)
 	s.proxyClient = &http.Client{Transport: s.proxy}
 	s.bundles = newBundler(s)
 	s.bundleKey = bundleKey(cfg.ClusterKey)
@@ -360,13 +361,17 @@ func (s *Server) newTransport() error {
 			peers[id] = s.cfg.Peers[id].Paxos
 		}
 	}
-	tr, err := transport.New(transport.Config{
+	cfg := transport.Config{
 		ID: s.cfg.ID, Peers: peers, Key: s.cfg.ClusterKey, AcceptKeys: s.cfg.AcceptKeys, ListenAddr: s.cfg.PaxosAddr,
 		TLS: s.transportTLS(), Handler: s.node.Deliver, Limits: s.cfg.TransportLimits,
 		OnAuthFailure: s.authFailures.note, OnReachability: s.logReachability, Agreed: agreedSettings(s.cfg),
 		ClusterID: func() transport.ClusterID { return transport.ClusterID(s.ClusterID()) },
 		Ready:     s.ready.Load,
-	})
+	}
+	if cfg.TLS != nil {
+		cfg.DialTLS = s.dialerTLS
+	}
+	tr, err := transport.New(cfg)
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,11 @@ type tlsMaterial struct {
 	// acceptor is the TLS server config of the Paxos transport:
 	// mutual TLS against the CAs of the CA file.
 	acceptor *tls.Config
+	// dialer is the TLS client config this replica dials its peers with
+	// (the Paxos transport, and the requests it forwards to their APIs):
+	// it verifies them against the CAs of the CA file, and the dial sets
+	// the host, on a clone, so that crypto/tls checks the name too.
+	dialer *tls.Config
 }
 
 // readTLS reads the TLS files and checks, at now, that the certificate
@@ -83,15 +88,24 @@ func readTLS(f *TLSFiles, now time.Time) (*tlsMaterial, error) {
 	for _, ca := range cas {
 		pool.AddCert(ca)
 	}
-	return &tlsMaterial{cert: cert, cas: cas, pool: pool, info: info, acceptor: &tls.Config{
+	m := &tlsMaterial{cert: cert, cas: cas, pool: pool, info: info}
+	m.acceptor = &tls.Config{
 		Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
-	}}, nil
+	}
+	m.dialer = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool,
+		// Dialing, present the certificate even when its CA is not among
+		// those the peer asks for: crypto/tls would send none, and the
+		// peer could only say that none came, not whose it refused and
+		// why.
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &m.cert, nil },
+	}
+	return m, nil
 }
 
 // loadTLS reads the TLS files at start-up and makes the TLS configs of
-// the API, of the requests forwarded to other replicas' APIs, and (by
-// transportTLS) of the Paxos transport: each takes its certificate and
-// CAs from tlsNow at every handshake.
+// the API and (by transportTLS) of the Paxos transport's acceptor: each
+// takes its certificate and CAs from tlsNow at every handshake, as do
+// this replica's dials (dialerTLS).
 func (s *Server) loadTLS() error {
 	f := s.cfg.TLS
 	if f == nil {
@@ -105,82 +119,25 @@ func (s *Server) loadTLS() error {
 	s.certReloaded = make(chan struct{}, 1)
 	s.apiTLS = &tls.Config{MinVersion: tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &s.tlsNow.Load().cert, nil }}
-	s.tlsStart = m
-	s.proxyTLS = &tls.Config{MinVersion: tls.VersionTLS12,
-		// crypto/tls checks the replica dialed against the RootCAs of the
-		// config the dial was given, which the transport and
-		// http.Transport copy and then set the host dialed in: that pool
-		// cannot change, and no hook knows the host (a VerifyConnection
-		// sees the SNI name, none for an IP address), so the CAs a
-		// replica trusts dialing are those it started with. A reload can
-		// take one away (verifyStillTrusted), not add one; and it refuses
-		// a certificate from a CA the file did not hold at start
-		// (checkDialersTrust), which peers as old would refuse.
-		RootCAs:          m.pool,
-		VerifyConnection: s.verifyStillTrusted,
-		// Dialing, present the certificate even when its CA is not among
-		// those the peer asks for: crypto/tls would send none, and the
-		// peer could only say that none came, not whose it refused and
-		// why.
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &s.tlsNow.Load().cert, nil },
-	}
 	return nil
 }
 
-// verifyStillTrusted refuses, dialing, a replica whose certificate
-// crypto/tls verified against the CAs of the start (name and all) but
-// whose CA the CA file no longer holds: after a reload that dropped it.
-// The refusal is the error crypto/tls gives (explainTLS and the
-// transport read it).
-func (s *Server) verifyStillTrusted(cs tls.ConnectionState) error {
-	certs := cs.PeerCertificates
-	if len(certs) == 0 {
-		return errors.New("server: the replica dialed presented no TLS certificate")
-	}
-	inter := x509.NewCertPool()
-	for _, c := range certs[1:] {
-		inter.AddCert(c)
-	}
-	opts := x509.VerifyOptions{Roots: s.tlsNow.Load().pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	if _, err := certs[0].Verify(opts); err != nil {
-		return &tls.CertificateVerificationError{UnverifiedCertificates: certs, Err: err}
-	}
-	return nil
-}
+// dialerTLS is the TLS config this replica dials its peers with now (the
+// files loaded last); only with TLS. Each dial (the Paxos transport's,
+// and those of forwarded requests) clones it and sets the host dialed:
+// crypto/tls checks the chain against its RootCAs and the name, an IP
+// address included, as with a config fixed at start, and a CA a reload
+// adds or drops counts from the next dial on.
+func (s *Server) dialerTLS() *tls.Config { return s.tlsNow.Load().dialer }
 
-// checkDialersTrust refuses, on a reload, a certificate that does not
-// verify against the CAs this replica started with: replicas dial with
-// those until they restart, so its peers would refuse it too.
-func checkDialersTrust(m *tlsMaterial, started *x509.CertPool, f *TLSFiles, now time.Time) error {
-	inter := x509.NewCertPool()
-	for _, der := range m.cert.Certificate[1:] {
-		if c, err := x509.ParseCertificate(der); err == nil {
-			inter.AddCert(c)
-		}
-	}
-	at := now
-	if at.Before(m.info.leaf.NotBefore) {
-		at = m.info.leaf.NotBefore
-	}
-	opts := x509.VerifyOptions{Roots: started, Intermediates: inter, CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	if _, err := m.info.leaf.Verify(opts); err != nil {
-		return fmt.Errorf("the certificate in %s (%s) is not signed by a CA that %s held when this replica started: "+
-			"replicas dial their peers trusting the CAs they started with, until they restart, so its peers would refuse it. "+
-			"To move to a new CA, add it to every replica's CA file and restart them one by one (a rolling restart); "+
-			"the new certificates can then be reloaded: %w", f.CertFile, describeCert(m.info.leaf), f.CAFile, err)
-	}
-	return nil
-}
-
-// transportTLS is mutual TLS between replicas.
+// transportTLS is the Paxos transport's acceptor: mutual TLS between
+// replicas, with the files loaded last.
 func (s *Server) transportTLS() *tls.Config {
 	if s.apiTLS == nil {
 		return nil
 	}
-	c := s.proxyTLS.Clone()
-	c.ClientAuth = tls.RequireAndVerifyClientCert
-	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) { return s.tlsNow.Load().acceptor, nil }
-	return c
+	return &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.RequireAndVerifyClientCert,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return s.tlsNow.Load().acceptor, nil }}
 }
 
 // checkCert checks, at now, that the certificate verifies against the

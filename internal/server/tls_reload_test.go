@@ -148,51 +148,86 @@ func TestTLSCertificateRenewalByReload(t *testing.T) {
 	c.checkNoRefusal(logs)
 }
 
-// Moving to a new CA once every replica's CA file holds both (which
-// takes a rolling restart: replicas dial trusting the CAs they started
-// with): certificates from the new CA, then the old CA dropped, each
-// step reloaded on every replica with no restart. Each replica presents
-// its new certificate at once; then a replica restarts, so that every
-// peer dials it again (presenting the certificates reloaded to a
-// replica that trusts the new CA alone) and it dials them (trusting the
-// new CA alone). None is refused; launches are neither doubled nor
-// missed; forwarded writes go through.
+// redial closes replica id's connections, Paxos and forwarding, and
+// waits until each is made again: it dials both peers and each dials it,
+// every handshake with the TLS files loaded last (each side's CA file,
+// dialing and dialed), and it forwards through new connections.
+func (c *cluster) redial(id paxos.ReplicaID) {
+	c.t.Helper()
+	before := map[paxos.ReplicaID]uint64{}
+	for _, s := range c.servers {
+		before[s.cfg.ID] = s.TransportStats().Reconnects
+	}
+	s := c.servers[id-1]
+	s.tr.Redial()
+	s.proxy.CloseIdleConnections()
+	eventually(c.t, fmt.Sprintf("replica %d and its peers to connect again", id), func() bool {
+		for _, o := range c.servers {
+			want := before[o.cfg.ID] + 1 // its connection to id
+			if o.cfg.ID == id {
+				want = before[id] + 2 // to both peers
+			}
+			if o.TransportStats().Reconnects < want {
+				return false
+			}
+		}
+		return true
+	}, func() string {
+		var b strings.Builder
+		for _, o := range c.servers {
+			fmt.Fprintf(&b, "replica %d: %+v; ", o.cfg.ID, o.TransportStats())
+		}
+		return b.String()
+	})
+}
+
+// Moving to a new CA by reloads alone, no restart: (1) both CAs in every
+// replica's CA file; (2) certificates from the new CA; (3) the new CA
+// alone; each step reloaded on every replica, while a job launches every
+// second. After each step every replica closes its connections and they
+// are made again, and a write is forwarded through new ones: after step
+// 2 each replica dials peers presenting the new CA's certificates, a CA
+// its CA file did not hold at start (before, its dials trusted the CAs
+// of the start, and the reload of step 2 was refused); after step 3
+// every connection that is made was verified against the new CA alone,
+// both ways. Each replica presents its new certificate at once. None is
+// refused; launches are neither doubled nor missed.
 func TestTLSCAMoveByReloads(t *testing.T) {
 	oldCA := testcert.NewCA(t, "paxcron CA", time.Now().Add(24*time.Hour))
 	newCA := testcert.NewCA(t, "paxcron CA", time.Now().Add(48*time.Hour))
-	files := newTLSFiles(t)
-	for id := paxos.ReplicaID(1); id <= 3; id++ {
-		files.set(id, []*testcert.CA{oldCA, newCA}, oldCA, testcert.Leaf{})
-	}
-	logs := newLogs()
-	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelError)))
+	c, files, logs := startTLSCluster(t, oldCA, testcert.Leaf{}, slog.LevelError)
 	c.putEverySecond(c.leader(), "tick")
 	c.waitChildren(2)
-	for id := paxos.ReplicaID(1); id <= 3; id++ {
-		files.set(id, []*testcert.CA{oldCA, newCA}, newCA, testcert.Leaf{})
-		if err := c.servers[id-1].ReloadTLS(); err != nil {
-			t.Fatalf("replica %d: reloading a certificate from the new CA: %v", id, err)
-		}
-		apiSerial, paxosSerial := c.servedSerials(id, newCA, newCA)
-		if apiSerial.Cmp(files.serials[id]) != 0 || paxosSerial.Cmp(files.serials[id]) != 0 {
-			t.Errorf("replica %d presents %x (API) and %x (Paxos) after the reload, want %x", id, apiSerial, paxosSerial, files.serials[id])
-		}
-		c.waitChildren(len(c.nomad.Children()) + 1)
+	steps := []struct {
+		what string
+		set  func(id paxos.ReplicaID)
+	}{
+		{"both CAs trusted", func(id paxos.ReplicaID) { files.setCAs(id, oldCA, newCA) }},
+		{"certificates from the new CA", func(id paxos.ReplicaID) { files.set(id, []*testcert.CA{oldCA, newCA}, newCA, testcert.Leaf{}) }},
+		{"the old CA dropped", func(id paxos.ReplicaID) { files.setCAs(id, newCA) }},
 	}
-	for id := paxos.ReplicaID(1); id <= 3; id++ {
-		files.setCAs(id, newCA)
-		if err := c.servers[id-1].ReloadTLS(); err != nil {
-			t.Fatalf("replica %d: reloading a CA file without the old CA: %v", id, err)
+	for step, st := range steps {
+		for id := paxos.ReplicaID(1); id <= 3; id++ {
+			st.set(id)
+			if err := c.servers[id-1].ReloadTLS(); err != nil {
+				t.Fatalf("step %d (%s), replica %d: %v", step+1, st.what, id, err)
+			}
 		}
-	}
-	c.writeThroughFollower("new-certificates")
-	restarted := c.leader()%3 + 1
-	c.restartGracefully(restarted)
-	c.waitChildren(len(c.nomad.Children()) + 3)
-	// The restarted replica forwards through a connection it dialed
-	// since, to a leader presenting its reloaded certificate.
-	if _, err := c.client(restarted, writeToken).PutJobs(t.Context(), everySecond("after-restart")); err != nil {
-		t.Fatalf("a write through the restarted replica %d: %v", restarted, err)
+		for id := paxos.ReplicaID(1); id <= 3; id++ {
+			c.redial(id)
+		}
+		c.waitChildren(len(c.nomad.Children()) + 2)
+		c.writeThroughFollower(fmt.Sprintf("step%d", step+1))
+		if step == 0 {
+			continue
+		}
+		for id := paxos.ReplicaID(1); id <= 3; id++ {
+			apiSerial, paxosSerial := c.servedSerials(id, newCA, newCA)
+			if apiSerial.Cmp(files.serials[id]) != 0 || paxosSerial.Cmp(files.serials[id]) != 0 {
+				t.Errorf("step %d (%s): replica %d presents %x (API) and %x (Paxos), want %x",
+					step+1, st.what, id, apiSerial, paxosSerial, files.serials[id])
+			}
+		}
 	}
 	c.checkEverySecondOnce("tick")
 	c.checkNoRefusal(logs)
@@ -241,8 +276,6 @@ func TestTLSBadReloadKeepsWhatItHad(t *testing.T) {
 			files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{})
 			files.write(id, "ca.pem", slices.Concat(bytes.TrimSuffix(ca.PEM(), []byte("\n")), other.PEM()))
 		}, []string{f.CAFile, "line break"}},
-		{"a CA added since the start", func() { files.set(id, []*testcert.CA{ca, other}, other, testcert.Leaf{}) },
-			[]string{f.CertFile, "held when this replica started", "rolling restart"}},
 	} {
 		tc.set()
 		mark := len(logs[id].String())
@@ -272,21 +305,72 @@ func TestTLSBadReloadKeepsWhatItHad(t *testing.T) {
 		}
 		c.waitChildren(len(c.nomad.Children()) + 1)
 	}
-	// Good files, with a CA added: taken, and the log says that the CA
-	// is trusted dialing only after a restart.
+	// Good files, with a CA added: taken, and the log names the CAs now
+	// trusted (dialing too, from the next connection on: no restart).
 	files.set(id, []*testcert.CA{ca, other}, ca, testcert.Leaf{})
 	mark := len(logs[id].String())
 	if err := s.ReloadTLS(); err != nil {
 		t.Fatalf("good files after the bad: %v", err)
 	}
-	if l := logs[id].String()[mark:]; !strings.Contains(l, "holds CAs it did not hold when this replica started") ||
-		!strings.Contains(l, `cas_added="\"CN=another cluster's CA\""`) {
-		t.Errorf("the log does not say which CA added waits for a restart:\n%s", l)
+	if l := logs[id].String()[mark:]; !strings.Contains(l, "TLS files reloaded: new connections use them") ||
+		!strings.Contains(l, `cas="\"CN=paxcron test CA\", \"CN=another cluster's CA\""`) || strings.Contains(l, "restart") {
+		t.Errorf("the log does not name the CAs reloaded, or asks for a restart:\n%s", l)
 	}
 	if apiSerial, _ := c.servedSerials(id, ca, ca); apiSerial.Cmp(files.serials[id]) != 0 {
 		t.Errorf("replica %d presents %x once good files are reloaded, want %x", id, apiSerial, files.serials[id])
 	}
 	c.writeThroughFollower("after")
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	c.checkEverySecondOnce("tick")
+}
+
+// A certificate from a CA the peers do not trust yet, reloaded on a
+// replica whose own CA file holds that CA: the files pass the checks of
+// the start, so the reload is taken, and the peers refuse the
+// certificate on the next connections, both ways, each side saying whose
+// certificate and why, as when a replica starts with it
+// (TestTLSWrongCertificateIsRefusedAndSaidSo). Before, such a reload
+// was refused, as peers dialed trusting the CAs they started with. The
+// cluster launches on; once the files are fixed and reloaded the replica
+// connects again, and nothing is doubled or missed.
+func TestTLSReloadedCertificateFromACAPeersDoNotTrustIsRefusedAndSaidSo(t *testing.T) {
+	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
+	other := testcert.NewCA(t, "another cluster's CA", time.Now().Add(24*time.Hour))
+	c, files, logs := startTLSCluster(t, ca, testcert.Leaf{}, slog.LevelInfo)
+	c.putEverySecond(c.leader(), "tick")
+	c.waitChildren(2)
+	leader := c.leader()
+	wrong := leader%3 + 1
+	files.set(wrong, []*testcert.CA{ca, other}, other, testcert.Leaf{})
+	mark := map[paxos.ReplicaID]int{wrong: len(logs[wrong].String()), leader: len(logs[leader].String())}
+	if err := c.servers[wrong-1].ReloadTLS(); err != nil {
+		t.Fatalf("replica %d: reloading a certificate from a CA its own CA file holds: %v", wrong, err)
+	}
+	c.servers[wrong-1].tr.Redial()
+	for _, side := range []struct {
+		id   paxos.ReplicaID
+		want []string
+	}{
+		{wrong, []string{"the other replica refused this replica's certificate: its CA file does not hold the CA that signed it"}},
+		{leader, []string{`issuer \"CN=another cluster's CA\"`, "it is not signed by a CA in this replica's CA file",
+			fmt.Sprintf(`side="dialing replica %d"`, wrong), `side="dialed from`}},
+	} {
+		eventually(t, fmt.Sprintf("replica %d's log to say why", side.id), func() bool {
+			l := logs[side.id].String()[mark[side.id]:]
+			for _, w := range side.want {
+				if !strings.Contains(l, w) {
+					return false
+				}
+			}
+			return true
+		}, func() string { return logs[side.id].String()[mark[side.id]:] })
+	}
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	files.set(wrong, []*testcert.CA{ca}, ca, testcert.Leaf{})
+	if err := c.servers[wrong-1].ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	c.redial(wrong)
 	c.waitChildren(len(c.nomad.Children()) + 2)
 	c.checkEverySecondOnce("tick")
 }
