@@ -38,8 +38,9 @@ advertise {
 # and client authentication; ca_file may hold several CAs (a CA move).
 # Files are read at start and on SIGHUP (kill -HUP, systemd's ExecReload,
 # or a Nomad template's change_mode = "signal"): renewing a certificate
-# needs no restart. A CA added to ca_file is trusted dialing peers only
-# after a restart.
+# needs no restart, nor does a CA move: both CAs in every ca_file, then
+# the new certificates, then the new CA alone, each step a SIGHUP to
+# every replica.
 # tls {
 #   ca_file   = "/etc/paxcron/ca.pem"
 #   cert_file = "/etc/paxcron/replica-1.pem"

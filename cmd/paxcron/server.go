@@ -50,10 +50,13 @@ them; connections open go on. Files that fail the checks of the start (a
 certificate from a CA outside tls.ca_file, expired, not for both server
 and client authentication, a key that does not match, a file that does
 not parse) are refused: the replica keeps the files it had, logs why, and
-counts it in paxcron_config_reloads_total{result="failed"}. A replica
-dialing its peers trusts the CAs its tls.ca_file held at start: a reload
-can drop one, but a CA added takes a restart (a certificate it signed is
-refused until then). Nothing else is reloaded: a SIGHUP logs which other
+counts it in paxcron_config_reloads_total{result="failed"}. The CAs of
+tls.ca_file count both ways, dialed and dialing, from the next
+connection on, so a CA move needs no restart: (1) both CAs in every
+replica's tls.ca_file, SIGHUP each; (2) certificates from the new CA,
+SIGHUP each; (3) the new CA alone, SIGHUP each. A certificate from a CA
+that peers do not trust yet is refused by them, as at a start, and both
+sides log it. Nothing else is reloaded: a SIGHUP logs which other
 settings changed in the file, to take effect at the next restart.
 
 test.clock_offset_file (-test-clock-offset-file) is for fault testing

@@ -179,7 +179,8 @@ func TestServerHelpSaysWhatSIGHUPDoes(t *testing.T) {
 	if code := runServer([]string{"-help"}, &out, &errOut, func(string) string { return "" }); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	for _, want := range []string{"SIGHUP reloads the TLS files", "tls.cert_file", "nomad.cert_file", "paxcron_config_reloads_total", "next restart"} {
+	for _, want := range []string{"SIGHUP reloads the TLS files", "tls.cert_file", "nomad.cert_file", "paxcron_config_reloads_total", "next restart",
+		"a CA move needs no restart"} {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("the help does not say %q", want)
 		}
