@@ -201,14 +201,7 @@ func TestTLSCAMoveByRollingRestarts(t *testing.T) {
 	if err := os.WriteFile(oldOnly, oldCA.PEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	steps := []struct {
-		what string
-		set  func(id paxos.ReplicaID)
-	}{
-		{"both CAs trusted", func(id paxos.ReplicaID) { files.setCAs(id, oldCA, newCA) }},
-		{"certificates from the new CA", func(id paxos.ReplicaID) { files.set(id, []*testcert.CA{oldCA, newCA}, newCA, testcert.Leaf{}) }},
-		{"the old CA dropped", func(id paxos.ReplicaID) { files.setCAs(id, newCA) }},
-	}
+	steps := caMoveSteps(files, oldCA, newCA)
 	for step, s := range steps {
 		for id := paxos.ReplicaID(1); id <= 3; id++ {
 			s.set(id)
@@ -230,6 +223,24 @@ func TestTLSCAMoveByRollingRestarts(t *testing.T) {
 	c.waitChildren(len(c.nomad.Children()) + 3)
 	c.checkEverySecondOnce("tick")
 	checkNoRefusal(t, logs)
+}
+
+// caMoveStep is one step of moving a cluster from one CA to another:
+// what it is, and the files it gives replica id.
+type caMoveStep struct {
+	what string
+	set  func(id paxos.ReplicaID)
+}
+
+// caMoveSteps are the three steps of a move from oldCA to newCA, each to
+// be finished on every replica before the next: both CAs trusted,
+// certificates from the new CA, the old CA dropped.
+func caMoveSteps(files *tlsFiles, oldCA, newCA *testcert.CA) []caMoveStep {
+	return []caMoveStep{
+		{"both CAs trusted", func(id paxos.ReplicaID) { files.setCAs(id, oldCA, newCA) }},
+		{"certificates from the new CA", func(id paxos.ReplicaID) { files.set(id, []*testcert.CA{oldCA, newCA}, newCA, testcert.Leaf{}) }},
+		{"the old CA dropped", func(id paxos.ReplicaID) { files.setCAs(id, newCA) }},
+	}
 }
 
 // gauge is the value of replica s's metric name.

@@ -198,14 +198,7 @@ func TestTLSCAMoveByReloads(t *testing.T) {
 	c, files, logs := startTLSCluster(t, oldCA, testcert.Leaf{}, slog.LevelError)
 	c.putEverySecond(c.leader(), "tick")
 	c.waitChildren(2)
-	steps := []struct {
-		what string
-		set  func(id paxos.ReplicaID)
-	}{
-		{"both CAs trusted", func(id paxos.ReplicaID) { files.setCAs(id, oldCA, newCA) }},
-		{"certificates from the new CA", func(id paxos.ReplicaID) { files.set(id, []*testcert.CA{oldCA, newCA}, newCA, testcert.Leaf{}) }},
-		{"the old CA dropped", func(id paxos.ReplicaID) { files.setCAs(id, newCA) }},
-	}
+	steps := caMoveSteps(files, oldCA, newCA)
 	for step, st := range steps {
 		for id := paxos.ReplicaID(1); id <= 3; id++ {
 			st.set(id)
