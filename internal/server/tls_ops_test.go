@@ -243,6 +243,22 @@ func caMoveSteps(files *tlsFiles, oldCA, newCA *testcert.CA) []caMoveStep {
 	}
 }
 
+// waitLogSays waits until log, from its byte from on, holds every one
+// of want; what names the wait in the failure, which shows that part of
+// the log.
+func waitLogSays(t *testing.T, what string, log *syncBuffer, from int, want []string) {
+	t.Helper()
+	eventually(t, what, func() bool {
+		l := log.String()[from:]
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				return false
+			}
+		}
+		return true
+	}, func() string { return log.String()[from:] })
+}
+
 // gauge is the value of replica s's metric name.
 func gauge(t testing.TB, s *Server, name string) (float64, bool) {
 	t.Helper()
@@ -421,15 +437,7 @@ func TestTLSWrongCertificateIsRefusedAndSaidSo(t *testing.T) {
 			id   paxos.ReplicaID
 			want []string
 		}{{wrong, tc.self}, {leader, tc.leader}} {
-			eventually(t, fmt.Sprintf("%s: replica %d's log to say why", tc.name, side.id), func() bool {
-				l := logs[side.id].String()[mark[side.id]:]
-				for _, w := range side.want {
-					if !strings.Contains(l, w) {
-						return false
-					}
-				}
-				return true
-			}, func() string { return logs[side.id].String()[mark[side.id]:] })
+			waitLogSays(t, fmt.Sprintf("%s: replica %d's log to say why", tc.name, side.id), logs[side.id], mark[side.id], side.want)
 		}
 		stuck := c.servers[wrong-1].Node().Status().Applied
 		c.waitChildren(len(c.nomad.Children()) + 2)

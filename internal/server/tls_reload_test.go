@@ -348,15 +348,7 @@ func TestTLSReloadedCertificateFromACAPeersDoNotTrustIsRefusedAndSaidSo(t *testi
 		{leader, []string{`issuer \"CN=another cluster's CA\"`, "it is not signed by a CA in this replica's CA file",
 			fmt.Sprintf(`side="dialing replica %d"`, wrong), `side="dialed from`}},
 	} {
-		eventually(t, fmt.Sprintf("replica %d's log to say why", side.id), func() bool {
-			l := logs[side.id].String()[mark[side.id]:]
-			for _, w := range side.want {
-				if !strings.Contains(l, w) {
-					return false
-				}
-			}
-			return true
-		}, func() string { return logs[side.id].String()[mark[side.id]:] })
+		waitLogSays(t, fmt.Sprintf("replica %d's log to say why", side.id), logs[side.id], mark[side.id], side.want)
 	}
 	c.waitChildren(len(c.nomad.Children()) + 2)
 	files.set(wrong, []*testcert.CA{ca}, ca, testcert.Leaf{})
