@@ -78,19 +78,7 @@ func TestTLSRefusalWhileDialingIsTold(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer imp.Close()
-	told := make(chan AuthFailure, 16)
-	a, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: imp.Addr().String()}, Key: testKey,
-		ListenAddr: "127.0.0.1:0", Handler: func(paxos.Message) {}, Limits: testLimits(), TLS: fx.server,
-		OnAuthFailure: func(f AuthFailure) {
-			select {
-			case told <- f:
-			default:
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a, told := startDialer(t, imp.Addr().String(), fx.server, nil)
 	a.Send(heartbeat(1, 2, 1))
 	select {
 	case f := <-told:
