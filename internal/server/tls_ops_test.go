@@ -140,6 +140,16 @@ func startTLSCluster(t *testing.T, ca *testcert.CA, leaf testcert.Leaf, level sl
 	return startClusterWith(t, both(files.mutate, withLogs(logs, level))), files, logs
 }
 
+// startTickingTLSCluster is startTLSCluster with certificates of ca
+// and a job "tick" launching every second, its first two children made.
+func startTickingTLSCluster(t *testing.T, ca *testcert.CA, level slog.Level) (*cluster, *tlsFiles, map[paxos.ReplicaID]*syncBuffer) {
+	t.Helper()
+	c, files, logs := startTLSCluster(t, ca, testcert.Leaf{}, level)
+	c.putEverySecond(c.leader(), "tick")
+	c.waitChildren(2)
+	return c, files, logs
+}
+
 func newLogs() map[paxos.ReplicaID]*syncBuffer {
 	return map[paxos.ReplicaID]*syncBuffer{1: {}, 2: {}, 3: {}}
 }
@@ -161,9 +171,7 @@ func checkNoRefusal(t testing.TB, logs map[paxos.ReplicaID]*syncBuffer) {
 // certificate once restarted.
 func TestTLSCertificateRenewalByRollingRestart(t *testing.T) {
 	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
-	c, files, logs := startTLSCluster(t, ca, testcert.Leaf{}, slog.LevelError)
-	c.putEverySecond(c.leader(), "tick")
-	c.waitChildren(2)
+	c, files, logs := startTickingTLSCluster(t, ca, slog.LevelError)
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
 		old := files.serials[id]
 		files.set(id, []*testcert.CA{ca}, ca, testcert.Leaf{})
@@ -403,9 +411,7 @@ func TestTLSCertificateRefusedAtStart(t *testing.T) {
 func TestTLSWrongCertificateIsRefusedAndSaidSo(t *testing.T) {
 	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
 	other := testcert.NewCA(t, "another cluster's CA", time.Now().Add(24*time.Hour))
-	c, files, logs := startTLSCluster(t, ca, testcert.Leaf{}, slog.LevelInfo)
-	c.putEverySecond(c.leader(), "tick")
-	c.waitChildren(2)
+	c, files, logs := startTickingTLSCluster(t, ca, slog.LevelInfo)
 	for i, tc := range []struct {
 		name string
 		set  func(id paxos.ReplicaID)

@@ -102,9 +102,7 @@ func reloads(t testing.TB, s *Server, files, result string) float64 {
 // them) none is refused.
 func TestTLSCertificateRenewalByReload(t *testing.T) {
 	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(48*time.Hour))
-	c, files, logs := startTLSCluster(t, ca, testcert.Leaf{}, slog.LevelInfo)
-	c.putEverySecond(c.leader(), "tick")
-	c.waitChildren(2)
+	c, files, logs := startTickingTLSCluster(t, ca, slog.LevelInfo)
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
 		s := c.servers[id-1]
 		old := files.serials[id]
@@ -195,9 +193,7 @@ func (c *cluster) redial(id paxos.ReplicaID) {
 func TestTLSCAMoveByReloads(t *testing.T) {
 	oldCA := testcert.NewCA(t, "paxcron CA", time.Now().Add(24*time.Hour))
 	newCA := testcert.NewCA(t, "paxcron CA", time.Now().Add(48*time.Hour))
-	c, files, logs := startTLSCluster(t, oldCA, testcert.Leaf{}, slog.LevelError)
-	c.putEverySecond(c.leader(), "tick")
-	c.waitChildren(2)
+	c, files, logs := startTickingTLSCluster(t, oldCA, slog.LevelError)
 	steps := caMoveSteps(files, oldCA, newCA)
 	for step, st := range steps {
 		for id := paxos.ReplicaID(1); id <= 3; id++ {
@@ -234,9 +230,7 @@ func TestTLSCAMoveByReloads(t *testing.T) {
 func TestTLSBadReloadKeepsWhatItHad(t *testing.T) {
 	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
 	other := testcert.NewCA(t, "another cluster's CA", time.Now().Add(24*time.Hour))
-	c, files, logs := startTLSCluster(t, ca, testcert.Leaf{}, slog.LevelInfo)
-	c.putEverySecond(c.leader(), "tick")
-	c.waitChildren(2)
+	c, files, logs := startTickingTLSCluster(t, ca, slog.LevelInfo)
 	const id = paxos.ReplicaID(1)
 	s, kept := c.servers[id-1], files.serials[id]
 	expiry, _ := gauge(t, s, "paxcron_tls_certificate_expiry_timestamp_seconds")
@@ -329,9 +323,7 @@ func TestTLSBadReloadKeepsWhatItHad(t *testing.T) {
 func TestTLSReloadedCertificateFromACAPeersDoNotTrustIsRefusedAndSaidSo(t *testing.T) {
 	ca := testcert.NewCA(t, "paxcron test CA", time.Now().Add(24*time.Hour))
 	other := testcert.NewCA(t, "another cluster's CA", time.Now().Add(24*time.Hour))
-	c, files, logs := startTLSCluster(t, ca, testcert.Leaf{}, slog.LevelInfo)
-	c.putEverySecond(c.leader(), "tick")
-	c.waitChildren(2)
+	c, files, logs := startTickingTLSCluster(t, ca, slog.LevelInfo)
 	leader := c.leader()
 	wrong := leader%3 + 1
 	files.set(wrong, []*testcert.CA{ca, other}, other, testcert.Leaf{})
