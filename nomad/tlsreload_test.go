@@ -93,16 +93,25 @@ func tlsClient(t *testing.T, address, dir string) *Client {
 	return c
 }
 
+// startTLSNomadAndClient starts a TLS Nomad stand-in whose server and
+// client certificates come from two CAs, writes a client's files into
+// dir, and makes a client of them: the CAs, the stand-in, dir, the
+// serial of the client certificate written, and the client.
+func startTLSNomadAndClient(t *testing.T) (serverCA, clientCA *testcert.CA, n *tlsNomad, dir string, serial *big.Int, c *Client) {
+	t.Helper()
+	serverCA = testcert.NewCA(t, "nomad CA", time.Now().Add(24*time.Hour))
+	clientCA = testcert.NewCA(t, "nomad client CA", time.Now().Add(24*time.Hour))
+	n = startTLSNomad(t, serverCA, clientCA)
+	dir = t.TempDir()
+	serial = nomadTLSFiles(t, dir, serverCA, clientCA)
+	return serverCA, clientCA, n, dir, serial, tlsClient(t, n.srv.URL, dir)
+}
+
 // After ReloadTLS the calls to Nomad present the new client certificate
 // (the connection kept alive with the old one is not used again), and
 // verify Nomad's against the new CA file; ReloadTLS says what changed.
 func TestReloadTLSPresentsTheNewFiles(t *testing.T) {
-	serverCA := testcert.NewCA(t, "nomad CA", time.Now().Add(24*time.Hour))
-	clientCA := testcert.NewCA(t, "nomad client CA", time.Now().Add(24*time.Hour))
-	n := startTLSNomad(t, serverCA, clientCA)
-	dir := t.TempDir()
-	first := nomadTLSFiles(t, dir, serverCA, clientCA)
-	c := tlsClient(t, n.srv.URL, dir)
+	serverCA, clientCA, n, dir, first, c := startTLSNomadAndClient(t)
 	if got, err := n.call(t, c); err != nil || got.Cmp(first) != 0 {
 		t.Fatalf("the first call presented %x (%v), want %x", got, err, first)
 	}
@@ -140,12 +149,7 @@ func TestReloadTLSPresentsTheNewFiles(t *testing.T) {
 // Files that do not load are refused, naming them and the cause, and the
 // client goes on with those it had, on new connections too.
 func TestReloadTLSKeepsTheFilesBeforeOnError(t *testing.T) {
-	serverCA := testcert.NewCA(t, "nomad CA", time.Now().Add(24*time.Hour))
-	clientCA := testcert.NewCA(t, "nomad client CA", time.Now().Add(24*time.Hour))
-	n := startTLSNomad(t, serverCA, clientCA)
-	dir := t.TempDir()
-	kept := nomadTLSFiles(t, dir, serverCA, clientCA)
-	c := tlsClient(t, n.srv.URL, dir)
+	serverCA, clientCA, n, dir, kept, c := startTLSNomadAndClient(t)
 	write := func(name string, b []byte) {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			t.Fatal(err)
