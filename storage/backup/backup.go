@@ -33,10 +33,11 @@ var (
 	// at once; nothing of it is left.
 	ErrSuperseded = errors.New("backup: superseded by the newer backups kept")
 	// ErrOtherCluster: the store holds backups of another cluster than
-	// the upload's (both named, by different IDs): two clusters back up
-	// to one place. Nothing was written or pruned; or, where the other's
-	// landed during the upload, the backup it wrote was removed again
-	// and nothing pruned.
+	// the upload's (both named, by different IDs), and belongs to that
+	// one (doc.go, "Clusters"): two clusters back up to one place.
+	// Nothing was written or pruned; or, where the other's landed during
+	// the upload, the backup it wrote was removed again and nothing
+	// pruned.
 	ErrOtherCluster = errors.New("backup: the target holds another cluster's backups")
 	// ErrUnnamed: the upload names no cluster (a state not named yet),
 	// and the store holds backups that name one: they may be another

@@ -59,19 +59,86 @@ func split(manifests []owned, id string) (ours []object, theirs []owned) {
 // clusterIDs is the cluster IDs manifests name, each with the rank of its
 // newest backup, newest first.
 func clusterIDs(manifests []owned) []string {
-	var ids, out []string
-	for _, m := range manifests {
-		if m.cluster != "" && !slices.Contains(ids, m.cluster) {
-			ids = append(ids, m.cluster)
-			out = append(out, fmt.Sprintf("%s (newest at %v)", m.cluster, m.rank))
-		}
+	var out []string
+	for _, id := range clusterIDsOf(manifests) {
+		newest := manifests[slices.IndexFunc(manifests, func(m owned) bool { return m.cluster == id })]
+		out = append(out, fmt.Sprintf("%s (newest at %v)", id, newest.rank))
 	}
 	return out
 }
 
+// firstOf returns cluster id's backup that landed first, by the store's
+// modification times (earliest rank among equal times).
+func firstOf(manifests []owned, id string) (owned, bool) {
+	var first owned
+	found := false
+	for _, m := range manifests {
+		if m.cluster == id && (!found || !first.mod.Before(m.mod)) {
+			first, found = m, true
+		}
+	}
+	return first, found
+}
+
+// ownersFirst returns the first backup of the named cluster that a target
+// of several clusters' backups belongs to: the cluster whose first backup
+// there landed first, by the store's modification times; of two that
+// landed at one time (a store that keeps whole seconds), the lower ID.
+// A killed upload (doc.go, "Clusters") leaves a second cluster's backups
+// beside the first's, and refusing both clusters' uploads left neither
+// backed up: every uploader computes the owner from its listing, the
+// owner goes on and the others are refused.
+//
+// The order is the store's clock: no manifest records anything the
+// clusters share (ranks are each cluster's own, TakenAt is each leader's
+// clock and when the snapshot was taken, not when it landed), and a blob
+// store offers no other order across keys. The owner's pruning keeps its
+// first backup while another cluster's are there (prune's pinned), so
+// that its claim does not move past the other's.
+func ownersFirst(manifests []owned) (owned, bool) {
+	var first owned
+	found := false
+	for _, id := range clusterIDsOf(manifests) {
+		m, _ := firstOf(manifests, id)
+		if !found || m.mod.Before(first.mod) || m.mod.Equal(first.mod) && m.cluster < first.cluster {
+			first, found = m, true
+		}
+	}
+	return first, found
+}
+
+// owns reports whether cluster id owns a target whose listing is all: it
+// holds no other named cluster's backup, or id's landed first
+// (ownersFirst). A state not named yet owns none that holds a named
+// backup.
+func owns(all []owned, id string) (first owned, ok bool) {
+	first, found := ownersFirst(all)
+	return first, !found || id != "" && first.cluster == id
+}
+
+// clusterIDsOf is the cluster IDs manifests name, in the order of each
+// one's newest backup, newest first.
+func clusterIDsOf(manifests []owned) []string {
+	var ids []string
+	for _, m := range manifests {
+		if m.cluster != "" && !slices.Contains(ids, m.cluster) {
+			ids = append(ids, m.cluster)
+		}
+	}
+	return ids
+}
+
+// belongsTo says whom a target of several clusters' backups belongs to,
+// for messages; first is the owner's first backup (ownersFirst).
+func belongsTo(first owned) string {
+	return fmt.Sprintf("The target belongs to cluster %s, whose first backup there (at %v) landed before any other cluster's: its uploads go on, pruning only its own, and every other cluster's are refused",
+		first.cluster, first.rank)
+}
+
 // otherCluster is ErrOtherCluster for an upload of cluster id at r into a
-// store that holds theirs; ErrUnnamed for an upload without an ID.
-func (s *Store) otherCluster(id string, r rank, theirs []owned) error {
+// store that holds theirs and belongs to the cluster of first; ErrUnnamed
+// for an upload without an ID.
+func (s *Store) otherCluster(id string, r rank, theirs []owned, first owned) error {
 	if id == "" {
 		return fmt.Errorf("%w: this backup, at %v, is of a state not named yet, and %s holds backups of cluster %s. "+
 			"Without an ID the upload cannot tell whether they are this cluster's or another's, and among them it could be taken for their cluster's newest. "+
@@ -79,10 +146,10 @@ func (s *Store) otherCluster(id string, r rank, theirs []owned) error {
 			"until its leader names it; the backups after that name it and are checked by it",
 			ErrUnnamed, r, s.url, strings.Join(clusterIDs(theirs), ", cluster "))
 	}
-	return fmt.Errorf("%w: %s holds backups of cluster %s; this backup is of cluster %s, at %v. "+
+	return fmt.Errorf("%w: %s holds backups of cluster %s; this backup is of cluster %s, at %v. %s. "+
 		"Two clusters back up to the same place: the newest backup there could be either's, and one's uploads would prune the other's. "+
 		"Nothing was written or pruned. Give each cluster its own backup target (another prefix: s3://bucket/production and s3://bucket/staging)",
-		ErrOtherCluster, s.url, strings.Join(clusterIDs(theirs), ", cluster "), id, r)
+		ErrOtherCluster, s.url, strings.Join(clusterIDs(theirs), ", cluster "), id, r, belongsTo(first))
 }
 
 // ofCluster returns the manifests a choice of "the newest" takes among,
@@ -114,38 +181,40 @@ func (s *Store) ofCluster(manifests []owned, id string) ([]object, error) {
 }
 
 // backOff answers an upload of cluster id whose backup, info, landed
-// beside theirs, another cluster's, that landed after its check found
-// none: two clusters' first uploads into one target raced past each
-// other's checks (a blob store has no conditional write across two
-// keys). It removes the backup this upload created (manifest first, as
-// pruning does), and nothing else: not theirs, and none of its own
-// cluster's earlier backups. It prunes nothing.
-//
-// Both uploads may back off at once, each seeing the other's: then the
-// target holds neither, and the next upload of either goes in alone (the
-// other's next is refused) unless they race again. At most one keeps its
-// backup: the second to commit its manifest sees the first's, which the
-// first removes only if it saw the second's.
-func (s *Store) backOff(ctx context.Context, info Info, id string, created bool, theirs []owned) error {
-	sentinel, this := ErrOtherCluster, "cluster "+id
+// beside theirs, another cluster's, in a target it does not own (owns):
+// two clusters' first uploads into one target raced past each other's
+// checks (a blob store has no conditional write across two keys), and
+// the other's landed first. It removes the backup this upload created
+// (manifest first, as pruning does), and nothing else: not theirs, and
+// none of its own cluster's earlier backups. It prunes nothing. all is
+// the listing after info's manifest; first is the owner's first backup.
+func (s *Store) backOff(ctx context.Context, all []owned, info Info, id string, created bool, theirs []owned, first owned) error {
+	sentinel, this, owner := ErrOtherCluster, "cluster "+id, " "+belongsTo(first)+"."
 	if id == "" {
-		sentinel, this = ErrUnnamed, "a state not named yet"
+		sentinel, this, owner = ErrUnnamed, "a state not named yet", ""
 	}
-	undone := "This upload had created no backup (one at its rank was there): nothing was removed, and nothing pruned."
-	var undoErr error
-	if created {
-		undone = "This upload removed the backup it wrote and pruned nothing."
-		if undoErr = s.delete(ctx, s.manifestKey(info.rank())); undoErr != nil {
-			undone = "This upload could not remove the backup it wrote, which stays: each cluster's next upload is refused until one is removed."
-		} else {
-			// Without its manifest the data is no backup: one left behind
-			// is a leftover that pruning deletes.
-			undoErr = s.delete(ctx, info.Key)
-		}
-	}
+	undone, undoErr := s.undo(ctx, all, info, created)
 	err := fmt.Errorf("%w: while this backup of %s, at %v, was uploaded to %s, backups of cluster %s landed there: two clusters back up to the same place, "+
-		"and their first uploads raced past each other's checks. %s The other cluster's backups are left alone (its upload, seeing this one, backs off the same way). "+
+		"and their first uploads raced past each other's checks.%s %s The other cluster's backups are left alone. "+
 		"Give each cluster its own backup target (another prefix: s3://bucket/production and s3://bucket/staging)",
-		sentinel, this, info.rank(), s.url, strings.Join(clusterIDs(theirs), ", cluster "), undone)
+		sentinel, this, info.rank(), s.url, strings.Join(clusterIDs(theirs), ", cluster "), owner, undone)
 	return errors.Join(err, undoErr)
+}
+
+// undo removes the backup of info that this upload created, and says
+// what became of it.
+func (s *Store) undo(ctx context.Context, all []owned, info Info, created bool) (string, error) {
+	if !created {
+		return "This upload had created no backup (one at its rank was there): nothing was removed, and nothing pruned.", nil
+	}
+	i := slices.IndexFunc(all, func(m owned) bool { return m.rank == info.rank() })
+	if i < 0 {
+		return "This upload's backup is gone already; nothing was pruned.", nil
+	}
+	if err := s.delete(ctx, all[i].key); err != nil {
+		return "This upload could not remove the backup it wrote, which stays, refused like its cluster's next uploads; nothing was pruned.", err
+	}
+	// Without its manifest the data is no backup: one left behind is a
+	// leftover that pruning deletes.
+	return "This upload removed the backup it wrote and pruned nothing.", s.delete(ctx, info.Key)
 }

@@ -154,17 +154,17 @@ func landUnchecked(t *testing.T, s *Store, meta Meta, data []byte) Info {
 }
 
 // An upload of cluster A whose check passed, and which finds after its
-// manifest that another cluster's backups landed meanwhile, backs off:
-// it removes the backup it wrote, manifest and data, prunes nothing (A's
-// oldest backup, beyond Keep 2 with this one, stays), and fails with
-// ErrOtherCluster naming both; B's backups stay, manifests and data, even
-// with their data older than the orphan grace and ranked below A's
-// newest. Before, it took the target for its own and kept both
-// clusters' backups there.
+// manifest that another cluster's backups landed meanwhile (before its
+// own: the target is theirs), backs off: it removes the backup it wrote,
+// manifest and data, prunes nothing (the unnamed backup beyond Keep 2,
+// which counts as A's, stays), and fails with ErrOtherCluster naming both
+// and the owner; B's backups stay, manifests and data, even with their
+// data older than the orphan grace and ranked below A's newest. Before,
+// it took the target for its own and kept both clusters' backups there.
 func TestUploadThatFindsAnotherClustersBackupsBacksOff(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, "mem://", Options{Keep: 2, OrphanGrace: time.Nanosecond})
-	uploadOf(t, s, clusterA, 1, 10, 20)
+	uploadAt(t, s, 1, 10, 20)
 	checkedAt := metaOf(clusterA, 1, 30)
 	if err := s.checkTarget(ctx, checkedAt); err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestUploadThatFindsAnotherClustersBackupsBacksOff(t *testing.T) {
 	if got.Key != "" {
 		t.Errorf("backed off, it returned %+v", got)
 	}
-	for _, part := range []string{clusterA, clusterB, "raced", "removed the backup it wrote", "own backup target"} {
+	for _, part := range []string{clusterA, clusterB, "raced", "belongs to cluster " + clusterB, "removed the backup it wrote", "own backup target"} {
 		if !strings.Contains(err.Error(), part) {
 			t.Errorf("the refusal does not say %q: %v", part, err)
 		}
@@ -189,7 +189,7 @@ func TestUploadThatFindsAnotherClustersBackupsBacksOff(t *testing.T) {
 		t.Fatalf("backed off, the target is\n%v\nnot as before A's upload:\n%v", after, before)
 	}
 	list, err := s.List(ctx)
-	if err != nil || ranks(list) != "1/50 1/20 1/10 1/5" || clustersOf(list) != clusterB+" "+clusterA+" "+clusterA+" "+clusterB {
+	if err != nil || ranks(list) != "1/50 1/20 1/10 1/5" || clustersOf(list) != clusterB+" - - "+clusterB {
 		t.Fatalf("List: %s of %s (%v)", ranks(list), clustersOf(list), err)
 	}
 }
@@ -199,12 +199,12 @@ func TestUploadThatFindsAnotherClustersBackupsBacksOff(t *testing.T) {
 func sameTarget(s *Store) *Store { return newStore(s.bucket, s.opts, s.url) }
 
 // Two clusters' first uploads into one empty target, each past its check
-// before the other's manifest: whichever lists the manifests after both
-// are committed backs off, and at most one keeps its backup. When both
-// list before either removes its own, both back off and the target holds
-// no backup; the next upload of either then goes in alone, and the
-// other's is refused. Neither deletes the other's backups or its own
-// earlier ones. An upload without an ID racing a named one's backs off.
+// before the other's manifest: the first to land keeps its backup and the
+// target (ownersFirst), whichever lists the manifests first; the other
+// backs off, removing the backup it wrote, which landed after the
+// owner's. The next upload of the owner goes in, and the other's is
+// refused. Neither deletes the other's backups or its own earlier ones.
+// An upload without an ID racing a named one's backs off.
 func TestFirstUploadsOfTwoClustersRacing(t *testing.T) {
 	ctx := context.Background()
 	type racer struct {
@@ -218,11 +218,11 @@ func TestFirstUploadsOfTwoClustersRacing(t *testing.T) {
 		a, b Meta
 		// bothListFirst: both list the manifests before either backs off.
 		bothListFirst bool
-		// survivor is the cluster whose backup stays, "none" for none.
+		// survivor is the cluster whose backup stays.
 		survivor string
 	}{
-		{"A lists first", metaOf(clusterA, 1, 10), metaOf(clusterB, 4, 7), false, clusterB},
-		{"both list at once", metaOf(clusterA, 1, 10), metaOf(clusterB, 4, 7), true, "none"},
+		{"A lists first", metaOf(clusterA, 1, 10), metaOf(clusterB, 4, 7), false, clusterA},
+		{"both list at once", metaOf(clusterA, 1, 10), metaOf(clusterB, 4, 7), true, clusterA},
 		// At one rank, the second manifest loses (ErrConflict), as before
 		// IDs.
 		{"at one rank", metaOf(clusterA, 2, 10), metaOf(clusterB, 2, 10), false, clusterA},
@@ -288,16 +288,16 @@ func TestFirstUploadsOfTwoClustersRacing(t *testing.T) {
 					t.Errorf("the upload of %q that lost: %v, want a refusal", r.meta.ClusterID, results[i])
 				}
 			}
-			if len(list) > 1 || want == "" && len(list) != 0 || want != "" && (len(list) != 1 || list[0].rank().String() != want) {
-				t.Fatalf("after the race the target holds %s of %s; want %s", ranks(list), clustersOf(list), orElse(want, "none"))
+			if len(list) != 1 || list[0].rank().String() != want {
+				t.Fatalf("after the race the target holds %s of %s; want %s", ranks(list), clustersOf(list), want)
 			}
-			// The next uploads: the survivor's goes in (after none, the
-			// first to try), and the other's is refused.
-			for i, r := range racers {
+			// The next uploads: the survivor's goes in, and the other's is
+			// refused.
+			for _, r := range racers {
 				m := r.meta
 				m.Index += 100
 				_, err := s.Upload(ctx, m, snap(m.Index))
-				goesIn := orElse(r.meta.ClusterID, "-") == orElse(tc.survivor, "-") || tc.survivor == "none" && i == 0
+				goesIn := orElse(r.meta.ClusterID, "-") == orElse(tc.survivor, "-")
 				if goesIn && err != nil || !goesIn && !errors.Is(err, ErrOtherCluster) && !errors.Is(err, ErrUnnamed) {
 					t.Errorf("the next upload of %q: %v", r.meta.ClusterID, err)
 				}
@@ -306,5 +306,49 @@ func TestFirstUploadsOfTwoClustersRacing(t *testing.T) {
 				t.Fatalf("the target holds %s of %s (%v)", ranks(list), clustersOf(list), err)
 			}
 		})
+	}
+}
+
+// What a process killed between its manifest and the listing after it
+// leaves: cluster B's first upload passed its check before A's first
+// backup landed, and landed after it. Before, both clusters' uploads
+// were refused from then on, and neither had backups. The target is A's,
+// whose backup landed first: A's uploads go on, many times over Keep,
+// pruning only A's own (its first backup stays while B's is there, so
+// that A's claim stays the older); B's backup stays, manifest and data,
+// though below A's newest and older than the orphan grace; every upload
+// of B is refused, naming both and the owner, before and after A's.
+func TestOwnerOfATargetOfTwoClustersGoesOn(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, "mem://", Options{Keep: 2, OrphanGrace: time.Nanosecond})
+	if err := s.checkTarget(ctx, metaOf(clusterB, 9, 5)); err != nil {
+		t.Fatal(err)
+	}
+	uploadOf(t, s, clusterA, 1, 10)
+	ofB := landUnchecked(t, s, metaOf(clusterB, 9, 5), snap(5))
+	refused := func(when string) {
+		t.Helper()
+		for _, m := range []Meta{metaOf(clusterB, 9, 6), metaOf(clusterB, 20, 1)} {
+			_, err := s.Upload(ctx, m, snap(m.Index))
+			wantErr(t, "an upload of B "+when, err, ErrOtherCluster)
+			for _, part := range []string{clusterA, clusterB, "belongs to cluster " + clusterA, "Nothing was written or pruned"} {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("the refusal %s does not say %q: %v", when, part, err)
+				}
+			}
+		}
+	}
+	refused("before A's next")
+	uploadOf(t, s, clusterA, 1, 20, 30, 40, 50)
+	refused("after A's")
+	list, err := s.List(ctx)
+	if err != nil || ranks(list) != "9/5 1/50 1/40 1/10" || clustersOf(list) != clusterB+" "+clusterA+" "+clusterA+" "+clusterA {
+		t.Fatalf("List: %s of %s (%v)", ranks(list), clustersOf(list), err)
+	}
+	if ok, err := s.bucket.Exists(ctx, ofB.Key); !ok || err != nil {
+		t.Fatalf("B's data %s was swept (%v)", ofB.Key, err)
+	}
+	if info, _, err := s.Latest(ctx, clusterA); err != nil || info.rank() != (rank{gen: 1, index: 50}) {
+		t.Fatalf("Latest of A: %+v, %v", info, err)
 	}
 }

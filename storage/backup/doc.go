@@ -63,10 +63,17 @@
 // pruning deletes, and "the newest" backup can be the other cluster's
 // state. So:
 //
-//   - Upload refuses, with ErrOtherCluster and before writing or pruning
-//     anything, a target that holds a backup of another cluster (both
-//     named, differently). Backups without an ID count as the
-//     uploader's: as before IDs, for want of anything better to go by.
+//   - A target that holds several named clusters' backups belongs to the
+//     one whose first backup there landed first, by the store's
+//     modification times (of one time, the lower ID). Every uploader
+//     computes it from its listing: the owner's uploads go on, and
+//     Upload refuses every other cluster's, with ErrOtherCluster naming
+//     them and the owner, before writing or pruning anything. A new
+//     cluster given a target that holds another's backups is refused the
+//     same way. Backups without an ID count as the uploader's: as before
+//     IDs, for want of anything better to go by. The store's clock is the
+//     only order two clusters share: ranks are each cluster's own, and a
+//     manifest's TakenAt is its leader's clock at the snapshot.
 //   - An upload without an ID (a state not named yet: moments after an
 //     upgrade to IDs or a restore of an unnamed snapshot) takes every
 //     named backup for another cluster's: into a target that holds one
@@ -76,19 +83,20 @@
 //     newest. Refused, it loses little: the leader names the state as
 //     soon as it has caught up, and the next backup carries the name.
 //   - Pruning counts and deletes only the uploader's backups (and those
-//     of no known cluster); an unnamed upload prunes unnamed backups
-//     alone.
+//     of no known cluster), and sweeps no data of another cluster's;
+//     an unnamed upload prunes unnamed backups alone. While another
+//     cluster's backups are there, the owner also keeps its first
+//     backup, so that its claim does not move past theirs.
 //   - The check and the writes are apart, and a blob store has no
 //     conditional write across keys: two clusters' first uploads into
 //     one target can both pass the check. So after its manifest an upload
-//     lists the manifests again, and if another cluster's is there it
-//     backs off: it removes the backup it created (nothing else: not the
-//     other's, nor its own cluster's earlier backups), prunes nothing and
-//     fails with ErrOtherCluster (ErrUnnamed). The second of two to
-//     commit sees the first's, so at most one keeps its backup; both
-//     back off when both list before either removes its own, and then
-//     the next upload of either goes in alone and the other's is
-//     refused.
+//     lists the manifests again, and if the target now belongs to another
+//     cluster it backs off: it removes the backup it created (nothing
+//     else: not the other's, nor its own cluster's earlier backups),
+//     prunes nothing and fails with ErrOtherCluster (ErrUnnamed). The
+//     first to land keeps its backup and the target. An upload killed
+//     before that listing leaves its backup beside the owner's: refused
+//     with its cluster's next uploads, until an operator removes it.
 //   - Latest and LatestValid given no cluster refuse a target whose
 //     backups name several (ErrSeveralClusters); given one, they choose
 //     among its backups alone.

@@ -41,15 +41,16 @@ import (
 //
 // A store that holds a backup of another cluster than meta's (both with a
 // ClusterID, different) is ErrOtherCluster, and nothing is written or
-// pruned (doc.go, "Clusters"). Backups without an ID count as meta's
-// cluster's. An upload without an ID into a store that holds a named
+// pruned (doc.go, "Clusters"), unless the target belongs to meta's
+// cluster: its first backup there landed first. Backups without an ID
+// count as meta's cluster's. An upload without an ID into a store that holds a named
 // backup is ErrUnnamed, and nothing is written or pruned: it cannot tell
 // whether that is its own cluster's. Pruning never deletes another
 // cluster's backup, nor counts it among the Keep; for an upload without
 // an ID, every named backup is another cluster's. An upload that finds
-// another cluster's backup after writing its manifest (the two passed
-// their checks together) removes its own backup, prunes nothing, and is
-// ErrOtherCluster (ErrUnnamed).
+// after writing its manifest that the target belongs to another cluster
+// (the two passed their checks together) removes its own backup, prunes
+// nothing, and is ErrOtherCluster (ErrUnnamed).
 func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error) {
 	info, err := s.newInfo(meta, data)
 	if err != nil {
@@ -81,8 +82,8 @@ func (s *Store) Upload(ctx context.Context, meta Meta, data []byte) (Info, error
 }
 
 // checkTarget fails with ErrOtherCluster if the store holds a backup of
-// another cluster than meta's (ErrUnnamed, of any cluster, for meta of
-// none); then, among the backups of meta's
+// another cluster than meta's and belongs to that one (ErrUnnamed, if it
+// holds one of any cluster, for meta of none); then, among the backups of meta's
 // cluster, with ErrOutranked if one is of a generation above meta's, and
 // with ErrSuperseded if Keep rank above it, which pruning keeps instead
 // of this one.
@@ -93,8 +94,8 @@ func (s *Store) checkTarget(ctx context.Context, meta Meta) error {
 	}
 	manifests, theirs := split(all, meta.ClusterID)
 	r := meta.rank()
-	if len(theirs) > 0 {
-		return s.otherCluster(meta.ClusterID, r, theirs)
+	if first, ok := owns(all, meta.ClusterID); !ok {
+		return s.otherCluster(meta.ClusterID, r, theirs, first)
 	}
 	if len(manifests) == 0 {
 		return nil
@@ -238,8 +239,10 @@ func (s *Store) checkCommitted(ctx context.Context, info Info) error {
 // pruning deletes it, and it is ErrSuperseded, not a backup to report.
 //
 // Another cluster's backups that landed since the check (which found
-// none) make it back off instead (backOff): that is two clusters' first
-// uploads into one target racing past each other's checks.
+// none), where the target is theirs, make it back off instead (backOff):
+// that is two clusters' first uploads into one target racing past each
+// other's checks. Where the target is this cluster's, its pruning leaves
+// theirs alone (pinnedBy).
 func (s *Store) pruneKeeping(ctx context.Context, info Info, cluster, what string, created bool) (Info, error) {
 	all, err := s.manifests(ctx)
 	if err != nil {
@@ -252,12 +255,14 @@ func (s *Store) pruneKeeping(ctx context.Context, info Info, cluster, what strin
 // after info's backup was committed.
 func (s *Store) pruneListed(ctx context.Context, all []owned, info Info, cluster, what string, created bool) (Info, error) {
 	manifests, theirs := split(all, cluster)
-	if len(theirs) > 0 {
-		return Info{}, s.backOff(ctx, info, cluster, created, theirs)
+	first, ok := owns(all, cluster)
+	if !ok {
+		return Info{}, s.backOff(ctx, all, info, cluster, created, theirs, first)
 	}
+	pinned := pinnedBy(theirs, first)
 	keep := min(len(manifests), s.opts.Keep)
-	kept := slices.ContainsFunc(manifests[:keep], func(m object) bool { return m.rank == info.rank() })
-	err := s.prune(ctx, manifests)
+	kept := slices.ContainsFunc(manifests[:keep], func(m object) bool { return m.rank == info.rank() }) || slices.Contains(pinned, info.rank())
+	err := s.prune(ctx, manifests, pinned)
 	if !kept {
 		// Gone: pruned here, or by a concurrent upload's pruning.
 		return Info{}, errors.Join(s.superseded(info.rank(), manifests, what+" and then pruned"), err)
@@ -268,20 +273,39 @@ func (s *Store) pruneListed(ctx context.Context, all []owned, info Info, cluster
 	return info, nil
 }
 
+// pinnedBy is what the owner of a target that holds theirs, other
+// clusters' backups, keeps besides its newest Keep: theirs, never its to
+// prune nor their data to sweep, and its own first backup, first, so that
+// its claim stays older than theirs (ownersFirst). None without theirs.
+func pinnedBy(theirs []owned, first owned) []rank {
+	if len(theirs) == 0 {
+		return nil
+	}
+	pinned := []rank{first.rank}
+	for _, m := range theirs {
+		pinned = append(pinned, m.rank)
+	}
+	return pinned
+}
+
 // prune deletes the manifests of all but the newest Keep backups by rank
-// (a backup stops existing with its manifest), then the data objects at
-// ranks older than the newest kept backup that no kept backup owns: those
-// of the pruned backups, and leftovers of uploads that died before their
-// manifest. Data at a newer rank may be an upload under way: kept.
-// manifests is the listing of manifestDir, newest first, of one
-// cluster's backups; it held no other cluster's.
-func (s *Store) prune(ctx context.Context, manifests []object) error {
+// (a backup stops existing with its manifest) and those pinned, then the
+// data objects at ranks older than the newest kept backup that no kept or
+// pinned backup owns: those of the pruned backups, and leftovers of
+// uploads that died before their manifest. Data at a newer rank may be an
+// upload under way: kept. manifests is the listing of manifestDir, newest
+// first, of one cluster's backups; pinned holds the ranks of the other
+// clusters' backups there.
+func (s *Store) prune(ctx context.Context, manifests []object, pinned []rank) error {
 	if len(manifests) == 0 {
 		return nil
 	}
 	keep := min(len(manifests), s.opts.Keep)
 	var pruned []rank
 	for _, m := range manifests[keep:] {
+		if slices.Contains(pinned, m.rank) {
+			continue
+		}
 		if err := s.delete(ctx, m.key); err != nil {
 			return err
 		}
@@ -301,7 +325,7 @@ func (s *Store) prune(ctx context.Context, manifests []object) error {
 			return err
 		}
 	}
-	return s.sweep(ctx, kept, pruned, cutoff)
+	return s.sweep(ctx, append(kept, pinned...), pruned, cutoff)
 }
 
 // sweep deletes the data objects of the backups just pruned, and those
