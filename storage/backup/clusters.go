@@ -184,16 +184,25 @@ func (s *Store) ofCluster(manifests []owned, id string) ([]object, error) {
 // beside theirs, another cluster's, in a target it does not own (owns):
 // two clusters' first uploads into one target raced past each other's
 // checks (a blob store has no conditional write across two keys), and
-// the other's landed first. It removes the backup this upload created
-// (manifest first, as pruning does), and nothing else: not theirs, and
-// none of its own cluster's earlier backups. It prunes nothing. all is
-// the listing after info's manifest; first is the owner's first backup.
+// the other's landed first. It prunes nothing and never touches theirs,
+// nor its own cluster's earlier backups. all is the listing after
+// info's manifest; first is the owner's first backup.
+//
+// It removes the backup it created (manifest first, as pruning does) only
+// where the listing shows another cluster's backup that landed strictly
+// before it: then every other upload at this rank, which lists after this
+// manifest landed, saw that backup too and reported no success. Where the
+// store's times cannot tell (the same second), another upload at this
+// rank with the same bytes may have counted this backup as its own and
+// reported it before the other cluster's landed (review): the backup
+// stays, refused like any other backup of a cluster that does not own the
+// target, so that no upload reports a backup that is gone.
 func (s *Store) backOff(ctx context.Context, all []owned, info Info, id string, created bool, theirs []owned, first owned) error {
 	sentinel, this, owner := ErrOtherCluster, "cluster "+id, " "+belongsTo(first)+"."
 	if id == "" {
 		sentinel, this, owner = ErrUnnamed, "a state not named yet", ""
 	}
-	undone, undoErr := s.undo(ctx, all, info, created)
+	undone, undoErr := s.undo(ctx, all, info, id, created, theirs)
 	err := fmt.Errorf("%w: while this backup of %s, at %v, was uploaded to %s, backups of cluster %s landed there: two clusters back up to the same place, "+
 		"and their first uploads raced past each other's checks.%s %s The other cluster's backups are left alone. "+
 		"Give each cluster its own backup target (another prefix: s3://bucket/production and s3://bucket/staging)",
@@ -201,15 +210,23 @@ func (s *Store) backOff(ctx context.Context, all []owned, info Info, id string, 
 	return errors.Join(err, undoErr)
 }
 
-// undo removes the backup of info that this upload created, and says
-// what became of it.
-func (s *Store) undo(ctx context.Context, all []owned, info Info, created bool) (string, error) {
+// undo removes the backup of info that this upload of cluster id
+// created if another cluster's backup in all landed strictly before it
+// (backOff says why), and says what became of it. An upload without an ID
+// removes it either way: it never owns a target of named backups, and
+// left there, it would count as the named cluster's own, outranking its
+// uploads or restored as its newest.
+func (s *Store) undo(ctx context.Context, all []owned, info Info, id string, created bool, theirs []owned) (string, error) {
 	if !created {
 		return "This upload had created no backup (one at its rank was there): nothing was removed, and nothing pruned.", nil
 	}
 	i := slices.IndexFunc(all, func(m owned) bool { return m.rank == info.rank() })
 	if i < 0 {
 		return "This upload's backup is gone already; nothing was pruned.", nil
+	}
+	if id != "" && !slices.ContainsFunc(theirs, func(m owned) bool { return m.mod.Before(all[i].mod) }) {
+		return fmt.Sprintf("This upload's backup stays, refused (its manifest %s): the other cluster's landed in the same instant by the store's clock, "+
+			"so another upload at its rank may have reported it already. Nothing was pruned. Remove it once this cluster backs up to a target of its own.", all[i].key), nil
 	}
 	if err := s.delete(ctx, all[i].key); err != nil {
 		return "This upload could not remove the backup it wrote, which stays, refused like its cluster's next uploads; nothing was pruned.", err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -350,5 +352,60 @@ func TestOwnerOfATargetOfTwoClustersGoesOn(t *testing.T) {
 	}
 	if info, _, err := s.Latest(ctx, clusterA); err != nil || info.rank() != (rank{gen: 1, index: 50}) {
 		t.Fatalf("Latest of A: %+v, %v", info, err)
+	}
+}
+
+// Two uploads of cluster B at one rank with the same bytes (a retry, or
+// two leaders), racing cluster A's first upload: the first writes the
+// manifest, the second counts that backup as its own and reports it from
+// a listing without A's, and then A's lands, before the first lists.
+// Found in review: the first backed off and removed the backup the second
+// had reported. Now A's, landing after B's, leaves B the owner, and the
+// first goes on too; and where the store's clock gives both manifests
+// one time (A's ID being the lower, A owns), the first backs off but
+// leaves its backup, which the second reported.
+func TestSameRankUploadsRacingAForeignFirstUpload(t *testing.T) {
+	ctx := context.Background()
+	for _, sameInstant := range []bool{false, true} {
+		t.Run(fmt.Sprintf("same instant %v", sameInstant), func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, "file://"+dir, Options{Keep: 3, OrphanGrace: time.Nanosecond})
+			ofA, ofB := metaOf(clusterA, 9, 5), metaOf(clusterB, 1, 10)
+			for _, m := range []Meta{ofA, ofB} {
+				if err := s.checkTarget(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			first := landUnchecked(t, s, ofB, snap(10))
+			second, err := sameTarget(s).Upload(ctx, ofB, snap(10))
+			if err != nil {
+				t.Fatalf("the second upload at B's rank: %v", err)
+			}
+			landUnchecked(t, s, ofA, snap(5))
+			if sameInstant {
+				stampLike(t, dir, s.manifestKey(ofA.rank()), s.manifestKey(ofB.rank()))
+			}
+			_, err = s.pruneKeeping(ctx, first, clusterB, "uploaded", true)
+			if !sameInstant && err != nil || sameInstant && (!errors.Is(err, ErrOtherCluster) || !strings.Contains(err.Error(), "stays")) {
+				t.Errorf("the first upload at B's rank: %v", err)
+			}
+			if got, _, err := s.Fetch(ctx, second.Key); err != nil || !sameInfo(got, second) {
+				t.Fatalf("the backup the second upload reported, %s: %+v, %v", second.Key, got, err)
+			}
+		})
+	}
+}
+
+// stampLike gives key's file in a fileblob store at dir the modification
+// time of like's: two manifests landed in one instant by the store's
+// clock (one second, for S3).
+func stampLike(t *testing.T, dir, key, like string) {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(like)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(key)), fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -94,7 +94,15 @@
 //     cluster it backs off: it removes the backup it created (nothing
 //     else: not the other's, nor its own cluster's earlier backups),
 //     prunes nothing and fails with ErrOtherCluster (ErrUnnamed). The
-//     first to land keeps its backup and the target. An upload killed
+//     first to land keeps its backup and the target. A named upload
+//     removes its backup only if another cluster's landed strictly before
+//     it: then every other upload at its rank (a retry, or a second leader
+//     with the same bytes, which counts that backup as its own) listed
+//     after it and saw the other's too, and reported nothing. Of one
+//     instant by the store's clock, such an upload may have reported it:
+//     the backup stays, refused, so that no upload reports a backup that
+//     is gone. (An unnamed upload removes it either way: left among a
+//     named cluster's backups, it would count as theirs.) An upload killed
 //     before that listing leaves its backup beside the owner's: refused
 //     with its cluster's next uploads, until an operator removes it.
 //   - Latest and LatestValid given no cluster refuse a target whose
