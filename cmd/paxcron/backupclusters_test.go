@@ -244,3 +244,51 @@ func TestSnapshotRestoreAsANewCluster(t *testing.T) {
 		t.Errorf("restore -help: exit %d, it does not say when to use -new-cluster:\n%s", code, errOut)
 	}
 }
+
+// A snapshot taken before its cluster was named (an older binary's
+// backup, or a file), restored with -backup from a target that holds the
+// cluster's named backups, takes that cluster's ID, and the restore says
+// so: before, the leader named it afresh and its own target refused its
+// backups. Of a target of two clusters' backups, the restore is refused,
+// saying how to choose, and explicit flags win; of a target without named
+// backups, the state stays unnamed (TestSnapshotRestoreChoosesABackup).
+func TestUnnamedSnapshotRestoredFromItsClustersTarget(t *testing.T) {
+	url, _, unnamed := backupsAt(t)
+	st, err := backup.Open(context.Background(), url, backup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	uploadNamed(t, st, clusterA, 6, "a", "b", "c")
+	file := filepath.Join(firstLayout, "..", "layout1.snap")
+	for _, args := range [][]string{{"-backup", url, "-key", unnamed[1].Key}, {"-backup", url, "-file", file}} {
+		dir := t.TempDir()
+		code, out, errOut := runCLI(t, append([]string{"operator", "snapshot", "restore", "-data-dir", dir, "-cluster-members", "1,2,3"}, args...)...)
+		if code != exitOK || restoredClusterID(t, dir) != clusterA || !strings.Contains(out, "state of cluster "+clusterA.String()+" (the snapshot names none") {
+			t.Errorf("restore %v: exit %d, the state's ID %s\n%s%s", args, code, restoredClusterID(t, dir), out, errOut)
+		}
+	}
+	two, _, _ := twoClustersAt(t)
+	code, out, errOut := restore(t, "-backup", two, "-file", file)
+	if code != exitFailed || !strings.Contains(errOut, "names no cluster") || !strings.Contains(errOut, clusterA.String()) || !strings.Contains(errOut, clusterB.String()) ||
+		!strings.Contains(errOut, "-new-cluster-id") || !strings.Contains(errOut, "-new-cluster ") {
+		t.Errorf("an unnamed file with a target of two clusters: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want func(state.ClusterID) bool
+	}{
+		{[]string{"-new-cluster-id", clusterB.String()}, func(id state.ClusterID) bool { return id == clusterB }},
+		{[]string{"-new-cluster"}, func(id state.ClusterID) bool { return !id.IsZero() && id != clusterA && id != clusterB }},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"operator", "snapshot", "restore", "-data-dir", dir, "-cluster-members", "1,2,3", "-backup", two, "-file", file}, tc.args...)
+		if code, out, errOut := runCLI(t, args...); code != exitOK || !tc.want(restoredClusterID(t, dir)) {
+			t.Errorf("restore %v: exit %d, the state's ID %s\n%s%s", tc.args, code, restoredClusterID(t, dir), out, errOut)
+		}
+	}
+	code, _, errOut = runCLI(t, "operator", "snapshot", "restore", "-help")
+	if code != exitOK || !strings.Contains(errOut, "takes the ID of the cluster whose backups are there") {
+		t.Errorf("restore -help does not say what becomes of an unnamed snapshot:\n%s", errOut)
+	}
+}

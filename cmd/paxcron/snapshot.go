@@ -201,6 +201,14 @@ backups alone are chosen from (-key chooses any).
 
 The restored cluster keeps the snapshot's cluster ID: right for disaster
 recovery, as it is the same cluster, and goes on with its own backups.
+A snapshot taken before its cluster was named (by an older binary, or
+before the first leader named it) holds no ID: restored with -backup, it
+takes the ID of the cluster whose backups are there, and the restore
+prints it (every replica's restore from there does the same), so that
+the target goes on taking the cluster's backups. Where they are several
+clusters' backups, the restore is refused: choose with -new-cluster-id
+ID (the ID of the cluster the state is: it is restored as that cluster)
+or -new-cluster. Without named backups there, the leader names it.
 To start a COPY beside the original instead (production cloned into
 staging, with the same key file and replica IDs), restore it as a new
 cluster: give -new-cluster to the first replica's restore, which draws a
@@ -247,7 +255,7 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.skipCorrupt, "skip-corrupt", false, "with -backup: the newest backup that verifies, skipping newer corrupt ones")
 	fs.StringVar(&f.cluster, "cluster", "", "with -backup: choose among this cluster's backups (its ID, as \"snapshot list\" shows it)")
 	fs.BoolVar(&f.newCluster, "new-cluster", false, "restore a copy BESIDE the original (staging cloned from production) as a new cluster, under a fresh cluster ID it prints; not for disaster recovery")
-	fs.StringVar(&f.newClusterID, "new-cluster-id", "", "restore the other replicas of a new cluster under the ID -new-cluster printed")
+	fs.StringVar(&f.newClusterID, "new-cluster-id", "", "restore under this cluster ID: the one -new-cluster printed (the other replicas of a new cluster), or, for a snapshot that names no cluster, the ID of the cluster it is")
 	fs.Usage = func() { fmt.Fprint(stderr, snapshotRestoreUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -296,6 +304,16 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 		return fail(exitFailed, "%v", err)
 	}
 	restoredAs := clusterName(info.ClusterID)
+	if newID.IsZero() && st != nil {
+		named, renamed, err := nameFromTarget(ctx, st, data)
+		if err != nil {
+			return fail(exitFailed, "the snapshot at %d: %v", info.Index, err)
+		}
+		if !named.IsZero() {
+			data = renamed
+			restoredAs = fmt.Sprintf("cluster %s (the snapshot names none, taken before its cluster was named: it takes the ID of the cluster whose backups are at %s, as every replica's restore from there does)", named, st.URL())
+		}
+	}
 	if !newID.IsZero() {
 		if data, err = asNewCluster(data, newID); err != nil {
 			return fail(exitFailed, "the snapshot at %d: %v", info.Index, err)
@@ -392,6 +410,55 @@ func asNewCluster(data []byte, id state.ClusterID) ([]byte, error) {
 	return node.SnapshotWithClusterID(data, id)
 }
 
+// nameFromTarget names the state of a snapshot taken before its cluster
+// was named (by an older binary, or before its first leader named it)
+// after the cluster whose backups st holds, and returns the ID and the
+// data re-encoded under it. Left unnamed, the restored state was named
+// afresh by its leader, and its own backup target, which holds the lost
+// cluster's named backups, refused the backups of that new ID. A target
+// of several clusters' backups cannot say which this state is: refused,
+// for the operator to choose. Zero, and data as it was, for a snapshot
+// that names its cluster, or a target of no named backups (the leader
+// names the state).
+func nameFromTarget(ctx context.Context, st *backup.Store, data []byte) (state.ClusterID, []byte, error) {
+	own, err := node.SnapshotClusterID(data)
+	if err != nil || !own.IsZero() {
+		return state.ClusterID{}, data, err
+	}
+	listed, err := st.Scan(ctx)
+	if err != nil {
+		return state.ClusterID{}, nil, err
+	}
+	ids := clusterIDsIn(listed)
+	switch len(ids) {
+	case 0:
+		return state.ClusterID{}, data, nil
+	case 1:
+	default:
+		return state.ClusterID{}, nil, fmt.Errorf("it names no cluster (taken before its cluster was named), and %s holds the backups of %d clusters (%s): the restore cannot tell which this state is. "+
+			"Give -new-cluster-id with the ID of the cluster it is, to restore that cluster (its backups there go on), or -new-cluster to restore a copy beside it under a fresh ID",
+			st.URL(), len(ids), strings.Join(ids, ", "))
+	}
+	id, err := state.ParseClusterID(ids[0])
+	if err != nil {
+		return state.ClusterID{}, nil, err
+	}
+	renamed, err := node.SnapshotWithClusterID(data, id)
+	return id, renamed, err
+}
+
+// clusterIDsIn is the cluster IDs that listed's backups name, newest
+// first.
+func clusterIDsIn(listed []backup.Listed) []string {
+	var ids []string
+	for _, l := range listed {
+		if id := l.Info.ClusterID; id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // restoreSource reads the snapshot to restore, as f chooses it, and says
 // on stderr which backups -skip-corrupt passed over.
 func restoreSource(ctx context.Context, f restoreFlags, st *backup.Store, stderr io.Writer) (backup.Info, []byte, error) {
@@ -449,11 +516,8 @@ func fetchAtIndex(ctx context.Context, st *backup.Store, index uint64, cluster s
 	}
 	var found []backup.Listed
 	var gens []uint64
-	var ids []string
+	ids := clusterIDsIn(listed)
 	for _, l := range listed {
-		if id := l.Info.ClusterID; id != "" && !slices.Contains(ids, id) {
-			ids = append(ids, id)
-		}
 		if l.Index == index && (cluster == "" || l.Err != nil || l.Info.ClusterID == cluster) {
 			found, gens = append(found, l), append(gens, l.Generation)
 		}
