@@ -131,7 +131,8 @@ func clusterIDsOf(manifests []owned) []string {
 // belongsTo says whom a target of several clusters' backups belongs to,
 // for messages; first is the owner's first backup (ownersFirst).
 func belongsTo(first owned) string {
-	return fmt.Sprintf("The target belongs to cluster %s, whose first backup there (at %v) landed before any other cluster's: its uploads go on, pruning only its own, and every other cluster's are refused",
+	return fmt.Sprintf("The target belongs to cluster %s, whose first backup there (at %v) landed first by the store's clock (of one time, the lower ID wins): "+
+		"its uploads go on, pruning only its own, and every other cluster's are refused",
 		first.cluster, first.rank)
 }
 
@@ -147,8 +148,9 @@ func (s *Store) otherCluster(id string, r rank, theirs []owned, first owned) err
 			ErrUnnamed, r, s.url, strings.Join(clusterIDs(theirs), ", cluster "))
 	}
 	return fmt.Errorf("%w: %s holds backups of cluster %s; this backup is of cluster %s, at %v. %s. "+
-		"Two clusters back up to the same place: the newest backup there could be either's, and one's uploads would prune the other's. "+
-		"Nothing was written or pruned. Give each cluster its own backup target (another prefix: s3://bucket/production and s3://bucket/staging)",
+		"Two clusters back up to the same place: the newest backup there could be either's, and a restore must name the cluster. "+
+		"Nothing was written or pruned. Give each cluster its own backup target (another prefix: s3://bucket/production and s3://bucket/staging), "+
+		"and remove any backups of cluster %[4]s left in this one",
 		ErrOtherCluster, s.url, strings.Join(clusterIDs(theirs), ", cluster "), id, r, belongsTo(first))
 }
 
