@@ -277,13 +277,14 @@ func TestUnnamedSnapshotRestoredFromItsClustersTarget(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want func(state.ClusterID) bool
+		says string
 	}{
-		{[]string{"-new-cluster-id", clusterB.String()}, func(id state.ClusterID) bool { return id == clusterB }},
-		{[]string{"-new-cluster"}, func(id state.ClusterID) bool { return !id.IsZero() && id != clusterA && id != clusterB }},
+		{[]string{"-new-cluster-id", clusterB.String()}, func(id state.ClusterID) bool { return id == clusterB }, "state of cluster " + clusterB.String() + " (the snapshot names none"},
+		{[]string{"-new-cluster"}, func(id state.ClusterID) bool { return !id.IsZero() && id != clusterA && id != clusterB }, " as a new cluster, "},
 	} {
 		dir := t.TempDir()
 		args := append([]string{"operator", "snapshot", "restore", "-data-dir", dir, "-cluster-members", "1,2,3", "-backup", two, "-file", file}, tc.args...)
-		if code, out, errOut := runCLI(t, args...); code != exitOK || !tc.want(restoredClusterID(t, dir)) {
+		if code, out, errOut := runCLI(t, args...); code != exitOK || !tc.want(restoredClusterID(t, dir)) || !strings.Contains(out, tc.says) {
 			t.Errorf("restore %v: exit %d, the state's ID %s\n%s%s", tc.args, code, restoredClusterID(t, dir), out, errOut)
 		}
 	}

@@ -318,7 +318,7 @@ func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
 		if data, err = asNewCluster(data, newID); err != nil {
 			return fail(exitFailed, "the snapshot at %d: %v", info.Index, err)
 		}
-		restoredAs += " as a new cluster, " + newID.String()
+		restoredAs = restoredUnder(restoredAs, info.ClusterID, newID, f.newCluster)
 	}
 	var above uint64
 	switch {
@@ -537,6 +537,17 @@ func fetchAtIndex(ctx context.Context, st *backup.Store, index uint64, cluster s
 }
 
 // clusterName names a cluster by its ID ("" for none) in messages.
+// restoredUnder says under which ID a restore given -new-cluster or
+// -new-cluster-id put the state: for a snapshot that names no cluster,
+// -new-cluster-id names the cluster it is (no new cluster); otherwise it
+// is a new cluster beside the one the snapshot names.
+func restoredUnder(restoredAs, snapshotID string, newID state.ClusterID, drawn bool) string {
+	if snapshotID == "" && !drawn {
+		return "cluster " + newID.String() + " (the snapshot names none, taken before its cluster was named: -new-cluster-id names it)"
+	}
+	return restoredAs + " as a new cluster, " + newID.String()
+}
+
 func clusterName(id string) string {
 	if id == "" {
 		return "a cluster not named (taken before its first leader named it, or by an older binary)"
