@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -284,7 +285,9 @@ func settingsOf(backup string) []Setting {
 	return []Setting{{Code: 1, Name: "backup.url", Value: backup}, {Code: 5, Name: "nomad.namespace", Value: "batch"}}
 }
 
-func TestMetaRoundTrip(t *testing.T) {
+// encodedPeer is a replica with shared settings, and its meta.
+func encodedPeer(t *testing.T) (Peer, []byte) {
+	t.Helper()
 	p := Peer{ID: 7, ClusterID: clusterA, PaxosAddr: "[2001:db8::1]:4751", APIAddr: "replica-7.example.internal:4750"}
 	var err error
 	if p.settings, err = sumsOf(settingsOf("s3://bucket/paxcron")); err != nil {
@@ -294,6 +297,11 @@ func TestMetaRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, b
+}
+
+func TestMetaRoundTrip(t *testing.T) {
+	p, b := encodedPeer(t)
 	got, err := decodeMeta(b)
 	if err != nil || got != p {
 		t.Fatalf("round trip: %+v, %v", got, err)
@@ -323,7 +331,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		t.Errorf("version 3 with no settings refused: %v", err)
 	}
 	for name, bad := range map[string][]byte{
-		"empty": nil, "version only": {2}, "version 1 only": {1}, "replica 0": {1, 0}, "version 4": {4, 7},
+		"empty": nil, "version only": {2}, "version 1 only": {1}, "replica 0": {1, 0}, "version 0": append([]byte{0}, v2[1:]...), "version 4 cut short": {4, 7},
 		"cluster ID cut short": {2, 7, 0xa1}, "a byte after version 2": append(slices.Clone(v2), 0),
 		"a byte after": append(slices.Clone(b), 0), "cut short": b[:len(b)-1],
 		"version 3 without settings": v3(), "code 0": withCodes(0), "code over the maximum": withCodes(MaxSettingCode + 1),
@@ -333,6 +341,61 @@ func TestMetaRoundTrip(t *testing.T) {
 		if _, err := decodeMeta(bad); err == nil {
 			t.Errorf("%s: decodeMeta(%x) accepted", name, bad)
 		}
+	}
+}
+
+// TestMetaOfALaterVersionIsRead: a later version keeps version 3's
+// layout and appends tagged items, which this version skips, so that
+// the next addition to the meta does not break a rolling upgrade.
+func TestMetaOfALaterVersionIsRead(t *testing.T) {
+	p, v3 := encodedPeer(t)
+	later := func(version byte, items ...byte) []byte {
+		return append(append([]byte{version}, v3[1:]...), items...)
+	}
+	twoItems := []byte{1, 3, 'n', 'e', 'w', 9, 0}
+	for name, b := range map[string][]byte{
+		"version 4 with two items": later(4, twoItems...), "version 4 with none": later(4),
+		"version 255 with a long tag": later(255, 0x80, 0x01, 1, 0xff),
+	} {
+		if got, err := decodeMeta(b); err != nil {
+			t.Errorf("%s: refused: %v", name, err)
+		} else if got != p {
+			t.Errorf("%s: read as %+v, want %+v", name, got, p)
+		}
+	}
+	for name, bad := range map[string][]byte{
+		"version 3 with an item": later(3, twoItems...), "an item cut short": later(4, 1, 4, 'n', 'e', 'w'),
+		"an item's length cut short": later(4, 1), "an item's tag cut short": later(4, 0x80),
+		"tag 0": later(4, 0, 0), "tags not ascending": later(4, 2, 0, 1, 0), "a tag twice": later(4, 1, 0, 1, 0),
+		"the settings cut short":  later(4)[:len(v3)-1],
+		"over memberlist's limit": later(4, append([]byte{1, 0xff, 0x03}, make([]byte, 0x1ff)...)...),
+	} {
+		if _, err := decodeMeta(bad); !errors.Is(err, errMeta) {
+			t.Errorf("%s: decodeMeta(%x) = %v, want %v", name, bad, err, errMeta)
+		}
+	}
+}
+
+// TestMetaStaysUnderMemberlistsLimit: memberlist panics on a meta over
+// MetaMaxSize, so encodeMeta refuses one, and every setting code in use
+// still leaves room for two addresses of a long host name each.
+func TestMetaStaysUnderMemberlistsLimit(t *testing.T) {
+	p := Peer{ID: math.MaxUint64, ClusterID: clusterA}
+	for code := uint8(1); code <= MaxSettingCode; code++ {
+		p.settings.set(code, Fingerprint{code})
+	}
+	roomy := strings.Repeat("h", 80) + ".example:65535"
+	p.PaxosAddr, p.APIAddr = roomy, roomy
+	b, err := encodeMeta(p)
+	if err != nil || len(b) > memberlist.MetaMaxSize {
+		t.Fatalf("every setting and two addresses of %d bytes: %d bytes, %v", len(roomy), len(b), err)
+	}
+	if got, err := decodeMeta(b); err != nil || got != p {
+		t.Fatalf("read back: %+v, %v", got, err)
+	}
+	p.APIAddr = strings.Repeat("h", maxAddrBytes-len(":65535")) + ":65535"
+	if b, err := encodeMeta(p); err == nil {
+		t.Fatalf("a meta of %d bytes, over memberlist's %d, was written", len(b), memberlist.MetaMaxSize)
 	}
 }
 
@@ -346,6 +409,7 @@ func FuzzDecodeMeta(f *testing.F) {
 	shared.settings, _ = sumsOf(settingsOf("file:///backups"))
 	withSettings, _ := encodeMeta(shared)
 	f.Add(withSettings)
+	f.Add(append(append([]byte{4}, withSettings[1:]...), 1, 3, 'n', 'e', 'w', 9, 0)) // a later version's items
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := decodeMeta(b)
 		if err != nil {
