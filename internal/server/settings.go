@@ -1,6 +1,8 @@
 package server
 
 import (
+	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,11 +53,39 @@ func sharedSettings(c Config) []gossip.Setting {
 	return []gossip.Setting{
 		{Code: settingBackupURL, Name: "backup.url", Value: backupURL},
 		{Code: settingBackupKeep, Name: "backup.keep", Value: strconv.Itoa(c.BackupKeep)},
-		{Code: settingNomadAddress, Name: "nomad.address", Value: strings.TrimRight(c.Nomad.Address, "/")},
+		{Code: settingNomadAddress, Name: "nomad.address", Value: nomadAddressAsCompared(c.Nomad.Address)},
 		{Code: settingNomadRegion, Name: "nomad.region", Value: c.Nomad.Region},
 		{Code: settingNomadNamespace, Name: "nomad.namespace", Value: namespace},
 		{Code: settingNomadGCThreshold, Name: "nomad.gc_threshold", Value: c.Nomad.JobGCThreshold.String()},
 	}
+}
+
+// nomadAddressAsCompared is a Nomad address (validated: http, https or
+// unix, the scheme required) written so that two spellings of the same
+// agent compare alike: the scheme and host in lower case (url.Parse
+// lowers the scheme; host names are case-blind), the port made explicit
+// as the Nomad client dials it (a URL's host as written, so net/http's
+// 80 or 443 when none is given, not Nomad's 4646), and no trailing
+// slash. Credentials in the URL are left out, as the token is: they
+// say who calls, not which Nomad. A unix socket is its path alone (the
+// client dials the path whatever the host). An address that does not
+// parse is compared as written.
+func nomadAddressAsCompared(address string) string {
+	u, err := url.Parse(address)
+	if err != nil {
+		return address
+	}
+	switch u.Scheme {
+	case "unix":
+		return "unix://" + strings.TrimRight(u.Path, "/")
+	case "http", "https":
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		return u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+	}
+	return strings.TrimRight(address, "/")
 }
 
 // sharedSettingNames are sharedSettings' names, in code order.

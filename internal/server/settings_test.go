@@ -115,3 +115,38 @@ func (c Config) withNamespace(ns string) Config {
 	c.Nomad.Namespace = ns
 	return c
 }
+
+// Two spellings of one Nomad agent publish one nomad.address; different
+// agents, ports or schemes still differ. Found in review: only a
+// trailing slash was trimmed, so replicas that wrote the same agent
+// otherwise warned of a difference.
+func TestNomadAddressIsComparedAsTheClientDialsIt(t *testing.T) {
+	for _, tc := range []struct{ written, compared string }{
+		{"http://nomad:4646", "http://nomad:4646"},
+		{"http://Nomad:4646/", "http://nomad:4646"},
+		{"HTTP://NOMAD.example:4646", "http://nomad.example:4646"},
+		{"http://nomad", "http://nomad:80"},
+		{"https://nomad/", "https://nomad:443"},
+		{"https://nomad:443", "https://nomad:443"},
+		{"http://[2001:DB8::1]:4646", "http://[2001:db8::1]:4646"},
+		{"http://ops:secret@nomad:4646", "http://nomad:4646"},
+		{"unix:///run/nomad/nomad.sock", "unix:///run/nomad/nomad.sock"},
+		{"unix:///run/nomad/nomad.sock/", "unix:///run/nomad/nomad.sock"},
+		{"", ""},
+	} {
+		var c Config
+		c.Nomad.Address = tc.written
+		if got := sharedSettings(c)[settingNomadAddress-1]; got.Name != "nomad.address" || got.Value != tc.compared {
+			t.Errorf("%q is compared as %s %q, want %q", tc.written, got.Name, got.Value, tc.compared)
+		}
+	}
+	for _, pair := range [][2]string{
+		{"http://nomad-a:4646", "http://nomad-b:4646"}, {"http://nomad:4646", "http://nomad:4647"},
+		{"http://nomad:4646", "https://nomad:4646"}, {"http://nomad", "http://nomad:4646"},
+		{"unix:///run/a.sock", "unix:///run/b.sock"},
+	} {
+		if a, b := nomadAddressAsCompared(pair[0]), nomadAddressAsCompared(pair[1]); a == b {
+			t.Errorf("%q and %q are both compared as %q", pair[0], pair[1], a)
+		}
+	}
+}
