@@ -11,6 +11,7 @@ import (
 
 	"paxcron/cron/scheduler"
 	"paxcron/cron/state"
+	"paxcron/internal/mapshrink"
 	"paxcron/paxos"
 )
 
@@ -301,9 +302,11 @@ type Launcher struct {
 	delayed   []*task
 	finishing []*task
 	calls     map[uint64]*task // by request ID
-	nextReq   uint64
-	nextSeq   uint64
-	swept     time.Time
+	// peaks track the peaks of the maps above, for shrinkMaps.
+	peaks   leaderPeaks
+	nextReq uint64
+	nextSeq uint64
+	swept   time.Time
 	// draining: start no launch (a graceful shutdown), only conclude
 	// those under way.
 	draining bool
@@ -418,6 +421,7 @@ func (l *Launcher) Step(now time.Time, lead Leadership) {
 		l.stepBuild()
 	}
 	l.sweep()
+	l.shrinkMaps()
 	l.proposeFinishing()
 	if !l.leaseHeld() {
 		return
@@ -507,6 +511,7 @@ func (l *Launcher) promote() {
 	l.waited, l.held, l.holding = map[string]span{}, nil, false
 	l.tasks = map[string]*task{}
 	l.calls = map[uint64]*task{}
+	l.peaks = leaderPeaks{}
 	l.swept = l.now
 	if l.m.Term() == l.stateTerm() {
 		// Promoted again in a term whose Takeover is applied (the node
@@ -623,6 +628,8 @@ type memory struct {
 	// exists: a dispatch of ours or of an earlier leader may have landed.
 	unsure map[string]time.Time
 	calls  map[uint64]string // dispatch request ID -> identity, in flight
+	// peaks track the peaks of the maps above, for shrinkMaps.
+	peaks struct{ child, unsure, calls mapshrink.Peak }
 }
 
 func newMemory(term state.Term) *memory {
@@ -1433,6 +1440,29 @@ func (l *Launcher) sweep() {
 	for _, t := range finishing {
 		l.stats.Reproposals++
 		l.proposeFinish(t)
+	}
+}
+
+// leaderPeaks are the peaks of a leader's per-job and per-launch maps.
+type leaderPeaks struct{ starting, full, waited, tasks, calls mapshrink.Peak }
+
+// shrinkMaps rebuilds the leader's maps that fell far below their peak
+// (mapshrink): a Go map never shrinks, so a herd of a million launches,
+// or a million jobs deleted, kept their memory for the rest of the term,
+// and sweep's walks of starting and tasks their time. Step calls it, so
+// it sees each map's length between inputs; a rebuilt map holds the same
+// entries.
+func (l *Launcher) shrinkMaps() {
+	p := &l.peaks
+	l.starting = mapshrink.Keep(l.starting, &p.starting)
+	l.full = mapshrink.Keep(l.full, &p.full)
+	l.waited = mapshrink.Keep(l.waited, &p.waited)
+	l.tasks = mapshrink.Keep(l.tasks, &p.tasks)
+	l.calls = mapshrink.Keep(l.calls, &p.calls)
+	if m := l.mem; m != nil {
+		m.child = mapshrink.Keep(m.child, &m.peaks.child)
+		m.unsure = mapshrink.Keep(m.unsure, &m.peaks.unsure)
+		m.calls = mapshrink.Keep(m.calls, &m.peaks.calls)
 	}
 }
 

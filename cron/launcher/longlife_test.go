@@ -2,10 +2,13 @@ package launcher
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"paxcron/cron/state"
+	"paxcron/internal/mapshrink"
 )
 
 // holdings is what a leader's launcher holds per job or per launch.
@@ -110,5 +113,32 @@ func TestManyTermsHoldOnlyWhatIsLive(t *testing.T) {
 	}
 	if s := h.l.Stats(); s.Promotions != 301 {
 		t.Fatalf("%d promotions, want 301", s.Promotions)
+	}
+}
+
+// A leader that saw most of a herd of open launches concluded rebuilds
+// its maps of them (a Go map never shrinks), and holds the same tasks.
+func TestConcludedHerdShrinksTheLeadersMaps(t *testing.T) {
+	h := newHarness(t, nil)
+	n := 5 * mapshrink.Floor
+	var concluded []state.Command
+	for i := range n {
+		name := fmt.Sprintf("j%06d", i)
+		h.apply(putJob(name, job("@every 1h")), state.Trigger{Name: name, At: t0})
+		if i >= n/10 {
+			concluded = append(concluded, state.LaunchFinished{Job: name, ScheduledAt: t0, LaunchKind: state.LaunchManual, Outcome: state.Outcome{Kind: state.OutcomeUnknown}, Term: state.Term{Round: 1, Replica: 1}})
+		}
+	}
+	h.lease(1, 10*time.Second)
+	h.step()
+	if len(h.l.tasks) != n {
+		t.Fatalf("the leader took over %d open launches, want %d", len(h.l.tasks), n)
+	}
+	h.apply(concluded...)
+	before := slices.Sorted(maps.Keys(h.l.tasks))
+	h.step()
+	if after := slices.Sorted(maps.Keys(h.l.tasks)); h.l.peaks.tasks.Rebuilds == 0 || !slices.Equal(after, before) {
+		t.Fatalf("%d tasks of a peak of %d: rebuilt %d times; %d tasks before, %d after",
+			len(h.l.tasks), n, h.l.peaks.tasks.Rebuilds, len(before), len(after))
 	}
 }

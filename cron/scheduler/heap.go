@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"paxcron/internal/mapshrink"
 )
 
 // MaxJobs is the most jobs a Heap holds: positions are int32 to keep the
@@ -40,6 +42,8 @@ type Heap struct {
 	ids   map[string]int32 // name -> id
 	pos   []int32          // id -> position in items; -1 for a free id
 	free  []int32          // ids free for reuse
+	// compactions counts the index's rebuilds (compact).
+	compactions int
 }
 
 // Len returns the number of jobs in the heap.
@@ -92,7 +96,28 @@ func (h *Heap) Remove(name string) bool {
 		return false
 	}
 	h.removeAt(int(h.pos[id]))
+	if mapshrink.FarBelow(len(h.items), len(h.pos)) {
+		h.compact()
+	}
 	return true
+}
+
+// compact renumbers the jobs by their positions and rebuilds the index
+// in memory of their number: a Go map never shrinks, and pos holds an
+// entry per id ever given, so a heap that held a million jobs kept their
+// memory after all but a few were removed. Only Remove compacts: the
+// jobs PopDue takes come back with their next time. The heap's order is
+// unchanged.
+func (h *Heap) compact() {
+	items := make([]item, len(h.items))
+	ids := make(map[string]int32, len(h.items))
+	pos := make([]int32, len(h.items))
+	for i, it := range h.items {
+		it.id = int32(i)
+		items[i], ids[it.name], pos[i] = it, it.id, it.id
+	}
+	h.items, h.ids, h.pos, h.free = items, ids, pos, nil
+	h.compactions++
 }
 
 // NextAt returns the job's time in the heap, and whether it is there.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"paxcron/internal/mapshrink"
 )
 
 var t0 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -320,5 +322,33 @@ func TestBuilder(t *testing.T) {
 			}()
 			tc.f(NewBuilder(0))
 		})
+	}
+}
+
+// A heap whose jobs were mostly removed rebuilds its index in fresh
+// memory, and holds and orders the jobs left as before.
+func TestRemovingMostJobsCompactsTheIndex(t *testing.T) {
+	n := 5 * mapshrink.Floor
+	var h Heap
+	var left []Entry
+	for i := range n {
+		e := Entry{fmt.Sprintf("j%06d", i), at(i % 997)}
+		h.Set(e.Name, e.NextAt)
+		if i < n/10 {
+			left = append(left, e)
+		}
+	}
+	for i := n / 10; i < n; i++ {
+		h.Remove(fmt.Sprintf("j%06d", i))
+	}
+	if h.compactions == 0 || len(h.pos) >= n/4 {
+		t.Fatalf("%d jobs left of %d: %d compactions, %d ids", h.Len(), n, h.compactions, len(h.pos))
+	}
+	check(t, &h)
+	h.Set("new", at(5))
+	left = append(left, Entry{"new", at(5)})
+	slices.SortFunc(left, compareEntry)
+	if got := drain(&h); !reflect.DeepEqual(got, left) {
+		t.Fatalf("drained %d jobs, not the %d left in order", len(got), len(left))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"paxcron/cron/schedule"
+	"paxcron/internal/mapshrink"
 )
 
 // Bounds on the state.
@@ -402,6 +403,12 @@ type Machine struct {
 	// OpenLaunches (a new leader's takeover) does not walk every job: a
 	// million of them took about 80 ms (BenchmarkTakeoverReads).
 	withOpen map[string]struct{}
+	// jobsPeak and withOpenPeak track the peaks of jobs and withOpen,
+	// which are rebuilt when they fall far below (a Go map never shrinks:
+	// a million jobs made and nearly all deleted kept the memory of a
+	// million). A rebuilt map holds the same entries: no replica's state
+	// differs by it, whenever it happens.
+	jobsPeak, withOpenPeak mapshrink.Peak
 	// snapshotSize is the size of the last snapshot taken or restored,
 	// and snapshotJobs its jobs, which size the next one's buffer, scaled
 	// by the jobs since: growing a buffer of hundreds of MiB by doubling
@@ -496,6 +503,8 @@ func (m *Machine) ApplyCommand(slot uint64, c Command) error {
 	if err == nil {
 		err = m.dispatch(slot, c)
 	}
+	m.jobs = mapshrink.Keep(m.jobs, &m.jobsPeak)
+	m.withOpen = mapshrink.Keep(m.withOpen, &m.withOpenPeak)
 	switch {
 	case err == nil:
 		m.stats.Applied++

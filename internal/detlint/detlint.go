@@ -44,6 +44,7 @@ var Packages = []string{
 	"sim/simnet",
 	"sim/simnomad",
 	"sim/check",
+	"internal/mapshrink",
 }
 
 // Finding is one forbidden construct.

@@ -1,0 +1,102 @@
+package state
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"testing"
+
+	"paxcron/internal/mapshrink"
+)
+
+// neverRebuilt applies commands to m through apply, forgetting m's map
+// peaks before each, so that its maps are never rebuilt: the state as it
+// was before they were.
+func neverRebuilt(m *Machine, apply func(Command)) func(Command) {
+	return func(c Command) {
+		m.jobsPeak, m.withOpenPeak = mapshrink.Peak{}, mapshrink.Peak{}
+		apply(c)
+	}
+}
+
+// shrinkScript makes n jobs and opens a launch of each, concludes all
+// but a tenth, deletes all but a tenth of the jobs, and then makes and
+// launches a few more.
+func shrinkScript(n int, apply func(Command)) {
+	name := func(i int) string { return fmt.Sprintf("job-%06d", i) }
+	at := t0
+	for i := range n {
+		apply(PutJob{Name: name(i), Spec: spec("0 * * * *"), At: at})
+		apply(Trigger{Name: name(i), At: at})
+	}
+	for i := range n - n/10 {
+		apply(LaunchFinished{Job: name(i), ScheduledAt: at, LaunchKind: LaunchManual, Outcome: Outcome{Kind: OutcomeUnknown}})
+	}
+	for i := n / 10; i < n; i++ {
+		apply(DeleteJob{Name: name(i)})
+	}
+	for i := n; i < n+100; i++ {
+		apply(PutJob{Name: name(i), Spec: spec("0 * * * *"), At: at})
+		apply(Trigger{Name: name(i), At: at})
+	}
+}
+
+// A state whose jobs and open launches fell far below their peak
+// rebuilds those maps, and is the same state as one that did not: the
+// same snapshot, byte for byte.
+func TestMapsFarBelowTheirPeakAreRebuiltUnchanged(t *testing.T) {
+	n := 5 * mapshrink.Floor
+	shrunk, kept := New(), New()
+	shrinkScript(n, applier(t, shrunk))
+	shrinkScript(n, neverRebuilt(kept, applier(t, kept)))
+	if shrunk.jobsPeak.Rebuilds == 0 || shrunk.withOpenPeak.Rebuilds == 0 {
+		t.Fatalf("%d jobs and %d with an open launch, of peaks of %d: rebuilt %d and %d times, want both",
+			len(shrunk.jobs), len(shrunk.withOpen), n, shrunk.jobsPeak.Rebuilds, shrunk.withOpenPeak.Rebuilds)
+	}
+	if kept.jobsPeak.Rebuilds+kept.withOpenPeak.Rebuilds != 0 {
+		t.Fatal("the state kept as it was rebuilt its maps")
+	}
+	a, err := shrunk.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := kept.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatalf("the rebuilt state's snapshot (%d bytes) differs from the kept one's (%d bytes)", len(a), len(b))
+	}
+}
+
+// TestHeapAfterMassDelete measures, when PAXCRON_MAPSHRINK_HEAP=1, the
+// heap in use once a million jobs were made and all but 10,000 deleted,
+// with the maps rebuilt and without.
+func TestHeapAfterMassDelete(t *testing.T) {
+	if os.Getenv("PAXCRON_MAPSHRINK_HEAP") != "1" {
+		t.Skip("set PAXCRON_MAPSHRINK_HEAP=1 to measure")
+	}
+	const made, left = 1_000_000, 10_000
+	for _, keepPeaks := range []bool{true, false} {
+		before := heapInUse()
+		m := New()
+		apply := applier(t, m)
+		if !keepPeaks {
+			apply = neverRebuilt(m, apply)
+		}
+		for i := range made {
+			apply(PutJob{Name: fmt.Sprintf("job-%07d", i), Spec: spec("? ? * * *"), At: t0})
+		}
+		peak := heapInUse()
+		for i := left; i < made; i++ {
+			apply(DeleteJob{Name: fmt.Sprintf("job-%07d", i)})
+		}
+		m.sortedNames() // drops the deleted names it holds for the next snapshot
+		after := heapInUse()
+		t.Logf("rebuilt %v: %d jobs made: %.1f MiB; %d left: %.1f MiB (jobs map rebuilt %d times)",
+			keepPeaks, made, mib(peak, before), left, mib(after, before), m.jobsPeak.Rebuilds)
+	}
+}
+
+// mib is the MiB from before to after.
+func mib(after, before uint64) float64 { return (float64(after) - float64(before)) / (1 << 20) }
