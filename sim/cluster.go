@@ -88,6 +88,9 @@ type cluster struct {
 	cronSlot   uint64 // the last slot the cron checker saw
 	rev        uint64 // the client's edits, to make each one unique
 	promotions uint64
+	// mapRebuilds counts the maps crashed replicas' states and launchers
+	// rebuilt far below their peak (mapshrink).
+	stateMapRebuilds, leaderMapRebuilds uint64
 	// openedByKind counts launches Trigger and Backfill opened.
 	openedByKind [3]uint64
 	// healthyFrom is when, after healing, a leader held the lease (plus a
@@ -389,6 +392,8 @@ func (c *cluster) crash(n *node, why string) {
 	n.up = false
 	n.crashArmed = false
 	n.rep = nil
+	c.stateMapRebuilds += n.machine.MapRebuilds()
+	c.leaderMapRebuilds += n.launcher.Stats().MapRebuilds
 	n.launcher, n.machine = nil, nil
 	n.tick.Cancel()
 	c.net.SetUp(n.id, false)

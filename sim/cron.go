@@ -97,6 +97,11 @@ func (c *cluster) wall(n *node) time.Time { return c.opts.Epoch.Add(n.clock.Wall
 // trueWall is the true wall-clock time now: Nomad's clock.
 func (c *cluster) trueWall() time.Time { return c.opts.Epoch.Add(c.sched.Now()) }
 
+// simMapShrinkFloor is the peak above which a replica's maps are rebuilt
+// once far below it (mapshrink): the server's 4,096 is more jobs than a
+// run holds, and a small one rebuilds them at moments faults choose.
+const simMapShrinkFloor = 4
+
 // newLauncher builds replica n's launcher for its current incarnation.
 func (c *cluster) newLauncher(n *node) (*launcher.Launcher, error) {
 	horizon := c.opts.MemoryHorizon
@@ -107,14 +112,16 @@ func (c *cluster) newLauncher(n *node) (*launcher.Launcher, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.SetMapShrinkFloor(simMapShrinkFloor)
 	n.machine = m
 	return launcher.New(launcher.Config{
-		Machine:       n.machine,
-		Propose:       c.proposer(n),
-		Dispatcher:    &simDispatcher{c: c, n: n, incarnation: n.incarnation},
-		MemoryHorizon: horizon,
-		ClockSkew:     c.opts.ClockSkew,
-		MaxInflight:   16,
+		Machine:        n.machine,
+		Propose:        c.proposer(n),
+		Dispatcher:     &simDispatcher{c: c, n: n, incarnation: n.incarnation},
+		MemoryHorizon:  horizon,
+		ClockSkew:      c.opts.ClockSkew,
+		MaxInflight:    16,
+		MapShrinkFloor: simMapShrinkFloor,
 		// A heap of the 8 jobs built over several steps after every
 		// takeover, with the log's changes applied meanwhile.
 		BuildStep:       1,
@@ -552,7 +559,14 @@ func (c *cluster) nomadNormal() {
 // cronStats gathers the run's cron counters.
 func (c *cluster) cronStats() CronStats {
 	st := CronStats{Nomad: c.nomad.Stats(), Promotions: c.promotions,
-		Manual: c.openedByKind[state.LaunchManual], Backfilled: c.openedByKind[state.LaunchBackfill]}
+		Manual: c.openedByKind[state.LaunchManual], Backfilled: c.openedByKind[state.LaunchBackfill],
+		StateMapRebuilds: c.stateMapRebuilds, LeaderMapRebuilds: c.leaderMapRebuilds}
+	for _, n := range c.nodes {
+		if n.up {
+			st.StateMapRebuilds += n.machine.MapRebuilds()
+			st.LeaderMapRebuilds += n.launcher.Stats().MapRebuilds
+		}
+	}
 	_, st.Calls = c.cronCheck.Stats()
 	st.SecondChildren = c.cronCheck.SecondChildren()
 	st.Checked = c.cronCheck.Counts()

@@ -34,9 +34,9 @@ func (s CronStats) String() string {
 	for _, n := range k.Justified {
 		justified += n
 	}
-	return fmt.Sprintf("launches: started=%d (manual %d, backfilled %d) dispatched=%d skipped=%d failed=%d unknown=%d; calls=%d takeovers=%d nomad: created=%d dedup=%d lost-replies=%d; checked: justified=%d on-time=%d (before the tail %d) manual-on-time=%d (before the tail %d, short window %d) crowded=%d dropped-by-delete=%d; reasons not kept: %d",
+	return fmt.Sprintf("launches: started=%d (manual %d, backfilled %d) dispatched=%d skipped=%d failed=%d unknown=%d; calls=%d takeovers=%d nomad: created=%d dedup=%d lost-replies=%d; checked: justified=%d on-time=%d (before the tail %d) manual-on-time=%d (before the tail %d, short window %d) crowded=%d dropped-by-delete=%d; reasons not kept: %d; maps rebuilt: state=%d leader=%d",
 		l.Started, s.Manual, s.Backfilled, l.Dispatched, l.Skipped, l.Failed, l.Unknown, s.Calls, s.Promotions, s.Nomad.Created, s.Nomad.Deduplicated, s.Nomad.RepliesLost,
-		justified, k.OnTime, k.OnTimeEarly, k.OnTimeManual, k.OnTimeManualEarly, k.ManualWindowShort, k.Crowded, k.DroppedByDelete, s.ReasonsNotKept)
+		justified, k.OnTime, k.OnTimeEarly, k.OnTimeManual, k.OnTimeManualEarly, k.ManualWindowShort, k.Crowded, k.DroppedByDelete, s.ReasonsNotKept, s.StateMapRebuilds, s.LeaderMapRebuilds)
 }
 
 // CronStats is what the cron layer did in a run.
@@ -47,6 +47,9 @@ type CronStats struct {
 	Calls uint64
 	// Promotions counts launchers that took over as leader.
 	Promotions uint64
+	// StateMapRebuilds and LeaderMapRebuilds count the maps replicas'
+	// states and leaders rebuilt far below their peak (mapshrink).
+	StateMapRebuilds, LeaderMapRebuilds uint64
 	// Manual and Backfilled count launches Trigger and Backfill opened.
 	Manual     uint64
 	Backfilled uint64

@@ -201,6 +201,8 @@ func TestCronIsExercised(t *testing.T) {
 		l.Launches.Unknown += c.Launches.Unknown
 		l.Calls += c.Calls
 		l.Promotions += c.Promotions
+		l.StateMapRebuilds += c.StateMapRebuilds
+		l.LeaderMapRebuilds += c.LeaderMapRebuilds
 		l.Manual += c.Manual
 		l.Backfilled += c.Backfilled
 		l.Nomad.CallsLookup += c.Nomad.CallsLookup
@@ -230,6 +232,7 @@ func TestCronIsExercised(t *testing.T) {
 		"replies lost": l.Nomad.RepliesLost, "calls while Nomad was down": l.Nomad.FailedDown,
 		"dispatches refused": l.Nomad.Rejected, "children collected": l.Nomad.Collected,
 		"forbid children judged against the job's others": forbidJudged,
+		"state maps rebuilt far below their peak":         l.StateMapRebuilds, "leader maps rebuilt": l.LeaderMapRebuilds,
 	} {
 		if n == 0 {
 			t.Errorf("across %d seeds, %s: none", exercisedSeeds, what)

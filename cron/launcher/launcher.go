@@ -48,6 +48,11 @@ type Config struct {
 	// one-second lease (issue 6); in steps the loop keeps answering its
 	// peers, and no launch starts until the heap is built. Default 65,536.
 	BuildStep int
+	// MapShrinkFloor is the size the leader's per-job and per-launch maps
+	// and its heap must have reached before they are rebuilt once far
+	// below it (mapshrink). 0 is mapshrink.Floor; the simulator's few
+	// jobs need a small one to be rebuilt at all.
+	MapShrinkFloor int
 	// RetryAfter is the wait before a failed call is retried; it doubles
 	// per attempt up to 32 times its value. Default 1 s.
 	RetryAfter time.Duration
@@ -245,6 +250,9 @@ type Stats struct {
 	// could start: the state held as many launches open of all jobs as
 	// it keeps (state.Limits.OpenLaunches).
 	HeldForRoom uint64
+	// MapRebuilds counts the leader's maps rebuilt far below their peak
+	// (shrinkMaps).
+	MapRebuilds uint64
 }
 
 // Launcher is the leader's launch protocol. It is the replica's
@@ -511,7 +519,7 @@ func (l *Launcher) promote() {
 	l.waited, l.held, l.holding = map[string]span{}, nil, false
 	l.tasks = map[string]*task{}
 	l.calls = map[uint64]*task{}
-	l.peaks = leaderPeaks{}
+	l.peaks = newLeaderPeaks(l.cfg.MapShrinkFloor)
 	l.swept = l.now
 	if l.m.Term() == l.stateTerm() {
 		// Promoted again in a term whose Takeover is applied (the node
@@ -587,6 +595,7 @@ func (l *Launcher) stepBuild() {
 		return
 	}
 	l.heap, l.build = bd.b.Heap(), nil
+	l.heap.SetShrinkFloor(l.cfg.MapShrinkFloor)
 	dirty := make([]string, 0, len(bd.dirty))
 	//detlint:maprange collected, then sorted
 	for name := range bd.dirty {
@@ -632,8 +641,10 @@ type memory struct {
 	peaks struct{ child, unsure, calls mapshrink.Peak }
 }
 
-func newMemory(term state.Term) *memory {
-	return &memory{term: term, child: map[string]string{}, unsure: map[string]time.Time{}, calls: map[uint64]string{}}
+func newMemory(term state.Term, shrinkFloor int) *memory {
+	m := &memory{term: term, child: map[string]string{}, unsure: map[string]time.Time{}, calls: map[uint64]string{}}
+	m.peaks.child.Floor, m.peaks.unsure.Floor, m.peaks.calls.Floor = shrinkFloor, shrinkFloor, shrinkFloor
+	return m
 }
 
 func (m *memory) forget(id string) {
@@ -659,7 +670,7 @@ func (l *Launcher) takeOver() {
 	l.stepBuild()
 	prev := l.mem
 	continuing := prev != nil && prev.term == l.termBefore
-	l.mem = newMemory(l.stateTerm())
+	l.mem = newMemory(l.stateTerm(), l.cfg.MapShrinkFloor)
 	for _, open := range l.m.OpenLaunches() {
 		id := open.Identity
 		switch child, unsureUntil := prev.lookup(id); {
@@ -1446,6 +1457,16 @@ func (l *Launcher) sweep() {
 // leaderPeaks are the peaks of a leader's per-job and per-launch maps.
 type leaderPeaks struct{ starting, full, waited, tasks, calls mapshrink.Peak }
 
+// newLeaderPeaks is leaderPeaks for maps rebuilt above floor
+// (Config.MapShrinkFloor).
+func newLeaderPeaks(floor int) leaderPeaks {
+	p := leaderPeaks{}
+	for _, peak := range []*mapshrink.Peak{&p.starting, &p.full, &p.waited, &p.tasks, &p.calls} {
+		peak.Floor = floor
+	}
+	return p
+}
+
 // shrinkMaps rebuilds the leader's maps that fell far below their peak
 // (mapshrink): a Go map never shrinks, so a herd of a million launches,
 // or a million jobs deleted, kept their memory for the rest of the term,
@@ -1453,6 +1474,8 @@ type leaderPeaks struct{ starting, full, waited, tasks, calls mapshrink.Peak }
 // it sees each map's length between inputs; a rebuilt map holds the same
 // entries.
 func (l *Launcher) shrinkMaps() {
+	before := l.mapRebuilds()
+	defer func() { l.stats.MapRebuilds += l.mapRebuilds() - before }()
 	p := &l.peaks
 	l.starting = mapshrink.Keep(l.starting, &p.starting)
 	l.full = mapshrink.Keep(l.full, &p.full)
@@ -1464,6 +1487,16 @@ func (l *Launcher) shrinkMaps() {
 		m.unsure = mapshrink.Keep(m.unsure, &m.peaks.unsure)
 		m.calls = mapshrink.Keep(m.calls, &m.peaks.calls)
 	}
+}
+
+// mapRebuilds is the rebuilds the peaks of the leader's maps counted.
+func (l *Launcher) mapRebuilds() uint64 {
+	p := &l.peaks
+	n := p.starting.Rebuilds + p.full.Rebuilds + p.waited.Rebuilds + p.tasks.Rebuilds + p.calls.Rebuilds
+	if m := l.mem; m != nil {
+		n += m.peaks.child.Rebuilds + m.peaks.unsure.Rebuilds + m.peaks.calls.Rebuilds
+	}
+	return n
 }
 
 // Open returns the number of launches the leader is concluding.

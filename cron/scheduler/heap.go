@@ -44,7 +44,14 @@ type Heap struct {
 	free  []int32          // ids free for reuse
 	// compactions counts the index's rebuilds (compact).
 	compactions int
+	// shrinkFloor replaces mapshrink.Floor where not 0 (SetShrinkFloor).
+	shrinkFloor int
 }
+
+// SetShrinkFloor sets the number of jobs the heap must have held before
+// Remove compacts its index; 0 is mapshrink.Floor. The simulator's few
+// jobs need a small one to be compacted at all.
+func (h *Heap) SetShrinkFloor(floor int) { h.shrinkFloor = floor }
 
 // Len returns the number of jobs in the heap.
 func (h *Heap) Len() int { return len(h.items) }
@@ -62,7 +69,9 @@ func (h *Heap) Build(entries []Entry) {
 	}
 	for !b.Step(len(entries) + 1) {
 	}
+	floor := h.shrinkFloor
 	*h = b.Heap()
+	h.shrinkFloor = floor
 }
 
 // Set inserts the job or moves it to nextAt, in O(log n). A zero nextAt
@@ -96,7 +105,7 @@ func (h *Heap) Remove(name string) bool {
 		return false
 	}
 	h.removeAt(int(h.pos[id]))
-	if mapshrink.FarBelow(len(h.items), len(h.pos)) {
+	if mapshrink.FarBelow(len(h.items), len(h.pos), h.shrinkFloor) {
 		h.compact()
 	}
 	return true

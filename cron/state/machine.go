@@ -441,6 +441,17 @@ func NewWithLimits(limits Limits) (*Machine, error) {
 	return m, nil
 }
 
+// SetMapShrinkFloor sets the size its job maps must have reached before
+// they are rebuilt once far below it (mapshrink); 0 is mapshrink.Floor.
+// The simulator's few jobs need a small one to be rebuilt at all. A
+// rebuild changes no entry, so replicas may differ in it.
+func (m *Machine) SetMapShrinkFloor(floor int) {
+	m.jobsPeak.Floor, m.withOpenPeak.Floor = floor, floor
+}
+
+// MapRebuilds counts the job maps rebuilt far below their peak.
+func (m *Machine) MapRebuilds() uint64 { return m.jobsPeak.Rebuilds + m.withOpenPeak.Rebuilds }
+
 // Limits returns the machine's limits.
 func (m *Machine) Limits() Limits { return m.limits }
 

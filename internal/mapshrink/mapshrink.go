@@ -22,13 +22,22 @@ const shrinkFactor = 4
 
 // FarBelow reports whether a map (or an index) of length n, whose peak
 // was peak, is to be rebuilt: when it holds less than a quarter of a
-// peak of at least Floor.
-func FarBelow(n, peak int) bool { return peak >= Floor && n < peak/shrinkFactor }
+// peak of at least floor (Floor where floor is 0).
+func FarBelow(n, peak, floor int) bool {
+	if floor <= 0 {
+		floor = Floor
+	}
+	return peak >= floor && n < peak/shrinkFactor
+}
 
 // Peak is a map's peak length since it was made or last rebuilt. The
-// zero value is a map's that has held nothing yet.
+// zero value is a map's that has held nothing yet, rebuilt above Floor.
 type Peak struct {
-	peak int
+	// Floor, where not 0, replaces the package's Floor for this map: the
+	// simulator's clusters hold a few jobs, and set a small one so that
+	// their maps are rebuilt too, at moments its faults choose.
+	Floor int
+	peak  int
 	// Rebuilds counts the rebuilds, for tests.
 	Rebuilds uint64
 }
@@ -46,7 +55,7 @@ func Keep[M ~map[K]V, K comparable, V any](m M, p *Peak) M {
 	if n > p.peak {
 		p.peak = n
 	}
-	if !FarBelow(n, p.peak) {
+	if !FarBelow(n, p.peak, p.Floor) {
 		return m
 	}
 	fresh := make(M, n)
