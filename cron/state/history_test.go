@@ -837,7 +837,7 @@ func readFixture(t *testing.T, version byte) (data, golden []byte) {
 
 // applier applies commands to m at the next slots, failing t on a
 // refusal.
-func applier(t *testing.T, m *Machine) func(Command) {
+func applier(t testing.TB, m *Machine) func(Command) {
 	slot := m.LastSlot()
 	return func(c Command) {
 		t.Helper()

@@ -3,7 +3,7 @@ package state
 import (
 	"bytes"
 	"fmt"
-	"os"
+	"runtime"
 	"testing"
 
 	"paxcron/internal/mapshrink"
@@ -69,32 +69,35 @@ func TestMapsFarBelowTheirPeakAreRebuiltUnchanged(t *testing.T) {
 	}
 }
 
-// TestHeapAfterMassDelete measures, when PAXCRON_MAPSHRINK_HEAP=1, the
-// heap in use once a million jobs were made and all but 10,000 deleted,
-// with the maps rebuilt and without.
-func TestHeapAfterMassDelete(t *testing.T) {
-	if os.Getenv("PAXCRON_MAPSHRINK_HEAP") != "1" {
-		t.Skip("set PAXCRON_MAPSHRINK_HEAP=1 to measure")
-	}
+// BenchmarkMassDeleteHeap reports the heap in use once a million jobs
+// were made (MiB-made) and all but 10,000 deleted (MiB-left), with the
+// maps rebuilt far below their peak and without. One run is the figure:
+// -benchtime 1x.
+func BenchmarkMassDeleteHeap(b *testing.B) {
 	const made, left = 1_000_000, 10_000
-	for _, keepPeaks := range []bool{true, false} {
-		before := heapInUse()
-		m := New()
-		apply := applier(t, m)
-		if !keepPeaks {
-			apply = neverRebuilt(m, apply)
-		}
-		for i := range made {
-			apply(PutJob{Name: fmt.Sprintf("job-%07d", i), Spec: spec("? ? * * *"), At: t0})
-		}
-		peak := heapInUse()
-		for i := left; i < made; i++ {
-			apply(DeleteJob{Name: fmt.Sprintf("job-%07d", i)})
-		}
-		m.sortedNames() // drops the deleted names it holds for the next snapshot
-		after := heapInUse()
-		t.Logf("rebuilt %v: %d jobs made: %.1f MiB; %d left: %.1f MiB (jobs map rebuilt %d times)",
-			keepPeaks, made, mib(peak, before), left, mib(after, before), m.jobsPeak.Rebuilds)
+	for _, rebuilt := range []bool{true, false} {
+		b.Run(fmt.Sprintf("rebuilt=%v", rebuilt), func(b *testing.B) {
+			for range b.N {
+				before := heapInUse()
+				m := New()
+				apply := applier(b, m)
+				if !rebuilt {
+					apply = neverRebuilt(m, apply)
+				}
+				for i := range made {
+					apply(PutJob{Name: fmt.Sprintf("job-%07d", i), Spec: spec("? ? * * *"), At: t0})
+				}
+				peak := heapInUse()
+				for i := left; i < made; i++ {
+					apply(DeleteJob{Name: fmt.Sprintf("job-%07d", i)})
+				}
+				m.sortedNames() // drops the deleted names it holds for the next snapshot
+				after := heapInUse()
+				b.ReportMetric(mib(peak, before), "MiB-made")
+				b.ReportMetric(mib(after, before), "MiB-left")
+				runtime.KeepAlive(m)
+			}
+		})
 	}
 }
 
