@@ -103,3 +103,57 @@ func BenchmarkMassDeleteHeap(b *testing.B) {
 
 // mib is the MiB from before to after.
 func mib(after, before uint64) float64 { return (float64(after) - float64(before)) / (1 << 20) }
+
+// A state restored from a snapshot, or replaced by one decoded apart,
+// keeps its map shrink floor, which is the replica's configuration like
+// its limits, and the rebuilds it counted: the simulator sets a floor of
+// a few jobs, and a replica that took a snapshot from its peers went on
+// with the server's 4,096, so its maps were never rebuilt again and its
+// earlier rebuilds went uncounted.
+func TestARestoredStateKeepsItsMapShrinkFloor(t *testing.T) {
+	const floor = 4
+	source := New()
+	applier(t, source)(PutJob{Name: "kept", Spec: spec("0 * * * *"), At: t0})
+	data, err := source.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, replace := range []struct {
+		how  string
+		into func(m *Machine) error
+	}{
+		{"Restore", func(m *Machine) error { return m.Restore(data) }},
+		{"Install", func(m *Machine) error {
+			restored, err := DecodeSnapshot(data)
+			if err == nil {
+				m.Install(restored)
+			}
+			return err
+		}},
+	} {
+		m := New()
+		m.SetMapShrinkFloor(floor)
+		shrinkScript(2*floor, applier(t, m))
+		before := m.MapRebuilds()
+		if before == 0 {
+			t.Fatalf("%s: no map rebuilt above a floor of %d before the restore", replace.how, floor)
+		}
+		if err := replace.into(m); err != nil {
+			t.Fatalf("%s: %v", replace.how, err)
+		}
+		after := m.MapRebuilds()
+		if after != before {
+			t.Errorf("%s: %d map rebuilds counted after it, %d before", replace.how, after, before)
+		}
+		apply := applier(t, m)
+		for i := range 4 * floor {
+			apply(PutJob{Name: fmt.Sprintf("after-%d", i), Spec: spec("0 * * * *"), At: t0})
+		}
+		for i := range 4 * floor {
+			apply(DeleteJob{Name: fmt.Sprintf("after-%d", i)})
+		}
+		if m.MapRebuilds() == after {
+			t.Errorf("%s: %d jobs made and deleted after it, above a floor of %d: no map rebuilt", replace.how, 4*floor, floor)
+		}
+	}
+}

@@ -337,9 +337,9 @@ func snapshotErr(format string, args ...any) error {
 // error the machine is empty. A replica whose restore fails stops: it has
 // no state to apply its log to.
 func (m *Machine) Restore(data []byte) error {
-	limits := m.limits
+	limits, jobsPeak, withOpenPeak := m.limits, m.jobsPeak, m.withOpenPeak
 	*m = *New()
-	m.limits = limits
+	m.limits, m.jobsPeak, m.withOpenPeak = limits, jobsPeak, withOpenPeak
 	restored, err := DecodeSnapshot(data)
 	if err != nil {
 		return err
@@ -349,12 +349,17 @@ func (m *Machine) Restore(data []byte) error {
 }
 
 // Install replaces m's state with restored's, a machine DecodeSnapshot
-// returned, which must not be used afterwards. m keeps its limits: they
-// are the replica's configuration, not the state's.
+// returned, which must not be used afterwards. m keeps its limits and its
+// maps' shrink floor, the replica's configuration, not the state's, and
+// the rebuilds it counted (found in review: a simulated replica that took
+// a snapshot from its peers fell back to the server's floor, and its
+// maps were never rebuilt again).
 func (m *Machine) Install(restored *Machine) {
-	limits := m.limits
+	limits, jobsPeak, withOpenPeak := m.limits, m.jobsPeak, m.withOpenPeak
 	*m = *restored
-	m.limits = limits
+	m.limits, m.jobsPeak, m.withOpenPeak = limits, jobsPeak, withOpenPeak
+	m.jobsPeak.Replaced()
+	m.withOpenPeak.Replaced()
 }
 
 // DecodeSnapshot decodes a snapshot into a new machine and touches no

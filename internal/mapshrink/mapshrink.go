@@ -42,6 +42,11 @@ type Peak struct {
 	Rebuilds uint64
 }
 
+// Replaced forgets the peak of a map replaced by another (a state
+// restored from a snapshot): the next Keep starts from the new map's
+// length. Floor and Rebuilds are kept.
+func (p *Peak) Replaced() { p.peak = 0 }
+
 // Len is the peak length Keep last saw.
 func (p *Peak) Len() int { return p.peak }
 
