@@ -198,7 +198,10 @@ func (o *oracle) popDue(t time.Time, max int) []Entry {
 // TestAgainstOracle runs random operation sequences on a Heap and on the
 // oracle and compares every result. Few names and a narrow time range
 // make ties, moves to the same time and removals of absent names common.
+// Half the seeds set a shrink floor of a few jobs, so that Remove
+// compacts the index as they go.
 func TestAgainstOracle(t *testing.T) {
+	compactions := 0
 	for seed := uint64(1); seed <= 200; seed++ {
 		r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 		names := make([]string, 1+r.IntN(40))
@@ -220,6 +223,9 @@ func TestAgainstOracle(t *testing.T) {
 				h = buildInSteps(t, o, 1+r.IntN(4))
 			}
 			slices.SortFunc(o, compareEntry)
+		}
+		if r.IntN(2) == 0 {
+			h.SetShrinkFloor(1 + r.IntN(8)) // compacted as it goes
 		}
 		for step := range 300 {
 			name := names[r.IntN(len(names))]
@@ -256,6 +262,10 @@ func TestAgainstOracle(t *testing.T) {
 		if got := drain(&h); !reflect.DeepEqual(got, []Entry(o)) && len(got)+len(o) > 0 {
 			t.Fatalf("seed %d: drained %v, want %v", seed, got, o)
 		}
+		compactions += h.compactions
+	}
+	if compactions == 0 {
+		t.Error("no seed compacted the index")
 	}
 }
 
