@@ -34,7 +34,7 @@ func TestForwardingDialsWithTheTLSOfEachDial(t *testing.T) {
 	}
 	var now atomic.Pointer[tls.Config]
 	now.Store(dialer(oldCA.Pool()))
-	tr := newProxyTransport(now.Load)
+	tr := newProxyTransport(now.Load, newForwardConns())
 	t.Cleanup(tr.CloseIdleConnections)
 	get := func(url string) (*http.Response, error) {
 		resp, err := (&http.Client{Transport: tr}).Get(url)

@@ -380,8 +380,8 @@ const maxForwardIdleConns = 1024
 // newProxyTransport is the transport every forwarded request shares, so
 // that connections to the leader are kept and reused. With TLS, dialTLS
 // gives the config of each dial (Server.dialerTLS: the files loaded
-// last).
-func newProxyTransport(dialTLS func() *tls.Config) *http.Transport {
+// last), and conns keeps the connections dialed for Server.retrust.
+func newProxyTransport(dialTLS func() *tls.Config, conns *forwardConns) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = maxForwardIdleConns
 	t.MaxIdleConnsPerHost = maxForwardIdleConns
@@ -393,7 +393,7 @@ func newProxyTransport(dialTLS func() *tls.Config) *http.Transport {
 		// start, that a reload could not change.
 		t.Proxy = nil
 		t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return dialTLSFor(ctx, t, dialTLS(), network, addr)
+			return dialTLSFor(ctx, t, dialTLS(), conns, network, addr)
 		}
 	}
 	return t
@@ -408,7 +408,7 @@ func newProxyTransport(dialTLS func() *tls.Config) *http.Transport {
 // bounded by t.TLSHandshakeTimeout, and it offers the protocols t set up
 // for itself (h2 and http/1.1, as ForceAttemptHTTP2 makes it; the API
 // answers in HTTP/1.1, as it serves no ALPN).
-func dialTLSFor(ctx context.Context, t *http.Transport, base *tls.Config, network, addr string) (net.Conn, error) {
+func dialTLSFor(ctx context.Context, t *http.Transport, base *tls.Config, conns *forwardConns, network, addr string) (net.Conn, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -430,10 +430,15 @@ func dialTLSFor(ctx context.Context, t *http.Transport, base *tls.Config, networ
 		ctx, cancel = context.WithTimeout(ctx, t.TLSHandshakeTimeout)
 		defer cancel()
 	}
-	c := tls.Client(raw, cfg)
+	fc := conns.track(raw, addr)
+	c := tls.Client(fc, cfg)
 	if err := c.HandshakeContext(ctx); err != nil {
-		raw.Close()
+		fc.Close()
 		return nil, err
+	}
+	if !conns.handshook(fc, c.ConnectionState()) {
+		fc.Close()
+		return nil, errForwardRetrusted
 	}
 	return c, nil
 }

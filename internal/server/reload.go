@@ -14,7 +14,9 @@ import (
 // client's (nomad.ca_file, nomad.cert_file, nomad.key_file), at the
 // paths the replica started with. Files that pass the checks of the
 // start are used by the handshakes that start after (replicas', API
-// clients', calls to Nomad); connections open go on as they are. Files
+// clients', calls to Nomad); connections open go on as they are, but
+// for replica-to-replica ones whose other end the CAs reloaded no
+// longer trust, which are closed (retrust). Files
 // that fail are refused: the replica keeps what it had, says why in its
 // log and counts it (paxcron_config_reloads_total), and serves on. The
 // error joins the refusals, nil when none. Every other setting is read
@@ -49,13 +51,17 @@ func (s *Server) reloadReplicaTLS(now time.Time) error {
 	case s.certReloaded <- struct{}{}:
 	default: // the expiry watch has one to read already
 	}
-	if old.info.leaf.Equal(m.info.leaf) && slices.EqualFunc(old.cas, m.cas, (*x509.Certificate).Equal) {
+	casChanged := !slices.EqualFunc(old.cas, m.cas, (*x509.Certificate).Equal)
+	if old.info.leaf.Equal(m.info.leaf) && !casChanged {
 		s.log.Info("this replica's TLS files reloaded, unchanged", "cert_file", s.cfg.TLS.CertFile, "ca_file", s.cfg.TLS.CAFile)
 	} else {
-		s.log.Info("this replica's TLS files reloaded: new connections use them, those open go on",
+		s.log.Info("this replica's TLS files reloaded: new connections use them, those open go on unless the CAs no longer trust the other end",
 			"certificate", describeCert(m.info.leaf), "before", describeCert(old.info.leaf),
 			"chain_expires_at", m.info.expires.UTC().Format(time.RFC3339),
 			"cas", caSubjects(m.cas), "cas_before", caSubjects(old.cas))
+	}
+	if casChanged {
+		s.retrust(m)
 	}
 	s.warnCert(now)
 	return nil

@@ -142,6 +142,19 @@ func newAuthFailureLog(log *slog.Logger, now func() time.Time) *authFailureLog {
 	return &authFailureLog{log: log, now: now, last: map[string]authFailureSeen{}}
 }
 
+// connSide names the side of a replica-to-replica connection in a log
+// line: dialing peer, or dialed from remote's host.
+func connSide(dialing bool, peer paxos.ReplicaID, remote string) string {
+	if dialing {
+		return "dialing replica " + strconv.FormatUint(uint64(peer), 10)
+	}
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	return "dialed from " + host
+}
+
 // note is the transport's OnAuthFailure: it must not block. A handshake
 // the other end closed is left to the other end's log, which says why
 // (every refusal is said by the side that refuses), as a peer stopping
@@ -156,14 +169,7 @@ func (l *authFailureLog) note(f transport.AuthFailure) {
 		l.log.Debug("a replica-to-replica handshake was closed by the other end", "err", f.Err, "remote", f.Remote)
 		return
 	}
-	side := "dialing replica " + strconv.FormatUint(uint64(f.Peer), 10)
-	if !f.Dialing {
-		host, _, err := net.SplitHostPort(f.Remote)
-		if err != nil {
-			host = f.Remote
-		}
-		side = "dialed from " + host
-	}
+	side := connSide(f.Dialing, f.Peer, f.Remote)
 	// A new cause on one side is said at once (an operator who fixed
 	// one file sees what is wrong next), the same one every
 	// authFailureEvery.

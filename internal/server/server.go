@@ -75,7 +75,9 @@ type Server struct {
 	reloading    sync.Mutex
 	// proxy carries the requests this replica forwards to the leader:
 	// bundles of them (proxyClient, bundles) and large ones alone.
-	proxy       *http.Transport
+	proxy *http.Transport
+	// forwarded are proxy's TLS connections, with TLS.
+	forwarded   *forwardConns
 	proxyClient *http.Client
 	bundles     *bundler
 	bundleKey   []byte
@@ -164,7 +166,8 @@ func New(cfg Config, bootstrap bool) (*Server, error) {
 	if s.apiTLS != nil {
 		dialTLS = s.dialerTLS
 	}
-	s.proxy = newProxyTransport(dialTLS)
+	s.forwarded = newForwardConns()
+	s.proxy = newProxyTransport(dialTLS, s.forwarded)
 	s.proxyClient = &http.Client{Transport: s.proxy}
 	s.bundles = newBundler(s)
 	s.bundleKey = bundleKey(cfg.ClusterKey)

@@ -353,8 +353,10 @@ func TestTLSReloadedCertificateFromACAPeersDoNotTrustIsRefusedAndSaidSo(t *testi
 }
 
 // A CA dropped from a replica's CA file by a reload is no longer trusted
-// by it, dialing or dialed: a peer still presenting a certificate from
-// it is refused on the next connections, and the log says whose and why.
+// by it, dialing or dialed: its connections open to and from peers that
+// present a certificate from that CA, and those it forwards through, are
+// closed at once, each logged, and the next ones are refused, the log
+// saying whose and why.
 func TestTLSCADroppedByReloadIsNoLongerTrusted(t *testing.T) {
 	oldCA := testcert.NewCA(t, "paxcron old CA", time.Now().Add(24*time.Hour))
 	newCA := testcert.NewCA(t, "paxcron new CA", time.Now().Add(48*time.Hour))
@@ -368,14 +370,28 @@ func TestTLSCADroppedByReloadIsNoLongerTrusted(t *testing.T) {
 	c.waitChildren(2)
 	leader := c.leader()
 	dropper, stale := leader%3+1, (leader+1)%3+1
+	c.writeThroughFollower("forwarded") // through the dropper: a connection to the leader's API is kept
+	mark := len(logs[dropper].String())
 	files.set(dropper, []*testcert.CA{newCA}, newCA, testcert.Leaf{})
 	if err := c.servers[dropper-1].ReloadTLS(); err != nil {
 		t.Fatal(err)
 	}
-	// The stale replica restarts still on the old CA's certificate: it
-	// dials the one that dropped that CA, and is dialed by it.
-	mark := len(logs[dropper].String())
-	c.restartGracefully(stale)
+	closed := "closed a replica-to-replica connection made before the TLS files were reloaded"
+	sides := map[string]int{}
+	for line := range strings.Lines(logs[dropper].String()[mark:]) {
+		if strings.Contains(line, closed) && strings.Contains(line, `issuer \"CN=paxcron old CA\"`) &&
+			strings.Contains(line, "it is not signed by a CA in this replica's CA file") {
+			side, _, _ := strings.Cut(line[strings.Index(line, "side=")+len("side="):], " certificate=")
+			sides[strings.Trim(side, `"`)]++
+		}
+	}
+	for _, want := range []string{fmt.Sprintf("dialing replica %d", stale), fmt.Sprintf("dialing replica %d", leader),
+		"dialed from 127.0.0.1", "forwarding to " + c.servers[leader-1].cfg.HTTPAdvertise} {
+		if want == "dialed from 127.0.0.1" && sides[want] != 2 || want != "dialed from 127.0.0.1" && sides[want] != 1 {
+			t.Errorf("replica %d logged %d connections %s closed, want one per connection; it logged:\n%s",
+				dropper, sides[want], want, logs[dropper].String()[mark:])
+		}
+	}
 	eventually(t, fmt.Sprintf("replica %d to refuse replica %d's certificate both ways, and say so", dropper, stale), func() bool {
 		var dialing, dialed bool
 		for line := range strings.Lines(logs[dropper].String()[mark:]) {
@@ -388,6 +404,31 @@ func TestTLSCADroppedByReloadIsNoLongerTrusted(t *testing.T) {
 	}, func() string { return logs[dropper].String()[mark:] })
 	c.waitChildren(len(c.nomad.Children()) + 2)
 	c.checkEverySecondOnce("tick")
+}
+
+// A reload that changes the CAs but keeps the one every certificate is
+// from closes no connection: a CA added (the first step of a CA move)
+// churns nothing.
+func TestTLSReloadKeepingTheCAClosesNothing(t *testing.T) {
+	ca := testcert.NewCA(t, "paxcron CA", time.Now().Add(24*time.Hour))
+	c, files, logs := startTickingTLSCluster(t, ca, slog.LevelInfo)
+	c.writeThroughFollower("forwarded")
+	other := testcert.NewCA(t, "paxcron next CA", time.Now().Add(48*time.Hour))
+	for id := paxos.ReplicaID(1); id <= 3; id++ {
+		files.setCAs(id, ca, other)
+		if err := c.servers[id-1].ReloadTLS(); err != nil {
+			t.Fatal(err)
+		}
+		if l := logs[id].String(); !strings.Contains(l, "cas_before") || strings.Contains(l, "closed a replica-to-replica connection") {
+			t.Fatalf("replica %d reloaded a CA added, and closed a connection or did not see the CAs change:\n%s", id, l)
+		}
+	}
+	c.waitChildren(len(c.nomad.Children()) + 2)
+	for id, l := range logs {
+		if strings.Contains(l.String(), "a replica-to-replica connection was refused") {
+			t.Errorf("replica %d refused a peer or was refused:\n%s", id, l)
+		}
+	}
 }
 
 // The replica's reload reloads its Nomad client's TLS files too: a new

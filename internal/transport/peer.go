@@ -146,7 +146,7 @@ type unreachable struct {
 func (t *Transport) dialFailed(p *peer, u *unreachable, addr string, err error) {
 	var netErr net.Error
 	timedOut := errors.As(err, &netErr) && netErr.Timeout()
-	if (isAuthErr(err) || isTLSRefusal(err)) && !timedOut || errors.Is(err, ErrClosed) || t.ctx.Err() != nil {
+	if (isAuthErr(err) || isTLSRefusal(err)) && !timedOut || errors.Is(err, ErrClosed) || errors.Is(err, errRetrusted) || t.ctx.Err() != nil {
 		return
 	}
 	u.failedDials++
@@ -206,7 +206,7 @@ func (t *Transport) dial(p *peer, addr string) (*wrapped, error) {
 		return nil, ErrClosed
 	}
 	raw.SetDeadline(time.Now().Add(t.cfg.Limits.HandshakeTimeout))
-	c, err := t.wrapTLS(raw, false, addr)
+	c, err := t.wrapTLS(raw, p.id, addr)
 	if err == nil {
 		err = dialHandshake(c, t.cfg.keys(), t.cfg.members(), t.cfg.Agreed, t.clusterID(), t.cfg.ID, p.id, t.incarnation)
 	}

@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -259,4 +261,50 @@ func TestDialTLSStillChecksTheHostDialed(t *testing.T) {
 	if dialer.ServerName != "" {
 		t.Errorf("the config DialTLS gave was changed (ServerName %q): the transport must set the host on a clone", dialer.ServerName)
 	}
+}
+
+// Retrust closes the TLS connections its check refuses, dialed and
+// accepted, checks every handshake that completes after with it too (one
+// may have started with the TLS config of before), and a later check
+// that refuses nothing lets them be made again.
+func TestRetrustClosesWhatItsCheckRefuses(t *testing.T) {
+	fx := testTLS(t)
+	nodes := startClusterTLS(t, 2, testLimits(), fx.server)
+	a, b := nodes[0], nodes[1]
+	round := uint64(0)
+	delivered := func() bool {
+		round++
+		b.tr.Send(heartbeat(2, 1, round))
+		a.tr.Send(heartbeat(1, 2, round))
+		return a.rec.total() > 0 && b.rec.total() > 0
+	}
+	eventually(t, "messages both ways over TLS", delivered)
+	var mu sync.Mutex
+	checked := map[string]int{}
+	a.tr.Retrust(func(c TLSConn) error {
+		mu.Lock()
+		defer mu.Unlock()
+		checked[fmt.Sprintf("dialing=%v peer=%d certificate=%s", c.Dialing, c.Peer, c.State.PeerCertificates[0].Subject)]++
+		return errors.New("no longer trusted")
+	})
+	mu.Lock()
+	if len(checked) != 2 || checked["dialing=true peer=2 certificate=CN=replica"] != 1 || checked["dialing=false peer=2 certificate=CN=replica"] != 1 {
+		t.Errorf("checked %v, want the connection dialed to replica 2 and the one it dialed in, once each", checked)
+	}
+	mu.Unlock()
+	before := a.tr.Stats()
+	eventually(t, "new handshakes both ways refused by the check", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return checked["dialing=true peer=2 certificate=CN=replica"] > 1 && checked["dialing=false peer=0 certificate=CN=replica"] > 0
+	})
+	if s := a.tr.Stats(); s.AuthFailures != before.AuthFailures {
+		t.Errorf("the refusals were told as failed handshakes too: %+v, before %+v", s, before)
+	}
+	a.tr.Retrust(func(TLSConn) error { return nil })
+	receivedA, receivedB := a.rec.total(), b.rec.total()
+	eventually(t, "messages both ways once the check refuses nothing", func() bool {
+		delivered()
+		return a.rec.total() > receivedA && b.rec.total() > receivedB
+	})
 }

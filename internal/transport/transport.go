@@ -87,7 +87,13 @@ type Transport struct {
 
 	mu     sync.Mutex
 	closed bool
-	conns  map[net.Conn]struct{} // every open connection, for Close
+	// conns are the open connections, for Close: each with its TLS once
+	// its TLS handshake completed (nil before, and without TLS), for
+	// Retrust.
+	conns map[net.Conn]*tlsConn
+	// retrust is the check of Retrust's last call, nil before: a TLS
+	// handshake that completes after it is checked with it too.
+	retrust func(TLSConn) error
 	// handshaking holds the inbound connections not yet authenticated,
 	// oldest first: the ones a new connection may push out.
 	handshaking []net.Conn
@@ -124,7 +130,7 @@ func New(cfg Config) (*Transport, error) {
 		cfg:          cfg,
 		ln:           ln,
 		peers:        make(map[paxos.ReplicaID]*peer, len(cfg.Peers)),
-		conns:        make(map[net.Conn]struct{}),
+		conns:        make(map[net.Conn]*tlsConn),
 		inbound:      make(map[paxos.ReplicaID]net.Conn),
 		incarnations: make(map[paxos.ReplicaID]*incarnations),
 		incarnation:  newIncarnation(),
@@ -266,7 +272,7 @@ func (t *Transport) trackLocked(c net.Conn) bool {
 		c.Close()
 		return false
 	}
-	t.conns[c] = struct{}{}
+	t.conns[c] = nil
 	return true
 }
 
@@ -293,8 +299,11 @@ func (t *Transport) inboundPeer(c net.Conn) paxos.ReplicaID {
 	return paxos.None
 }
 
-// wrapTLS wraps c for TLS when configured and runs the TLS handshake.
-func (t *Transport) wrapTLS(c net.Conn, server bool, addr string) (net.Conn, error) {
+// wrapTLS wraps c for TLS when configured and runs the TLS handshake: to
+// peer, dialing it at addr; or, accepting, from a peer not known yet
+// (None).
+func (t *Transport) wrapTLS(c net.Conn, peer paxos.ReplicaID, addr string) (net.Conn, error) {
+	server := peer == paxos.None
 	if t.cfg.TLS == nil {
 		return c, nil
 	}
@@ -310,6 +319,9 @@ func (t *Transport) wrapTLS(c net.Conn, server bool, addr string) (net.Conn, err
 	}
 	if err := tc.HandshakeContext(t.ctx); err != nil {
 		return nil, fmt.Errorf("transport: TLS handshake: %w", err)
+	}
+	if !t.noteTLS(c, TLSConn{Peer: peer, Dialing: !server, Remote: c.RemoteAddr().String(), State: tc.ConnectionState(), At: time.Now()}) {
+		return nil, fmt.Errorf("transport: TLS handshake: %w", errRetrusted)
 	}
 	return tc, nil
 }
@@ -441,11 +453,12 @@ func (t *Transport) serveInbound(raw net.Conn) {
 		return // the peer dials again
 	}
 	raw.SetDeadline(time.Now().Add(t.cfg.Limits.HandshakeTimeout))
-	c, err := t.wrapTLS(raw, true, "")
+	c, err := t.wrapTLS(raw, paxos.None, "")
 	if err != nil {
 		// Closed on this side (the transport stopping, or a handshake
-		// pushed out by newer ones): nobody refused anything.
-		if t.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+		// pushed out by newer ones): nobody refused anything. Or refused
+		// by Retrust's check, which said so.
+		if t.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, errRetrusted) {
 			t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err, Closed: closedByPeer(err)})
 		}
 		return
@@ -561,6 +574,9 @@ func (t *Transport) setInbound(from paxos.ReplicaID, c net.Conn) bool {
 		return false
 	}
 	t.handshaking = slices.Delete(t.handshaking, i, i+1)
+	if tc := t.conns[c]; tc != nil {
+		tc.Peer = from
+	}
 	old := t.inbound[from]
 	t.inbound[from] = c
 	t.mu.Unlock()
