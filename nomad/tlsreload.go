@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net/http"
@@ -75,6 +76,15 @@ func (c *Client) ReloadTLS() (TLSReload, error) {
 	old.CloseIdleConnections()
 	return TLSReload{OldCert: clientLeaf(old), NewCert: clientLeaf(tr),
 		CAsChanged: !old.TLSClientConfig.RootCAs.Equal(tr.TLSClientConfig.RootCAs)}, nil
+}
+
+// ClientCertificate is the client certificate calls present now, with
+// the chain its file holds; nil without one.
+func (c *Client) ClientCertificate() *tls.Certificate {
+	if certs := c.calls.current.Load().TLSClientConfig.Certificates; len(certs) > 0 {
+		return &certs[0]
+	}
+	return nil
 }
 
 // clientLeaf is the client certificate tr presents, nil for none.

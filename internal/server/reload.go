@@ -47,10 +47,7 @@ func (s *Server) reloadReplicaTLS(now time.Time) error {
 	}
 	old := s.tlsNow.Swap(m)
 	s.metrics.reloads.WithLabelValues("tls", "ok").Inc()
-	select {
-	case s.certReloaded <- struct{}{}:
-	default: // the expiry watch has one to read already
-	}
+	s.replicaCert.poke()
 	casChanged := !slices.EqualFunc(old.cas, m.cas, (*x509.Certificate).Equal)
 	if old.info.leaf.Equal(m.info.leaf) && !casChanged {
 		s.log.Info("this replica's TLS files reloaded, unchanged", "cert_file", s.cfg.TLS.CertFile, "ca_file", s.cfg.TLS.CAFile)
@@ -77,6 +74,7 @@ func (s *Server) reloadNomadTLS() error {
 		return err
 	}
 	s.metrics.reloads.WithLabelValues("nomad", "ok").Inc()
+	s.noteNomadCert()
 	if !r.CAsChanged && r.NewCert.Equal(r.OldCert) { // Equal takes nil for none
 		s.log.Info("the Nomad client's TLS files reloaded, unchanged", "cert_file", t.ClientCert, "ca_file", t.CACert)
 		return nil

@@ -69,10 +69,14 @@ type Server struct {
 	// apiTLS is the API's TLS config, nil without TLS.
 	apiTLS *tls.Config
 	// tlsNow is what the TLS files held when last read (nil without
-	// TLS); ReloadTLS replaces it and pokes certReloaded.
-	tlsNow       atomic.Pointer[tlsMaterial]
-	certReloaded chan struct{}
-	reloading    sync.Mutex
+	// TLS); ReloadTLS replaces it and pokes replicaCert.reloaded.
+	tlsNow atomic.Pointer[tlsMaterial]
+	// replicaCert and nomadCert watch the expiry of the certificates
+	// this replica and its Nomad client present (nil without one);
+	// nomadCertNow is the Nomad client's as last read.
+	replicaCert, nomadCert *certWatch
+	nomadCertNow           atomic.Pointer[certInfo]
+	reloading              sync.Mutex
 	// proxy carries the requests this replica forwards to the leader:
 	// bundles of them (proxyClient, bundles) and large ones alone.
 	proxy *http.Transport
@@ -278,6 +282,7 @@ func (s *Server) openNomad() error {
 		return err
 	}
 	s.nomad = client
+	s.noteNomadCert()
 	return nil
 }
 
@@ -525,7 +530,11 @@ func (s *Server) Start() {
 	}
 	if s.tlsNow.Load() != nil {
 		s.warnCert(time.Now())
-		s.wg.Go(s.watchCertExpiry)
+	}
+	for _, w := range []*certWatch{s.replicaCert, s.nomadCert} {
+		if w != nil {
+			s.wg.Go(func() { s.watchCertExpiry(w) })
+		}
 	}
 	if err := s.startGossip(); err != nil {
 		s.log.Error("gossip did not start: peers are known only from the configuration, and crashes by the Paxos timeouts", "err", err)

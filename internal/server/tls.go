@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"paxcron/internal/cafile"
 )
 
@@ -116,7 +118,7 @@ func (s *Server) loadTLS() error {
 		return fmt.Errorf("%w: tls: %w", ErrConfig, err)
 	}
 	s.tlsNow.Store(m)
-	s.certReloaded = make(chan struct{}, 1)
+	s.replicaCert = s.replicaCertWatch()
 	s.apiTLS = &tls.Config{MinVersion: tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &s.tlsNow.Load().cert, nil }}
 	return nil
@@ -249,21 +251,98 @@ func (s *Server) warnCert(now time.Time) {
 	}
 }
 
+// certWatch is a certificate this replica presents whose expiry it warns
+// of: its own (replicaCertWatch), or its Nomad client's (nomadCertWatch).
+type certWatch struct {
+	// what names the certificate in a log line; expired says what an
+	// expired one stops, and refusedOnce who refuses it once it expires.
+	what, expired, refusedOnce string
+	// info is the certificate presented now; reloaded is poked when a
+	// reload changes it.
+	info     func() *certInfo
+	reloaded chan struct{}
+}
+
+func (s *Server) replicaCertWatch() *certWatch {
+	return &certWatch{what: "this replica's TLS certificate",
+		expired: "peers and API clients refuse new connections with it; connections made before go on until they break, " +
+			"and then this replica is cut off (launches stop once a majority is)",
+		refusedOnce: "peers refuse new connections with it",
+		info:        func() *certInfo { return s.tlsNow.Load().info }, reloaded: make(chan struct{}, 1)}
+}
+
+func (s *Server) nomadCertWatch() *certWatch {
+	return &certWatch{what: "the Nomad client's TLS certificate",
+		expired: "a Nomad that verifies client certificates refuses new connections with it, " +
+			"and then calls to Nomad fail (launches with them)",
+		refusedOnce: "a Nomad that verifies client certificates refuses new connections with it, and launches fail",
+		info:        s.nomadCertNow.Load, reloaded: make(chan struct{}, 1)}
+}
+
+// noteNomadCert reads the Nomad client's certificate, when it has one,
+// to watch its expiry: when it is read at start, or reloaded.
+func (s *Server) noteNomadCert() {
+	c := s.nomad.ClientCertificate()
+	if c == nil {
+		return
+	}
+	s.nomadCertNow.Store(clientCertInfo(c, s.cfg.Nomad.TLS.ClientCert))
+	if s.nomadCert != nil {
+		s.nomadCert.poke()
+		return
+	}
+	s.nomadCert = s.nomadCertWatch()
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxcron_nomad_tls_certificate_expiry_timestamp_seconds",
+		Help: "When the TLS client certificate this replica presents to Nomad expires (it, or a certificate of the chain its file holds; Unix seconds): renew it before, and reload it (SIGHUP). Only with nomad.cert_file."},
+		func() float64 { return float64(s.nomadCertNow.Load().expires.Unix()) }))
+}
+
+// clientCertInfo is what the replica knows of its Nomad client's
+// certificate c, read from file: it expires at the earliest end of
+// validity of it and of the chain its file holds. The CAs that verify it
+// are Nomad's to know (nomad.ca_file verifies Nomad's own certificate).
+// A certificate of the chain that does not parse is left out: Nomad
+// refuses it at the handshake, and the call says so.
+func clientCertInfo(c *tls.Certificate, file string) *certInfo {
+	var info *certInfo
+	for _, der := range c.Certificate {
+		cert, err := x509.ParseCertificate(der)
+		if err != nil {
+			continue
+		}
+		if info == nil {
+			info = &certInfo{file: file, leaf: cert, expires: cert.NotAfter, expiring: fmt.Sprintf("%q", cert.Subject)}
+		} else if cert.NotAfter.Before(info.expires) {
+			info.expires, info.expiring = cert.NotAfter, fmt.Sprintf("the CA %q, of its chain", cert.Subject)
+		}
+	}
+	if info == nil {
+		panic("server: the Nomad client's certificate does not parse, yet crypto/tls loaded it with its key")
+	}
+	return info
+}
+
+// poke tells the watch that the certificate changed.
+func (w *certWatch) poke() {
+	select {
+	case w.reloaded <- struct{}{}:
+	default: // it has one to read already
+	}
+}
+
 // noteCertExpiry warns, at now, of a certificate that expires soon, and
 // says so louder once it has.
-func (s *Server) noteCertExpiry(now time.Time, cert *certInfo) {
+func (s *Server) noteCertExpiry(now time.Time, w *certWatch) {
+	cert := w.info()
 	left := cert.expires.Sub(now)
 	expires := cert.expires.UTC().Format(time.RFC3339)
 	switch {
 	case left <= 0:
-		s.log.Error("this replica's TLS certificate has expired: peers and API clients refuse new connections with it; "+
-			"connections made before go on until they break, and then this replica is cut off (launches stop once a majority is). "+
-			"Issue a new certificate and reload it (SIGHUP), or restart this replica",
+		s.log.Error(w.what+" has expired: "+w.expired+". Issue a new certificate and reload it (SIGHUP), or restart this replica",
 			"expired_at", expires, "certificate", cert.expiring, "cert_file", cert.file)
 	case left <= certExpiryWarning:
-		s.log.Warn("this replica's TLS certificate expires in "+left.Round(time.Second).String()+
-			": issue a new one and reload it (SIGHUP) before then; "+
-			"once it expires peers refuse new connections with it",
+		s.log.Warn(w.what+" expires in "+left.Round(time.Second).String()+
+			": issue a new one and reload it (SIGHUP) before then; once it expires "+w.refusedOnce,
 			"expires_at", expires, "certificate", cert.expiring, "cert_file", cert.file)
 	}
 }
@@ -282,19 +361,19 @@ func nextCertCheck(now, expires time.Time) time.Duration {
 	return min(certWarnEvery, left-certExpiryWarning+time.Second)
 }
 
-// watchCertExpiry logs the expiry of the certificate loaded as it nears,
-// until the server stops; a reload starts it over with the new one.
-func (s *Server) watchCertExpiry() {
+// watchCertExpiry logs the expiry of the certificate w watches as it
+// nears, until the server stops; a reload starts it over with the new
+// one.
+func (s *Server) watchCertExpiry(w *certWatch) {
 	for {
 		now := time.Now()
-		cert := s.tlsNow.Load().info
-		s.noteCertExpiry(now, cert)
-		t := time.NewTimer(nextCertCheck(now, cert.expires))
+		s.noteCertExpiry(now, w)
+		t := time.NewTimer(nextCertCheck(now, w.info().expires))
 		select {
 		case <-s.ctx.Done():
 			t.Stop()
 			return
-		case <-s.certReloaded:
+		case <-w.reloaded:
 			t.Stop()
 		case <-t.C:
 		}

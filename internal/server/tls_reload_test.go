@@ -435,34 +435,10 @@ func TestTLSReloadKeepingTheCAClosesNothing(t *testing.T) {
 // client certificate is taken, logged and counted, and one that does
 // not load is refused the same way, naming the file.
 func TestNomadTLSReloadedWithTheReplicas(t *testing.T) {
-	ca := testcert.NewCA(t, "nomad CA", time.Now().Add(24*time.Hour))
-	dir := t.TempDir()
-	write := func(name string, b []byte) {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	issue := func(name string) {
-		cert, key := ca.Issue(t, testcert.Leaf{Name: name}).PEM(t)
-		write("cert.pem", cert)
-		write("key.pem", key)
-	}
-	write("ca.pem", ca.PEM())
-	issue("paxcron-nomad-client")
+	files := newNomadTLSFiles(t, testcert.Leaf{Name: "paxcron-nomad-client"})
 	var logs syncBuffer
-	cfg := testConfig(t, 1, t.TempDir(), newFakeNomad())
-	cfg.NewDispatcher = nil
-	cfg.Nomad = nomad.DefaultConfig()
-	cfg.Nomad.Address = "https://127.0.0.1:4646"
-	cfg.Nomad.TLS = nomad.TLSConfig{CACert: filepath.Join(dir, "ca.pem"), ClientCert: filepath.Join(dir, "cert.pem"), ClientKey: filepath.Join(dir, "key.pem")}
-	cfg.SkipNomadChecks = true
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	s, err := New(cfg, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.Start()
+	s := startNomadTLSReplica(t, files, &logs)
+	dir, write, issue := files.dir, files.write, func(name string) { files.issue(testcert.Leaf{Name: name}) }
 
 	if err := s.ReloadTLS(); err != nil || !strings.Contains(logs.String(), "the Nomad client's TLS files reloaded, unchanged") {
 		t.Errorf("reloading the same files: %v; the log does not say they are unchanged:\n%s", err, logs.String())
@@ -481,7 +457,7 @@ func TestNomadTLSReloadedWithTheReplicas(t *testing.T) {
 	}
 
 	write("cert.pem", []byte("not a certificate"))
-	err = s.ReloadTLS()
+	err := s.ReloadTLS()
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "cert.pem")) {
 		t.Errorf("reloading a certificate file that is not PEM: %v, want an error naming the file", err)
 	}
@@ -490,5 +466,82 @@ func TestNomadTLSReloadedWithTheReplicas(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "reloading the Nomad client's TLS files failed") {
 		t.Errorf("the log does not say the reload failed:\n%s", logs.String())
+	}
+}
+
+// nomadTLSFiles are a Nomad client's TLS files in dir: a CA file of ca,
+// and a client certificate ca issued.
+type nomadTLSFiles struct {
+	t   testing.TB
+	dir string
+	ca  *testcert.CA
+}
+
+func newNomadTLSFiles(t testing.TB, leaf testcert.Leaf) *nomadTLSFiles {
+	f := &nomadTLSFiles{t: t, dir: t.TempDir(), ca: testcert.NewCA(t, "nomad CA", time.Now().Add(24*time.Hour))}
+	f.write("ca.pem", f.ca.PEM())
+	f.issue(leaf)
+	return f
+}
+
+func (f *nomadTLSFiles) write(name string, b []byte) {
+	if err := os.WriteFile(filepath.Join(f.dir, name), b, 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// issue writes a new client certificate and key, ca's, as leaf says.
+func (f *nomadTLSFiles) issue(leaf testcert.Leaf) {
+	cert, key := f.ca.Issue(f.t, leaf).PEM(f.t)
+	f.write("cert.pem", cert)
+	f.write("key.pem", key)
+}
+
+// config is a lone replica's whose Nomad client has the files, logging
+// into logs.
+func (f *nomadTLSFiles) config(t *testing.T, logs *syncBuffer) Config {
+	cfg := testConfig(t, 1, t.TempDir(), newFakeNomad())
+	cfg.NewDispatcher = nil
+	cfg.Nomad = nomad.DefaultConfig()
+	cfg.Nomad.Address = "https://127.0.0.1:4646"
+	cfg.Nomad.TLS = nomad.TLSConfig{CACert: filepath.Join(f.dir, "ca.pem"), ClientCert: filepath.Join(f.dir, "cert.pem"), ClientKey: filepath.Join(f.dir, "key.pem")}
+	cfg.SkipNomadChecks = true
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	return cfg
+}
+
+// startNomadTLSReplica starts a lone replica whose Nomad client has the
+// files, logging into logs; the test's end stops it.
+func startNomadTLSReplica(t *testing.T, f *nomadTLSFiles, logs *syncBuffer) *Server {
+	s, err := New(f.config(t, logs), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.Start()
+	return s
+}
+
+// The Nomad client's certificate's expiry is warned of and published as
+// the replica's own is, and follows a reload.
+func TestNomadClientCertificateExpiryIsPublished(t *testing.T) {
+	soon := time.Now().Add(10 * 24 * time.Hour).Truncate(time.Second)
+	files := newNomadTLSFiles(t, testcert.Leaf{Name: "paxcron-nomad-client", NotAfter: soon})
+	var logs syncBuffer
+	s := startNomadTLSReplica(t, files, &logs)
+	const metric = "paxcron_nomad_tls_certificate_expiry_timestamp_seconds"
+	if v, ok := gauge(t, s, metric); !ok || v != float64(soon.Unix()) {
+		t.Errorf("%s: %v (%v), want %d", metric, v, ok, soon.Unix())
+	}
+	waitLogSays(t, "the warning of the Nomad client's certificate", &logs, 0,
+		[]string{"the Nomad client's TLS certificate expires in", soon.UTC().Format(time.RFC3339), filepath.Join(files.dir, "cert.pem")})
+
+	later := time.Now().Add(90 * 24 * time.Hour).Truncate(time.Second)
+	files.issue(testcert.Leaf{Name: "paxcron-nomad-client", NotAfter: later})
+	if err := s.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := gauge(t, s, metric); !ok || v != float64(later.Unix()) {
+		t.Errorf("%s after a reload: %v (%v), want %d", metric, v, ok, later.Unix())
 	}
 }
