@@ -5,9 +5,12 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/http"
+	"os"
 	"sync/atomic"
 
 	"github.com/hashicorp/nomad/api"
+
+	"paxcron/internal/cafile"
 )
 
 // The client's TLS files are read again by ReloadTLS (the server's
@@ -38,9 +41,13 @@ func (r *reloadableTransport) CloseIdleConnections() { r.current.Load().CloseIdl
 // where the calls made outside the Go API client go (pooledHTTPClient).
 // Errors name the files.
 func newTLSTransport(cfg Config) (*http.Transport, string, error) {
+	caPEM, err := readCAFile(cfg.TLS.CACert)
+	if err != nil {
+		return nil, "", err
+	}
 	client, base := pooledHTTPClient(cfg.Address)
-	err := api.ConfigureTLS(client, &api.TLSConfig{
-		CACert: cfg.TLS.CACert, ClientCert: cfg.TLS.ClientCert, ClientKey: cfg.TLS.ClientKey,
+	err = api.ConfigureTLS(client, &api.TLSConfig{
+		CACertPEM: caPEM, ClientCert: cfg.TLS.ClientCert, ClientKey: cfg.TLS.ClientKey,
 		TLSServerName: cfg.TLS.ServerName, Insecure: cfg.TLS.SkipVerify,
 	})
 	if err != nil {
@@ -48,6 +55,29 @@ func newTLSTransport(cfg Config) (*http.Transport, string, error) {
 			cfg.TLS.CACert, cfg.TLS.ClientCert, cfg.TLS.ClientKey, err)
 	}
 	return client.Transport.(*http.Transport), base, nil
+}
+
+// readCAFile reads the CA file at path ("": none, the system's CAs) and
+// checks it with internal/cafile, for the API client to take its bytes
+// (CACertPEM). Nomad's library reads CA files with
+// x509.CertPool.AppendCertsFromPEM, which skips what it cannot read: a
+// bundle concatenated with no line break lost two CAs quietly, and a
+// file that was not PEM was refused as "Couldn't parse PEM", naming no
+// file (found in review, TLS reload). Reading the bytes once, here,
+// leaves no window for the file to change between the check and its
+// use.
+func readCAFile(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err == nil {
+		_, err = cafile.Parse(path, b)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the CA file (ca_file): %w", err)
+	}
+	return b, nil
 }
 
 // TLSReload is what a reload of the client's TLS files changed.

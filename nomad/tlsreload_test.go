@@ -1,7 +1,9 @@
 package nomad
 
 import (
+	"bytes"
 	"crypto/tls"
+	"errors"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -80,12 +82,17 @@ func nomadTLSFiles(t *testing.T, dir string, serverCA, clientCA *testcert.CA) *b
 	return issued.Serial
 }
 
-func tlsClient(t *testing.T, address, dir string) *Client {
-	t.Helper()
+// tlsConfig is a client's config for address, with the TLS files in dir.
+func tlsConfig(address, dir string) Config {
 	cfg := DefaultConfig()
 	cfg.Address = address
 	cfg.TLS = TLSConfig{CACert: filepath.Join(dir, "ca.pem"), ClientCert: filepath.Join(dir, "cert.pem"), ClientKey: filepath.Join(dir, "key.pem")}
-	c, err := New(cfg)
+	return cfg
+}
+
+func tlsClient(t *testing.T, address, dir string) *Client {
+	t.Helper()
+	c, err := New(tlsConfig(address, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +162,12 @@ func TestReloadTLSKeepsTheFilesBeforeOnError(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, tc := range []struct {
+	type badFiles struct {
 		name string
 		set  func()
 		want []string
-	}{
+	}
+	cases := []badFiles{
 		{"a certificate file that is not PEM", func() { write("cert.pem", []byte("not a certificate")) },
 			[]string{filepath.Join(dir, "cert.pem"), "failed to find any PEM data in certificate input"}},
 		{"a key of another certificate", func() {
@@ -171,7 +179,14 @@ func TestReloadTLSKeepsTheFilesBeforeOnError(t *testing.T) {
 			nomadTLSFiles(t, dir, serverCA, clientCA)
 			os.Remove(filepath.Join(dir, "ca.pem"))
 		}, []string{filepath.Join(dir, "ca.pem"), "no such file"}},
-	} {
+	}
+	for _, bad := range badCAFiles(t, serverCA) {
+		cases = append(cases, badFiles{bad.name, func() {
+			nomadTLSFiles(t, dir, serverCA, clientCA)
+			write("ca.pem", bad.pem)
+		}, []string{filepath.Join(dir, "ca.pem"), bad.want}})
+	}
+	for _, tc := range cases {
 		tc.set()
 		_, err := c.ReloadTLS()
 		if err == nil {
@@ -185,6 +200,46 @@ func TestReloadTLSKeepsTheFilesBeforeOnError(t *testing.T) {
 		n.srv.CloseClientConnections()
 		if got, err := n.call(t, c); err != nil || got.Cmp(kept) != 0 {
 			t.Errorf("%s: a call after the refused reload presented %x (%v), want %x", tc.name, got, err, kept)
+		}
+	}
+}
+
+// badCAFile is a CA file internal/cafile refuses, and what it says.
+type badCAFile struct {
+	name string
+	pem  []byte
+	want string
+}
+
+// badCAFiles are CA files that Nomad's library read without a word, or
+// refused naming no file: a bundle whose seam lost a line break (it
+// skipped the two certificates there, and read ca's after), a file that
+// is not PEM, and a key where the CA belongs.
+func badCAFiles(t *testing.T, ca *testcert.CA) []badCAFile {
+	other := testcert.NewCA(t, "nomad old CA", time.Now().Add(24*time.Hour))
+	third := testcert.NewCA(t, "nomad next CA", time.Now().Add(24*time.Hour))
+	_, key := ca.Issue(t, testcert.Leaf{}).PEM(t)
+	seamless := append(bytes.TrimSuffix(other.PEM(), []byte("\n")), third.PEM()...)
+	return []badCAFile{
+		{"a bundle missing a line break", append(seamless, ca.PEM()...), "concatenated without a line break"},
+		{"a CA file that is not PEM", []byte("not a certificate\n"), "holds no PEM certificate"},
+		{"a key in place of the CA", key, "not a CERTIFICATE"},
+	}
+}
+
+// A CA file that internal/cafile refuses is refused at start too, naming
+// the file and the cause.
+func TestNewRefusesABadCAFile(t *testing.T) {
+	serverCA, clientCA := testcert.NewCA(t, "nomad CA", time.Now().Add(24*time.Hour)), testcert.NewCA(t, "nomad client CA", time.Now().Add(24*time.Hour))
+	dir := t.TempDir()
+	for _, bad := range badCAFiles(t, serverCA) {
+		nomadTLSFiles(t, dir, serverCA, clientCA)
+		if err := os.WriteFile(filepath.Join(dir, "ca.pem"), bad.pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := New(tlsConfig("https://127.0.0.1:4646", dir))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), filepath.Join(dir, "ca.pem")) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: New says %v, want ErrConfig naming the file and saying %q", bad.name, err, bad.want)
 		}
 	}
 }
