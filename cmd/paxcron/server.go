@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -57,7 +60,9 @@ replica's tls.ca_file, SIGHUP each; (2) certificates from the new CA,
 SIGHUP each; (3) the new CA alone, SIGHUP each. A certificate from a CA
 that peers do not trust yet is refused by them, as at a start, and both
 sides log it. Nothing else is reloaded: a SIGHUP logs which other
-settings changed in the file, to take effect at the next restart.
+settings changed in the file, and which cluster key files
+(cluster.key_file, cluster.accept_key_files) hold other keys than at
+start, to take effect at the next restart.
 
 test.clock_offset_file (-test-clock-offset-file) is for fault testing
 only (make chaos): it shifts the launcher's clock by the duration the file
@@ -129,6 +134,7 @@ func runServer(args []string, stdout, stderr io.Writer, getenv func(string) stri
 		fmt.Fprintf(stderr, "paxcron server: %v\n", err)
 		return 2
 	}
+	startedKeys := digestKeys(cfg.ClusterKey, cfg.AcceptKeys)
 	tuneGC(getenv)
 	srv, err := server.New(cfg, bootstrap)
 	if err != nil {
@@ -151,7 +157,7 @@ func runServer(args []string, stdout, stderr io.Writer, getenv func(string) stri
 		case <-hup:
 			// ReloadTLS logs what it did, and what it refused.
 			_ = srv.ReloadTLS()
-			sayRestartNeeded(cfg.Logger, table, configFile, getenv, flagged)
+			sayRestartNeeded(cfg.Logger, table, startedKeys, configFile, getenv, flagged)
 		}
 	}
 	failed := srv.Node().Status().Err
@@ -196,11 +202,30 @@ func (o *serverSettings) apply(table []setting, configFile string, getenv func(s
 	return nil
 }
 
+// keyDigests are SHA-256 digests of the cluster keys: a SIGHUP compares
+// the keys the files hold then with those the replica started with,
+// since a key replaced in its file leaves the setting, a path, as it
+// was (found in review, TLS reload: such a SIGHUP said nothing). Digests,
+// so that no key is kept for this, nor could be logged.
+type keyDigests struct {
+	key, accepted [sha256.Size]byte
+}
+
+func digestKeys(key []byte, accepted [][]byte) keyDigests {
+	h := sha256.New()
+	for _, k := range accepted {
+		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(k))))
+		h.Write(k)
+	}
+	return keyDigests{key: sha256.Sum256(key), accepted: [sha256.Size]byte(h.Sum(nil))}
+}
+
 // sayRestartNeeded reads the settings again, as at start, and logs those
 // that changed since (in the file: the variables and flags are the
-// process's own): a SIGHUP reloads only the TLS files, so they wait for
-// a restart. Values are not logged (some are secrets).
-func sayRestartNeeded(log *slog.Logger, started []setting, configFile string, getenv func(string) string, flagged map[string][]string) {
+// process's own), and the cluster key files whose keys changed: a
+// SIGHUP reloads only the TLS files, so they wait for a restart. Values
+// are not logged (some are secrets).
+func sayRestartNeeded(log *slog.Logger, started []setting, startedKeys keyDigests, configFile string, getenv func(string) string, flagged map[string][]string) {
 	now, err := defaultSettings()
 	if err != nil {
 		log.Warn("SIGHUP: the settings could not be read again to compare them with those the replica started with", "err", err)
@@ -218,10 +243,35 @@ func sayRestartNeeded(log *slog.Logger, started []setting, configFile string, ge
 			changed = append(changed, s.key)
 		}
 	}
+	for _, key := range changedKeyFiles(log, &now, startedKeys) {
+		if !slices.Contains(changed, key) { // a path changed says it already
+			changed = append(changed, key+" (the content of its files)")
+		}
+	}
 	if len(changed) > 0 {
 		log.Warn("SIGHUP reloads only the TLS files: these settings changed and take effect at the next restart",
 			"config", configFile, "settings", strings.Join(changed, ", "))
 	}
+}
+
+// changedKeyFiles names the cluster key settings whose files hold other
+// keys than those the replica started with.
+func changedKeyFiles(log *slog.Logger, now *serverSettings, started keyDigests) []string {
+	key, accepted, err := now.clusterKeys()
+	if err != nil {
+		log.Warn("SIGHUP: the cluster key files no longer read; the replica runs on with the keys it started with, and would not start with these",
+			"err", err)
+		return nil
+	}
+	var changed []string
+	digests := digestKeys(key, accepted)
+	if digests.key != started.key {
+		changed = append(changed, "cluster.key_file")
+	}
+	if digests.accepted != started.accepted {
+		changed = append(changed, "cluster.accept_key_files")
+	}
+	return changed
 }
 
 // newLogger is the server's log: text or JSON at a level.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -422,6 +423,24 @@ func applyEnv(table []setting, getenv func(string) string) error {
 	return nil
 }
 
+// clusterKeys reads the cluster key (cluster.key_file) and the keys
+// accepted besides (cluster.accept_key_files), each trimmed of the white
+// space around it.
+func (o *serverSettings) clusterKeys() (key []byte, accepted [][]byte, err error) {
+	key, err = os.ReadFile(o.keyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the cluster key: %w", err)
+	}
+	for _, f := range o.acceptKeyFiles {
+		k, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading an accepted cluster key (cluster.accept_key_files): %w", err)
+		}
+		accepted = append(accepted, bytes.TrimSpace(k))
+	}
+	return bytes.TrimSpace(key), accepted, nil
+}
+
 // serverConfig turns the settings into the server's Config.
 func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.Config, error) {
 	bad := func(format string, args ...any) (server.Config, error) {
@@ -433,18 +452,9 @@ func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.
 	if o.keyFile == "" {
 		return bad("the cluster key is required: cluster.key_file (a file of 16 bytes or more, the same on every replica; e.g. head -c 32 /dev/urandom | base64 > cluster.key)")
 	}
-	key, err := os.ReadFile(o.keyFile)
+	key, accepted, err := o.clusterKeys()
 	if err != nil {
-		return bad("reading the cluster key: %w", err)
-	}
-	key = []byte(strings.TrimSpace(string(key)))
-	var accepted [][]byte
-	for _, f := range o.acceptKeyFiles {
-		k, err := os.ReadFile(f)
-		if err != nil {
-			return bad("reading an accepted cluster key (cluster.accept_key_files): %w", err)
-		}
-		accepted = append(accepted, []byte(strings.TrimSpace(string(k))))
+		return bad("%w", err)
 	}
 	cfg := server.Config{
 		ID: paxos.ReplicaID(o.id), DataDir: o.dataDir, ClusterKey: key, AcceptKeys: accepted,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"os"
 	"os/exec"
@@ -184,5 +185,54 @@ func TestServerHelpSaysWhatSIGHUPDoes(t *testing.T) {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("the help does not say %q", want)
 		}
+	}
+}
+
+// A SIGHUP says that a cluster key replaced in its file waits for a
+// restart, as a setting changed does, naming the setting and not the
+// key; a key file left as it was says nothing.
+func TestSIGHUPSaysAClusterKeyChangedInItsFile(t *testing.T) {
+	dir := t.TempDir()
+	keyFile, acceptFile, configFile := filepath.Join(dir, "cluster.key"), filepath.Join(dir, "old.key"), filepath.Join(dir, "server.hcl")
+	write := func(name string, b string) {
+		t.Helper()
+		if err := os.WriteFile(name, []byte(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(keyFile, "the-first-cluster-key-0123\n")
+	write(acceptFile, "the-old-cluster-key-0123\n")
+	write(configFile, fmt.Sprintf("replica_id = 1\ncluster {\n  members = [1, 2, 3]\n  key_file = %q\n  accept_key_files = [%q]\n}\n", keyFile, acceptFile))
+	o, err := defaultSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := o.table()
+	noEnv := func(string) string { return "" }
+	if err := o.apply(table, configFile, noEnv, nil); err != nil {
+		t.Fatal(err)
+	}
+	key, accepted, err := o.clusterKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := digestKeys(key, accepted)
+	sighup := func() string {
+		var log bytes.Buffer
+		sayRestartNeeded(slog.New(slog.NewTextHandler(&log, nil)), table, started, configFile, noEnv, nil)
+		return log.String()
+	}
+	if l := sighup(); l != "" {
+		t.Errorf("a SIGHUP with nothing changed logged:\n%s", l)
+	}
+	write(keyFile, "the-second-cluster-key-0123\n")
+	write(acceptFile, "the-first-cluster-key-0123\n")
+	l := sighup()
+	if !strings.Contains(l, "take effect at the next restart") ||
+		!strings.Contains(l, `settings="cluster.key_file (the content of its files), cluster.accept_key_files (the content of its files)"`) {
+		t.Errorf("a SIGHUP after the key files changed does not name them:\n%s", l)
+	}
+	if strings.Contains(l, "cluster-key-0123") {
+		t.Errorf("a SIGHUP logged a key:\n%s", l)
 	}
 }
