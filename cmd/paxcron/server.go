@@ -49,11 +49,14 @@ peak, or GOMEMLIMIT to cap it.
 SIGHUP reloads the TLS files, at the paths the replica started with: its
 own (tls.ca_file, tls.cert_file, tls.key_file) and the Nomad client's
 (nomad.ca_file, nomad.cert_file, nomad.key_file). New connections use
-them; connections open go on. Files that fail the checks of the start (a
-certificate from a CA outside tls.ca_file, expired, not for both server
-and client authentication, a key that does not match, a file that does
-not parse) are refused: the replica keeps the files it had, logs why, and
-counts it in paxcron_config_reloads_total{result="failed"}. The CAs of
+them; connections open go on, but for those between replicas (Paxos, and
+requests forwarded) whose other end's certificate the new tls.ca_file
+does not verify: each is closed, and logged. Files that fail the checks
+of the start (a certificate from a CA outside tls.ca_file, expired, not
+for both server and client authentication, a key that does not match, a
+file that does not parse, a CA bundle missing a line break) are refused:
+the replica keeps the files it had, logs why, and counts it in
+paxcron_config_reloads_total{result="failed"}. The CAs of
 tls.ca_file count both ways, dialed and dialing, from the next
 connection on, so a CA move needs no restart: (1) both CAs in every
 replica's tls.ca_file, SIGHUP each; (2) certificates from the new CA,
