@@ -407,7 +407,8 @@ func newProxyTransport(dialTLS func() *tls.Config, conns *forwardConns) *http.Tr
 // the dial goes through t's DialContext (its timeouts), the handshake is
 // bounded by t.TLSHandshakeTimeout, and it offers the protocols t set up
 // for itself (h2 and http/1.1, as ForceAttemptHTTP2 makes it; the API
-// answers in HTTP/1.1, as it serves no ALPN).
+// answers in HTTP/1.1, as it serves no ALPN). The connection is kept in
+// conns while open, for Server.retrust.
 func dialTLSFor(ctx context.Context, t *http.Transport, base *tls.Config, conns *forwardConns, network, addr string) (net.Conn, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
