@@ -41,6 +41,12 @@ func (s *Server) retrust(m *tlsMaterial) {
 // the CAs trusted, and a certificate that expired since is left to go
 // on as it would without a reload.
 func (s *Server) stillTrusted(m *tlsMaterial, certs []*x509.Certificate, usage x509.ExtKeyUsage, at time.Time, side string) error {
+	if len(certs) == 0 {
+		// Mutual TLS gives every connection here the other end's
+		// certificate; one without is trusted by nothing.
+		s.log.Warn("closed a replica-to-replica connection made before the TLS files were reloaded: the other end presented no certificate", "side", side)
+		return errNoPeerCertificate
+	}
 	inter := x509.NewCertPool()
 	for _, c := range certs[1:] {
 		inter.AddCert(c)
@@ -53,6 +59,10 @@ func (s *Server) stillTrusted(m *tlsMaterial, certs []*x509.Certificate, usage x
 	}
 	return err
 }
+
+// errNoPeerCertificate: a connection checked again whose other end
+// presented no certificate.
+var errNoPeerCertificate = errors.New("server: the other end presented no certificate")
 
 // errForwardRetrusted: a forwarding dial whose TLS handshake completed
 // with a config taken before a reload, which its check then refused.
