@@ -197,6 +197,17 @@ func dialHandshake(rw io.ReadWriter, keys [][]byte, members []paxos.ReplicaID, a
 		"or the replicas run versions whose timing differs", errAuth, to, len(keys), members)
 }
 
+// helloUnread is the error of a hello that could not be read whole: the
+// other end closing before it was (a replica stopping, its dial cut
+// short) refused nothing and is errClosedMidHandshake; a read that timed
+// out is a refusal, since a dialer that never says hello is no replica.
+func helloUnread(err error) error {
+	if closedByPeer(err) {
+		return fmt.Errorf("%w: %w: reading hello: %w", errAuth, errClosedMidHandshake, err)
+	}
+	return fmt.Errorf("%w: reading hello: %w", errAuth, err)
+}
+
 // acceptHandshake runs the acceptor's side on rw for replica self and
 // returns the authenticated peer and its incarnation. isMember says
 // whether an ID may connect. members are the cluster's, sorted; cluster
@@ -207,13 +218,13 @@ func acceptHandshake(rw io.ReadWriter, key []byte, members []paxos.ReplicaID, ag
 	// The magic first: an earlier version's hello is shorter, and its
 	// dialer would wait for an answer while this side waited for the rest.
 	if _, err := io.ReadFull(rw, hb[:len(helloMagic)]); err != nil {
-		return paxos.None, 0, fmt.Errorf("%w: reading hello: %w", errAuth, err)
+		return paxos.None, 0, helloUnread(err)
 	}
 	if err := legacyHello(hb[:len(helloMagic)]); err != nil {
 		return paxos.None, 0, err
 	}
 	if _, err := io.ReadFull(rw, hb[len(helloMagic):]); err != nil {
-		return paxos.None, 0, fmt.Errorf("%w: reading hello: %w", errAuth, err)
+		return paxos.None, 0, helloUnread(err)
 	}
 	h, err := decodeHello(hb[:])
 	if err != nil {

@@ -1205,3 +1205,46 @@ func TestPeerThatNeverAnswersIsUnreachable(t *testing.T) {
 		t.Fatalf("after %d timed-out handshakes, told %+v: want once that replica 2 is unreachable, timed out", a.Stats().DialFailures, got)
 	}
 }
+
+// TestDialerClosingBeforeItsHelloIsNoRefusal: a peer that connects and
+// closes before its hello is whole (a replica stopping in a rolling
+// restart, its dial cut short) refused nothing, and the acceptor says so
+// (AuthFailure.Closed, logged at debug by the server); a hello of another
+// protocol is still a refusal. Found by the TLS reload review: "reading
+// hello: EOF" was logged as a refused connection, and a test's check of
+// refusals after restarts failed on it now and then.
+func TestDialerClosingBeforeItsHelloIsNoRefusal(t *testing.T) {
+	failures := make(chan AuthFailure, 8)
+	tr, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: ""}, Key: testKey, ListenAddr: "127.0.0.1:0",
+		Handler: newRecorder().handle, Limits: testLimits(), OnAuthFailure: func(f AuthFailure) { failures <- f }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	for _, tc := range []struct {
+		name   string
+		sent   string
+		closed bool
+	}{
+		{"nothing sent", "", true},
+		{"the magic only", helloMagic, true},
+		{"half the magic", helloMagic[:2], true},
+		{"another protocol", "GET / HTTP/1.1\r\n\r\n", false},
+	} {
+		c, err := net.Dial("tcp", tr.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte(tc.sent)); err != nil {
+			t.Fatal(err)
+		}
+		if tc.closed {
+			c.Close()
+		}
+		f := <-failures
+		c.Close()
+		if f.Closed != tc.closed {
+			t.Errorf("%s: Closed %v, want %v (%v)", tc.name, f.Closed, tc.closed, f.Err)
+		}
+	}
+}
