@@ -325,9 +325,9 @@ func (s *Server) handleBackupNow(w http.ResponseWriter, r *http.Request) (any, e
 		}
 		if err != nil {
 			// Outranked or refused as another cluster's target, the
-			// upload wrote nothing; any other failure may have left the
-			// backup stored.
-			notDone := errors.Is(err, backup.ErrOutranked) || errors.Is(err, backup.ErrOtherCluster)
+			// upload left nothing (unless it says it did); any other
+			// failure may have left the backup stored.
+			notDone := (errors.Is(err, backup.ErrOutranked) || errors.Is(err, backup.ErrOtherCluster)) && !errors.Is(err, backup.ErrLeftInTarget)
 			return nil, &api.Error{Status: http.StatusBadGateway, NotDone: notDone,
 				Message: fmt.Sprintf("uploading to %s: %v", s.backups.store.URL(), err)}
 		}

@@ -47,6 +47,12 @@ var (
 	// ErrSeveralClusters: the store holds the backups of several named
 	// clusters, and the caller named none to choose the newest of.
 	ErrSeveralClusters = errors.New("backup: the target holds the backups of several clusters")
+	// ErrLeftInTarget is wrapped beside ErrOtherCluster or ErrUnnamed by
+	// an upload that backed off (two clusters' uploads raced) but could
+	// not take its backup back, or must not (the other's landed in the
+	// same instant): the backup is in the target, refused. Without it,
+	// nothing of the upload is left.
+	ErrLeftInTarget = errors.New("backup: the upload's backup stays in the target, refused")
 )
 
 // Defaults of Options.

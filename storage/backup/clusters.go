@@ -204,7 +204,10 @@ func (s *Store) backOff(ctx context.Context, all []owned, info Info, id string, 
 	if id == "" {
 		sentinel, this, owner = ErrUnnamed, "a state not named yet", ""
 	}
-	undone, undoErr := s.undo(ctx, all, info, id, created, theirs)
+	undone, left, undoErr := s.undo(ctx, all, info, id, created, theirs)
+	if left {
+		sentinel = fmt.Errorf("%w (%w)", sentinel, ErrLeftInTarget)
+	}
 	err := fmt.Errorf("%w: while this backup of %s, at %v, was uploaded to %s, backups of cluster %s landed there: two clusters back up to the same place, "+
 		"and their first uploads raced past each other's checks.%s %s The other cluster's backups are left alone. "+
 		"Give each cluster its own backup target (another prefix: s3://bucket/production and s3://bucket/staging)",
@@ -218,22 +221,22 @@ func (s *Store) backOff(ctx context.Context, all []owned, info Info, id string, 
 // removes it either way: it never owns a target of named backups, and
 // left there, it would count as the named cluster's own, outranking its
 // uploads or restored as its newest.
-func (s *Store) undo(ctx context.Context, all []owned, info Info, id string, created bool, theirs []owned) (string, error) {
+func (s *Store) undo(ctx context.Context, all []owned, info Info, id string, created bool, theirs []owned) (what string, left bool, err error) {
 	if !created {
-		return "This upload had created no backup (one at its rank was there): nothing was removed, and nothing pruned.", nil
+		return "This upload had created no backup (one at its rank was there): nothing was removed, and nothing pruned.", false, nil
 	}
 	i := slices.IndexFunc(all, func(m owned) bool { return m.rank == info.rank() })
 	if i < 0 {
-		return "This upload's backup is gone already; nothing was pruned.", nil
+		return "This upload's backup is gone already; nothing was pruned.", false, nil
 	}
 	if id != "" && !slices.ContainsFunc(theirs, func(m owned) bool { return m.mod.Before(all[i].mod) }) {
 		return fmt.Sprintf("This upload's backup stays, refused (its manifest %s): the other cluster's landed in the same instant by the store's clock, "+
-			"so another upload at its rank may have reported it already. Nothing was pruned. Remove it once this cluster backs up to a target of its own.", all[i].key), nil
+			"so another upload at its rank may have reported it already. Nothing was pruned. Remove it once this cluster backs up to a target of its own.", all[i].key), true, nil
 	}
 	if err := s.delete(ctx, all[i].key); err != nil {
-		return "This upload could not remove the backup it wrote, which stays, refused like its cluster's next uploads; nothing was pruned.", err
+		return "This upload could not remove the backup it wrote, which stays, refused like its cluster's next uploads; nothing was pruned.", true, err
 	}
 	// Without its manifest the data is no backup: one left behind is a
 	// leftover that pruning deletes.
-	return "This upload removed the backup it wrote and pruned nothing.", s.delete(ctx, info.Key)
+	return "This upload removed the backup it wrote and pruned nothing.", false, s.delete(ctx, info.Key)
 }

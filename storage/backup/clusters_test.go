@@ -179,6 +179,9 @@ func TestUploadThatFindsAnotherClustersBackupsBacksOff(t *testing.T) {
 	info := landUnchecked(t, s, checkedAt, snap(30))
 	got, err := s.pruneKeeping(ctx, info, clusterA, "uploaded", true)
 	wantErr(t, "an upload that finds B's backups after its manifest", err, ErrOtherCluster)
+	if errors.Is(err, ErrLeftInTarget) {
+		t.Errorf("an upload that removed its backup says it left it: %v", err)
+	}
 	if got.Key != "" {
 		t.Errorf("backed off, it returned %+v", got)
 	}
@@ -386,7 +389,7 @@ func TestSameRankUploadsRacingAForeignFirstUpload(t *testing.T) {
 				stampLike(t, dir, s.manifestKey(ofA.rank()), s.manifestKey(ofB.rank()))
 			}
 			_, err = s.pruneKeeping(ctx, first, clusterB, "uploaded", true)
-			if !sameInstant && err != nil || sameInstant && (!errors.Is(err, ErrOtherCluster) || !strings.Contains(err.Error(), "stays")) {
+			if !sameInstant && err != nil || sameInstant && (!errors.Is(err, ErrOtherCluster) || !errors.Is(err, ErrLeftInTarget) || !strings.Contains(err.Error(), "stays")) {
 				t.Errorf("the first upload at B's rank: %v", err)
 			}
 			if got, _, err := s.Fetch(ctx, second.Key); err != nil || !sameInfo(got, second) {
