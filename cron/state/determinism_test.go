@@ -472,7 +472,13 @@ func TestFreezeSnapshotConcurrently(t *testing.T) {
 // goroutine while m applies rest, and returns the encoding.
 func encodeWhileApplying(t *testing.T, m *Machine, rest []entry) []byte {
 	t.Helper()
-	encode := m.FreezeSnapshot()
+	return encodeWhile(t, m.FreezeSnapshot(), func() { applyAll(m, rest) })
+}
+
+// encodeWhile runs encode on another goroutine while do runs, and returns
+// the encoding.
+func encodeWhile(t *testing.T, encode func() ([]byte, error), do func()) []byte {
+	t.Helper()
 	done := make(chan []byte)
 	go func() {
 		got, err := encode()
@@ -481,7 +487,7 @@ func encodeWhileApplying(t *testing.T, m *Machine, rest []entry) []byte {
 		}
 		done <- got
 	}()
-	applyAll(m, rest)
+	do()
 	return <-done
 }
 

@@ -650,9 +650,9 @@ func upgradeLegacy(b string, n int, name string, cur Target) history {
 
 // arena hands out byte slices cut from shared chunks: a restore copies a
 // million payloads with a few hundred allocations. A chunk stays alive
-// while any job still holds bytes from it; an edit replaces a job's
-// payload, so the chunks go as the restored jobs change, and until then
-// they hold no more than the restored jobs took.
+// while any job or launch still holds bytes from it; an edit replaces a
+// job's payload, so the chunks go as the restored jobs change, and once
+// most are deleted the survivors move out (leaveRestoreMemory).
 type arena struct{ chunk []byte }
 
 const arenaChunkBytes = 256 << 10

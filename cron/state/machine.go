@@ -422,6 +422,11 @@ type Machine struct {
 	// epoch counts FreezeSnapshot calls: a job born (Job.born) before it
 	// may be shared with a frozen snapshot, and is copied on write.
 	epoch uint32
+	// inRestoreMemory says the jobs may still sit in the slabs and chunks
+	// a restore cut them from (DecodeSnapshot), which stay alive while any
+	// of their jobs does: the first rebuild of the job map far below its
+	// peak moves them out (leaveRestoreMemory).
+	inRestoreMemory bool
 }
 
 // New returns an empty Machine with DefaultLimits.
@@ -477,10 +482,17 @@ func (m *Machine) writable(j *job) *job {
 	if j.born == m.epoch {
 		return j
 	}
+	c := j.reborn(m.epoch)
+	m.jobs[c.Name] = c
+	return c
+}
+
+// reborn returns a copy of j born in epoch, which shares with j only what
+// no apply changes in place: j stays as a frozen snapshot may hold it.
+func (j *job) reborn(epoch uint32) *job {
 	c := *j
 	c.Open = slices.Clone(j.Open)
-	c.born = m.epoch
-	m.jobs[c.Name] = &c
+	c.born = epoch
 	return &c
 }
 
@@ -514,7 +526,7 @@ func (m *Machine) ApplyCommand(slot uint64, c Command) error {
 	if err == nil {
 		err = m.dispatch(slot, c)
 	}
-	m.jobs = mapshrink.Keep(m.jobs, &m.jobsPeak)
+	m.keepJobs()
 	m.withOpen = mapshrink.Keep(m.withOpen, &m.withOpenPeak)
 	switch {
 	case err == nil:
@@ -527,6 +539,17 @@ func (m *Machine) ApplyCommand(slot uint64, c Command) error {
 		m.reject(Rejection{Slot: slot, Kind: c.Kind(), Job: JobOf(c), Reason: err.Error()})
 	}
 	return err
+}
+
+// keepJobs rebuilds the job map once far below its peak (mapshrink), and
+// at the first such rebuild after a restore also moves the jobs out of
+// the restore's memory: the same moment, for the same reason.
+func (m *Machine) keepJobs() {
+	rebuilds := m.jobsPeak.Rebuilds
+	m.jobs = mapshrink.Keep(m.jobs, &m.jobsPeak)
+	if m.inRestoreMemory && m.jobsPeak.Rebuilds != rebuilds {
+		m.leaveRestoreMemory()
+	}
 }
 
 func (m *Machine) advanceSlot(slot uint64) {
