@@ -91,6 +91,11 @@ type cluster struct {
 	// mapRebuilds counts the maps crashed replicas' states and launchers
 	// rebuilt far below their peak (mapshrink).
 	stateMapRebuilds, leaderMapRebuilds uint64
+	// restoreMoves counts crashed replicas' states' moves out of a
+	// restore's memory; purges and purgeLeft, the client's purges and the
+	// commands the one under way may still take (purge).
+	restoreMoves, purges uint64
+	purgeLeft            int
 	// openedByKind counts launches Trigger and Backfill opened.
 	openedByKind [3]uint64
 	// healthyFrom is when, after healing, a leader held the lease (plus a
@@ -394,6 +399,7 @@ func (c *cluster) crash(n *node, why string) {
 	n.rep = nil
 	c.stateMapRebuilds += n.machine.MapRebuilds()
 	c.leaderMapRebuilds += n.launcher.Stats().MapRebuilds
+	c.restoreMoves += n.machine.RestoreMoves()
 	n.launcher, n.machine = nil, nil
 	n.tick.Cancel()
 	c.net.SetUp(n.id, false)

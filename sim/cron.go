@@ -395,6 +395,38 @@ func (d *simDispatcher) done(r launcher.Result) {
 	d.c.stepLauncher(n)
 }
 
+// purgeOdds: one client command in purgeOdds, before the heal, starts a
+// purge.
+const purgeOdds = 150
+
+// purge returns the next deletion of a purge: now and then the client
+// deletes every job but one, one command at a time, so that states (a
+// restored one among them) fall far below their peak and rebuild their
+// maps and leave a restore's memory, under faults (mapshrink; the
+// server's floor is more jobs than a run holds). Done once replica n's
+// state holds one job at most, or after twice as many commands as jobs
+// (n's view may lag, and deletions conflict).
+func (c *cluster) purge(n *node) (state.DeleteJob, bool) {
+	if c.purgeLeft == 0 {
+		if c.healed || c.rng.IntN(purgeOdds) != 0 {
+			return state.DeleteJob{}, false
+		}
+		c.purgeLeft = 2 * len(jobNames)
+		c.purges++
+	}
+	c.purgeLeft--
+	if c.healed || n.machine.JobCount() <= 1 {
+		c.purgeLeft = 0
+		return state.DeleteJob{}, false
+	}
+	for _, name := range jobNames {
+		if j, ok := n.machine.Job(name); ok {
+			return state.DeleteJob{Name: name, IfVersion: j.Version}, true
+		}
+	}
+	panic("sim: a state of more than one job holds none of the client's")
+}
+
 // clientCommand is the client's next edit, read against replica n's state
 // (possibly stale: a conflict is refused by the log, as for a real
 // client). Until the faults heal, it creates, replaces, deletes, pauses
@@ -402,6 +434,9 @@ func (d *simDispatcher) done(r launcher.Result) {
 // schedule (meta, target, pause, resume, creating missing jobs), so that the
 // healthy stretch checks lateness alone.
 func (c *cluster) clientCommand(n *node) state.Command {
+	if del, ok := c.purge(n); ok {
+		return del
+	}
 	name := jobNames[c.rng.IntN(len(jobNames))]
 	j, exists := n.machine.Job(name)
 	c.rev++
@@ -560,11 +595,12 @@ func (c *cluster) nomadNormal() {
 func (c *cluster) cronStats() CronStats {
 	st := CronStats{Nomad: c.nomad.Stats(), Promotions: c.promotions,
 		Manual: c.openedByKind[state.LaunchManual], Backfilled: c.openedByKind[state.LaunchBackfill],
-		StateMapRebuilds: c.stateMapRebuilds, LeaderMapRebuilds: c.leaderMapRebuilds}
+		StateMapRebuilds: c.stateMapRebuilds, LeaderMapRebuilds: c.leaderMapRebuilds, RestoreMoves: c.restoreMoves, Purges: c.purges}
 	for _, n := range c.nodes {
 		if n.up {
 			st.StateMapRebuilds += n.machine.MapRebuilds()
 			st.LeaderMapRebuilds += n.launcher.Stats().MapRebuilds
+			st.RestoreMoves += n.machine.RestoreMoves()
 		}
 	}
 	_, st.Calls = c.cronCheck.Stats()

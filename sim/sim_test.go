@@ -203,6 +203,7 @@ func TestCronIsExercised(t *testing.T) {
 		l.Promotions += c.Promotions
 		l.StateMapRebuilds += c.StateMapRebuilds
 		l.LeaderMapRebuilds += c.LeaderMapRebuilds
+		l.RestoreMoves += c.RestoreMoves
 		l.Manual += c.Manual
 		l.Backfilled += c.Backfilled
 		l.Nomad.CallsLookup += c.Nomad.CallsLookup
@@ -233,6 +234,7 @@ func TestCronIsExercised(t *testing.T) {
 		"dispatches refused": l.Nomad.Rejected, "children collected": l.Nomad.Collected,
 		"forbid children judged against the job's others": forbidJudged,
 		"state maps rebuilt far below their peak":         l.StateMapRebuilds, "leader maps rebuilt": l.LeaderMapRebuilds,
+		"restored states moved out of the restore's memory": l.RestoreMoves,
 	} {
 		if n == 0 {
 			t.Errorf("across %d seeds, %s: none", exercisedSeeds, what)

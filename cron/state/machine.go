@@ -427,6 +427,8 @@ type Machine struct {
 	// of their jobs does: the first rebuild of the job map far below its
 	// peak moves them out (leaveRestoreMemory).
 	inRestoreMemory bool
+	// restoreMoves counts leaveRestoreMemory's calls.
+	restoreMoves uint64
 }
 
 // New returns an empty Machine with DefaultLimits.
@@ -453,6 +455,10 @@ func NewWithLimits(limits Limits) (*Machine, error) {
 func (m *Machine) SetMapShrinkFloor(floor int) {
 	m.jobsPeak.Floor, m.withOpenPeak.Floor = floor, floor
 }
+
+// RestoreMoves counts the times the jobs moved out of a restore's memory
+// (at the job map's first rebuild after it).
+func (m *Machine) RestoreMoves() uint64 { return m.restoreMoves }
 
 // MapRebuilds counts the job maps rebuilt far below their peak.
 func (m *Machine) MapRebuilds() uint64 { return m.jobsPeak.Rebuilds + m.withOpenPeak.Rebuilds }

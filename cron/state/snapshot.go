@@ -334,9 +334,9 @@ func snapshotErr(format string, args ...any) error {
 // error the machine is empty. A replica whose restore fails stops: it has
 // no state to apply its log to.
 func (m *Machine) Restore(data []byte) error {
-	limits, jobsPeak, withOpenPeak := m.limits, m.jobsPeak, m.withOpenPeak
+	limits, jobsPeak, withOpenPeak, moves := m.limits, m.jobsPeak, m.withOpenPeak, m.restoreMoves
 	*m = *New()
-	m.limits, m.jobsPeak, m.withOpenPeak = limits, jobsPeak, withOpenPeak
+	m.limits, m.jobsPeak, m.withOpenPeak, m.restoreMoves = limits, jobsPeak, withOpenPeak, moves
 	restored, err := DecodeSnapshot(data)
 	if err != nil {
 		return err
@@ -348,13 +348,13 @@ func (m *Machine) Restore(data []byte) error {
 // Install replaces m's state with restored's, a machine DecodeSnapshot
 // returned, which must not be used afterwards. m keeps its limits and its
 // maps' shrink floor, the replica's configuration, not the state's, and
-// the rebuilds it counted (found in review: a simulated replica that took
+// the rebuilds and moves it counted (found in review: a simulated replica that took
 // a snapshot from its peers fell back to the server's floor, and its
 // maps were never rebuilt again).
 func (m *Machine) Install(restored *Machine) {
-	limits, jobsPeak, withOpenPeak := m.limits, m.jobsPeak, m.withOpenPeak
+	limits, jobsPeak, withOpenPeak, moves := m.limits, m.jobsPeak, m.withOpenPeak, m.restoreMoves
 	*m = *restored
-	m.limits, m.jobsPeak, m.withOpenPeak = limits, jobsPeak, withOpenPeak
+	m.limits, m.jobsPeak, m.withOpenPeak, m.restoreMoves = limits, jobsPeak, withOpenPeak, moves
 	m.jobsPeak.Replaced()
 	m.withOpenPeak.Replaced()
 }
@@ -645,6 +645,7 @@ func (m *Machine) leaveRestoreMemory() {
 		m.orphans[i].payload = copies.of(m.orphans[i].payload)
 	}
 	m.inRestoreMemory = false
+	m.restoreMoves++
 }
 
 // payloadCopies copies payloads, each once: the launches of one spec
