@@ -88,14 +88,12 @@ type cluster struct {
 	cronSlot   uint64 // the last slot the cron checker saw
 	rev        uint64 // the client's edits, to make each one unique
 	promotions uint64
-	// mapRebuilds counts the maps crashed replicas' states and launchers
-	// rebuilt far below their peak (mapshrink).
-	stateMapRebuilds, leaderMapRebuilds uint64
-	// restoreMoves counts crashed replicas' states' moves out of a
-	// restore's memory; purges and purgeLeft, the client's purges and the
-	// commands the one under way may still take (purge).
-	restoreMoves, purges uint64
-	purgeLeft            int
+	// crashed is what crashed replicas' states and launchers counted.
+	crashed replicaCounts
+	// purges and purgeLeft are the client's purges and the commands the
+	// one under way may still take (purge).
+	purges    uint64
+	purgeLeft int
 	// openedByKind counts launches Trigger and Backfill opened.
 	openedByKind [3]uint64
 	// healthyFrom is when, after healing, a leader held the lease (plus a
@@ -397,9 +395,7 @@ func (c *cluster) crash(n *node, why string) {
 	n.up = false
 	n.crashArmed = false
 	n.rep = nil
-	c.stateMapRebuilds += n.machine.MapRebuilds()
-	c.leaderMapRebuilds += n.launcher.Stats().MapRebuilds
-	c.restoreMoves += n.machine.RestoreMoves()
+	c.crashed.add(n)
 	n.launcher, n.machine = nil, nil
 	n.tick.Cancel()
 	c.net.SetUp(n.id, false)

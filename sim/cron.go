@@ -591,18 +591,29 @@ func (c *cluster) nomadNormal() {
 	c.nomadFlaky = false
 }
 
+// replicaCounts is what replicas' states and launchers counted: maps
+// rebuilt far below their peak, and moves out of a restore's memory.
+type replicaCounts struct{ stateMapRebuilds, leaderMapRebuilds, restoreMoves uint64 }
+
+// add adds what replica n's state and launcher counted.
+func (r *replicaCounts) add(n *node) {
+	r.stateMapRebuilds += n.machine.MapRebuilds()
+	r.leaderMapRebuilds += n.launcher.Stats().MapRebuilds
+	r.restoreMoves += n.machine.RestoreMoves()
+}
+
 // cronStats gathers the run's cron counters.
 func (c *cluster) cronStats() CronStats {
 	st := CronStats{Nomad: c.nomad.Stats(), Promotions: c.promotions,
 		Manual: c.openedByKind[state.LaunchManual], Backfilled: c.openedByKind[state.LaunchBackfill],
-		StateMapRebuilds: c.stateMapRebuilds, LeaderMapRebuilds: c.leaderMapRebuilds, RestoreMoves: c.restoreMoves, Purges: c.purges}
+		Purges: c.purges}
+	counts := c.crashed
 	for _, n := range c.nodes {
 		if n.up {
-			st.StateMapRebuilds += n.machine.MapRebuilds()
-			st.LeaderMapRebuilds += n.launcher.Stats().MapRebuilds
-			st.RestoreMoves += n.machine.RestoreMoves()
+			counts.add(n)
 		}
 	}
+	st.StateMapRebuilds, st.LeaderMapRebuilds, st.RestoreMoves = counts.stateMapRebuilds, counts.leaderMapRebuilds, counts.restoreMoves
 	_, st.Calls = c.cronCheck.Stats()
 	st.SecondChildren = c.cronCheck.SecondChildren()
 	st.Checked = c.cronCheck.Counts()

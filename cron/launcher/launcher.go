@@ -638,12 +638,19 @@ type memory struct {
 	unsure map[string]time.Time
 	calls  map[uint64]string // dispatch request ID -> identity, in flight
 	// peaks track the peaks of the maps above, for shrinkMaps.
-	peaks struct{ child, unsure, calls mapshrink.Peak }
+	peaks memoryPeaks
+}
+
+// memoryPeaks are the peaks of a memory's maps.
+type memoryPeaks struct{ child, unsure, calls mapshrink.Peak }
+
+func (p *memoryPeaks) all() []*mapshrink.Peak {
+	return []*mapshrink.Peak{&p.child, &p.unsure, &p.calls}
 }
 
 func newMemory(term state.Term, shrinkFloor int) *memory {
 	m := &memory{term: term, child: map[string]string{}, unsure: map[string]time.Time{}, calls: map[uint64]string{}}
-	m.peaks.child.Floor, m.peaks.unsure.Floor, m.peaks.calls.Floor = shrinkFloor, shrinkFloor, shrinkFloor
+	setFloor(m.peaks.all(), shrinkFloor)
 	return m
 }
 
@@ -1461,10 +1468,18 @@ type leaderPeaks struct{ starting, full, waited, tasks, calls mapshrink.Peak }
 // (Config.MapShrinkFloor).
 func newLeaderPeaks(floor int) leaderPeaks {
 	p := leaderPeaks{}
-	for _, peak := range []*mapshrink.Peak{&p.starting, &p.full, &p.waited, &p.tasks, &p.calls} {
-		peak.Floor = floor
-	}
+	setFloor(p.all(), floor)
 	return p
+}
+
+func (p *leaderPeaks) all() []*mapshrink.Peak {
+	return []*mapshrink.Peak{&p.starting, &p.full, &p.waited, &p.tasks, &p.calls}
+}
+
+func setFloor(peaks []*mapshrink.Peak, floor int) {
+	for _, p := range peaks {
+		p.Floor = floor
+	}
 }
 
 // shrinkMaps rebuilds the leader's maps that fell far below their peak
@@ -1491,10 +1506,13 @@ func (l *Launcher) shrinkMaps() {
 
 // mapRebuilds is the rebuilds the peaks of the leader's maps counted.
 func (l *Launcher) mapRebuilds() uint64 {
-	p := &l.peaks
-	n := p.starting.Rebuilds + p.full.Rebuilds + p.waited.Rebuilds + p.tasks.Rebuilds + p.calls.Rebuilds
+	peaks := l.peaks.all()
 	if m := l.mem; m != nil {
-		n += m.peaks.child.Rebuilds + m.peaks.unsure.Rebuilds + m.peaks.calls.Rebuilds
+		peaks = append(peaks, m.peaks.all()...)
+	}
+	var n uint64
+	for _, p := range peaks {
+		n += p.Rebuilds
 	}
 	return n
 }

@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"math"
+	"paxcron/internal/mapshrink"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -334,9 +335,9 @@ func snapshotErr(format string, args ...any) error {
 // error the machine is empty. A replica whose restore fails stops: it has
 // no state to apply its log to.
 func (m *Machine) Restore(data []byte) error {
-	limits, jobsPeak, withOpenPeak, moves := m.limits, m.jobsPeak, m.withOpenPeak, m.restoreMoves
+	kept := m.replicaOwn()
 	*m = *New()
-	m.limits, m.jobsPeak, m.withOpenPeak, m.restoreMoves = limits, jobsPeak, withOpenPeak, moves
+	kept.putBack(m)
 	restored, err := DecodeSnapshot(data)
 	if err != nil {
 		return err
@@ -352,11 +353,28 @@ func (m *Machine) Restore(data []byte) error {
 // a snapshot from its peers fell back to the server's floor, and its
 // maps were never rebuilt again).
 func (m *Machine) Install(restored *Machine) {
-	limits, jobsPeak, withOpenPeak, moves := m.limits, m.jobsPeak, m.withOpenPeak, m.restoreMoves
+	kept := m.replicaOwn()
 	*m = *restored
-	m.limits, m.jobsPeak, m.withOpenPeak, m.restoreMoves = limits, jobsPeak, withOpenPeak, moves
+	kept.putBack(m)
 	m.jobsPeak.Replaced()
 	m.withOpenPeak.Replaced()
+}
+
+// replicaOwn is what a machine keeps across Restore and Install: the
+// replica's configuration (limits, the maps' shrink floor) and what it
+// counted, none of it the replicated state's.
+type replicaOwn struct {
+	limits                 Limits
+	jobsPeak, withOpenPeak mapshrink.Peak
+	restoreMoves           uint64
+}
+
+func (m *Machine) replicaOwn() replicaOwn {
+	return replicaOwn{limits: m.limits, jobsPeak: m.jobsPeak, withOpenPeak: m.withOpenPeak, restoreMoves: m.restoreMoves}
+}
+
+func (k replicaOwn) putBack(m *Machine) {
+	m.limits, m.jobsPeak, m.withOpenPeak, m.restoreMoves = k.limits, k.jobsPeak, k.withOpenPeak, k.restoreMoves
 }
 
 // DecodeSnapshot decodes a snapshot into a new machine and touches no

@@ -38,7 +38,8 @@ type Peak struct {
 	// their maps are rebuilt too, at moments its faults choose.
 	Floor int
 	peak  int
-	// Rebuilds counts the rebuilds, for tests.
+	// Rebuilds counts the rebuilds: for tests and counters, and for a
+	// caller that does more at a rebuild (cron/state's keepJobs).
 	Rebuilds uint64
 }
 
