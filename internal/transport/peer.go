@@ -211,7 +211,7 @@ func (t *Transport) dial(p *peer, addr string) (*wrapped, error) {
 		err = dialHandshake(c, t.cfg.keys(), t.cfg.members(), t.cfg.Agreed, t.clusterID(), t.cfg.ID, p.id, t.incarnation)
 	}
 	if err != nil {
-		if isAuthErr(err) || isTLSRefusal(err) {
+		if (isAuthErr(err) || isTLSRefusal(err)) && !t.closedHere(err) {
 			t.authFailed(AuthFailure{Dialing: true, Peer: p.id, Remote: addr, Err: err, Closed: errors.Is(err, errClosedMidHandshake)})
 		}
 		t.untrack(raw)

@@ -346,6 +346,14 @@ func closedByPeer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
+// closedHere reports whether err, from a handshake, came of this side
+// closing the connection: the transport stopping, Redial, or a handshake
+// pushed out by newer ones. Found by CI: a replica that learned its
+// cluster ID and redialed logged its own close as a refusal of the dialer.
+func (t *Transport) closedHere(err error) bool {
+	return t.ctx.Err() != nil || errors.Is(err, net.ErrClosed)
+}
+
 // isTLSRefusal reports whether err is a TLS handshake that failed on a
 // certificate: this side refused the other's (wrong CA, name, expiry),
 // or the other side's alert refused this one's. Found in review (the
@@ -458,14 +466,16 @@ func (t *Transport) serveInbound(raw net.Conn) {
 		// Closed on this side (the transport stopping, or a handshake
 		// pushed out by newer ones): nobody refused anything. Or refused
 		// by Retrust's check, which said so.
-		if t.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, errRetrusted) {
+		if !t.closedHere(err) && !errors.Is(err, errRetrusted) {
 			t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err, Closed: closedByPeer(err)})
 		}
 		return
 	}
 	from, inc, err := acceptHandshake(c, t.cfg.Key, t.cfg.members(), t.cfg.Agreed, t.clusterID(), t.cfg.ID, t.isPeer)
 	if err != nil {
-		if errors.Is(err, errAuth) {
+		// As for TLS: a handshake this side closed (Redial, pushed out,
+		// the transport stopping) refused nothing.
+		if errors.Is(err, errAuth) && !t.closedHere(err) {
 			t.authFailed(AuthFailure{Remote: raw.RemoteAddr().String(), Err: err, Closed: errors.Is(err, errClosedMidHandshake)})
 		}
 		return

@@ -1248,3 +1248,92 @@ func TestDialerClosingBeforeItsHelloIsNoRefusal(t *testing.T) {
 		}
 	}
 }
+
+// Found by CI (TestClusterKeyRotationWithoutAnOutage): a replica that
+// learned its cluster ID redialed, closing an inbound handshake under way,
+// and logged its own close as a refusal of the dialer.
+func TestHandshakeClosedOnThisSideIsNoRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		close func(*Transport)
+	}{
+		{"redial", (*Transport).Redial},
+		{"pushed out", func(tr *Transport) { tr.closeOldestHandshake() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			failures := make(chan AuthFailure, 8)
+			tr, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: ""}, Key: testKey, ListenAddr: "127.0.0.1:0",
+				Handler: newRecorder().handle, Limits: testLimits(), OnAuthFailure: func(f AuthFailure) { failures <- f }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			c, err := net.Dial("tcp", tr.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Write([]byte(helloMagic)); err != nil {
+				t.Fatal(err)
+			}
+			tracked := func() (int, int) {
+				tr.mu.Lock()
+				defer tr.mu.Unlock()
+				return len(tr.conns), len(tr.handshaking)
+			}
+			eventually(t, "the handshake under way", func() bool { _, h := tracked(); return h == 1 })
+			tc.close(tr)
+			// serveInbound untracks its connection once it has reported.
+			eventually(t, "the closed handshake untracked", func() bool { n, _ := tracked(); return n == 0 })
+			select {
+			case f := <-failures:
+				t.Errorf("a handshake closed on this side was reported: Closed %v, %v", f.Closed, f.Err)
+			default:
+			}
+		})
+	}
+}
+
+// The dialing side of the same: a dial whose handshake Redial closed is
+// dialed again, and no failure names the close.
+func TestDialClosedOnThisSideIsNoRefusal(t *testing.T) {
+	ln := listen(t)
+	defer ln.Close()
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // never answers the hello
+		}
+	}()
+	failures := make(chan AuthFailure, 8)
+	tr, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: ln.Addr().String()}, Key: testKey, ListenAddr: "127.0.0.1:0",
+		Handler: newRecorder().handle, Limits: testLimits(), OnAuthFailure: func(f AuthFailure) { failures <- f }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	first := <-accepted
+	defer first.Close()
+	var hello [helloBytes]byte
+	if _, err := io.ReadFull(first, hello[:]); err != nil {
+		t.Fatal(err)
+	}
+	tr.Redial()
+	second := <-accepted // dial returned, reporting what it would, first
+	defer second.Close()
+	for {
+		select {
+		case f := <-failures:
+			if errors.Is(f.Err, net.ErrClosed) {
+				t.Errorf("a dial closed on this side was reported: Closed %v, %v", f.Closed, f.Err)
+			}
+			continue
+		default:
+		}
+		break
+	}
+}
