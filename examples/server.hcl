@@ -64,7 +64,8 @@ snapshot {
   every         = "10m" # a multiple of 50ms, the replica's tick
 }
 
-# The leader uploads each snapshot here, keeping the newest 5. By default
+# The leader uploads each snapshot here, keeping the newest 5 (and the
+# cluster's first backup there, its claim on the target). By default
 # a folder beside the store (file://<data_dir>/backups), which guards a
 # damaged store but not a lost disk: point it at another machine's storage.
 backup {

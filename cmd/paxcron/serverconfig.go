@@ -240,7 +240,7 @@ func (o *serverSettings) table() []setting {
 		duration("snapshot.every", "snapshot at least this often (0: never by time; a multiple of "+shortDuration(server.DefaultTickInterval)+", the replica's tick)", &o.snapEvery),
 		integer("snapshot.tail_entries", "log entries kept below a snapshot, to catch a follower up without it", &o.snapTail),
 		str("backup.url", "where the leader backs snapshots up: file:///path, s3://bucket, gs://bucket, azblob://container; default file://<data_dir>/backups (the same disk: point it elsewhere); off: none", &o.backupURL),
-		integer("backup.keep", "backups kept (the newest)", &o.backupKeep),
+		integer("backup.keep", "backups kept (the newest; the cluster's first backup at backup.url is kept too, as its claim on the target)", &o.backupKeep),
 		str("log.level", "debug, info, warn or error", &o.logLevel),
 		str("log.format", "text or json", &o.logFormat),
 		str("test.clock_offset_file", "FOR FAULT TESTING ONLY (make chaos), never in production: a file holding a duration (30s, -1m) added to the launcher's clock, re-read every 250 ms so that a test can make this replica's clock jump", &o.testClockFile),
@@ -475,7 +475,7 @@ func (o *serverSettings) serverConfig(logOut io.Writer, version string) (server.
 	// Both once changed silently: keep 0 became the default 5, and a
 	// period under one tick became "never by time".
 	if o.backupKeep < 1 {
-		return bad("backup.keep %d: at least 1 (the newest backups kept; backup.url = \"off\" turns backups off)", o.backupKeep)
+		return bad("backup.keep %d: at least 1 (the newest backups kept, besides the cluster's first; backup.url = \"off\" turns backups off)", o.backupKeep)
 	}
 	if o.snapEvery > 0 && o.snapEvery < cfg.TickInterval {
 		return bad("snapshot.every %v: 0 (never by time) or at least %v, one tick", o.snapEvery, cfg.TickInterval)

@@ -150,7 +150,9 @@ func TestRestoreStoreChecks(t *testing.T) {
 // disaster (found in review). Then the same restore again, with replicas
 // restored at different times and a leader change: each history's
 // backups outrank the one before, and within one, the newest state is
-// Latest.
+// Latest. Pruning keeps the cluster's first backup there (older, of the
+// lost history) beside the newest: a cluster's claim on its target
+// (backup.Upload, doc.go "Clusters"), never the newest.
 func TestBackupsOfARestoredClusterOutrankTheLostHistorys(t *testing.T) {
 	c, st, older, olderData := clusterWithABackup(t)
 	// The history goes on well past that backup, then is lost.
@@ -174,7 +176,7 @@ func TestBackupsOfARestoredClusterOutrankTheLostHistorys(t *testing.T) {
 	if restored[0].Generation <= lost[2].Generation {
 		t.Fatalf("the restored cluster backs up in generation %d, the lost history did in %d", restored[0].Generation, lost[2].Generation)
 	}
-	checkBackups(t, st, "new-3", restored)
+	checkBackups(t, st, "new-3", append([]api.BackupInfo{older}, restored...))
 
 	// The same disaster and restore again. Replicas 1 and 2 run and back
 	// up before replica 3 is restored, which sees a higher generation in
@@ -191,7 +193,7 @@ func TestBackupsOfARestoredClusterOutrankTheLostHistorys(t *testing.T) {
 	if again[0].Generation <= restored[2].Generation {
 		t.Fatalf("restored again, the cluster backs up in generation %d, the first restore did in %d", again[0].Generation, restored[2].Generation)
 	}
-	checkBackups(t, st, "again-3", again)
+	checkBackups(t, st, "again-3", append([]api.BackupInfo{older}, again...))
 }
 
 // A cluster restored without the backup target's generations (restore

@@ -72,7 +72,8 @@ var SupportedSchemes = []string{"file", "s3", "gs", "azblob", "mem"}
 // Options configure Open. The zero value takes every default.
 type Options struct {
 	// Keep is how many complete backups are kept, the newest: 0 means
-	// DefaultKeep; negative is an error.
+	// DefaultKeep; negative is an error. Pruning also keeps a cluster's
+	// first backup in the target, its claim on it (doc.go, "Clusters").
 	Keep int
 	// Prefix is the key prefix of every object inside the bucket: ""
 	// means the URL's path (s3://bucket/prod: "prod/"; not for file://,

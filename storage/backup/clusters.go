@@ -92,9 +92,9 @@ func firstOf(manifests []owned, id string) (owned, bool) {
 // The order is the store's clock: no manifest records anything the
 // clusters share (ranks are each cluster's own, TakenAt is each leader's
 // clock and when the snapshot was taken, not when it landed), and a blob
-// store offers no other order across keys. The owner's pruning keeps its
-// first backup while another cluster's are there (prune's pinned), so
-// that its claim does not move past the other's.
+// store offers no other order across keys. Every cluster's pruning keeps
+// its first backup there (pinnedBy), as another cluster's can land after
+// any listing: so a claim never moves, and the owner stays the owner.
 func ownersFirst(manifests []owned) (owned, bool) {
 	var first owned
 	found := false

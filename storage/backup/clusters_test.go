@@ -49,7 +49,8 @@ func clustersOf(infos []Info) string {
 // Staging and production given one target: the second cluster's upload
 // is refused, above or below the first one's ranks, naming both IDs and
 // what to do; nothing is written or pruned, and the first cluster goes
-// on backing up. (Before IDs, the upload above was taken and pruned the
+// on backing up, keeping its newest Keep and its first backup there
+// (pinnedBy). (Before IDs, the upload above was taken and pruned the
 // first cluster's backups, and the one below was "outranked".)
 func TestUploadIntoAnotherClustersTargetIsRefused(t *testing.T) {
 	ctx := context.Background()
@@ -72,7 +73,7 @@ func TestUploadIntoAnotherClustersTargetIsRefused(t *testing.T) {
 		}
 	}
 	uploadOf(t, s, clusterA, 2, 40)
-	if list, err := s.List(ctx); err != nil || ranks(list) != "2/40 2/30 2/20" || clustersOf(list) != strings.Repeat(clusterA+" ", 2)+clusterA {
+	if list, err := s.List(ctx); err != nil || ranks(list) != "2/40 2/30 2/20 2/10" || clustersOf(list) != strings.Repeat(clusterA+" ", 3)+clusterA {
 		t.Fatalf("List: %s of %s (%v)", ranks(list), clustersOf(list), err)
 	}
 }
@@ -410,5 +411,80 @@ func stampLike(t *testing.T, dir, key, like string) {
 	}
 	if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(key)), fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// landedAt gives key's file in a fileblob store at dir the modification
+// time at: when the store's clock says the object landed.
+func landedAt(t *testing.T, dir, key string, at time.Time) {
+	t.Helper()
+	if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(key)), at, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The owner of a target prunes from a listing taken after its manifest;
+// another cluster's backup that lands after that listing (a killed first
+// upload of that cluster) is not in it. Found in review: the owner pinned
+// its first backup only once it saw another cluster's, so its pruning
+// deleted it, its claim moved past the other cluster's backup, and the
+// target changed hands: the owner's uploads were refused from then on
+// and the other cluster's went on. Three ways: the other's manifest
+// stamped before the owner's second though visible after it (file://
+// writes a temporary file and renames it; a store may stamp a write when
+// it starts), stamped in the same second (a store that keeps whole
+// seconds; the other's ID is the lower), or landed after it but pruned
+// past by another upload of the owner (an operator's, or a second
+// leader's) while this one's listing was older. Now a cluster keeps its
+// first backup in a target always, seen or not: its claim never moves.
+func TestOwnershipNeverMovesToAnIntruder(t *testing.T) {
+	ctx := context.Background()
+	firstLanded := time.Now().Add(-time.Hour).Truncate(time.Second)
+	for _, tc := range []struct {
+		name            string
+		owner, intruder string
+		// intruderAfter: when the store stamps the intruder's backup,
+		// after the owner's first; the owner's second is stamped at 2s.
+		intruderAfter time.Duration
+		// anotherUpload: an upload of the owner that sees the intruder's
+		// backup goes in whole before this one prunes.
+		anotherUpload bool
+	}{
+		{"stamped before the owner's second", clusterA, clusterB, time.Second, false},
+		{"stamped in the owner's second, of the lower ID", clusterB, clusterA, 2 * time.Second, false},
+		{"pruned past by the owner's other upload", clusterA, clusterB, 3 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, "file://"+dir, Options{Keep: 1})
+			first := landUnchecked(t, s, metaOf(tc.owner, 1, 10), snap(10))
+			landedAt(t, dir, s.manifestKey(first.rank()), firstLanded)
+			second := landUnchecked(t, s, metaOf(tc.owner, 1, 20), snap(20))
+			landedAt(t, dir, s.manifestKey(second.rank()), firstLanded.Add(2*time.Second))
+			listed, err := s.manifests(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ofIntruder := landUnchecked(t, sameTarget(s), metaOf(tc.intruder, 9, 5), snap(5))
+			landedAt(t, dir, s.manifestKey(ofIntruder.rank()), firstLanded.Add(tc.intruderAfter))
+			if tc.anotherUpload {
+				uploadOf(t, s, tc.owner, 1, 30)
+			}
+			if _, err := s.pruneListed(ctx, listed, second, tc.owner, "uploaded", true); err != nil {
+				t.Fatalf("the owner's pruning: %v", err)
+			}
+			if _, err := s.Upload(ctx, metaOf(tc.owner, 1, 40), snap(40)); err != nil {
+				t.Fatalf("the owner's next upload: %v", err)
+			}
+			_, err = s.Upload(ctx, metaOf(tc.intruder, 9, 6), snap(6))
+			wantErr(t, "the intruder's next upload", err, ErrOtherCluster)
+			if !strings.Contains(err.Error(), "belongs to cluster "+tc.owner) {
+				t.Errorf("the refusal does not name the owner: %v", err)
+			}
+			list, err := s.List(ctx)
+			if err != nil || ranks(list) != "9/5 1/40 1/10" {
+				t.Fatalf("List: %s of %s (%v); want the intruder's, the owner's newest and its first", ranks(list), clustersOf(list), err)
+			}
+		})
 	}
 }

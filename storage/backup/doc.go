@@ -84,9 +84,13 @@
 //     soon as it has caught up, and the next backup carries the name.
 //   - Pruning counts and deletes only the uploader's backups (and those
 //     of no known cluster), and sweeps no data of another cluster's;
-//     an unnamed upload prunes unnamed backups alone. While another
-//     cluster's backups are there, the owner also keeps its first
-//     backup, so that its claim does not move past theirs.
+//     an unnamed upload prunes unnamed backups alone. A named cluster
+//     also keeps its first backup there, always (Keep and one more,
+//     once it has Keep newer): another cluster's backup can land after
+//     any listing, stamped earlier than any backup but those already
+//     there, and pruned once it saw none, the owner's first backup took
+//     its claim past theirs and the target changed hands. Kept, a claim
+//     never moves.
 //   - The check and the writes are apart, and a blob store has no
 //     conditional write across keys: two clusters' first uploads into
 //     one target can both pass the check. So after its manifest an upload

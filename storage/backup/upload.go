@@ -13,8 +13,8 @@ import (
 )
 
 // Upload stores data as the backup at meta's generation and index, then
-// prunes the store to the newest Keep backups. It returns the backup's
-// Info.
+// prunes the store to the newest Keep backups and meta's cluster's first
+// backup there (pinnedBy). It returns the backup's Info.
 //
 // The data object is written first and the manifest last, with a
 // write-if-absent: of two uploads at one rank (two leaders, one stale, or
@@ -242,7 +242,7 @@ func (s *Store) checkCommitted(ctx context.Context, info Info) error {
 // none), where the target is theirs, make it back off instead (backOff):
 // that is two clusters' first uploads into one target racing past each
 // other's checks. Where the target is this cluster's, its pruning leaves
-// theirs alone (pinnedBy).
+// theirs and its own first backup alone (pinnedBy).
 func (s *Store) pruneKeeping(ctx context.Context, info Info, cluster, what string, created bool) (Info, error) {
 	all, err := s.manifests(ctx)
 	if err != nil {
@@ -259,7 +259,7 @@ func (s *Store) pruneListed(ctx context.Context, all []owned, info Info, cluster
 	if !ok {
 		return Info{}, s.backOff(ctx, all, info, cluster, created, theirs, first)
 	}
-	pinned := pinnedBy(theirs, first)
+	pinned := pinnedBy(all, cluster, theirs)
 	keep := min(len(manifests), s.opts.Keep)
 	kept := slices.ContainsFunc(manifests[:keep], func(m object) bool { return m.rank == info.rank() }) || slices.Contains(pinned, info.rank())
 	err := s.prune(ctx, manifests, pinned)
@@ -273,15 +273,22 @@ func (s *Store) pruneListed(ctx context.Context, all []owned, info Info, cluster
 	return info, nil
 }
 
-// pinnedBy is what the owner of a target that holds theirs, other
-// clusters' backups, keeps besides its newest Keep: theirs, never its to
-// prune nor their data to sweep, and its own first backup, first, so that
-// its claim stays older than theirs (ownersFirst). None without theirs.
-func pinnedBy(theirs []owned, first owned) []rank {
-	if len(theirs) == 0 {
-		return nil
+// pinnedBy is what the pruning of cluster's backups keeps besides its
+// newest Keep, in a target it owns (all, the listing): the other
+// clusters' backups there (theirs), never its to prune nor their data to
+// sweep, and its own first backup there, always, whether or not it sees
+// another cluster's. Ownership goes to the cluster whose first backup
+// landed first (ownersFirst), and another cluster's backup can land
+// after any listing with any later time, as the other's first upload
+// killed before it could back off: pruned as soon as it saw none, the
+// owner's first backup took its claim past the other's, and the target
+// changed hands (review). Kept, its claim never moves. A cluster not
+// named yet claims no target: it pins none of its own.
+func pinnedBy(all []owned, cluster string, theirs []owned) []rank {
+	var pinned []rank
+	if first, ok := firstOf(all, cluster); ok && cluster != "" {
+		pinned = append(pinned, first.rank)
 	}
-	pinned := []rank{first.rank}
 	for _, m := range theirs {
 		pinned = append(pinned, m.rank)
 	}
