@@ -222,7 +222,8 @@ is refused by its own backup target.
 Backups rank by generation, then log index. The restored cluster backs
 up in a generation above every one at -backup and the snapshot's own, so
 that its backups rank above those of the history it replaces, which
-pruning then deletes first. With -file, give -backup too (the cluster's
+pruning then deletes first (all but the cluster's first backup there,
+kept as its claim on the target). With -file, give -backup too (the cluster's
 backup.url): the file is restored, and the backup target only read for
 its generations; without it, a leader whose generation is below one at
 its backup target refuses to back up there. A folder that holds a
