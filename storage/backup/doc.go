@@ -86,11 +86,12 @@
 //     of no known cluster), and sweeps no data of another cluster's;
 //     an unnamed upload prunes unnamed backups alone. A named cluster
 //     also keeps its first backup there, always (Keep and one more,
-//     once it has Keep newer): another cluster's backup can land after
-//     any listing, stamped earlier than any backup but those already
-//     there, and pruned once it saw none, the owner's first backup took
-//     its claim past theirs and the target changed hands. Kept, a claim
-//     never moves.
+//     once it has Keep newer). Another cluster's backup (a killed first
+//     upload of theirs) can land after any listing, and the store may
+//     stamp it before backups that listing held (in one second, or when
+//     the write began): pruned once it saw none, the owner's first
+//     backup moved its claim past theirs, and the target changed hands.
+//     Kept, a claim never moves.
 //   - The check and the writes are apart, and a blob store has no
 //     conditional write across keys: two clusters' first uploads into
 //     one target can both pass the check. So after its manifest an upload
