@@ -1404,3 +1404,45 @@ func TestPromiseDuringPreVoteEndsIt(t *testing.T) {
 			n2.hs.Promised, n2.role, prepare.Ballot)
 	}
 }
+
+// TestLoneVoterKeepsItsLeadership: a one-voter cluster's leader is its
+// own quorum for its lease as it is for choosing. Its heartbeat rounds
+// had no replies to count, so it "lost its quorum" every election
+// timeout, ran phase 1 again under a new ballot (re-proposing what it
+// had not chosen), and held no lease most of the time (found in review).
+func TestLoneVoterKeepsItsLeadership(t *testing.T) {
+	timing := DefaultTiming()
+	n, err := NewNode(Config{ID: 1, Membership: Membership{Voters: []ReplicaID{1}}, Storage: newTestStorage(),
+		Rand: rand.New(rand.NewPCG(1, 1)), Timing: timing, Limits: DefaultLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	process := func() {
+		for n.HasReady() {
+			n.Ready()
+			n.Advance()
+		}
+	}
+	for n.Status().Role != Leader {
+		n.Tick()
+		process()
+		if n.Now() > uint64(4*timing.ElectionTicks) {
+			t.Fatalf("no leader after %d ticks", n.Now())
+		}
+	}
+	ballot := n.Status().Ballot
+	for range 20 * timing.ElectionTicks {
+		n.Tick()
+		process()
+		st := n.Status()
+		if st.Role != Leader || st.Ballot != ballot {
+			t.Fatalf("tick %d: role %s ballot %s, want leader under %s throughout (stats %+v)", st.Now, st.Role, st.Ballot, ballot, n.Stats())
+		}
+		if _, held := n.LeaseValidUntil(); !held {
+			t.Fatalf("tick %d: the lone leader holds no lease", st.Now)
+		}
+	}
+	if s := n.Stats(); s.Elections != 1 || s.QuorumLost != 0 {
+		t.Fatalf("stats %+v: want one election and no quorum lost", s)
+	}
+}

@@ -293,6 +293,10 @@ func (l *leadership) heartbeat(n *Node) {
 	if len(l.rounds) > maxLeaseRounds {
 		l.rounds = slices.Delete(l.rounds, 0, 1)
 	}
+	// A lone voter is its own quorum, for its lease as for choosing: no
+	// reply will count its round (it once lost its "quorum" every
+	// election timeout and ran phase 1 again).
+	l.countRound(n, &l.rounds[len(l.rounds)-1])
 	n.leaseHolder, n.leaseUntil = n.id, n.now+uint64(n.timing.LeaseTicks)
 	for _, p := range n.peers {
 		pr := l.progress[p]
@@ -455,11 +459,17 @@ func (l *leadership) ackRound(n *Node, from ReplicaID, round uint64) {
 			continue
 		}
 		r.acks[from] = true
-		if len(r.acks) >= n.members.Quorum() && r.sentAt > l.lastQuorumAt {
-			l.lastQuorumAt = r.sentAt
-			l.leaseUntil = max(l.leaseUntil, r.sentAt+n.leaseSpan)
-		}
+		l.countRound(n, r)
 		return
+	}
+}
+
+// countRound renews the lease and the quorum's last word from round r
+// once a quorum acknowledged it.
+func (l *leadership) countRound(n *Node, r *leaseRound) {
+	if len(r.acks) >= n.members.Quorum() && r.sentAt > l.lastQuorumAt {
+		l.lastQuorumAt = r.sentAt
+		l.leaseUntil = max(l.leaseUntil, r.sentAt+n.leaseSpan)
 	}
 }
 
