@@ -136,6 +136,15 @@ func runJobValidate(args []string, stdout, stderr io.Writer, now func() time.Tim
 			never = true
 			continue
 		}
+		if last, next, lapses := sched.Lapse(at); lapses {
+			// Refused by the cluster too: after last the state would
+			// find no next launch (firesSoonEnough).
+			fmt.Fprintf(stderr, "%s:%d,%d: cron %q: schedule %q fires at %s and next at %s, more than %d years later, which the cluster cannot schedule: it refuses it\n",
+				c.Range.Filename, c.Range.Start.Line, c.Range.Start.Column, c.Name, c.Spec.Schedule,
+				last.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339), schedule.SearchYears)
+			never = true
+			continue
+		}
 		o := jobValidateOutput{
 			Name: c.Name, Schedule: c.Spec.Schedule, Resolved: c.Resolved, TimeZone: sched.Location().String(),
 			Concurrency: string(c.Spec.Concurrency), Catchup: c.Spec.CatchupWindow.String(),

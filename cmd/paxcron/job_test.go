@@ -341,6 +341,25 @@ func TestJobValidateRefusesAScheduleThatNeverFires(t *testing.T) {
 	}
 }
 
+// TestJobValidateRefusesAScheduleThatLapses: a schedule that fires
+// soon but then not again for more than schedule.SearchYears is refused
+// by the cluster (firesSoonEnough), so `job validate` fails it too,
+// naming the block and both launches. It passed it.
+func TestJobValidateRefusesAScheduleThatLapses(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "lapse.hcl")
+	// The 1st of February on a Monday: 2027, then 2038; runCLI's clock
+	// says 2026.
+	src := "cron \"ok\" {\n  schedule = \"0 0 29 2 *\"\n  nomad { job = \"p\" }\n}\ncron \"monday\" {\n  schedule = \"0 0 */31 2 MON\"\n  nomad { job = \"p\" }\n}\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "job", "validate", file)
+	if code != 1 || !strings.Contains(errOut, "lapse.hcl:5,1: cron \"monday\"") ||
+		!strings.Contains(errOut, "2027-02-01T00:00:00Z and next at 2038-02-01T00:00:00Z") || strings.Contains(errOut, "\"ok\"") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1 naming the block and both launches", code, out, errOut)
+	}
+}
+
 // TestOperatorStatusShowsSharedSettings: `operator status` says whether
 // the replica compares the settings every replica must share, and names
 // the peers and settings that differ.

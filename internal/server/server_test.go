@@ -946,8 +946,38 @@ func TestScheduleThatNeverFiresIsRefused(t *testing.T) {
 	if api.StatusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "never fires within 10 years") {
 		t.Fatalf("%v; want a 400 saying it never fires", err)
 	}
-	if err := firesSoonEnough("leap", spec, time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
-		t.Fatalf("from 2040: %v", err)
+	leapDay := state.JobSpec{Schedule: "0 0 29 2 *", NomadJob: "parent"}
+	if err := firesSoonEnough("leap", leapDay, time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatalf("every leap day: %v", err)
+	}
+}
+
+// TestScheduleThatLapsesIsRefused: a schedule that fires soon but whose
+// next launch after that is more than schedule.SearchYears away is
+// refused with a 400 naming both. The state computes each next launch
+// within SearchYears, so it held such a job with no next launch after
+// the first, for ever, the later slots neither launched nor recorded
+// (the fifth Monday of February, put in 2040: 2044-02-29, then
+// 2072-02-29).
+func TestScheduleThatLapsesIsRefused(t *testing.T) {
+	spec := state.JobSpec{Schedule: "0 0 * 2 MON#5", NomadJob: "parent"}
+	now := time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := state.New()
+	put := state.PutJob{Name: "leap", Spec: spec, At: now}
+	if err := m.ApplyCommand(1, put); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := m.NextAt("leap")
+	start := state.LaunchStarted{Job: "leap", ScheduledAt: first, Identity: state.Identity("leap", first), SpecVersion: 1, At: first}
+	if err := m.ApplyCommand(2, start); err != nil {
+		t.Fatal(err)
+	}
+	if next, ok := m.NextAt("leap"); !ok || !next.IsZero() {
+		t.Fatalf("the state's next launch after %v is %v (%v); the premise is a job stopped there", first, next, ok)
+	}
+	err := firesSoonEnough("leap", spec, now)
+	if api.StatusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "2044-02-29T00:00:00Z and next at 2072-02-29T00:00:00Z") {
+		t.Fatalf("%v; want a 400 naming 2044 and 2072", err)
 	}
 }
 
