@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -47,6 +48,32 @@ func TestLapse(t *testing.T) {
 		}
 		if _, ok := s.Next(last); ok {
 			t.Errorf("%q: Next finds a launch after %v, which Lapse says it does not", c.expr, last)
+		}
+	}
+}
+
+// TestFiresEveryYearAgreesWithNext: the shortcut that passes a schedule
+// without walking its years says every year has a launch exactly when
+// Next finds one in each year of a 400-year cycle, on random expressions
+// and the rare ones (a leap day, a weekday on a date).
+func TestFiresEveryYearAgreesWithNext(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	exprs := []string{"0 0 29 2 *", "0 0 * 2 MON#5", "0 0 */31 2 MON", "0 0 29 2 */7", "0 0 30W 4 *", "0 0 LW 2 *", "0 0 */31 3 FRI"}
+	for range 200 {
+		exprs = append(exprs, randomExpr(r))
+	}
+	for _, expr := range exprs {
+		s, err := Parse(expr, Options{JobName: "job"})
+		if err != nil {
+			continue
+		}
+		want := true
+		for y := 2026; y < 2026+cycleYears && want; y++ {
+			n, ok := s.Next(time.Date(y, 1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Second))
+			want = ok && n.Year() == y
+		}
+		if got := s.firesEveryYear(); got != want {
+			t.Errorf("%q: firesEveryYear %v, Next says %v", expr, got, want)
 		}
 	}
 }
