@@ -21,6 +21,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"paxcron/internal/api"
+	"paxcron/internal/freeport"
 )
 
 // bundleStats reads a replica's histogram of calls per bundle: bundles
@@ -303,9 +304,17 @@ func TestForwardingToALeaderWithoutBundles(t *testing.T) {
 
 	// The leader's API refuses connections: the call never left the
 	// follower, so it is a 503 (retry), not a 502 (the leader may have
-	// acted).
+	// acted). An address nothing listens on, not the old server's: a
+	// connection the follower pooled to it could carry the call before
+	// the follower saw it closed, and a call written and answered by EOF
+	// is rightly a 502 (found by CI: the follower cannot tell that the
+	// leader never read it).
 	old.Close()
-	setAPI(old.Listener.Addr().String())
+	ports, err := freeport.Pick(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setAPI(fmt.Sprintf("127.0.0.1:%d", ports[0]))
 	once := c.clientWith(follower, api.ClientConfig{Token: writeToken, NoLeaderWait: -1})
 	_, err = once.PutJobs(context.Background(), putOne("unreachable"))
 	var apiErr *api.Error
