@@ -1214,13 +1214,7 @@ func TestPeerThatNeverAnswersIsUnreachable(t *testing.T) {
 // hello: EOF" was logged as a refused connection, and a test's check of
 // refusals after restarts failed on it now and then.
 func TestDialerClosingBeforeItsHelloIsNoRefusal(t *testing.T) {
-	failures := make(chan AuthFailure, 8)
-	tr, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: ""}, Key: testKey, ListenAddr: "127.0.0.1:0",
-		Handler: newRecorder().handle, Limits: testLimits(), OnAuthFailure: func(f AuthFailure) { failures <- f }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr, failures := reportingTransport(t, "")
 	for _, tc := range []struct {
 		name   string
 		sent   string
@@ -1261,13 +1255,7 @@ func TestHandshakeClosedOnThisSideIsNoRefusal(t *testing.T) {
 		{"pushed out", func(tr *Transport) { tr.closeOldestHandshake() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			failures := make(chan AuthFailure, 8)
-			tr, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: ""}, Key: testKey, ListenAddr: "127.0.0.1:0",
-				Handler: newRecorder().handle, Limits: testLimits(), OnAuthFailure: func(f AuthFailure) { failures <- f }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Close()
+			tr, failures := reportingTransport(t, "")
 			c, err := net.Dial("tcp", tr.Addr().String())
 			if err != nil {
 				t.Fatal(err)
@@ -1309,13 +1297,7 @@ func TestDialClosedOnThisSideIsNoRefusal(t *testing.T) {
 			accepted <- c // never answers the hello
 		}
 	}()
-	failures := make(chan AuthFailure, 8)
-	tr, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: ln.Addr().String()}, Key: testKey, ListenAddr: "127.0.0.1:0",
-		Handler: newRecorder().handle, Limits: testLimits(), OnAuthFailure: func(f AuthFailure) { failures <- f }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr, failures := reportingTransport(t, ln.Addr().String())
 	first := <-accepted
 	defer first.Close()
 	var hello [helloBytes]byte
@@ -1336,4 +1318,18 @@ func TestDialClosedOnThisSideIsNoRefusal(t *testing.T) {
 		}
 		break
 	}
+}
+
+// reportingTransport is replica 1's transport, replica 2 at peer, its
+// handshake failures sent on the channel returned; closed with the test.
+func reportingTransport(t *testing.T, peer string) (*Transport, chan AuthFailure) {
+	t.Helper()
+	failures := make(chan AuthFailure, 8)
+	tr, err := New(Config{ID: 1, Peers: map[paxos.ReplicaID]string{2: peer}, Key: testKey, ListenAddr: "127.0.0.1:0",
+		Handler: newRecorder().handle, Limits: testLimits(), OnAuthFailure: func(f AuthFailure) { failures <- f }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr, failures
 }
