@@ -126,22 +126,13 @@ func runJobValidate(args []string, stdout, stderr io.Writer, now func() time.Tim
 		if err != nil { // cronfile checked it: a bug
 			panic(fmt.Sprintf("paxcron: %s: schedule accepted, then refused: %v", c.Name, err))
 		}
-		// The cluster refuses a schedule with no launch within
-		// schedule.SearchYears of the write (firesSoonEnough in
-		// internal/server), so this check does too: it passed such a
-		// file, which `job run` then failed (found in review).
-		if _, ok := sched.Next(at); !ok {
-			fmt.Fprintf(stderr, "%s:%d,%d: cron %q: schedule %q never fires within %d years of %s: the cluster refuses it\n",
-				c.Range.Filename, c.Range.Start.Line, c.Range.Start.Column, c.Name, c.Spec.Schedule, schedule.SearchYears, at.UTC().Format(time.RFC3339))
-			never = true
-			continue
-		}
-		if last, next, lapses := sched.Lapse(at); lapses {
-			// Refused by the cluster too: after last the state would
-			// find no next launch (firesSoonEnough).
-			fmt.Fprintf(stderr, "%s:%d,%d: cron %q: schedule %q fires at %s and next at %s, more than %d years later, which the cluster cannot schedule: it refuses it\n",
-				c.Range.Filename, c.Range.Start.Line, c.Range.Start.Column, c.Name, c.Spec.Schedule,
-				last.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339), schedule.SearchYears)
+		// The cluster refuses a schedule it cannot follow
+		// (firesSoonEnough in internal/server), so this check does too:
+		// it passed such a file, which `job run` then failed (found in
+		// review).
+		if err := sched.Followable(at); err != nil {
+			fmt.Fprintf(stderr, "%s:%d,%d: cron %q: schedule %q %v: the cluster refuses it\n",
+				c.Range.Filename, c.Range.Start.Line, c.Range.Start.Column, c.Name, c.Spec.Schedule, err)
 			never = true
 			continue
 		}

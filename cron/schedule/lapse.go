@@ -1,6 +1,9 @@
 package schedule
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // cycleYears is the Gregorian calendar's period: the days a calendar
 // schedule matches in a year repeat every 400 years, so a schedule that
@@ -15,6 +18,21 @@ const searchSpan = SearchYears * 366 * secondsPerDay * time.Second
 // walked, and the days such a year matches hinge on one alignment of
 // weekday and date, a few days at most.
 const maxLapseWalk = 1 << 20
+
+// Followable returns why a replicated state, which computes each next
+// launch with Next, could not follow the schedule from from: no launch
+// within SearchYears, or two launches further apart (Lapse). Every
+// writer (the API, job validate) refuses such a schedule with it.
+func (s *Schedule) Followable(from time.Time) error {
+	if _, ok := s.Next(from); !ok {
+		return fmt.Errorf("never fires within %d years of %s", SearchYears, from.UTC().Format(time.RFC3339))
+	}
+	if last, next, lapses := s.Lapse(from); lapses {
+		return fmt.Errorf("fires at %s and next at %s, more than %d years later: no launch after the first would ever come due",
+			last.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339), SearchYears)
+	}
+	return nil
+}
 
 // Lapse reports a launch after from, within cycleYears, past which Next
 // finds no launch although the schedule fires again later: two launches

@@ -622,9 +622,9 @@ func (s *Server) handlePutJobs(w http.ResponseWriter, r *http.Request) (any, err
 	})
 }
 
-// firesSoonEnough refuses a schedule with no launch within
-// schedule.SearchYears, or with two launches further apart
-// (schedule.Lapse): the state would hold the job with no next launch
+// firesSoonEnough refuses a schedule the state cannot follow
+// (schedule.Followable: no launch within schedule.SearchYears, or two
+// launches further apart): the state would hold the job with no next launch
 // and never look again ("0 0 * 2 MON#5" next fires in 2044; found in
 // review, accepted without a word). Checked here, not in the state, so
 // that no command the log already holds is read differently.
@@ -633,15 +633,8 @@ func firesSoonEnough(name string, spec state.JobSpec, now time.Time) error {
 	if err != nil {
 		return badRequest("job %q: %v", name, err)
 	}
-	if _, ok := s.Next(now); !ok {
-		return badRequest("job %q: schedule %q never fires within %d years", name, spec.Schedule, schedule.SearchYears)
-	}
-	if last, next, lapses := s.Lapse(now); lapses {
-		// It fires soon, but after last the state would find no next
-		// launch and hold the job stopped for ever, next never launched
-		// nor recorded ("0 0 * 2 MON#5" put in 2040: 2044, then 2072).
-		return badRequest("job %q: schedule %q fires at %s and next at %s, more than %d years later: no launch after %s would ever come due",
-			name, spec.Schedule, last.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339), schedule.SearchYears, last.UTC().Format(time.RFC3339))
+	if err := s.Followable(now); err != nil {
+		return badRequest("job %q: schedule %q %v", name, spec.Schedule, err)
 	}
 	return nil
 }
