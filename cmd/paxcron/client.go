@@ -374,7 +374,10 @@ func listJobs(ctx context.Context, c *api.Client, f *apiFlags, prefix string, ou
 		if j.Last != nil {
 			last, outcome = j.Last.ScheduledAt.Local().Format(time.RFC3339), j.Last.Outcome
 		}
-		if j.Paused {
+		switch {
+		case j.Ended:
+			st = "ended"
+		case j.Paused:
 			st = "paused"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Resolved, next, last, outcome, st)
@@ -385,7 +388,10 @@ func listJobs(ctx context.Context, c *api.Client, f *apiFlags, prefix string, ou
 func printJob(out io.Writer, j api.Job) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	state := "active"
-	if j.Paused {
+	switch {
+	case j.Ended:
+		state = "ended: its schedule has no launch within 10 years of its last; it launches nothing more until its schedule is edited"
+	case j.Paused:
 		state = "paused"
 	}
 	for _, kv := range [][2]string{
@@ -399,6 +405,9 @@ func printJob(out io.Writer, j api.Job) {
 	}
 	tw.Flush()
 	fmt.Fprintln(out, "\nNext launches")
+	if len(j.Next) == 0 {
+		fmt.Fprintln(out, "  (none)")
+	}
 	for _, t := range j.Next {
 		fmt.Fprintf(out, "  %s\n", t.Local().Format(time.RFC3339))
 	}

@@ -203,6 +203,39 @@ func TestJobStatusNextLaunches(t *testing.T) {
 	}
 }
 
+// TestJobStatusSaysAJobEnded: a job whose schedule has no launch left
+// within reach was listed as "active" with no next launch, and its own
+// page showed an empty list of next launches without a word.
+func TestJobStatusSaysAJobEnded(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/jobs":
+			fmt.Fprint(w, `{"jobs":[{"name":"leap","version":1,"resolved_schedule":"0 0 0 * 2 MON#5","ended":true},`+
+				`{"name":"held","version":2,"resolved_schedule":"0 * * * * *","paused":true,"next_at":"2040-01-01T00:00:00Z"}],"index":7}`)
+		default:
+			fmt.Fprint(w, `{"name":"leap","version":1,"ended":true,"paused":true}`)
+		}
+	}))
+	defer srv.Close()
+	flags := []string{"-address", srv.URL, "-token", "cli-test-token-0123456789"}
+	code, out, errOut := runCLI(t, append([]string{"job", "status"}, flags...)...)
+	if code != 0 {
+		t.Fatalf("job status: exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(out, "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[1], "leap") || !strings.HasSuffix(lines[1], "ended") || !strings.HasSuffix(lines[2], "paused") {
+		t.Errorf("the listing:\n%s\nwant leap ended and held paused", out)
+	}
+	code, out, errOut = runCLI(t, append(append([]string{"job", "status"}, flags...), "leap")...)
+	if code != 0 {
+		t.Fatalf("job status leap: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "ended: its schedule has no launch") || !strings.Contains(out, "Next launches\n  (none)") {
+		t.Errorf("job status leap:\n%s\nwant its state ended and no next launch said so", out)
+	}
+}
+
 // TestExitStatusSaysWhetherAWriteMayHaveBeenDone: 5 ("retry") only where
 // nothing was done (the call never reached a replica) or for a read; a
 // write that reached one and got no answer, or a 502 or 504 from a

@@ -140,6 +140,12 @@ type JobSummary struct {
 	Paused   bool       `json:"paused"`
 	NomadJob string     `json:"nomad_job"`
 	NextAt   *time.Time `json:"next_at,omitempty"`
+	// Ended is set when the job's schedule has no launch after its last
+	// one within reach (ten years: cron/schedule.SearchYears): it launches
+	// nothing more, paused or not, until its schedule is edited. The API
+	// refuses such a schedule when it is written; a job written before
+	// that check, or whose launches lapse past year 9999, can still end.
+	Ended bool `json:"ended,omitempty"`
 	// Last is the newest finished launch, if any.
 	Last *Launch `json:"last,omitempty"`
 	Open int     `json:"open"`

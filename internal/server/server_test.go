@@ -981,6 +981,44 @@ func TestScheduleThatLapsesIsRefused(t *testing.T) {
 	}
 }
 
+// TestJobWhoseScheduleEndedIsShownEnded: a job written before the API
+// refused lapsing schedules stops once its launches fall out of reach,
+// and was listed as active with no next launch in the listing, while its
+// own page still showed launches of its schedule after now that the
+// state would never start.
+func TestJobWhoseScheduleEndedIsShownEnded(t *testing.T) {
+	spec := state.JobSpec{Schedule: "0 0 * 2 MON#5", NomadJob: "parent"}
+	m := state.New()
+	if err := m.ApplyCommand(1, state.PutJob{Name: "leap", Spec: spec, At: time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := m.NextAt("leap")
+	start := state.LaunchStarted{Job: "leap", ScheduledAt: first, Identity: state.Identity("leap", first), SpecVersion: 1, At: first}
+	if err := m.ApplyCommand(2, start); err != nil {
+		t.Fatal(err)
+	}
+	j, ok := m.Job("leap")
+	if !ok || !j.NextAt.IsZero() {
+		t.Fatalf("the state's next launch is %v; the premise is a job stopped after %v", j.NextAt, first)
+	}
+	// 2070: the schedule's next launch after now (2072-02-29) is within
+	// its ten years, but the state counts from 2044 and never starts it.
+	got, err := jobOf(j, time.Date(2070, 1, 1, 0, 0, 0, 0, time.UTC), api.MaxNextLaunches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Ended || got.NextAt != nil || len(got.Next) != 0 {
+		t.Fatalf("ended %v, next at %v, next launches %v; want ended, with no next launch", got.Ended, got.NextAt, got.Next)
+	}
+	if err := m.ApplyCommand(3, state.PutJob{Name: "leap", Spec: state.JobSpec{Schedule: "0 0 1 * *", NomadJob: "parent"}, At: first.Add(time.Hour), IfVersion: 1}); err != nil {
+		t.Fatal(err)
+	}
+	j, _ = m.Job("leap")
+	if s := summaryOf(j); s.Ended || s.NextAt == nil {
+		t.Fatalf("after an edit to a monthly schedule: ended %v, next at %v; want a next launch", s.Ended, s.NextAt)
+	}
+}
+
 // TestLimitIsInsufficientStorage: a write the state refuses at one of its
 // limits (MaxJobs, MaxSpecBytes, ...) is a 507 that says which, without
 // the package's prefix.

@@ -60,6 +60,22 @@ type pageData struct {
 	Launches  []api.Launch
 	Now       time.Time
 	Problems  int // unknown or failed among Launches
+	Ended     int // ended among Jobs
+}
+
+// tally counts what the page warns of: the problems among the launches
+// and the ended among the jobs.
+func (d *pageData) tally() {
+	for _, l := range d.Launches {
+		if l.Outcome == "unknown" || l.Outcome == "failed" {
+			d.Problems++
+		}
+	}
+	for _, j := range d.Jobs {
+		if j.Ended {
+			d.Ended++
+		}
+	}
 }
 
 func (s *Server) handleStatusPage(w http.ResponseWriter, r *http.Request) {
@@ -105,11 +121,7 @@ func (s *Server) handleStatusPage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	for _, l := range d.Launches {
-		if l.Outcome == "unknown" || l.Outcome == "failed" {
-			d.Problems++
-		}
-	}
+	d.tally()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	if err := pageTemplate.ExecuteTemplate(w, "page", d); err != nil {
@@ -157,7 +169,7 @@ code{font:12px ui-monospace,Menlo,monospace}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600}
 .dispatched{background:#dcf5e3;color:#15622e}.open{background:#e4ecfb;color:#1c4796}
 .skipped{background:#ffe9c7;color:#8a4b00}.failed{background:#fde0e0;color:#9c1c1c}
-.unknown{background:#9c1c1c;color:#fff}.paused{background:#e8e8e8;color:#444}
+.unknown{background:#9c1c1c;color:#fff}.paused{background:#e8e8e8;color:#444}.ended{background:#fde0e0;color:#9c1c1c}
 .alive,.self{color:#15622e}.suspect{color:#9c1c1c;font-weight:600}.unknownh{color:#8a4b00}
 tr.attention td{background:#fff6f6}tr.notice td{background:#fffaf0}
 .warn{background:#fff3cd;border:1px solid #f0d68a;padding:8px 12px;border-radius:6px;margin-top:12px}
@@ -175,6 +187,7 @@ tr.attention td{background:#fff6f6}tr.notice td{background:#fffaf0}
 {{if .Status.Rebuilding}}<div class="warn">This replica lost its disk and is catching up from its peers: it votes again once it cannot contradict what it forgot.</div>{{end}}
 {{if not (lead .Status.Leader)}}<div class="warn">No leader: nothing is launched until a majority of replicas elect one.</div>{{end}}
 {{range .Status.SettingsDiffer}}<div class="warn">Replica {{.Replica}}'s {{join .Settings ", "}} differ from this replica's: only the leader backs up and launches, so where depends on which replica leads. Give every replica the same (during a rolling change of them, this is expected until the last replica restarts).</div>{{end}}
+{{if .Ended}}<div class="warn">{{.Ended}} of the jobs listed below ended: their schedules have no launch within 10 years of their last, so they launch nothing more until their schedules are edited.</div>{{end}}
 {{if .Problems}}<div class="warn">{{.Problems}} of the recent launches failed or have an unknown outcome: see below, and check those jobs in Nomad.</div>{{end}}
 <h2>Replicas</h2>
 <table><tr><th>ID</th><th>Health</th><th>API</th><th>Paxos</th></tr>
@@ -183,7 +196,7 @@ tr.attention td{background:#fff6f6}tr.notice td{background:#fffaf0}
 <h2>Jobs{{if gt .JobsTotal (len .Jobs)}} (the first {{len .Jobs}} of {{.JobsTotal}}: paxcron job status lists all){{end}}</h2>
 <table><tr><th>Name</th><th>Schedule</th><th>Zone</th><th>Next launch</th><th>Last launch</th><th>Outcome</th><th>Open</th></tr>
 {{range .Jobs}}<tr{{with .Last}}{{if or (eq .Outcome "unknown") (eq .Outcome "failed")}} class="attention"{{else if eq .Outcome "skipped"}} class="notice"{{end}}{{end}}>
-<td><b>{{.Name}}</b>{{if .Paused}} <span class="badge paused">paused</span>{{end}}</td><td><code>{{.Resolved}}</code></td><td>{{.TimeZone}}</td>
+<td><b>{{.Name}}</b>{{if .Ended}} <span class="badge ended">ended</span>{{else if .Paused}} <span class="badge paused">paused</span>{{end}}</td><td><code>{{.Resolved}}</code></td><td>{{.TimeZone}}</td>
 <td>{{whenp .NextAt}}</td><td>{{with .Last}}{{when .ScheduledAt}}{{else}}-{{end}}</td>
 <td>{{with .Last}}<span class="badge {{.Outcome}}">{{.Outcome}}</span>{{else}}-{{end}}</td><td>{{.Open}}</td></tr>
 {{else}}<tr><td colspan="7">No job yet: submit one with <code>paxcron job run FILE.hcl</code>.</td></tr>{{end}}

@@ -180,3 +180,23 @@ func TestStatusPageTemplateSettingsDiffer(t *testing.T) {
 		t.Errorf("page lacks %q:\n%s", want, b.String())
 	}
 }
+
+// A job whose schedule ended wears a badge and is a warning on the page:
+// it looked like any other, with no next launch.
+func TestStatusPageTemplateEnded(t *testing.T) {
+	var b bytes.Buffer
+	d := pageData{Status: api.Status{Replica: 1, Role: "leader", Leader: 1}, Jobs: []api.JobSummary{
+		{Name: "leap", Resolved: "0 0 0 * 2 MON#5", Ended: true, Paused: true},
+		{Name: "held", Resolved: "0 * * * * *", Paused: true},
+	}}
+	d.tally()
+	if err := pageTemplate.ExecuteTemplate(&b, "page", d); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<b>leap</b> <span class="badge ended">ended</span>`, `<b>held</b> <span class="badge paused">paused</span>`,
+		"1 of the jobs listed below ended"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}

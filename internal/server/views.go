@@ -42,6 +42,8 @@ func summaryOf(j state.Job) api.JobSummary {
 	if !j.NextAt.IsZero() {
 		next := j.NextAt.UTC()
 		s.NextAt = &next
+	} else {
+		s.Ended = true
 	}
 	if n := len(j.History); n > 0 {
 		last := api.LaunchOf(j.History[n-1])
@@ -57,7 +59,14 @@ func jobOf(j state.Job, now time.Time, n int) (api.Job, error) {
 		Next: []time.Time{}, OpenAll: []api.Launch{}, History: []api.Launch{},
 		Counters: api.Counters{Started: j.Counters.Started, Dispatched: j.Counters.Dispatched, Failed: j.Counters.Failed, Skipped: j.Counters.Skipped, Unknown: j.Counters.Unknown},
 	}
-	if s, err := j.Spec.ParsedSchedule(j.Name); err == nil {
+	s, err := j.Spec.ParsedSchedule(j.Name)
+	switch {
+	case err != nil:
+		return api.Job{}, &api.Error{Status: http.StatusInternalServerError, Message: "job " + j.Name + ": its stored schedule no longer parses: " + err.Error()}
+	case !j.NextAt.IsZero():
+		// An ended job lists no next launch: the schedule may still find
+		// one after now, but the state counts from the job's last launch
+		// and will launch none of them.
 		at := now
 		if !j.NextAt.IsZero() && j.NextAt.Before(now) {
 			at = j.NextAt.Add(-time.Second) // a launch due and not started yet comes first
@@ -70,8 +79,6 @@ func jobOf(j state.Job, now time.Time, n int) (api.Job, error) {
 			out.Next = append(out.Next, next.UTC())
 			at = next
 		}
-	} else {
-		return api.Job{}, &api.Error{Status: http.StatusInternalServerError, Message: "job " + j.Name + ": its stored schedule no longer parses: " + err.Error()}
 	}
 	for _, l := range j.Open {
 		out.OpenAll = append(out.OpenAll, api.LaunchOf(l))
