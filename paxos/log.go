@@ -47,10 +47,22 @@ func newMemLog(s Storage, snapIndex uint64) (*memLog, error) {
 		compacted: first - 1, lastSlot: last}, nil
 }
 
-// put records e as accepted (or learned) for its slot.
+// put records e as accepted (or learned) for its slot. An entry the slot
+// already holds as its newest, under the same ballot, is not recorded
+// again: held at all, it is pending, in flight or stable, so it is durable
+// by the time the next Ready's write is, and so before any reply to the
+// message that brought it again. A leader resends the accepts a follower
+// has not answered every two heartbeats, and a follower whose caller
+// takes no Ready answers none: each resend of a slot not yet known chosen
+// once joined pending again, which grew with every resend for as long as
+// the caller held off (a replica decoding a snapshot from the leader;
+// found in review).
 func (l *memLog) put(e Entry) {
 	if e.Slot <= l.snapIndex || e.Slot <= l.pruned {
 		panic(fmt.Sprintf("paxos: put of slot %d at or below snapshot %d or applied %d", e.Slot, l.snapIndex, l.pruned))
+	}
+	if held, ok := l.bySlot[e.Slot]; ok && held.Ballot == e.Ballot && held.SameValue(e) {
+		return
 	}
 	l.pending = append(l.pending, e)
 	l.bySlot[e.Slot] = e

@@ -1446,3 +1446,108 @@ func TestLoneVoterKeepsItsLeadership(t *testing.T) {
 		t.Fatalf("stats %+v: want one election and no quorum lost", s)
 	}
 }
+
+// A follower whose caller takes no Ready for a while (a replica holding
+// as many chosen entries as it may while a snapshot decodes) answers
+// nothing, so the leader resends the same accepts every two heartbeats.
+// Each resend of a slot it already holds under the same ballot, not yet
+// written, once joined the unwritten entries again: 100 resends of 32
+// entries of 1 KiB held 3,200 entries, 3.3 MB, and a leader at the
+// default limits could resend 32 MiB every 400 ms for as long as the
+// decode lasted. They are held once, and the reply to a resend still
+// waits for the write that makes them durable.
+func TestResentAcceptIsHeldOnce(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a")
+	c.deliver(1<<20, nil)
+	c.settle()
+	const batch, resends = 32, 100
+	for i := range batch {
+		c.propose(1, fmt.Sprintf("%04d%s", i, strings.Repeat("x", 1020)))
+	}
+	var accept *Message
+	for _, m := range c.replicas[1].node.Ready().EarlyMessages {
+		if m.Type == MsgAccept && m.To == 2 {
+			accept = &m
+			break
+		}
+	}
+	if accept == nil || len(accept.Entries) != batch || accept.Commit >= accept.Entries[0].Slot {
+		t.Fatalf("leader's accept to 2: %+v, want %d entries none of them chosen", accept, batch)
+	}
+	f := c.replicas[2].node
+	step := func() {
+		t.Helper()
+		if err := f.Step(*accept); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, last := accept.Entries[0].Slot, accept.Entries[batch-1].Slot
+	for range resends {
+		step()
+	}
+	if got, bytes := len(f.log.pending), entriesBytes(f.log.pending); got != batch {
+		t.Fatalf("after %d resends of %d entries the follower holds %d unwritten (%d bytes), want %d",
+			resends, batch, got, bytes, batch)
+	}
+	rd := f.Ready()
+	if slots := slotsOf(rd.Entries); len(slots) != batch || slots[0] != first || slots[batch-1] != last {
+		t.Fatalf("the Ready writes slots %v, want %d-%d once each", slots, first, last)
+	}
+	checkAcceptedAfterWrite(t, rd, last)
+	// Resent while that write is in flight: nothing to write again, and
+	// the reply goes out after the next write, so after the one in flight.
+	step()
+	rd = f.Ready()
+	if len(rd.Entries) != 0 {
+		t.Fatalf("a resend during the write rewrites slots %v", slotsOf(rd.Entries))
+	}
+	checkAcceptedAfterWrite(t, rd, last)
+	f.Advance()
+	step()
+	if rd := f.Ready(); len(rd.Entries) != 0 {
+		t.Fatalf("a resend of written entries rewrites slots %v", slotsOf(rd.Entries))
+	}
+	f.Advance()
+	// A new leader's accept of the same slots under its own ballot is a
+	// new vote: it replaces them.
+	b := Ballot{Round: accept.Ballot.Round + 1, Replica: 3}
+	renewed := *accept
+	renewed.From, renewed.Ballot, renewed.Entries = 3, b, slices.Clone(accept.Entries)
+	for i := range renewed.Entries {
+		renewed.Entries[i].Ballot = b
+	}
+	if err := f.Step(renewed); err != nil {
+		t.Fatal(err)
+	}
+	if rd := f.Ready(); len(rd.Entries) != batch || rd.Entries[0].Ballot != b {
+		t.Fatalf("a new ballot's accept writes %d entries (first under %v), want %d under %s",
+			len(rd.Entries), rd.Entries, batch, b)
+	}
+}
+
+// checkAcceptedAfterWrite fails the test unless rd answers accepts only
+// once its write is durable, with one through last.
+func checkAcceptedAfterWrite(t *testing.T, rd Ready, last uint64) {
+	t.Helper()
+	for _, m := range rd.EarlyMessages {
+		if m.Type == MsgAccepted {
+			t.Fatalf("an accept answered before the write: %s", m)
+		}
+	}
+	for _, m := range rd.Messages {
+		if m.Type == MsgAccepted && m.Through == last {
+			return
+		}
+	}
+	t.Fatalf("no reply through %d after the write: %v", last, rd.Messages)
+}
+
+func entriesBytes(es []Entry) uint64 {
+	var n uint64
+	for _, e := range es {
+		n += EntrySize(e)
+	}
+	return n
+}
