@@ -213,6 +213,8 @@ type Replica struct {
 	// once it is installed, those Process has not yet applied (at most
 	// MaxApplyPerProcess each time, as entries from the core are).
 	backlog []paxos.Entry
+	// maxHeld is maxHeldWhileRestoring; a test lowers it to reach it.
+	maxHeld int
 }
 
 // pendingRestore is a snapshot from the leader whose decode runs off the
@@ -273,7 +275,7 @@ func New(cfg Config) (*Replica, error) {
 		node: node, store: cfg.Store, sm: cfg.StateMachine, send: cfg.Send, obs: cfg.Observer,
 		policy: cfg.Snapshots, snapAt: snap.Meta.Index, applied: snap.Meta.Index, snapBytes: len(snap.Data),
 		writer: cfg.Writer, maxApply: cfg.MaxApplyPerProcess, decodeSnapshots: cfg.DecodeSnapshots,
-		snapshotReads: reads,
+		snapshotReads: reads, maxHeld: maxHeldWhileRestoring,
 	}
 	if snap.Meta.Index > 0 {
 		r.obs.Restored(snap.Meta.Index)
@@ -380,7 +382,7 @@ func (r *Replica) HasWork() bool {
 	return r.node.HasReady() && !r.holdsTooMuch() || r.restoring == nil && len(r.backlog) > 0
 }
 
-func (r *Replica) holdsTooMuch() bool { return len(r.backlog) >= maxHeldWhileRestoring }
+func (r *Replica) holdsTooMuch() bool { return len(r.backlog) >= r.maxHeld }
 
 // HeldEntries is the number of chosen entries handed out by the core and
 // not yet applied: those held behind a snapshot from the leader that is

@@ -37,6 +37,16 @@ func newTrio(t *testing.T) *trio { return newTrioBounded(t, 0) }
 // newTrioBounded is newTrio with replica 3's Processes bounded to
 // maxApply entries (Config.MaxApplyPerProcess; 0: unbounded).
 func newTrioBounded(t *testing.T, maxApply uint64) *trio {
+	return newTrioWith(t, func(id paxos.ReplicaID, cfg *Config) {
+		if id == 3 {
+			cfg.MaxApplyPerProcess = maxApply
+		}
+	})
+}
+
+// newTrioWith is newTrio with each replica's Config changed by adjust
+// before the replica starts.
+func newTrioWith(t *testing.T, adjust func(paxos.ReplicaID, *Config)) *trio {
 	tr := &trio{t: t, isolated: true}
 	members := paxos.Membership{Voters: []paxos.ReplicaID{1, 2, 3}}
 	for id := paxos.ReplicaID(1); id <= 3; id++ {
@@ -49,8 +59,8 @@ func newTrioBounded(t *testing.T, maxApply uint64) *trio {
 		}
 		if id == 3 {
 			cfg.DecodeSnapshots = func(decode func()) { tr.decodes = append(tr.decodes, decode) }
-			cfg.MaxApplyPerProcess = maxApply
 		}
+		adjust(id, &cfg)
 		r, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -188,6 +198,120 @@ func TestHeldEntriesAreAppliedWithinTheProcessBound(t *testing.T) {
 	if follower.Applied() != lead.Applied() || !slices.Equal(tr.sms[3].cmds, tr.sms[lead.Node().ID()].cmds) {
 		t.Fatalf("after the install: applied %d, state %q; the leader's %d, %q",
 			follower.Applied(), tr.sms[3].cmds, lead.Applied(), tr.sms[lead.Node().ID()].cmds)
+	}
+}
+
+// appliedOrder records the value a replica applies at each slot, and the
+// first slot not applied right after the one before it (or the snapshot
+// restored before it).
+type appliedOrder struct {
+	NopObserver
+	last    uint64
+	values  map[uint64]string // by slot; empty for a no-op
+	misstep error
+}
+
+func (o *appliedOrder) Restored(index uint64) { o.last = index }
+func (o *appliedOrder) Applied(e paxos.Entry) {
+	if e.Slot != o.last+1 && o.misstep == nil {
+		o.misstep = fmt.Errorf("slot %d applied after %d", e.Slot, o.last)
+	}
+	o.last = e.Slot
+	o.values[e.Slot] = string(e.Data)
+}
+
+// TestEntriesHeldBehindASlowDecode: while a follower decodes the
+// leader's snapshot, the entries chosen meanwhile are held until it
+// holds its bound (maxHeldWhileRestoring, lowered here); from then on it
+// takes no Ready (HasWork is false though its core has one) and holds no
+// more, while the others go on choosing. Once the decode is done, every
+// held entry is applied in slot order, each once, as the leader applied
+// it, and the follower then catches up to the leader's state.
+func TestEntriesHeldBehindASlowDecode(t *testing.T) {
+	const maxHeld = 40
+	var orders [4]*appliedOrder
+	tr := newTrioWith(t, func(id paxos.ReplicaID, cfg *Config) {
+		orders[id] = &appliedOrder{values: map[uint64]string{}}
+		cfg.Observer = orders[id]
+	})
+	lead, follower := sendSnapshotToThree(t, tr)
+	follower.maxHeld = maxHeld
+	at := follower.restoring.meta.Index
+	// No more snapshots: the follower is to catch up with the entries its
+	// core accepted while it took no Ready, not with a newer snapshot.
+	for id := 1; id <= 3; id++ {
+		tr.reps[id].policy = SnapshotPolicy{}
+	}
+	next := 0
+	choose := func(n int) {
+		t.Helper()
+		for range n {
+			propose(t, lead, fmt.Sprint("c", next))
+			next++
+			tr.deliver()
+		}
+		tr.tick() // the chosen index reaches followers with the next accept or heartbeat
+	}
+	for i := 0; follower.HeldEntries() < maxHeld; i++ {
+		if i > 100 {
+			t.Fatalf("%d entries held after %d chosen; want %d", follower.HeldEntries(), next, maxHeld)
+		}
+		choose(5)
+	}
+	held := follower.HeldEntries()
+	for range 10 {
+		if follower.HasWork() || follower.HeldEntries() != held || follower.Applied() != 0 {
+			t.Fatalf("at its bound: work %t, held %d (%d at the bound), applied %d; want no work, no more held, none applied",
+				follower.HasWork(), follower.HeldEntries(), held, follower.Applied())
+		}
+		choose(5)
+	}
+	if !follower.Node().HasReady() {
+		t.Fatal("the follower's core has no Ready: the bound is not what holds it")
+	}
+	if lead.Applied() < at+uint64(held)+40 {
+		t.Fatalf("the leader applied through %d; want the others to go on choosing past %d", lead.Applied(), at+uint64(held))
+	}
+	for _, decode := range tr.decodes {
+		decode()
+	}
+	tr.decodes = nil
+	if err := follower.SnapshotDecoded(); err != nil {
+		t.Fatal(err)
+	}
+	if follower.Applied() != at+uint64(held) || follower.HeldEntries() != 0 {
+		t.Fatalf("once decoded: applied through %d, %d still held; want through %d, none held",
+			follower.Applied(), follower.HeldEntries(), at+uint64(held))
+	}
+	leadOrder, own := orders[lead.Node().ID()], orders[3]
+	appliedAsLeader := func(through uint64) {
+		t.Helper()
+		if own.misstep != nil {
+			t.Fatal(own.misstep)
+		}
+		for slot := at + 1; slot <= through; slot++ {
+			got, ok := own.values[slot]
+			if want := leadOrder.values[slot]; !ok || got != want {
+				t.Fatalf("slot %d applied (%t) as %q; the leader applied %q", slot, ok, got, want)
+			}
+		}
+	}
+	appliedAsLeader(at + uint64(held))
+	for i := 0; follower.Applied() < lead.Applied() || follower.HasWork(); i++ {
+		if i > 500 {
+			t.Fatalf("the follower did not catch up: applied %d, the leader %d", follower.Applied(), lead.Applied())
+		}
+		if err := follower.Process(); err != nil {
+			t.Fatal(err)
+		}
+		tr.tick()
+		if len(tr.decodes) > 0 {
+			t.Fatalf("the follower was sent another snapshot, at applied %d", follower.Applied())
+		}
+	}
+	appliedAsLeader(lead.Applied())
+	if !slices.Equal(tr.sms[3].cmds, tr.sms[lead.Node().ID()].cmds) {
+		t.Fatalf("the follower's state %q; the leader's %q", tr.sms[3].cmds, tr.sms[lead.Node().ID()].cmds)
 	}
 }
 
