@@ -46,15 +46,20 @@
 //
 // A job's NextAt is the first launch of its schedule after the latest of
 // its creation (the creating PutJob's At), LastStartedAt, the latest
-// scheduled time a launch was started for, and the point its last
-// schedule edit counts from (EditFrom). LaunchStarted accepts a time
-// after LastStartedAt and not after NextAt: it can neither repeat a launch
-// (even one long gone from the history) nor jump over a due one. A
-// replaced spec keeps CreatedAt and LastStartedAt. An edit that keeps the
-// schedule and zone keeps NextAt; a new schedule or zone counts from the
-// edit, or, if the old schedule already owed a launch then, from that
-// launch, so the launches the new schedule owes since come due (the
-// scheduler launches or skips them within the catch-up window); none is
-// skipped silently, and none is owed that no schedule of the job had at
-// the time.
+// scheduled time a launch was started for (or a schedule edit recorded
+// skipped, below), and the point its last schedule edit counts from
+// (EditFrom). LaunchStarted accepts a time after LastStartedAt and not
+// after NextAt: it can neither repeat a launch (even one long gone from
+// the history) nor jump over a due one. A replaced spec keeps CreatedAt,
+// and LastStartedAt but in that one case. An edit that keeps the schedule
+// and zone keeps NextAt; a new schedule or zone counts from the edit, or,
+// if the old schedule already owed a launch then, from that launch, so
+// the launches the new schedule owes since come due (the scheduler
+// launches or skips them within the catch-up window). That owed launch is
+// the new schedule's if it has one at that instant; if not, the PutJob
+// records it in the history as a scheduled launch skipped
+// (ReasonSuperseded: when, and by which version), counted started and
+// skipped, and makes it LastStartedAt, so that a start of it proposed
+// under the old schedule is a duplicate. None is skipped silently, and
+// none is owed that no schedule of the job had at the time.
 package state

@@ -168,7 +168,8 @@ type Job struct {
 	CreatedAt time.Time // At of the PutJob that created it
 	UpdatedAt time.Time // At of the latest PutJob
 	// LastStartedAt is the latest ScheduledAt a launch was started for,
-	// zero if none; launches at or before it are duplicates.
+	// or a schedule edit recorded skipped (ReasonSuperseded), zero if
+	// none; launches at or before it are duplicates.
 	LastStartedAt time.Time
 	// NextAt is the schedule's first launch after the later of CreatedAt
 	// and LastStartedAt; zero if the schedule has none within
@@ -568,7 +569,7 @@ func (m *Machine) advanceSlot(slot uint64) {
 func (m *Machine) dispatch(slot uint64, c Command) error {
 	switch c := c.(type) {
 	case PutJob:
-		return m.putJob(c)
+		return m.putJob(slot, c)
 	case DeleteJob:
 		return m.deleteJob(c)
 	case Pause:
@@ -626,7 +627,7 @@ func (m *Machine) reject(r Rejection) {
 	m.rejections = append(m.rejections, r)
 }
 
-func (m *Machine) putJob(c PutJob) error {
+func (m *Machine) putJob(slot uint64, c PutJob) error {
 	sched, err := c.Spec.parseSchedule(c.Name) // validated already; the memo has it
 	if err != nil {
 		return err
@@ -681,7 +682,7 @@ func (m *Machine) putJob(c PutJob) error {
 	}
 	j.hist = j.hist.repack(c.Name, j.Spec.Target(), spec.Target())
 	rescheduled := exists && (spec.Schedule != j.Spec.Schedule || spec.TimeZone != j.Spec.TimeZone)
-	oldNext := j.NextAt
+	oldNext, oldVersion := j.NextAt, j.Version
 	j.Spec, j.meta = spec, meta
 	j.sched = sched
 	j.Version = m.lastVersion
@@ -690,10 +691,65 @@ func (m *Machine) putJob(c PutJob) error {
 	case !exists:
 		j.recompute(time.Time{})
 	case rescheduled:
-		j.recompute(EditFrom(at, oldNext))
+		m.reschedule(slot, j, at, oldNext, oldVersion)
 	}
 	m.specBytes += after - before
 	return nil
+}
+
+// reschedule sets NextAt for j's new schedule (or zone), put at time at
+// by the PutJob at slot over a schedule whose next launch was oldNext,
+// under spec version oldVersion. When the old schedule already owed
+// oldNext by then and the new one has no launch at that instant, the
+// slot is recorded as skipped (supersede): counting the new schedule
+// from just before it (EditFrom) would otherwise owe the new schedule's
+// slots from there on and leave that one, due and never started, with
+// no record at all.
+func (m *Machine) reschedule(slot uint64, j *job, at, oldNext time.Time, oldVersion uint64) {
+	from := EditFrom(at, oldNext)
+	if owed := !oldNext.IsZero() && !oldNext.After(at); owed {
+		if next, ok := j.sched.Next(from); !ok || !next.Equal(oldNext) {
+			m.supersede(slot, j, oldNext, at, oldVersion)
+		}
+	}
+	// After a supersede LastStartedAt is oldNext, so the new schedule
+	// owes its slots after it: the same ones as from just before it,
+	// which it does not have.
+	j.recompute(from)
+}
+
+// supersede records slot due of j, owed by its old schedule (of spec
+// version oldVersion) when the PutJob at slot, edited at time edited,
+// gave it a schedule without it, as a scheduled launch concluded
+// skipped, with ReasonSuperseded. It counts as started and skipped, as a
+// skip the launcher records does (OpenCount is the difference of the
+// two), and it moves LastStartedAt to due, so that a start of it
+// proposed under the old schedule is refused as a duplicate. The entry
+// was opened by no slot; its started slot is the one before the edit's,
+// since a history entry's finished slot follows its started one.
+func (m *Machine) supersede(slot uint64, j *job, due, edited time.Time, oldVersion uint64) {
+	if slot < 2 || !due.After(j.LastStartedAt) {
+		// The job was created at an earlier slot; NextAt follows LastStartedAt.
+		panic(fmt.Sprintf("state: job %q: superseding slot %s at log slot %d, its last launch %s",
+			j.Name, due.Format(time.RFC3339), slot, j.LastStartedAt.Format(time.RFC3339)))
+	}
+	l := Launch{Job: j.Name, ScheduledAt: due, SpecVersion: oldVersion, StartedAt: edited, StartedSlot: slot - 1, FinishedSlot: slot,
+		Outcome: Outcome{Kind: OutcomeSkipped, Reason: ReasonSuperseded(edited, j.Version)}}
+	m.record(j, &l)
+	j.LastStartedAt = due
+	j.Counters.Started++
+	j.Counters.count(OutcomeSkipped)
+	m.stats.Launches.Started++
+	m.stats.Launches.count(OutcomeSkipped)
+}
+
+// ReasonSuperseded is the reason of a scheduled launch recorded skipped
+// because a schedule edit, put at time edited as spec version version,
+// came after the launch was due and before it started, and the new
+// schedule has no launch at its time (see EditFrom).
+func ReasonSuperseded(edited time.Time, version uint64) string {
+	return fmt.Sprintf("superseded: the schedule was edited at %s (version %d), after this launch came due and before it started",
+		edited.UTC().Format(time.RFC3339Nano), version)
 }
 
 // recompute sets NextAt from the schedule: its first launch after the
@@ -717,7 +773,10 @@ func (j *job) recompute(edited time.Time) {
 // oldNext (zero for none): the edit, or, when the old schedule already
 // owed a launch by then, just before that launch, so that the new
 // schedule owes its own launches from there on (launched late, or
-// skipped past their catch-up window, never dropped). A launch of the
+// skipped past their catch-up window, never dropped). That launch itself
+// is the new schedule's if it has one at that instant; if not, the edit
+// records it skipped (ReasonSuperseded), and the new schedule counts
+// from it. A launch of the
 // new schedule before both was on no schedule the job had at the time:
 // counted from the last launch (or the creation), an edit of a yearly
 // job to every 5 minutes owed, and skipped as missed, every 5 minutes

@@ -999,3 +999,94 @@ func TestScheduleEditCountsFromTheEdit(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleEditSupersedesTheSlotOwed: an edit after a slot came due and
+// before it started, to a schedule without that slot, records it skipped
+// (ReasonSuperseded) and moves LastStartedAt to it; the slots the new
+// schedule owes are those it owed before. Before the fix the slot had no
+// record at all (a silent skip), and a start of it proposed under the old
+// schedule was refused as off the schedule rather than as a duplicate.
+func TestScheduleEditSupersedesTheSlotOwed(t *testing.T) {
+	hourly, quarters := "0 * * * *", "15,45 * * * *"
+	created, edit := t0.Add(90*time.Second), t0.Add(90*time.Minute)
+	due := t0.Add(time.Hour) // 01:00, owed by the hourly schedule at 01:30
+	m := run(t, []step{
+		{put("j", hourly, 0, created), nil},
+		{put("j", quarters, 1, edit), nil},
+		// Proposed under the old schedule, applied after the edit.
+		{started("j", due, 1), ErrDuplicate},
+	})
+	j := mustJob(t, m, "j")
+	want := Launch{Job: "j", ScheduledAt: due, Identity: LaunchIdentity("j", due, LaunchScheduled), SpecVersion: 1, StartedAt: edit,
+		StartedSlot: 1, FinishedSlot: 2, Outcome: Outcome{Kind: OutcomeSkipped, Reason: ReasonSuperseded(edit, 2)}}
+	if len(j.History) != 1 || !reflect.DeepEqual(j.History[0], want) {
+		t.Fatalf("history %+v, want the slot skipped: %+v", j.History, want)
+	}
+	if !strings.Contains(want.Outcome.Reason, "edited at 2026-03-01T01:30:00Z (version 2)") {
+		t.Fatalf("reason %q does not say when the schedule was edited", want.Outcome.Reason)
+	}
+	if !j.LastStartedAt.Equal(due) || !j.NextAt.Equal(t0.Add(75*time.Minute)) {
+		t.Fatalf("last started %s, next %s; want %s and 01:15", j.LastStartedAt.Format(time.RFC3339), j.NextAt.Format(time.RFC3339), due.Format(time.RFC3339))
+	}
+	if c := j.Counters; c != (Counters{Started: 1, Skipped: 1, Duplicates: 1}) {
+		t.Fatalf("job counters %+v", c)
+	}
+	if s := m.Stats(); s.Launches != (Counters{Started: 1, Skipped: 1, Duplicates: 1}) || s.Rejected != 0 || m.OpenCount() != 0 {
+		t.Fatalf("stats %+v, %d open", s, m.OpenCount())
+	}
+	if err := m.CheckKept(); err != nil {
+		t.Fatal(err)
+	}
+	// A snapshot holding the record restores to the same state.
+	back := restored(t, m)
+	if !reflect.DeepEqual(restoredView(back), restoredView(m)) {
+		t.Fatalf("restored %+v, want %+v", restoredView(back), restoredView(m))
+	}
+	// The new schedule's slot comes due next, and is started.
+	if err := back.ApplyCommand(4, started("j", t0.Add(75*time.Minute), 2)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestScheduleEditKeepsTheSlotOwedThatItHas: an edit after a slot came due,
+// to a schedule that has that slot too, records nothing: the new schedule
+// owes it, and its start (proposed before the edit or after) is accepted.
+func TestScheduleEditKeepsTheSlotOwedThatItHas(t *testing.T) {
+	created, edit := t0.Add(90*time.Second), t0.Add(90*time.Minute)
+	due := t0.Add(time.Hour)
+	m := run(t, []step{
+		{put("j", "0 * * * *", 0, created), nil},
+		{put("j", "*/20 * * * *", 1, edit), nil},
+		{started("j", due, 1), nil},
+	})
+	j := mustJob(t, m, "j")
+	if len(j.History) != 0 || !j.LastStartedAt.Equal(due) || j.Counters != (Counters{Started: 1}) || len(j.Open) != 1 {
+		t.Fatalf("history %+v, last started %s, counters %+v, open %d: want the slot started, nothing recorded",
+			j.History, j.LastStartedAt.Format(time.RFC3339), j.Counters, len(j.Open))
+	}
+	if !j.NextAt.Equal(t0.Add(80 * time.Minute)) {
+		t.Fatalf("next %s, want 01:20", j.NextAt.Format(time.RFC3339))
+	}
+}
+
+// TestSupersededSlotWithinTheReasonLimit: the record of a superseded slot
+// counts against the histories' reason bytes like any conclusion's: past
+// the limit it is kept without its reason.
+func TestSupersededSlotWithinTheReasonLimit(t *testing.T) {
+	limits := DefaultLimits()
+	limits.HistoryReasons = 10
+	m, err := NewWithLimits(limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := applier(t, m)
+	apply(put("j", "0 * * * *", 0, t0.Add(90*time.Second)))
+	apply(put("j", "15,45 * * * *", 1, t0.Add(90*time.Minute)))
+	j := mustJob(t, m, "j")
+	if len(j.History) != 1 || j.History[0].Outcome != (Outcome{Kind: OutcomeSkipped, Reason: ReasonNotKept}) {
+		t.Fatalf("history %+v, want the skip without its reason", j.History)
+	}
+	if err := m.CheckKept(); err != nil || m.HistoryReasonBytes() != 0 {
+		t.Fatalf("reason bytes %d: %v", m.HistoryReasonBytes(), err)
+	}
+}
