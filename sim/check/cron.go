@@ -30,9 +30,11 @@ import (
 //     view (see justify); at the end nothing due is left unstarted; and in
 //     every healthy interval each launch is dispatched within the lateness
 //     bound, or skipped by a policy (paused, forbid, deleted), and no job
-//     is deleted with a slot overdue. A manual launch is due from the
-//     later of its request's time and its Trigger's first application
-//     (manualOnTime).
+//     is deleted, or edited past a slot, with that slot overdue. A slot
+//     its old schedule owed at an edit, which the new schedule does not
+//     have, is recorded skipped by the edit (superseded). A manual launch
+//     is due from the later of its request's time and its Trigger's
+//     first application (manualOnTime).
 //   - 9, the Nomad half: a replica calls Nomad only while it believes it
 //     holds the lease (Lease checks that one replica at most believes so).
 type Cron struct {
@@ -108,6 +110,10 @@ type CronCounts struct {
 	// OverdueJudged counts those a healthy interval held (each then a
 	// violation, so it stays zero in a passing run).
 	OverdueJudged uint64
+	// SupersededJudged counts the slots schedule edits superseded that
+	// came due in a healthy interval, judged against the lateness bound
+	// at the edit (supersededOnTime).
+	SupersededJudged uint64
 	// ForbidJudged counts the children of launches held to forbid all
 	// along that were checked against the job's others (forbidOverlap).
 	ForbidJudged uint64
@@ -183,6 +189,9 @@ type cronLaunch struct {
 	// was last set before it started, or earlier if the schedules before
 	// had the slot too (Cron.knownAt).
 	scheduleAt time.Time
+	// supersededAt is when the edit that superseded the slot was first
+	// applied, zero for a launch that was started (Cron.superseded).
+	supersededAt time.Time
 }
 
 // NewCron returns an empty cron checker. A config without a Nomad view
@@ -666,6 +675,9 @@ func (c *Cron) onTime(id string, l *cronLaunch, chs []NomadChild, f CronFinal) e
 	if iv < 0 {
 		return nil
 	}
+	if !l.supersededAt.IsZero() {
+		return c.supersededOnTime(id, l, iv, f)
+	}
 	if c.crowded(l.at, l.openedAt) {
 		c.counts.Crowded++
 		return nil
@@ -675,6 +687,20 @@ func (c *Cron) onTime(id string, l *cronLaunch, chs []NomadChild, f CronFinal) e
 		c.counts.OnTimeEarly++
 	}
 	return judgeOnTime(id, l, l.at, iv, chs, f, nil)
+}
+
+// supersededOnTime judges a slot an edit superseded (Cron.superseded),
+// due in healthy interval iv, as judgeDeleted judges one a deletion
+// dropped: if it came due a lateness bound before the edit, and not
+// while the state held its limit of open launches, it should have been
+// launched by then, and the edit only hid that it was late.
+func (c *Cron) supersededOnTime(id string, l *cronLaunch, iv int, f CronFinal) error {
+	c.counts.SupersededJudged++
+	if !l.at.Add(f.Bound).Before(l.supersededAt) || c.crowded(l.at, l.supersededAt) {
+		return nil
+	}
+	return violation(InvNoSilentSkip, "launch %s, due %s while healthy (interval %d, from %s to %s), was never started before an edit superseded it at %s",
+		id, l.at.Format(time.RFC3339), iv, f.Healthy[iv].From.Format(time.RFC3339Nano), f.Healthy[iv].To.Format(time.RFC3339Nano), l.supersededAt.Format(time.RFC3339Nano))
 }
 
 // manualDue is when a manual launch is held to the lateness bound from:

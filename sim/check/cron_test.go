@@ -449,3 +449,93 @@ func TestCronScheduleEditCountsFromTheEdit(t *testing.T) {
 	wantViolation(t, c.Started(3, sec(15), startCmd("a", sec(15)), j), InvNoSilentSkip,
 		`job "a"`, sec(10).Format(time.RFC3339), "jumped over")
 }
+
+// TestCronScheduleEditMustRecordTheSlotItSupersedes: a slot the old
+// schedule owed at an edit, which the new schedule does not have, must be
+// recorded skipped by the edit (state.ReasonSuperseded) and be the job's
+// last start; the checker reads the job the real state holds after the
+// edit. Before, the checker took the state's word that the new schedule
+// counted from just before the slot, and a state that dropped it without
+// a trace passed.
+func TestCronScheduleEditMustRecordTheSlotItSupersedes(t *testing.T) {
+	every10, every3 := "*/10 * * * * *", "*/3 * * * * *" // 06:59:50 is no slot of every third second
+	spec := func(expr string) state.JobSpec { return state.JobSpec{Schedule: expr, NomadJob: "batch"} }
+	// edited runs the real state and the checker over job "a" created at
+	// sec(0) every 10 seconds, owing sec(10) when it is edited to every 3
+	// seconds at editAt; hide changes the job the checker is given after
+	// the edit.
+	edited := func(t *testing.T, editAt time.Time, hide func(*state.Job)) (*Cron, error) {
+		t.Helper()
+		m := state.New()
+		c := newCron()
+		for slot, cmd := range []state.PutJob{{Name: "a", Spec: spec(every10), At: sec(0)}, {Name: "a", Spec: spec(every3), IfVersion: 1, At: editAt}} {
+			if err := m.ApplyCommand(uint64(slot+1), cmd); err != nil {
+				t.Fatal(err)
+			}
+			j, _ := m.Job("a")
+			if slot == 1 && hide != nil {
+				hide(&j)
+			}
+			if err := c.Applied(uint64(slot+1), cmd.At, cmd, j); err != nil {
+				return c, err
+			}
+		}
+		return c, nil
+	}
+	c, err := edited(t, sec(11), nil)
+	wantOK(t, err)
+	if n := c.Counts().Justified["superseded by an edit"]; n != 1 {
+		t.Fatalf("justified %d superseded slots, want 1", n)
+	}
+	// The new schedule's first slot is the one after: no slot jumped over.
+	j := cronJob("a", every3, 1)
+	wantOK(t, c.Started(3, sec(11), startCmd("a", sec(11)), j))
+	// A start of the superseded slot itself would be its second launch.
+	wantViolation(t, c.Started(4, sec(11), startCmd("a", sec(10)), j), InvAtMostOnce, state.Identity("a", sec(10)), "started at slot 2")
+
+	// The old state's behaviour: no record, the last start unchanged.
+	_, err = edited(t, sec(11), func(j *state.Job) { j.History, j.LastStartedAt = nil, time.Time{} })
+	wantViolation(t, err, InvNoSilentSkip, `job "a"'s slot `+sec(10).Format(time.RFC3339), "no record", "dropped silently")
+	_, err = edited(t, sec(11), func(j *state.Job) { j.LastStartedAt = time.Time{} })
+	wantViolation(t, err, InvNoSilentSkip, "a start of it could still be accepted")
+	_, err = edited(t, sec(11), func(j *state.Job) { j.History[0].Outcome.Reason = launcher.ReasonPaused })
+	wantViolation(t, err, InvNoSilentSkip, "not the reason of a slot an edit superseded")
+	_, err = edited(t, sec(11), func(j *state.Job) { j.History[0].Outcome.Reason = state.ReasonSuperseded(sec(11), 1) })
+	wantViolation(t, err, InvNoSilentSkip, "does not name the edit")
+	// A history at its limit of reasons keeps the skip without its own.
+	_, err = edited(t, sec(11), func(j *state.Job) { j.History[0].Outcome.Reason = state.ReasonNotKept })
+	wantOK(t, err)
+
+	// Superseded within the lateness bound of its slot: not late. A
+	// bound after it, while healthy: late, and the edit hid it.
+	final := CronFinal{End: sec(30), Bound: 2 * time.Second, Healthy: []Interval{{From: sec(0), To: sec(30)}}}
+	c, err = edited(t, sec(11), nil)
+	wantOK(t, err)
+	wantOK(t, c.Final(final))
+	if n := c.Counts().SupersededJudged; n != 1 {
+		t.Fatalf("judged %d superseded slots against the bound, want 1", n)
+	}
+	c, err = edited(t, sec(13), nil)
+	wantOK(t, err)
+	wantViolation(t, c.Final(final), InvNoSilentSkip, state.Identity("a", sec(10)), "never started before an edit superseded it")
+}
+
+// TestCronScheduleEditKeepsASlotBothSchedulesHave: when the new schedule
+// has the slot the old one owed, it owes it, and nothing is recorded.
+func TestCronScheduleEditKeepsASlotBothSchedulesHave(t *testing.T) {
+	m, c := state.New(), newCron()
+	for slot, cmd := range []state.PutJob{
+		{Name: "a", Spec: state.JobSpec{Schedule: "*/10 * * * * *", NomadJob: "batch"}, At: sec(0)},
+		{Name: "a", Spec: state.JobSpec{Schedule: "*/5 * * * * *", NomadJob: "batch"}, IfVersion: 1, At: sec(13)},
+	} {
+		if err := m.ApplyCommand(uint64(slot+1), cmd); err != nil {
+			t.Fatal(err)
+		}
+		j, _ := m.Job("a")
+		wantOK(t, c.Applied(uint64(slot+1), cmd.At, cmd, j))
+	}
+	if j, _ := m.Job("a"); len(j.History) != 0 || !j.NextAt.Equal(sec(10)) {
+		t.Fatalf("the state recorded %+v, next %s", j.History, j.NextAt.Format(time.RFC3339))
+	}
+	wantOK(t, c.Started(3, sec(13), startCmd("a", sec(10)), cronJob("a", "*/5 * * * * *", 1)))
+}

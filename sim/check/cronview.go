@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -152,6 +153,11 @@ const (
 	// for room while the state held its limit of open launches (of all
 	// jobs, or of the job).
 	reasonNoRoom
+	// reasonSuperseded: skipped by the state itself, a schedule edit
+	// having come after the slot was due and before it started, to a
+	// schedule without it (Cron.superseded). No launcher reason: classify
+	// never returns it, so a conclusion that claims it is unjustified.
+	reasonSuperseded
 )
 
 var reasonNames = map[reasonClass]string{
@@ -160,6 +166,7 @@ var reasonNames = map[reasonClass]string{
 	reasonDeletedAfterFailure: "deleted after a failed dispatch", reasonRetriesOut: "retries ran out",
 	reasonUnknownLookupFailed: "policy without a look-up of an unknown launch",
 	reasonNoRoom:              "waited for room",
+	reasonSuperseded:          "superseded by an edit",
 }
 
 func (r reasonClass) String() string { return reasonNames[r] }
@@ -255,10 +262,11 @@ func (c *Cron) view(name string) *jobView {
 
 // Applied records a PutJob, DeleteJob, Pause, Resume or Takeover chosen at
 // slot, first applied at true time now, that the state accepted; job is
-// the job as the state holds it right after (for a PutJob: only its
-// CreatedVersion and CreatedAt are read, the state's own numbering and
-// the instant its schedule counts from). Other commands are a programmer
-// error.
+// the job as the state holds it right after (for a PutJob: its
+// CreatedVersion and CreatedAt, the state's own numbering and the instant
+// its schedule counts from, and, after a schedule edit that superseded a
+// slot, its Version, LastStartedAt and History, which must record it).
+// Other commands are a programmer error.
 func (c *Cron) Applied(slot uint64, now time.Time, cmd state.Command, job state.Job) error {
 	switch cmd := cmd.(type) {
 	case state.PutJob:
@@ -297,7 +305,7 @@ func (c *Cron) putJob(slot uint64, now time.Time, cmd state.PutJob, job state.Jo
 	}
 	rescheduled := !created && (spec.Schedule != v.job.Spec.Schedule || spec.TimeZone != v.job.Spec.TimeZone)
 	if rescheduled {
-		if err := c.editFrom(v.job, cmd.At); err != nil {
+		if err := c.editFrom(slot, now, v, cmd, spec, job); err != nil {
 			return err
 		}
 	}
@@ -326,14 +334,19 @@ func (c *Cron) putJob(slot uint64, now time.Time, cmd state.PutJob, job state.Jo
 	return nil
 }
 
-// editFrom records the point job's incarnation counts its launches from
-// once a new schedule (or zone) is put over old at time at: at, unless
-// the old schedule owed a slot by then, counting from the job's last
-// start (or creation) and its previous edit; then the second before that
-// slot, so that the new schedule owes its slots from there. The state
-// counts from no earlier than its last start (or creation) whatever at
-// says, as sinceEdit reads it.
-func (c *Cron) editFrom(old state.Job, at time.Time) error {
+// editFrom records the point v's live incarnation counts its launches
+// from once cmd, chosen at slot and first applied at true time now, puts
+// a new schedule (or zone) spec over the old at time cmd.At: cmd.At,
+// unless the old schedule owed a slot by then, counting from the job's
+// last start (or creation) and its previous edit. That slot is the new
+// schedule's if it has one at that instant: then the second before it,
+// so that the new schedule owes its slots from there. If not, the old
+// schedule's slot must be recorded skipped by the edit (superseded), and
+// the new schedule counts from it. The state counts from no earlier than
+// its last start (or creation) whatever cmd.At says, as sinceEdit reads
+// it. job is the job as the state holds it right after.
+func (c *Cron) editFrom(slot uint64, now time.Time, v *jobView, cmd state.PutJob, spec state.JobSpec, job state.Job) error {
+	old, at := v.job, cmd.At
 	inc := incarnation{name: old.Name, version: old.CreatedVersion}
 	from, seen := c.from[inc]
 	if !seen {
@@ -343,16 +356,91 @@ func (c *Cron) editFrom(old state.Job, at time.Time) error {
 	if err != nil {
 		return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker's oracle cannot read: %v", old.Name, err)
 	}
-	point := at
 	owed, err := s.Next(c.sinceEdit(inc, from), at)
 	switch {
+	case errors.Is(err, errNoLaunch):
+		c.edited[inc] = at
+		return nil
+	case err != nil:
+		return violation(InvNoSilentSkip, "job %q edited at %s: %v", old.Name, at.UTC().Format(time.RFC3339), err)
+	}
+	c.edited[inc] = owed.Add(-time.Second)
+	ns, err := c.schedule(state.Job{Name: old.Name, Spec: spec})
+	if err != nil {
+		return violation(InvNoSilentSkip, "job %q has a schedule the state accepted and the checker's oracle cannot read: %v", old.Name, err)
+	}
+	_, err = ns.Next(owed.Add(-time.Second), owed)
+	switch {
 	case err == nil:
-		point = owed.Add(-time.Second)
+		return nil // the new schedule has the slot: it owes it
 	case !errors.Is(err, errNoLaunch):
 		return violation(InvNoSilentSkip, "job %q edited at %s: %v", old.Name, at.UTC().Format(time.RFC3339), err)
 	}
-	c.edited[inc] = point
+	c.edited[inc] = owed
+	return c.superseded(slot, now, v, owed, at, spec, job)
+}
+
+// supersededReason is the state's reason for a slot an edit superseded
+// (state.ReasonSuperseded), read: the edit's time and version.
+var supersededReason = regexp.MustCompile(`^superseded: the schedule was edited at (?P<at>\S+) \(version (?P<version>\d+)\), after this launch came due and before it started$`)
+
+// superseded checks that slot owed of v's live incarnation, which its old
+// schedule owed when the edit chosen at slot (its At edited, first
+// applied at true time now) set spec, whose schedule lacks it, is recorded: job,
+// the job as the state holds it right after, must have it in its history,
+// concluded skipped by that edit, and as its last start, so that no
+// start of it proposed under the old schedule is accepted. A state that
+// drops it leaves no trace of a slot that came due. It is then a launch
+// of the job's, concluded, judged at the end as a slot a deletion drops
+// is (onTime) and open to a backfill as any skipped slot.
+func (c *Cron) superseded(slot uint64, now time.Time, v *jobView, owed, edited time.Time, spec state.JobSpec, job state.Job) error {
+	id := state.Identity(job.Name, owed)
+	what := fmt.Sprintf("job %q's slot %s, owed by its old schedule (%s in %s) when the edit chosen at slot %d (at %s) set one without it (%s in %s),",
+		job.Name, owed.UTC().Format(time.RFC3339), v.job.Spec.Schedule, zoneName(v.job.Spec.TimeZone), slot, edited.UTC().Format(time.RFC3339Nano),
+		spec.Schedule, zoneName(spec.TimeZone))
+	i := slices.IndexFunc(job.History, func(l state.Launch) bool {
+		return l.Kind == state.LaunchScheduled && l.ScheduledAt.Equal(owed) && l.FinishedSlot == slot
+	})
+	if i < 0 {
+		return violation(InvNoSilentSkip, "%s has no record in the job's history from that edit: it was dropped silently", what)
+	}
+	rec := job.History[i]
+	if why := supersededWhy(rec.Outcome, edited, job.Version); why != "" {
+		return violation(InvNoSilentSkip, "%s is recorded %s (%q): %s", what, rec.Outcome.Kind, rec.Outcome.Reason, why)
+	}
+	if !job.LastStartedAt.Equal(owed) {
+		return violation(InvNoSilentSkip, "%s is recorded skipped, but the state's last start is %s, not that slot: a start of it could still be accepted",
+			what, job.LastStartedAt.UTC().Format(time.RFC3339))
+	}
+	if prev, ok := c.launches[id]; ok {
+		return violation(InvAtMostOnce, "launch %s started at slot %d and superseded by an edit at slot %d", id, prev.slot, slot)
+	}
+	c.launches[id] = &cronLaunch{job: job.Name, at: owed, due: owed, kind: state.LaunchScheduled, slot: slot,
+		finished: true, outcome: rec.Outcome, inc: job.CreatedVersion, target: job.Spec.Target(),
+		finishedAt: now, openedAt: now, decidedFrom: slot, scheduleAt: c.knownAt(v, owed), supersededAt: now}
+	c.counts.Justified[reasonSuperseded.String()]++
 	return nil
+}
+
+// supersededWhy says why o is not the state's record of a slot superseded
+// by the edit at time edited that made version version ("" if it is):
+// skipped, naming that edit, or with the reason a history at its limit
+// did not keep.
+func supersededWhy(o state.Outcome, edited time.Time, version uint64) string {
+	m := supersededReason.FindStringSubmatch(o.Reason)
+	switch {
+	case o.Kind != state.OutcomeSkipped || o.ChildID != "":
+		return "want skipped, naming no child"
+	case o.Reason == state.ReasonNotKept:
+		return ""
+	case m == nil:
+		return "not the reason of a slot an edit superseded"
+	}
+	at, err := time.Parse(time.RFC3339Nano, m[supersededReason.SubexpIndex("at")])
+	if err != nil || !at.Equal(edited) || m[supersededReason.SubexpIndex("version")] != strconv.FormatUint(version, 10) {
+		return fmt.Sprintf("it does not name the edit at %s, version %d", edited.UTC().Format(time.RFC3339Nano), version)
+	}
+	return ""
 }
 
 // deleteJob records a job deleted, and the slots it owed: those due

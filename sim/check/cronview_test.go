@@ -46,6 +46,9 @@ func TestCronClassify(t *testing.T) {
 		{o: skipped("job paused, sort of")},
 		{o: skipped("because")},
 		{o: skipped("missed: no leader could launch it within its catch-up window (1s late, window soon)")},
+		// The state's own skip of a slot an edit superseded: no launcher
+		// may conclude a launch with it.
+		{o: skipped(state.ReasonSuperseded(sec(3), 2))},
 	} {
 		r, err := classify(tc.o)
 		if tc.class == 0 {
