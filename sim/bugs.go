@@ -2,6 +2,7 @@ package sim
 
 import (
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"paxcron/cron/launcher"
@@ -54,6 +55,11 @@ type plantedBug struct {
 	// sending it to Nomad, as a launcher that queued manual launches
 	// behind a timer would (simDispatcher.holdManual).
 	slowManual time.Duration
+	// hideSuperseded hides from the cron checker the record a schedule
+	// edit makes of the slot the old schedule owed and the new one does
+	// not have (state.ReasonSuperseded), as a state that dropped that
+	// slot would show the job: with nothing recorded for it.
+	hideSuperseded bool
 }
 
 var plantedBugs = map[string]*plantedBug{
@@ -73,6 +79,8 @@ var plantedBugs = map[string]*plantedBug{
 	// A launcher that sends a manual launch's dispatch 5 s after deciding
 	// it (the lateness bound is 4 s).
 	"slow-manual": {slowManual: 5 * time.Second},
+	// A state that drops a due slot a schedule edit supersedes.
+	"edit-drops-owed-slot": {hideSuperseded: true},
 	// A launcher that says "job paused" of one launch in three of jobs
 	// that are not paused.
 	"false-pause": {falseSkip: func(c *cluster, n *node, start state.LaunchStarted) state.Outcome {
@@ -120,7 +128,7 @@ func picked(s string, n uint32) bool {
 
 // PlantedBugs lists the bugs Options.Bug accepts.
 func PlantedBugs() []string {
-	return []string{"ack-on-propose", "clock-beyond-bound", "fake-success", "false-pause", "forbid-on-allow", "forget-horizon", "ignore-lease",
+	return []string{"ack-on-propose", "clock-beyond-bound", "edit-drops-owed-slot", "fake-success", "false-pause", "forbid-on-allow", "forget-horizon", "ignore-lease",
 		"no-token", "running-looks-done", "slow-manual", "stale-forbid", "stall-before-heal", "unsynced-promise", "wipe-as-voter"}
 }
 
@@ -133,4 +141,12 @@ type forgetfulStore struct {
 func (s *forgetfulStore) Save(u storage.Update) error {
 	u.HardState = nil
 	return s.Store.Save(u)
+}
+
+// withoutSuperseded is job j as the state holds it after the PutJob at
+// slot, less the record of a slot that edit superseded: the only history
+// entry a PutJob's slot concludes.
+func withoutSuperseded(j state.Job, slot uint64) state.Job {
+	j.History = slices.DeleteFunc(j.History, func(l state.Launch) bool { return l.FinishedSlot == slot })
+	return j
 }

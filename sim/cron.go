@@ -270,6 +270,9 @@ func (c *cluster) cronApplied(n *node, slot uint64, cmd state.Command, err error
 		}
 	case state.PutJob, state.DeleteJob, state.Pause, state.Resume:
 		j, _ := n.machine.Job(state.JobOf(cmd))
+		if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.hideSuperseded {
+			j = withoutSuperseded(j, slot)
+		}
 		c.fail(c.cronCheck.Applied(slot, now, cmd, j))
 	case state.LaunchStarted:
 		j, ok := n.machine.Job(cmd.Job)

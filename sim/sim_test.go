@@ -98,19 +98,20 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		"unsynced-promise": {"invariant 5"},
 		// A voter that forgot its promises breaks promise safety, then
 		// agreement or durability, whichever a seed reaches first.
-		"wipe-as-voter":      {"invariant 1", "invariant 3", "invariant 5"},
-		"ack-on-propose":     {"invariant 3"},
-		"clock-beyond-bound": {"invariant 9"},
-		"forget-horizon":     {"invariant 7"},
-		"no-token":           {"invariant 7"},
-		"fake-success":       {"invariant 8"},
-		"false-pause":        {"invariant 8"},
-		"forbid-on-allow":    {"invariant 8"},
-		"stale-forbid":       {"invariant 8"},
-		"ignore-lease":       {"invariant 9"},
-		"stall-before-heal":  {"invariant 8"},
-		"running-looks-done": {"invariant 7"},
-		"slow-manual":        {"invariant 8"},
+		"wipe-as-voter":        {"invariant 1", "invariant 3", "invariant 5"},
+		"ack-on-propose":       {"invariant 3"},
+		"clock-beyond-bound":   {"invariant 9"},
+		"forget-horizon":       {"invariant 7"},
+		"no-token":             {"invariant 7"},
+		"fake-success":         {"invariant 8"},
+		"false-pause":          {"invariant 8"},
+		"forbid-on-allow":      {"invariant 8"},
+		"stale-forbid":         {"invariant 8"},
+		"ignore-lease":         {"invariant 9"},
+		"stall-before-heal":    {"invariant 8"},
+		"running-looks-done":   {"invariant 7"},
+		"slow-manual":          {"invariant 8"},
+		"edit-drops-owed-slot": {"invariant 8"},
 	}
 	// A bug also caught by an older check (a manual launch held past the
 	// run's end is still open there) must show in the check that guards
