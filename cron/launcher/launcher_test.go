@@ -1586,3 +1586,31 @@ func TestSlotThatWaitedForRoomSaysSo(t *testing.T) {
 		h.wantProposed("finished " + state.Identity("s", next) + " skipped " + ReasonNoRoomForJob(1, 40*time.Second, window))
 	})
 }
+
+// TestStartOfASlotAnEditSupersededIsADuplicate: a start the leader
+// proposed for its old schedule's slot, chosen after an edit to a
+// schedule without that slot, is refused as a duplicate, the edit having
+// recorded the slot skipped (state.ReasonSuperseded): nothing opens or is
+// dispatched, and the leader starts the new schedule's next slot.
+func TestStartOfASlotAnEditSupersededIsADuplicate(t *testing.T) {
+	h := newHarness(t, nil)
+	h.apply(putJob("j", job("*/10 * * * * *")))
+	h.lease(1, 10*time.Second)
+	h.at(t0.Add(10 * time.Second))
+	h.wantProposed("started j-1772366410")
+	edit := t0.Add(10*time.Second + 500*time.Millisecond)
+	h.apply(state.PutJob{Name: "j", Spec: job("*/3 * * * * *"), IfVersion: 1, At: edit}) // chosen first
+	h.commit()
+	h.wantNoRequest()
+	j, _ := h.l.Machine().Job("j")
+	if len(j.Open) != 0 || len(j.History) != 1 || j.History[0].Outcome.Reason != state.ReasonSuperseded(edit, 2) || j.Counters.Duplicates != 1 {
+		t.Fatalf("open %v, history %+v, counters %+v: want the slot superseded and the start a duplicate", j.Open, j.History, j.Counters)
+	}
+	if err := h.l.CheckSchedule(); err != nil {
+		t.Fatal(err)
+	}
+	h.at(t0.Add(12 * time.Second))
+	h.wantProposed("started j-1772366412")
+	h.commit()
+	h.wantRequest(OpDispatch, "j-1772366412")
+}
