@@ -706,16 +706,21 @@ func (m *Machine) putJob(slot uint64, c PutJob) error {
 // slots from there on and leave that one, due and never started, with
 // no record at all.
 func (m *Machine) reschedule(slot uint64, j *job, at, oldNext time.Time, oldVersion uint64) {
-	from := EditFrom(at, oldNext)
-	if owed := !oldNext.IsZero() && !oldNext.After(at); owed {
-		if next, ok := j.sched.Next(from); !ok || !next.Equal(oldNext) {
-			m.supersede(slot, j, oldNext, at, oldVersion)
-		}
+	owed := !oldNext.IsZero() && !oldNext.After(at)
+	if owed && !j.launchesAt(oldNext) {
+		m.supersede(slot, j, oldNext, at, oldVersion)
 	}
 	// After a supersede LastStartedAt is oldNext, so the new schedule
 	// owes its slots after it: the same ones as from just before it,
 	// which it does not have.
-	j.recompute(from)
+	j.recompute(EditFrom(at, oldNext))
+}
+
+// launchesAt reports whether j's schedule has a launch at t, a whole
+// second.
+func (j *job) launchesAt(t time.Time) bool {
+	next, ok := j.sched.Next(t.Add(-time.Second))
+	return ok && next.Equal(t)
 }
 
 // supersede records slot due of j, owed by its old schedule (of spec
@@ -776,13 +781,13 @@ func (j *job) recompute(edited time.Time) {
 // skipped past their catch-up window, never dropped). That launch itself
 // is the new schedule's if it has one at that instant; if not, the edit
 // records it skipped (ReasonSuperseded), and the new schedule counts
-// from it. A launch of the
-// new schedule before both was on no schedule the job had at the time:
-// counted from the last launch (or the creation), an edit of a yearly
-// job to every 5 minutes owed, and skipped as missed, every 5 minutes
-// back to it. The state counts from no earlier than the job's creation
-// and last launch whatever at says (a writer's clock may lag).
-// Launches are whole seconds: the second before oldNext has none.
+// from it. A launch of the new schedule before both was on no schedule
+// the job had at the time: counted from the last launch (or the
+// creation), an edit of a yearly job to every 5 minutes owed, and
+// skipped as missed, every 5 minutes back to it. The state counts from
+// no earlier than the job's creation and last launch whatever at says (a
+// writer's clock may lag). Launches are whole seconds: the second before
+// oldNext has none.
 func EditFrom(at, oldNext time.Time) time.Time {
 	if !oldNext.IsZero() && !oldNext.After(at) {
 		return oldNext.Add(-time.Second)

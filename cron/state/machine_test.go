@@ -1090,3 +1090,23 @@ func TestSupersededSlotWithinTheReasonLimit(t *testing.T) {
 		t.Fatalf("reason bytes %d: %v", m.HistoryReasonBytes(), err)
 	}
 }
+
+// TestZoneEditSupersedesTheSlotOwed: a new zone is a new schedule: hourly
+// moved from UTC to Kolkata (+05:30) at 01:10 no longer launches at 01:00,
+// which it owed, so the edit records it skipped; 01:30 comes due next.
+func TestZoneEditSupersedesTheSlotOwed(t *testing.T) {
+	kolkata := spec("0 * * * *")
+	kolkata.TimeZone = "Asia/Kolkata"
+	edit := t0.Add(70 * time.Minute)
+	m := run(t, []step{
+		{put("j", "0 * * * *", 0, t0.Add(time.Minute)), nil},
+		{PutJob{Name: "j", Spec: kolkata, IfVersion: 1, At: edit}, nil},
+	})
+	j := mustJob(t, m, "j")
+	if len(j.History) != 1 || !j.History[0].ScheduledAt.Equal(t0.Add(time.Hour)) || j.History[0].Outcome.Reason != ReasonSuperseded(edit, 2) {
+		t.Fatalf("history %+v, want 01:00 superseded", j.History)
+	}
+	if !j.NextAt.Equal(t0.Add(90 * time.Minute)) {
+		t.Fatalf("next %s, want 01:30", j.NextAt.Format(time.RFC3339))
+	}
+}
