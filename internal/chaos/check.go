@@ -441,7 +441,7 @@ var (
 const ForbidSlack = 5 * time.Second
 
 // judgeSkip says why a recorded skip of job j's slot at, in fault window
-// w (nil if none), is not justified ("" if it is). The workload never pauses or deletes a job, so only two
+// w (nil if none), is not justified ("" if it is). The workload never pauses or deletes a job or edits its schedule, so only two
 // skips can be right: a catch-up skip, for a job with that window, in a
 // fault window, decided once the window had passed; and a forbid skip,
 // for a forbid job, naming the job's last dispatched child, which Nomad
@@ -481,7 +481,7 @@ func judgeSkip(j CheckedJob, at time.Time, rec Record, w *Window, last lastChild
 	}
 	m = forbidReason.FindStringSubmatch(rec.Reason)
 	if m == nil {
-		return "the checker knows no such skip: the workload never pauses or deletes a job"
+		return "the checker knows no such skip: the workload never pauses or deletes a job or edits its schedule"
 	}
 	named := m[1]
 	if rec.ChildID != named {
