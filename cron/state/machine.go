@@ -171,9 +171,10 @@ type Job struct {
 	// or a schedule edit recorded skipped (ReasonSuperseded), zero if
 	// none; launches at or before it are duplicates.
 	LastStartedAt time.Time
-	// NextAt is the schedule's first launch after the later of CreatedAt
-	// and LastStartedAt; zero if the schedule has none within
-	// schedule.SearchYears.
+	// NextAt is the schedule's first launch after the latest of
+	// CreatedAt, LastStartedAt and the point the last schedule edit
+	// counts from (EditFrom); zero if the schedule has none within
+	// schedule.SearchYears of it (the job has ended).
 	NextAt time.Time
 	// LastTriggeredAt is the time of the latest manual launch, zero if
 	// none; a Trigger at or before it is a duplicate.
