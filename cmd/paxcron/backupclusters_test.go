@@ -74,10 +74,19 @@ func TestSnapshotListShowsClusters(t *testing.T) {
 	if len(lines) != 5 {
 		t.Fatalf("%d lines, want 5:\n%s", len(lines), out)
 	}
-	for i, want := range []backup.Info{ofB, ofA[1], ofA[0]} {
-		f := strings.Fields(lines[i+1])
-		if f[len(f)-2] != want.Key || f[len(f)-1] != want.ClusterID {
-			t.Errorf("line %d: %q, want %s of cluster %s", i+1, lines[i+1], want.Key, want.ClusterID)
+	// A's first backup landed first (B's were copied in after): it owns
+	// the target; B's only backup is its cluster's first.
+	for i, want := range []struct {
+		info backup.Info
+		kept string
+	}{{ofB, "first of its cluster"}, {ofA[1], "-"}, {ofA[0], "first, owns the target"}} {
+		line := lines[i+1]
+		if !strings.HasSuffix(line, want.kept) {
+			t.Errorf("line %d: %q, want it to end in %q", i+1, line, want.kept)
+		}
+		f := strings.Fields(strings.TrimSuffix(line, want.kept))
+		if f[len(f)-2] != want.info.Key || f[len(f)-1] != want.info.ClusterID {
+			t.Errorf("line %d: %q, want %s of cluster %s", i+1, line, want.info.Key, want.info.ClusterID)
 		}
 	}
 	if !strings.Contains(lines[4], "2 clusters") || !strings.Contains(lines[4], clusterA.String()) || !strings.Contains(lines[4], "-cluster") {
@@ -87,6 +96,9 @@ func TestSnapshotListShowsClusters(t *testing.T) {
 	var rows []listedBackup
 	if err := json.Unmarshal([]byte(out), &rows); code != exitOK || err != nil || len(rows) != 3 || rows[0].ClusterID != clusterB.String() || rows[2].ClusterID != clusterA.String() {
 		t.Fatalf("-json: exit %d, %+v, %v", code, rows, err)
+	}
+	if !rows[0].FirstOfCluster || rows[0].OwnsTarget || rows[1].FirstOfCluster || !rows[2].FirstOfCluster || !rows[2].OwnsTarget {
+		t.Errorf("-json: %+v; want B's first of its cluster, A's oldest first and owning the target", rows)
 	}
 }
 

@@ -29,6 +29,12 @@ backup older binaries wrote). A target holding backups of several
 clusters was given to more than one cluster: it is said, and "snapshot
 restore" then needs -cluster to choose.
 
+KEPT marks each named cluster's first backup in the target ("first of
+its cluster"): pruning keeps it beside the newest backup.keep, as it
+holds the cluster's claim on the target. Where several clusters' backups
+lie, the target belongs to the cluster whose first backup landed first
+("first, owns the target"): its uploads go on, the others' are refused.
+
 The newest backup is read back and checked against its checksum (every
 one with -verify-all); a manifest that does not decode is listed with its
 error. It exits 1 when the newest backup does not verify: restore then
@@ -50,6 +56,11 @@ type listedBackup struct {
 	// Status is "verified", "corrupt", "bad manifest" or "" (not read).
 	Status string `json:"status,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// FirstOfCluster marks its cluster's first backup in the target,
+	// which pruning keeps whatever backup.keep says; OwnsTarget the one
+	// of them that gives the target to its cluster.
+	FirstOfCluster bool `json:"first_of_cluster,omitempty"`
+	OwnsTarget     bool `json:"owns_target,omitempty"`
 }
 
 func runSnapshotList(args []string, stdout, stderr io.Writer) int {
@@ -106,7 +117,8 @@ func listBackups(ctx context.Context, st *backup.Store, all bool) ([]listedBacku
 	rows := make([]listedBackup, 0, len(listed))
 	for i, l := range listed {
 		row := listedBackup{Generation: l.Generation, Index: l.Index, Manifest: l.Manifest,
-			TakenAt: l.Info.TakenAt, Size: l.Info.Size, Key: l.Info.Key, ClusterID: l.Info.ClusterID}
+			TakenAt: l.Info.TakenAt, Size: l.Info.Size, Key: l.Info.Key, ClusterID: l.Info.ClusterID,
+			FirstOfCluster: l.First, OwnsTarget: l.Owns}
 		switch {
 		case l.Err != nil:
 			row.Status, row.Error = "bad manifest", l.Err.Error()
@@ -140,7 +152,7 @@ func printBackups(out io.Writer, st *backup.Store, rows []listedBackup) {
 		return
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GENERATION\tINDEX\tTAKEN AT\tSIZE\tSTATUS\tKEY\tCLUSTER")
+	fmt.Fprintln(tw, "GENERATION\tINDEX\tTAKEN AT\tSIZE\tSTATUS\tKEY\tCLUSTER\tKEPT")
 	for _, r := range rows {
 		key, taken, size := r.Key, "-", "-"
 		if r.Status == "bad manifest" {
@@ -148,7 +160,14 @@ func printBackups(out io.Writer, st *backup.Store, rows []listedBackup) {
 		} else {
 			taken, size = r.TakenAt.Local().Format(time.RFC3339), strconv.FormatInt(r.Size, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Generation, r.Index, taken, size, orDefault(r.Status, "-"), key, orDefault(r.ClusterID, "-"))
+		kept := "-"
+		switch {
+		case r.OwnsTarget:
+			kept = "first, owns the target"
+		case r.FirstOfCluster:
+			kept = "first of its cluster"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Generation, r.Index, taken, size, orDefault(r.Status, "-"), key, orDefault(r.ClusterID, "-"), kept)
 	}
 	tw.Flush()
 	if ids := clusterIDs(rows); len(ids) > 1 {

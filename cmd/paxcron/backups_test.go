@@ -109,7 +109,7 @@ func TestSnapshotList(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	want := [][]string{
-		{"GENERATION", "INDEX", "TAKEN", "AT", "SIZE", "STATUS", "KEY", "CLUSTER"},
+		{"GENERATION", "INDEX", "TAKEN", "AT", "SIZE", "STATUS", "KEY", "CLUSTER", "KEPT"},
 		{"5", "3", "verified", infos[1].Key},
 		{"5", "2", "-", infos[0].Key},
 		{"0", "4", "-", "paxcron/snapshots/00000000000000000004-"},

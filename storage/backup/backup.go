@@ -299,6 +299,14 @@ type Listed struct {
 	// Err, when set, wraps ErrCorrupt: the manifest does not decode or
 	// does not describe a backup at its key. The data is not read.
 	Err error
+	// First is set on the first backup of a named cluster to land in
+	// the store: that cluster's pruning keeps it beside its newest Keep,
+	// as it holds the cluster's claim on the target (doc.go, "Clusters").
+	First bool
+	// Owns is set on the First of the cluster the target belongs to, in
+	// a store holding several named clusters' backups: its uploads go
+	// on, and every other cluster's are refused.
+	Owns bool
 }
 
 // Scan reads every manifest, newest backup first, and reports each one
@@ -311,9 +319,19 @@ func (s *Store) Scan(ctx context.Context) ([]Listed, error) {
 	if err != nil {
 		return nil, err
 	}
+	all := ownedOf(read)
+	ids := clusterIDsOf(all)
+	var firsts []rank
+	for _, id := range ids {
+		first, _ := firstOf(all, id)
+		firsts = append(firsts, first.rank)
+	}
+	owner, _ := ownersFirst(all)
 	out := make([]Listed, 0, len(read))
 	for _, m := range read {
-		out = append(out, Listed{Generation: m.rank.gen, Index: m.rank.index, Manifest: m.key, Info: m.info, Err: m.err})
+		first := slices.Contains(firsts, m.rank)
+		out = append(out, Listed{Generation: m.rank.gen, Index: m.rank.index, Manifest: m.key, Info: m.info, Err: m.err,
+			First: first, Owns: first && len(ids) > 1 && m.rank == owner.rank})
 	}
 	return out, nil
 }

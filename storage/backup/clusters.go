@@ -27,11 +27,16 @@ func (s *Store) manifests(ctx context.Context) ([]owned, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ownedOf(read), nil
+}
+
+// ownedOf is each manifest read with its cluster.
+func ownedOf(read []manifestRead) []owned {
 	out := make([]owned, 0, len(read))
 	for _, m := range read {
 		out = append(out, owned{object: m.object, cluster: m.info.ClusterID, corrupt: m.err != nil})
 	}
-	return out, nil
+	return out
 }
 
 // foreign reports whether a backup of cluster belongs to another cluster

@@ -357,6 +357,19 @@ func TestOwnerOfATargetOfTwoClustersGoesOn(t *testing.T) {
 	if info, _, err := s.Latest(ctx, clusterA); err != nil || info.rank() != (rank{gen: 1, index: 50}) {
 		t.Fatalf("Latest of A: %+v, %v", info, err)
 	}
+	// Scan marks what pruning keeps past Keep, and why: each cluster's
+	// first backup, and among them the owner's.
+	listed, err := s.Scan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var marks []string
+	for _, l := range listed {
+		marks = append(marks, fmt.Sprintf("%d/%d:%v,%v", l.Generation, l.Index, l.First, l.Owns))
+	}
+	if got, want := strings.Join(marks, " "), "9/5:true,false 1/50:false,false 1/40:false,false 1/10:true,true"; got != want {
+		t.Fatalf("Scan's first and owner marks: %s, want %s", got, want)
+	}
 }
 
 // Two uploads of cluster B at one rank with the same bytes (a retry, or
