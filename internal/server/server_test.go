@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,6 +158,71 @@ func (c *cluster) leader() paxos.ReplicaID {
 	}
 	c.t.Fatal("no replica launches after 20 s")
 	return 0
+}
+
+// putJobsAcrossElections writes jobs through replica id, for tests that
+// need many jobs as a setting, not as their subject. A request is
+// written one job at a time, and on a busy host (-race, CI's two shared
+// cores; synced writes to the store were seen taking 200 ms, the test
+// clusters' election timeout) a leader may lose its quorum in the
+// middle: the replica then answers a 500 that names the jobs written
+// before it (partialPut), and a client sends the request again, the
+// jobs already written being left unchanged. The jobs go in requests of
+// putChunk, at once, so that their writes share the store's syncs and
+// leave an election less time to fall in.
+func (c *cluster) putJobsAcrossElections(id paxos.ReplicaID, jobs []api.PutJob) {
+	c.t.Helper()
+	const putChunk = 50
+	cl := c.client(id, writeToken)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(jobs)/putChunk+1)
+	for from := 0; from < len(jobs); from += putChunk {
+		req := api.PutJobs{Jobs: jobs[from:min(from+putChunk, len(jobs))]}
+		wg.Go(func() { errs <- putAcrossElections(c.t, cl, req) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			c.t.Fatalf("writing %d jobs through replica %d: %v", len(jobs), id, err)
+		}
+	}
+}
+
+// putAcrossElections sends req until it is written (see
+// putJobsAcrossElections), at most maxTries times: each try writes what
+// the one before left.
+func putAcrossElections(t testing.TB, cl *api.Client, req api.PutJobs) error {
+	const maxTries = 10
+	for try := 1; ; try++ {
+		_, err := cl.PutJobs(context.Background(), req)
+		if err == nil {
+			return nil
+		}
+		// A 4xx is the request's own fault: sent again, it fails again.
+		if status := api.StatusOf(err); try == maxTries || (status >= 400 && status < 500) {
+			return fmt.Errorf("try %d: %w", try, err)
+		}
+		msg := err.Error()
+		if len(msg) > 300 {
+			msg = msg[:300] + "..."
+		}
+		t.Logf("writing %s to %s, try %d: %s; sending them again", req.Jobs[0].Name, req.Jobs[len(req.Jobs)-1].Name, try, msg)
+	}
+}
+
+// waitStaleJobs waits until replica id's own state (a stale read) holds
+// n jobs: a replica that was not the leader when they were written
+// applies them a little later.
+func (c *cluster) waitStaleJobs(id paxos.ReplicaID, n int) {
+	c.t.Helper()
+	cl := c.client(id, readToken)
+	have := 0
+	eventually(c.t, fmt.Sprintf("replica %d holding %d jobs", id, n), func() bool {
+		jobs, err := cl.Jobs(context.Background(), api.ReadOptions{Stale: true})
+		have = len(jobs.Jobs)
+		return err == nil && have == n
+	}, func() string { return fmt.Sprintf("it holds %d", have) })
 }
 
 // eventually waits for cond; on timeout it fails with what, and with

@@ -279,6 +279,14 @@ func TestStreamLetsGoAtShutdown(t *testing.T) {
 	t.Logf("%d writes created, %d failed once the replica was gone", len(created), failed)
 }
 
+// lettingGo says whether the replica has let its streams go (a
+// shutdown) or closed them: from then on, none reads a call.
+func (ss *streams) lettingGo() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.closing
+}
+
 // Close (a crash) ends the streams at once.
 func TestStreamEndsAtClose(t *testing.T) {
 	c := startCluster(t)
@@ -422,9 +430,8 @@ func TestStreamLargeAnswerAfterIdle(t *testing.T) {
 	for i := range 400 {
 		req.Jobs = append(req.Jobs, api.PutJob{Name: fmt.Sprintf("idle-%04d", i), Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}})
 	}
-	if _, err := c.client(leader, writeToken).PutJobs(context.Background(), req); err != nil {
-		t.Fatal(err)
-	}
+	c.putJobsAcrossElections(leader, req.Jobs)
+	c.waitStaleJobs(leader, len(req.Jobs))
 	conn, br := openStream(t, c.servers[leader-1], readToken)
 	sendCall(t, conn, api.StreamCall{ID: 1, Method: "GET", Path: "/v1/status"})
 	if a := readAnswer(t, conn, br); a.ID != 1 || a.Status != 200 {
@@ -490,19 +497,22 @@ func TestStreamGoingAwayDeliversItsLastAnswers(t *testing.T) {
 	for i := range 1000 {
 		req.Jobs = append(req.Jobs, api.PutJob{Name: fmt.Sprintf("linger-%04d-%0100d", i, 0), Spec: api.Spec{Schedule: "@daily", NomadJob: "p"}})
 	}
-	if _, err := c.client(leader, writeToken).PutJobs(context.Background(), req); err != nil {
-		t.Fatal(err)
-	}
+	c.putJobsAcrossElections(leader, req.Jobs)
+	c.waitStaleJobs(leader, len(req.Jobs))
 	target := c.servers[leader-1]
 	conn, br := openStream(t, target, readToken)
 	if err := conn.(*net.TCPConn).SetReadBuffer(32 << 10); err != nil {
 		t.Fatal(err)
 	}
 	sendCall(t, conn, api.StreamCall{ID: 1, Method: "GET", Path: "/v1/jobs?limit=1000&stale=true"})
-	time.Sleep(200 * time.Millisecond) // served; its answer waits on the client's window
+	// Call 1 read (its answer, some 270 KB, then waits on the client's
+	// window), and only then the shutdown: the replica must answer it.
+	eventually(t, "call 1 read", func() bool { return target.streams.calls.Load() == 1 })
 	done := make(chan error, 1)
 	go func() { done <- target.Shutdown(context.Background()) }()
-	time.Sleep(200 * time.Millisecond) // the replica has stopped reading
+	// The calls below must reach a replica that no longer reads them:
+	// once the streams are let go (under their lock), none reads again.
+	eventually(t, "the streams let go", target.streams.lettingGo)
 	for id := uint64(2); id < 200; id++ {
 		b, err := api.AppendStreamCall(nil, &api.StreamCall{ID: id, Method: "GET", Path: "/v1/status"})
 		if err != nil {
@@ -513,17 +523,21 @@ func TestStreamGoingAwayDeliversItsLastAnswers(t *testing.T) {
 			break // the reset's mark: what follows shows its harm
 		}
 	}
+	// Nothing to wait on here: a replica that works waits for the
+	// client to read. This leaves one that closes the socket with the
+	// calls unread the time to do it, and its reset the time to arrive,
+	// before the client reads.
 	time.Sleep(200 * time.Millisecond)
 	var answered, bye bool
 	for !answered || !bye {
 		a := readAnswer(t, conn, br)
 		switch {
-		case a.ID == 1 && a.Status == http.StatusOK:
+		case a.ID == 1 && a.Status == http.StatusOK && len(a.Body) > 64<<10:
 			answered = true
 		case a.ID == 0 && a.Status == 0 && a.LastID == 1:
 			bye = true
 		default:
-			t.Fatalf("%d %d (last %d), want call 1's answer and going away after it", a.ID, a.Status, a.LastID)
+			t.Fatalf("%d %d (last %d, %d bytes), want call 1's answer (all 1000 jobs) and going away after it", a.ID, a.Status, a.LastID, len(a.Body))
 		}
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
