@@ -253,7 +253,14 @@ func TestStreamLetsGoAtShutdown(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Shut down with the writes flowing. A fixed pause (300 ms) was not
+	// enough on a busy host: one run under -race had a single write
+	// through by then, a step from none and the failure below.
+	eventually(t, "16 writes through", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(created) >= 16
+	})
 	if err := target.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
