@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"paxcron/cron/cronfile"
+	"paxcron/cron/schedule"
 	"paxcron/internal/api"
 )
 
@@ -390,7 +391,7 @@ func printJob(out io.Writer, j api.Job) {
 	state := "active"
 	switch {
 	case j.Ended:
-		state = "ended: its schedule has no launch within 10 years of its last; it launches nothing more until its schedule is edited"
+		state = fmt.Sprintf("ended: its schedule has no launch within %d years of its last; it launches nothing more until its schedule is edited", schedule.SearchYears)
 	case j.Paused:
 		state = "paused"
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"paxcron/cron/launcher"
+	"paxcron/cron/schedule"
 	"paxcron/cron/state"
 	"paxcron/internal/api"
 	"paxcron/paxos"
@@ -130,6 +131,7 @@ func (s *Server) handleStatusPage(w http.ResponseWriter, r *http.Request) {
 }
 
 var pageTemplate = template.Must(template.New("").Funcs(template.FuncMap{
+	"searchYears": func() int { return schedule.SearchYears },
 	"when": func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
@@ -187,7 +189,7 @@ tr.attention td{background:#fff6f6}tr.notice td{background:#fffaf0}
 {{if .Status.Rebuilding}}<div class="warn">This replica lost its disk and is catching up from its peers: it votes again once it cannot contradict what it forgot.</div>{{end}}
 {{if not (lead .Status.Leader)}}<div class="warn">No leader: nothing is launched until a majority of replicas elect one.</div>{{end}}
 {{range .Status.SettingsDiffer}}<div class="warn">Replica {{.Replica}}'s {{join .Settings ", "}} differ from this replica's: only the leader backs up and launches, so where depends on which replica leads. Give every replica the same (during a rolling change of them, this is expected until the last replica restarts).</div>{{end}}
-{{if .Ended}}<div class="warn">{{.Ended}} of the jobs listed below ended: their schedules have no launch within 10 years of their last, so they launch nothing more until their schedules are edited.</div>{{end}}
+{{if .Ended}}<div class="warn">{{.Ended}} of the jobs listed below ended: their schedules have no launch within {{searchYears}} years of their last, so they launch nothing more until their schedules are edited.</div>{{end}}
 {{if .Problems}}<div class="warn">{{.Problems}} of the recent launches failed or have an unknown outcome: see below, and check those jobs in Nomad.</div>{{end}}
 <h2>Replicas</h2>
 <table><tr><th>ID</th><th>Health</th><th>API</th><th>Paxos</th></tr>
