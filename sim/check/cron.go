@@ -696,7 +696,7 @@ func (c *Cron) onTime(id string, l *cronLaunch, chs []NomadChild, f CronFinal) e
 // launched by then, and the edit only hid that it was late.
 func (c *Cron) supersededOnTime(id string, l *cronLaunch, iv int, f CronFinal) error {
 	c.counts.SupersededJudged++
-	if !l.at.Add(f.Bound).Before(l.supersededAt) || c.crowded(l.at, l.supersededAt) {
+	if !c.overdueWhenDropped(l.at, l.supersededAt, f) {
 		return nil
 	}
 	return violation(InvNoSilentSkip, "launch %s, due %s while healthy (interval %d, from %s to %s), was never started before an edit superseded it at %s",
@@ -803,10 +803,18 @@ func (c *Cron) crowded(from, to time.Time) bool {
 // been launched by then: its loss is a silent skip. Any other is counted:
 // the faults (or a schedule set too late) explain it, and the deletion
 // was the operator's.
+// overdueWhenDropped says whether a slot due at, which a deletion or a
+// schedule edit dropped at dropped (true time), should have started by
+// then: it came due more than the lateness bound before, and not while
+// the state held its limit of open launches.
+func (c *Cron) overdueWhenDropped(at, dropped time.Time, f CronFinal) bool {
+	return at.Add(f.Bound).Before(dropped) && !c.crowded(at, dropped)
+}
+
 func (c *Cron) judgeDeleted(f CronFinal) error {
 	for _, d := range c.deleted {
 		iv := healthyAt(f, d.at, d.scheduleAt)
-		if iv < 0 || !d.at.Add(f.Bound).Before(d.deletedAt) || c.crowded(d.at, d.deletedAt) {
+		if iv < 0 || !c.overdueWhenDropped(d.at, d.deletedAt, f) {
 			c.counts.DroppedByDelete++
 			continue
 		}
