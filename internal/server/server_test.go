@@ -1026,21 +1026,8 @@ func TestScheduleThatNeverFiresIsRefused(t *testing.T) {
 // (the fifth Monday of February, put in 2040: 2044-02-29, then
 // 2072-02-29).
 func TestScheduleThatLapsesIsRefused(t *testing.T) {
-	spec := state.JobSpec{Schedule: "0 0 * 2 MON#5", NomadJob: "parent"}
-	now := time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)
-	m := state.New()
-	put := state.PutJob{Name: "leap", Spec: spec, At: now}
-	if err := m.ApplyCommand(1, put); err != nil {
-		t.Fatal(err)
-	}
-	first, _ := m.NextAt("leap")
-	start := state.LaunchStarted{Job: "leap", ScheduledAt: first, Identity: state.Identity("leap", first), SpecVersion: 1, At: first}
-	if err := m.ApplyCommand(2, start); err != nil {
-		t.Fatal(err)
-	}
-	if next, ok := m.NextAt("leap"); !ok || !next.IsZero() {
-		t.Fatalf("the state's next launch after %v is %v (%v); the premise is a job stopped there", first, next, ok)
-	}
+	spec, now := lapsingSpec, time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)
+	endedAfterItsFirstLaunch(t, now)
 	err := firesSoonEnough("leap", spec, now)
 	if api.StatusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "2044-02-29T00:00:00Z and next at 2072-02-29T00:00:00Z") {
 		t.Fatalf("%v; want a 400 naming 2044 and 2072", err)
@@ -1053,20 +1040,8 @@ func TestScheduleThatLapsesIsRefused(t *testing.T) {
 // own page still showed launches of its schedule after now that the
 // state would never start.
 func TestJobWhoseScheduleEndedIsShownEnded(t *testing.T) {
-	spec := state.JobSpec{Schedule: "0 0 * 2 MON#5", NomadJob: "parent"}
-	m := state.New()
-	if err := m.ApplyCommand(1, state.PutJob{Name: "leap", Spec: spec, At: time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
-		t.Fatal(err)
-	}
-	first, _ := m.NextAt("leap")
-	start := state.LaunchStarted{Job: "leap", ScheduledAt: first, Identity: state.Identity("leap", first), SpecVersion: 1, At: first}
-	if err := m.ApplyCommand(2, start); err != nil {
-		t.Fatal(err)
-	}
-	j, ok := m.Job("leap")
-	if !ok || !j.NextAt.IsZero() {
-		t.Fatalf("the state's next launch is %v; the premise is a job stopped after %v", j.NextAt, first)
-	}
+	m, first := endedAfterItsFirstLaunch(t, time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC))
+	j, _ := m.Job("leap")
 	// 2070: the schedule's next launch after now (2072-02-29) is within
 	// its ten years, but the state counts from 2044 and never starts it.
 	got, err := jobOf(j, time.Date(2070, 1, 1, 0, 0, 0, 0, time.UTC), api.MaxNextLaunches)
@@ -1083,6 +1058,31 @@ func TestJobWhoseScheduleEndedIsShownEnded(t *testing.T) {
 	if s := summaryOf(j); s.Ended || s.NextAt == nil {
 		t.Fatalf("after an edit to a monthly schedule: ended %v, next at %v; want a next launch", s.Ended, s.NextAt)
 	}
+}
+
+// lapsingSpec fires on 2044-02-29 and next on 2072-02-29 (the fifth
+// Monday of February), further apart than schedule.SearchYears.
+var lapsingSpec = state.JobSpec{Schedule: "0 0 * 2 MON#5", NomadJob: "parent"}
+
+// endedAfterItsFirstLaunch is a state holding job "leap" of lapsingSpec,
+// written at now (as the API did before it refused such schedules), whose
+// first launch started: the state then finds no next launch, and holds
+// the job stopped for ever. first is that launch.
+func endedAfterItsFirstLaunch(t *testing.T, now time.Time) (m *state.Machine, first time.Time) {
+	t.Helper()
+	m = state.New()
+	if err := m.ApplyCommand(1, state.PutJob{Name: "leap", Spec: lapsingSpec, At: now}); err != nil {
+		t.Fatal(err)
+	}
+	first, _ = m.NextAt("leap")
+	start := state.LaunchStarted{Job: "leap", ScheduledAt: first, Identity: state.Identity("leap", first), SpecVersion: 1, At: first}
+	if err := m.ApplyCommand(2, start); err != nil {
+		t.Fatal(err)
+	}
+	if next, ok := m.NextAt("leap"); !ok || !next.IsZero() {
+		t.Fatalf("the state's next launch after %v is %v (%v); the premise is a job stopped there", first, next, ok)
+	}
+	return m, first
 }
 
 // TestLimitIsInsufficientStorage: a write the state refuses at one of its
