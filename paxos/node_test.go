@@ -1454,9 +1454,9 @@ func TestLoneVoterKeepsItsLeadership(t *testing.T) {
 // written, once joined the unwritten entries again: 100 resends of 32
 // entries of 1 KiB held 3,200 entries, 3.3 MB. (In a cluster the
 // leader's commit index soon makes most resent slots chosen, which are
-// skipped; with the follower's vote needed, 3,800 slots were held as
-// 6,600 entries.) They are held once, and the reply to a resend still
-// waits for the write that makes them durable.
+// skipped; the slots not yet chosen grew so.) They are held once, and
+// the reply to a resend still waits for the write that makes them
+// durable.
 func TestResentAcceptIsHeldOnce(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
 	c.elect(1)
