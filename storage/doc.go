@@ -11,7 +11,7 @@
 // Update), the record format and its Codec (record.go: msgpack value, format
 // version, CRC-32C; any mismatch is an error wrapping ErrCorrupt that names
 // the record), and the small rules every store applies the same way
-// (CheckUpdate, KeepsEntry, FirstSlot, CheckCompact, CheckEntriesRange,
+// (CheckUpdate, KeepsEntry, FirstSlot, CheckEntriesRange,
 // SizeBudget).
 //
 // Choices the paxos.Storage contract leaves open, made here once:

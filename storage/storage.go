@@ -21,8 +21,8 @@ type Update struct {
 	Snapshot *paxos.Snapshot
 	// TailSlots, with a Snapshot, keeps the entries of the last TailSlots
 	// slots at or below its index as the log's tail: with index I, entries
-	// in (I-TailSlots, I] stay readable (until a later snapshot or Compact
-	// deletes them), so that a peer a little behind I is caught up with
+	// in (I-TailSlots, I] stay readable (until a later snapshot deletes
+	// them), so that a peer a little behind I is caught up with
 	// entries rather than the whole snapshot. Only a snapshot the replica
 	// took of values it applied from this very log may keep a tail; one
 	// learned from another replica must leave it zero, since what the log
@@ -68,12 +68,6 @@ type Store interface {
 	// a snapshot, or an entry for slot 0, is rejected with ErrInvalid and
 	// nothing is written. An empty Update writes nothing and does not sync.
 	Save(u Update) error
-
-	// Compact deletes entries with slot <= upTo: the log's tail below the
-	// snapshot, in part or whole. upTo must not exceed the stored
-	// snapshot's index (else ErrInvalid), so that no slot is lost that the
-	// snapshot does not cover. FirstSlot moves past what it deleted.
-	Compact(upTo uint64) error
 
 	// Close releases the store. Later calls return ErrClosed.
 	Close() error
@@ -137,15 +131,6 @@ func FirstSlot(lowest uint64, held bool, snapIndex uint64) uint64 {
 		return lowest
 	}
 	return snapIndex + 1
-}
-
-// CheckCompact validates a Compact(upTo) against the stored snapshot index.
-func CheckCompact(upTo, storedSnapIndex uint64) error {
-	if upTo > storedSnapIndex {
-		return fmt.Errorf("%w: compact up to %d is above the snapshot index %d",
-			ErrInvalid, upTo, storedSnapIndex)
-	}
-	return nil
 }
 
 // CheckEntriesRange validates the arguments of Storage.Entries: lo must not

@@ -188,20 +188,6 @@ func (s *Store) Save(u storage.Update) error {
 	return nil
 }
 
-// Compact implements storage.Store. Its deletions are synced at once.
-func (s *Store) Compact(upTo uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.checkWritable(); err != nil {
-		return err
-	}
-	if err := storage.CheckCompact(upTo, s.snapIndex); err != nil {
-		return err
-	}
-	s.deleteEntriesThrough(upTo, false)
-	return nil
-}
-
 // Close implements storage.Store. Crash, Restart or Wipe open it again.
 func (s *Store) Close() error {
 	s.mu.Lock()

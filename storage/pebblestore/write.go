@@ -160,46 +160,6 @@ func (s *Store) putEntry(b *pebble.Batch, e paxos.Entry) error {
 	return b.Set(s.key, s.value, nil)
 }
 
-// Compact implements storage.Store. It writes (and syncs) only if some
-// entry at or below upTo is held, which after a snapshot is rare.
-func (s *Store) Compact(upTo uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
-	}
-	if err := storage.CheckCompact(upTo, s.snapIndex); err != nil {
-		return err
-	}
-	held, err := s.holdsEntriesThrough(upTo)
-	if err != nil || !held {
-		return err
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := b.DeleteRange(entryKey(0), entryKeyAfter(upTo), nil); err != nil {
-		return s.fail("compact", err)
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return s.fail("compact", err)
-	}
-	if err := s.loadFirstSlot(); err != nil {
-		return s.fail("compact", err)
-	}
-	return nil
-}
-
-func (s *Store) holdsEntriesThrough(upTo uint64) (bool, error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(0), UpperBound: entryKeyAfter(upTo)})
-	if err == nil {
-		held := it.First()
-		if err = closeIter(it, nil); err == nil {
-			return held, nil
-		}
-	}
-	return false, pebbleError(err, fmt.Sprintf("read the entries up to %d", upTo))
-}
-
 // fail makes a write error sticky: after a failed commit the batch may be
 // readable in Pebble's memtable without being durable, so no later read
 // may be served.

@@ -57,15 +57,6 @@ func testCrashKeepsSyncedState(t *testing.T, open func(t *testing.T) Harness) {
 			checkState(t, s, m.State())
 		}
 	}
-	// A crash right after a Compact keeps the compaction too.
-	if err := s.Compact(m.SnapIndex()); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Compact(m.SnapIndex()); err != nil {
-		t.Fatal(err)
-	}
-	s = h.Crash(t)
-	checkState(t, s, m.State())
 }
 
 func testClosed(t *testing.T, open func(t *testing.T) Harness) {
@@ -83,9 +74,8 @@ func testClosed(t *testing.T, open func(t *testing.T) Harness) {
 	_, errFirst := s.FirstSlot()
 	_, errSnap := s.Snapshot()
 	errSave := s.Save(storage.Update{Entries: entries(2)})
-	errCompact := s.Compact(0)
 	errClose := s.Close()
-	for i, err := range []error{errInit, errEntries, errLast, errFirst, errSnap, errSave, errCompact, errClose} {
+	for i, err := range []error{errInit, errEntries, errLast, errFirst, errSnap, errSave, errClose} {
 		if !errors.Is(err, storage.ErrClosed) {
 			t.Errorf("call %d on a closed store: %v, want ErrClosed", i, err)
 		}
@@ -175,11 +165,6 @@ func randomStep(t *testing.T, r *rand.Rand, h Harness, s storage.Store, m *Model
 		return h.Reopen(t)
 	case n < 8:
 		return h.Crash(t)
-	case n < 14:
-		upTo := r.Uint64N(m.SnapIndex() + 3)
-		if err, want := s.Compact(upTo), m.Compact(upTo); !errors.Is(err, want) {
-			t.Fatalf("Compact(%d) = %v, want %v", upTo, err, want)
-		}
 	default:
 		mustSave(t, s, m, RandomUpdate(r, m))
 	}

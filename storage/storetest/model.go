@@ -142,15 +142,6 @@ func (m *Model) Save(u storage.Update) error {
 	return nil
 }
 
-// Compact applies Store.Compact(upTo).
-func (m *Model) Compact(upTo uint64) error {
-	if upTo > m.snapshot.Meta.Index {
-		return storage.ErrInvalid
-	}
-	m.deleteThrough(upTo)
-	return nil
-}
-
 func (m *Model) deleteThrough(upTo uint64) {
 	maps.DeleteFunc(m.entries, func(slot uint64, _ paxos.Entry) bool { return slot <= upTo })
 }

@@ -9,20 +9,13 @@ import (
 	"paxcron/storage"
 )
 
-// step is one write of a table case: a Save of update, or a Compact(upTo)
-// when compact is set.
+// step is one Save of a table case.
 type step struct {
 	update  storage.Update
-	compact bool
-	upTo    uint64
 	wantErr error
 }
 
 func save(u storage.Update) step { return step{update: u} }
-
-func compact(upTo uint64, wantErr error) step {
-	return step{compact: true, upTo: upTo, wantErr: wantErr}
-}
 
 func testSaveSemantics(t *testing.T, open func(t *testing.T) Harness) {
 	hs := &paxos.HardState{Promised: paxos.Ballot{Round: 5, Replica: 2}, Chosen: 1}
@@ -75,22 +68,6 @@ func testSaveSemantics(t *testing.T, open func(t *testing.T) Harness) {
 			save(storage.Update{Entries: entries(1)}),
 			{update: storage.Update{HardState: hs, Entries: entries(2, 0)}, wantErr: storage.ErrInvalid},
 		}, wantSlots: []uint64{1}, wantLast: 1},
-		{name: "compact above the snapshot is rejected", steps: []step{
-			save(storage.Update{Entries: entries(1, 2, 3)}),
-			compact(1, storage.ErrInvalid),
-			save(storage.Update{Snapshot: snapshot(2, "s2")}),
-			compact(3, storage.ErrInvalid),
-		}, wantSlots: []uint64{3}, wantSnap: 2, wantLast: 3},
-		{name: "compact up to the snapshot", steps: []step{
-			save(storage.Update{Entries: entries(4, 5)}),
-			save(storage.Update{Snapshot: snapshot(3, "s3")}),
-			compact(3, nil),
-			compact(0, nil),
-		}, wantSlots: []uint64{4, 5}, wantSnap: 3, wantLast: 5},
-		{name: "compact with no snapshot", steps: []step{
-			compact(0, nil),
-			compact(1, storage.ErrInvalid),
-		}},
 		// The log's tail: a snapshot that keeps its last TailSlots slots.
 		{name: "snapshot keeps its tail", steps: []step{
 			save(storage.Update{Entries: entries(1, 2, 3, 4, 5, 6, 9)}),
@@ -108,18 +85,6 @@ func testSaveSemantics(t *testing.T, open func(t *testing.T) Harness) {
 			save(storage.Update{Snapshot: snapshot(5, "s5"), TailSlots: 3, Entries: entries(3, 4, 5, 6)}),
 			save(storage.Update{Entries: []paxos.Entry{entry(4, 9, "late"), entry(7, 9, "new")}}),
 		}, wantSlots: []uint64{3, 4, 5, 6, 7}, wantSnap: 5, wantLast: 7, wantFirst: 3},
-		{name: "compact trims the tail", steps: []step{
-			save(storage.Update{Entries: entries(1, 2, 3, 4, 5, 6)}),
-			save(storage.Update{Snapshot: snapshot(5, "s5"), TailSlots: 3}),
-			compact(3, nil),
-			compact(2, nil),
-			compact(6, storage.ErrInvalid),
-		}, wantSlots: []uint64{4, 5, 6}, wantSnap: 5, wantLast: 6, wantFirst: 4},
-		{name: "compact through the snapshot drops the whole tail", steps: []step{
-			save(storage.Update{Entries: entries(1, 2, 3, 4, 5, 6)}),
-			save(storage.Update{Snapshot: snapshot(5, "s5"), TailSlots: 3}),
-			compact(5, nil),
-		}, wantSlots: []uint64{6}, wantSnap: 5, wantLast: 6},
 		{name: "a snapshot without a tail deletes the stored tail", steps: []step{
 			save(storage.Update{Entries: entries(1, 2, 3, 4, 5, 6)}),
 			save(storage.Update{Snapshot: snapshot(4, "s4"), TailSlots: 2}),
@@ -164,12 +129,7 @@ func testSaveSemantics(t *testing.T, open func(t *testing.T) Harness) {
 
 func runStep(t *testing.T, i int, s storage.Store, m *Model, st step) {
 	t.Helper()
-	var err, modelErr error
-	if st.compact {
-		err, modelErr = s.Compact(st.upTo), m.Compact(st.upTo)
-	} else {
-		err, modelErr = s.Save(st.update), m.Save(st.update)
-	}
+	err, modelErr := s.Save(st.update), m.Save(st.update)
 	if !errors.Is(err, st.wantErr) || !errors.Is(modelErr, st.wantErr) {
 		t.Fatalf("step %d: error %v (model: %v), want %v", i, err, modelErr, st.wantErr)
 	}
@@ -239,18 +199,6 @@ func testTailWindow(t *testing.T, open func(t *testing.T) Harness) {
 	s = h.Crash(t)
 	check("after a crash")
 	checkState(t, s, m.State())
-	// Compact moves FirstSlot past what it deleted, durably.
-	if err := s.Compact(4); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Compact(4); err != nil {
-		t.Fatal(err)
-	}
-	s = h.Crash(t)
-	checkState(t, s, m.State())
-	if _, err := s.Entries(4, 100, noLimit); err != paxos.ErrCompacted {
-		t.Fatalf("Entries(4) after Compact(4) = %v, want paxos.ErrCompacted", err)
-	}
 }
 
 func testEntriesMaxBytes(t *testing.T, open func(t *testing.T) Harness) {
