@@ -3,7 +3,9 @@ package fakenomad
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,22 +14,39 @@ import (
 )
 
 // call submits req through replica 1's Dispatcher and returns its answer,
-// and whether it came back from inside Submit.
+// and whether done was called from inside Submit: the stack of the call
+// to done tells, where a check of the answers channel right after Submit
+// returns would race with an answering goroutine that is quick.
 func call(t *testing.T, n *Nomad, req launcher.Request) (launcher.Result, bool) {
 	t.Helper()
-	answers := make(chan launcher.Result, 1)
-	n.Dispatcher(1, func(r launcher.Result) { answers <- r }).Submit(req)
-	select {
-	case r := <-answers:
-		return r, true
-	default:
+	type answer struct {
+		res    launcher.Result
+		inline bool
 	}
+	answers := make(chan answer, 1)
+	n.Dispatcher(1, func(r launcher.Result) { answers <- answer{r, calledFromSubmit()} }).Submit(req)
 	select {
-	case r := <-answers:
-		return r, false
+	case a := <-answers:
+		return a.res, a.inline
 	case <-time.After(10 * time.Second):
 		t.Fatalf("no answer to %+v", req)
 		return launcher.Result{}, false
+	}
+}
+
+// calledFromSubmit reports whether a frame of submitFunc.Submit is on the
+// calling goroutine's stack.
+func calledFromSubmit() bool {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "fakenomad.submitFunc.Submit") {
+			return true
+		}
+		if !more {
+			return false
+		}
 	}
 }
 
