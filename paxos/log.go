@@ -18,14 +18,25 @@ import (
 // compacted+1 through snapIndex stay readable (from Storage), so that a
 // peer a little behind is caught up with entries rather than a snapshot.
 type memLog struct {
-	storage   Storage
-	pending   []Entry
-	inflight  [][]Entry        // entries of each unconfirmed Ready, oldest first
-	bySlot    map[uint64]Entry // newest entry per slot, for slots not yet pruned
-	pruned    uint64           // bySlot holds nothing at or below this slot
-	snapIndex uint64           // the newest snapshot's index, in Storage or pending
-	compacted uint64           // entries at or below it are gone, or about to be (<= snapIndex)
-	lastSlot  uint64           // the highest slot held anywhere
+	storage  Storage
+	pending  []Entry              // at most one per slot (put)
+	inflight [][]Entry            // entries of each unconfirmed Ready, oldest first
+	bySlot   map[uint64]heldEntry // newest entry per slot, for slots not yet pruned
+	// batch numbers the pending batch: takePending starts the next one.
+	// It starts at 1, so that 0 marks an entry not pending.
+	batch     uint64
+	pruned    uint64 // bySlot holds nothing at or below this slot
+	snapIndex uint64 // the newest snapshot's index, in Storage or pending
+	compacted uint64 // entries at or below it are gone, or about to be (<= snapIndex)
+	lastSlot  uint64 // the highest slot held anywhere
+}
+
+// heldEntry is the newest entry of a slot, and where it is pending: at
+// pending[at] if batch is the log's current batch.
+type heldEntry struct {
+	Entry
+	batch uint64
+	at    int
 }
 
 func newMemLog(s Storage, snapIndex uint64) (*memLog, error) {
@@ -43,7 +54,7 @@ func newMemLog(s Storage, snapIndex uint64) (*memLog, error) {
 	if first == 0 || first > snapIndex+1 {
 		return nil, fmt.Errorf("paxos: storage first slot %d outside [1, snapshot index %d + 1]", first, snapIndex)
 	}
-	return &memLog{storage: s, bySlot: map[uint64]Entry{}, pruned: snapIndex, snapIndex: snapIndex,
+	return &memLog{storage: s, bySlot: map[uint64]heldEntry{}, batch: 1, pruned: snapIndex, snapIndex: snapIndex,
 		compacted: first - 1, lastSlot: last}, nil
 }
 
@@ -57,15 +68,32 @@ func newMemLog(s Storage, snapIndex uint64) (*memLog, error) {
 // once joined pending again, which grew with every resend for as long as
 // the caller held off (a replica decoding a snapshot from the leader;
 // found in review).
+//
+// Another entry for a slot whose newest is still pending (a newer
+// leader's accept of it, or its chosen value) takes that entry's place:
+// the write would have put the newer one over it anyway, and no reply
+// leaves before that write. Appended, each new leader's resends added a
+// window of entries per ballot while the caller held off (found in
+// review). An entry already handed out stays in its Ready: its write may
+// be under way and a reply counted on it; the newer one is written after.
 func (l *memLog) put(e Entry) {
 	if e.Slot <= l.snapIndex || e.Slot <= l.pruned {
 		panic(fmt.Sprintf("paxos: put of slot %d at or below snapshot %d or applied %d", e.Slot, l.snapIndex, l.pruned))
 	}
-	if held, ok := l.bySlot[e.Slot]; ok && held.Ballot == e.Ballot && held.SameValue(e) {
+	held, ok := l.bySlot[e.Slot]
+	if ok && held.Ballot == e.Ballot && held.SameValue(e) {
 		return
 	}
+	if ok && held.batch == l.batch {
+		if p := l.pending[held.at]; p.Slot != e.Slot {
+			panic(fmt.Sprintf("paxos: slot %d indexed at pending %d, which holds slot %d", e.Slot, held.at, p.Slot))
+		}
+		l.pending[held.at] = e
+		l.bySlot[e.Slot] = heldEntry{Entry: e, batch: l.batch, at: held.at}
+		return
+	}
+	l.bySlot[e.Slot] = heldEntry{Entry: e, batch: l.batch, at: len(l.pending)}
 	l.pending = append(l.pending, e)
-	l.bySlot[e.Slot] = e
 	l.lastSlot = max(l.lastSlot, e.Slot)
 }
 
@@ -104,16 +132,16 @@ func (l *memLog) dropThrough(index uint64) {
 	// Persisted entries above index stay readable from Storage; rebuilding
 	// the map from the unpersisted ones is cheaper than walking every slot.
 	// Older batches first, so that the newest entry for a slot wins.
-	l.bySlot = make(map[uint64]Entry, len(kept))
+	l.bySlot = make(map[uint64]heldEntry, len(kept))
 	for _, batch := range l.inflight {
 		for _, e := range batch {
 			if e.Slot > index {
-				l.bySlot[e.Slot] = e
+				l.bySlot[e.Slot] = heldEntry{Entry: e}
 			}
 		}
 	}
-	for _, e := range kept {
-		l.bySlot[e.Slot] = e
+	for i, e := range kept {
+		l.bySlot[e.Slot] = heldEntry{Entry: e, batch: l.batch, at: i}
 	}
 }
 
@@ -121,6 +149,7 @@ func (l *memLog) dropThrough(index uint64) {
 func (l *memLog) takePending() []Entry {
 	es := l.pending
 	l.pending = nil
+	l.batch++ // what bySlot marked pending is in flight now
 	l.inflight = append(l.inflight, es)
 	return es
 }
@@ -174,15 +203,15 @@ func (l *memLog) entries(lo, hi uint64, maxEntries int, maxBytes uint64) ([]Entr
 	var out []Entry
 	var size uint64
 	for s := lo; s < hi && len(out) < maxEntries; s++ {
-		e, ok := l.bySlot[s]
+		h, ok := l.bySlot[s]
 		if !ok {
 			break
 		}
-		if len(out) > 0 && size+EntrySize(e) > maxBytes {
+		if len(out) > 0 && size+EntrySize(h.Entry) > maxBytes {
 			return out, nil
 		}
-		out = append(out, e)
-		size += EntrySize(e)
+		out = append(out, h.Entry)
+		size += EntrySize(h.Entry)
 	}
 	if len(out) == maxEntries || lo+uint64(len(out)) == hi {
 		return out, nil
@@ -234,7 +263,8 @@ func (l *memLog) entriesMerged(lo, hi uint64, maxEntries int, maxBytes uint64) (
 		for si < len(stored) && stored[si].Slot < s {
 			si++
 		}
-		e, ok := l.bySlot[s]
+		h, ok := l.bySlot[s]
+		e := h.Entry
 		if !ok && si < len(stored) && stored[si].Slot == s {
 			e, ok = stored[si], true
 		}

@@ -140,7 +140,7 @@ type follower struct {
 type readyRecord struct {
 	applied  uint64 // the applied index once this Ready is processed
 	ballot   Ballot // the ballot led when it was handed out (zero if none)
-	lastSlot uint64 // the last entry slot it carried (0 if none)
+	lastSlot uint64 // the highest slot it carried under ballot (0 if none)
 	// durable is what is durable once this Ready (and every one before
 	// it) is written.
 	durable durableState
@@ -555,9 +555,15 @@ func (n *Node) Ready() Ready {
 	rec := readyRecord{}
 	if n.role == Leader {
 		rec.ballot = n.lead.ballot
-	}
-	if len(rd.Entries) > 0 {
-		rec.lastSlot = rd.Entries[len(rd.Entries)-1].Slot
+		// The leader puts its ballot's slots in order, each into pending,
+		// so every one up to the highest here is in this Ready or an
+		// earlier one. The last entry need not be that highest: one that
+		// replaced an older ballot's pending entry took its place (put).
+		for _, e := range rd.Entries {
+			if e.Ballot == rec.ballot {
+				rec.lastSlot = max(rec.lastSlot, e.Slot)
+			}
+		}
 	}
 	if n.snap != nil {
 		n.applied = n.snap.Meta.Index
@@ -637,17 +643,104 @@ func (n *Node) halt(err error) {
 // acknowledge nothing that is not durable already.
 func (n *Node) sendEarly(m Message) {
 	m.From = n.id
-	n.early = append(n.early, m)
+	n.early = enqueue(n.early, m)
 }
 
 func (n *Node) send(m Message) {
 	m.From = n.id
 	switch m.Type {
 	case MsgPreVote, MsgAccept, MsgHeartbeat, MsgChosen, MsgSnapshot, MsgSnapshotAck:
-		n.early = append(n.early, m)
+		n.early = enqueue(n.early, m)
 	default:
-		n.msgs = append(n.msgs, m)
+		n.msgs = enqueue(n.msgs, m)
 	}
+}
+
+// enqueue adds m to the queue q of messages for the next Ready, dropping
+// the message of q that m supersedes, or m if q holds a newer one. Only
+// Ready empties a queue, and a caller may take none for seconds (a
+// replica decoding a snapshot from the leader) while the node still steps
+// the leader's heartbeats and resent accepts, a candidate's prepares, and
+// ticks: appended, the queues grew by a message for each (found in
+// review). Paxos tolerates the loss of any message; one dropped here is
+// one whose receiver learns at least as much from the message kept:
+//
+//   - one of the same kind to the same peer under a lower ballot: that
+//     peer has moved on to the higher one (its ballots only grow), so
+//     what answers or asks under the lower one is of no use to it;
+//   - under the same ballot, an earlier one of the same kind to the same
+//     peer, which m restates as this replica stands now. An answer to an
+//     accept is kept per last slot of the batch it answers (Last): the
+//     leader counts its accepts in flight by their answers, and one
+//     answer for two batches would leave it counting one in flight that
+//     is not. A rebuilding replica's answer to catch-up (a heartbeat
+//     reply with Round zero) is kept apart from its answer to a
+//     heartbeat, as the leader sends the next catch-up only on the
+//     former;
+//   - whatever the ballots, an earlier catch-up, snapshot chunk or chunk
+//     acknowledgement to the same peer: the newer catch-up starts from
+//     what the peer last reported, the newer chunk is of the one
+//     transfer this replica still runs to it, and the newer
+//     acknowledgement answers the newest chunk received.
+//
+// A leader's accepts are never dropped: each carries entries no other
+// carries, and Ready sends them only while fewer than
+// MaxInflightAccepts are unanswered. So a queue holds at most one message
+// of each kind per peer (a rebuilding replica's heartbeat replies, two),
+// but for the answers to accepts: one per batch of the leader's window,
+// which spans the slots it resends.
+func enqueue(q []Message, m Message) []Message {
+	if m.Type == MsgAccept {
+		return append(q, m)
+	}
+	for _, old := range q {
+		if old.To == m.To && old.Type == m.Type && byBallot(m.Type) && m.Ballot.Less(old.Ballot) {
+			return q
+		}
+	}
+	kept, placed := q[:0], false
+	for _, old := range q {
+		switch {
+		case !supersedes(m, old):
+			kept = append(kept, old)
+		case !placed:
+			kept = append(kept, m) // in the place of the first one it supersedes
+			placed = true
+		}
+	}
+	clear(q[len(kept):])
+	if !placed {
+		kept = append(kept, m)
+	}
+	return kept
+}
+
+// supersedes reports whether m, queued after old, leaves old of no use to
+// its receiver (see enqueue).
+func supersedes(m, old Message) bool {
+	switch {
+	case old.To != m.To || old.Type != m.Type:
+		return false
+	case byBallot(m.Type) && old.Ballot != m.Ballot:
+		return old.Ballot.Less(m.Ballot)
+	case m.Type == MsgAccepted:
+		return old.Last == m.Last
+	case m.Type == MsgHeartbeatReply:
+		return (old.Round == 0) == (m.Round == 0)
+	}
+	return true
+}
+
+// byBallot reports whether a message of kind t is of use to its receiver
+// only under the highest ballot it was sent: the receiver's campaign or
+// leadership (or this replica's own, for its requests). Catch-up and
+// snapshot transfers carry chosen values, whatever the ballot.
+func byBallot(t MessageType) bool {
+	switch t {
+	case MsgChosen, MsgSnapshot, MsgSnapshotAck:
+		return false
+	}
+	return true
 }
 
 func (n *Node) setPromised(b Ballot) {

@@ -3,6 +3,7 @@ package paxos
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -1551,4 +1552,255 @@ func entriesBytes(es []Entry) uint64 {
 		n += EntrySize(e)
 	}
 	return n
+}
+
+// The same follower as in TestResentAcceptIsHeldOnce, taking no Ready,
+// while leaders change: each new leader resends the same window under its
+// own ballot. Each ballot's copy of a slot not yet handed out once joined
+// the unwritten entries again, a window per leader: 100 leaders' resends
+// of 32 entries of 1 KiB held 3,200. A newer ballot's entry takes the
+// place of the one pending, so the write is of each slot once, under the
+// newest ballot, and the reply to the newest leader follows it. An entry
+// already handed out in a Ready stays in it; the newer one is written
+// after it.
+func TestNewLeadersReplaceUnwrittenEntries(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a")
+	c.deliver(1<<20, nil)
+	c.settle()
+	const batch, leaders = 32, 100
+	for i := range batch {
+		c.propose(1, fmt.Sprintf("%04d%s", i, strings.Repeat("x", 1020)))
+	}
+	var accept *Message
+	for _, m := range c.replicas[1].node.Ready().EarlyMessages {
+		if m.Type == MsgAccept && m.To == 2 {
+			accept = &m
+			break
+		}
+	}
+	if accept == nil || len(accept.Entries) != batch || accept.Commit >= accept.Entries[0].Slot {
+		t.Fatalf("leader's accept to 2: %+v, want %d entries none of them chosen", accept, batch)
+	}
+	first, last := accept.Entries[0].Slot, accept.Entries[batch-1].Slot
+	f := c.replicas[2].node
+	b := accept.Ballot
+	// next steps the window resent by the next leader, 3 and 1 by turns.
+	next := func() Ballot {
+		t.Helper()
+		owner := ReplicaID(3)
+		if b.Replica == 3 {
+			owner = 1
+		}
+		b = Ballot{Round: b.Round + 1, Replica: owner}
+		m := *accept
+		m.From, m.Ballot, m.Entries = b.Replica, b, slices.Clone(accept.Entries)
+		for i := range m.Entries {
+			m.Entries[i].Ballot = b
+		}
+		if err := f.Step(m); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	checkWrite := func(rd Ready, b Ballot) {
+		t.Helper()
+		if slots := slotsOf(rd.Entries); len(slots) != batch || slots[0] != first || slots[batch-1] != last {
+			t.Fatalf("the Ready writes slots %v, want %d-%d once each", slots, first, last)
+		}
+		for _, e := range rd.Entries {
+			if e.Ballot != b {
+				t.Fatalf("the Ready writes slot %d under %s, want the newest ballot %s", e.Slot, e.Ballot, b)
+			}
+		}
+		for _, m := range rd.Messages {
+			if m.Type == MsgAccepted && m.To == b.Replica && m.Ballot == b && m.Through == last {
+				checkAcceptedAfterWrite(t, rd, last)
+				return
+			}
+		}
+		t.Fatalf("no reply to %d under %s through %d: %v", b.Replica, b, last, rd.Messages)
+	}
+	for range leaders {
+		next()
+	}
+	if got, bytes := len(f.log.pending), entriesBytes(f.log.pending); got != batch {
+		t.Fatalf("after %d leaders resent %d entries the follower holds %d unwritten (%d bytes), want %d",
+			leaders, batch, got, bytes, batch)
+	}
+	rd := f.Ready()
+	checkWrite(rd, b)
+	// Two more leaders while that write is in flight: it keeps its
+	// entries, and the next write puts the newest ballot's over them.
+	handedOut := slices.Clone(rd.Entries)
+	next()
+	newest := next()
+	if got := len(f.log.pending); got != batch {
+		t.Fatalf("%d unwritten after two more leaders, want %d", got, batch)
+	}
+	if !slices.EqualFunc(f.log.inflight[0], handedOut, func(a, b Entry) bool { return a.Ballot == b.Ballot && a.Slot == b.Slot }) {
+		t.Fatalf("the write in flight changed: %v", f.log.inflight[0])
+	}
+	es, err := f.log.entries(first, last+1, batch, math.MaxUint64)
+	if err != nil || len(es) != batch || es[0].Ballot != newest || es[batch-1].Ballot != newest {
+		t.Fatalf("a promise would report %v (%v), want %d-%d under %s", es, err, first, last, newest)
+	}
+	rd2 := f.Ready()
+	checkWrite(rd2, newest)
+	s := c.replicas[2].storage
+	s.save(rd)
+	s.save(rd2)
+	f.Advance()
+	for slot := first; slot <= last; slot++ {
+		if s.entries[slot].Ballot != newest {
+			t.Fatalf("slot %d written under %s, want %s", slot, s.entries[slot].Ballot, newest)
+		}
+	}
+}
+
+// A replica whose caller takes no Ready sends nothing, yet still steps
+// every message and tick: each answer (to the leader's heartbeats and
+// resent accepts, to a candidate's pre-votes and prepares, to a deposed
+// leader's heartbeats) and each request of its own once joined the
+// messages the next Ready sends, 100 rounds of them 500 messages. A
+// message of the same kind to the same peer supersedes the one queued
+// under a lower ballot, or the same ballot (an answer to an accept: the
+// same batch), so the queues hold one of each, the newest.
+func TestQueuedMessagesAreBounded(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a")
+	c.deliver(1<<20, nil)
+	c.settle()
+	l, f := c.replicas[1].node, c.replicas[2].node
+	lb, start, chosen := l.lead.ballot, l.lead.start, l.hs.Chosen
+	c.propose(1, "b")
+	var accept *Message
+	for _, m := range l.Ready().EarlyMessages {
+		if m.Type == MsgAccept && m.To == 2 {
+			accept = &m
+			break
+		}
+	}
+	if accept == nil {
+		t.Fatal("no accept to 2")
+	}
+	if len(f.msgs)+len(f.early) != 0 {
+		t.Fatalf("replica 2 has messages queued: %v %v", f.msgs, f.early)
+	}
+	const rounds = 100
+	var candidate Ballot
+	for i := range uint64(rounds) {
+		// The candidate asks within the lease the follower granted the
+		// leader: refused every time, under a higher ballot each time.
+		candidate = Ballot{Round: lb.Round + 1 + i, Replica: 3}
+		for _, m := range []Message{
+			{Type: MsgHeartbeat, From: 1, Ballot: lb, Start: start, Commit: chosen, Round: 1000 + i},
+			*accept,
+			{Type: MsgPreVote, From: 3, Ballot: candidate, Start: chosen + 1, Chosen: chosen},
+			{Type: MsgPrepare, From: 3, Ballot: candidate, Start: chosen + 1, Chosen: chosen},
+			{Type: MsgHeartbeat, From: 3, Ballot: Ballot{Round: i % lb.Round, Replica: 3}, Start: 1, Round: i + 1},
+		} {
+			m.To = 2
+			if err := f.Step(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := len(f.msgs) + len(f.early); got != 5 {
+		t.Fatalf("after %d rounds of 5 messages, %d queued, want 5:\n%v\n%v", rounds, got, f.early, f.msgs)
+	}
+	rd := f.Ready()
+	want := map[MessageType]func(Message) bool{
+		MsgHeartbeatReply: func(m Message) bool { return m.To == 1 && m.Round == 1000+rounds-1 },
+		MsgAccepted:       func(m Message) bool { return m.To == 1 && m.Last == accept.Entries[len(accept.Entries)-1].Slot },
+		MsgPreVoteReply:   func(m Message) bool { return m.To == 3 && m.Ballot == candidate && m.Reject },
+		MsgPromise:        func(m Message) bool { return m.To == 3 && m.Ballot == candidate && m.Reject },
+		MsgNack:           func(m Message) bool { return m.To == 3 && m.Ballot.Round == (rounds-1)%lb.Round },
+	}
+	for _, m := range append(rd.EarlyMessages, rd.Messages...) {
+		if ok := want[m.Type]; ok == nil || !ok(m) {
+			t.Fatalf("sends %s, want only the newest of each kind", m)
+		}
+		delete(want, m.Type)
+	}
+	if len(want) > 0 {
+		t.Fatalf("sends none of %v", slices.Collect(maps.Keys(want)))
+	}
+	f.Advance()
+
+	// A replica cut off from the others campaigns every election timeout:
+	// one pre-vote per peer is queued, the newest.
+	n := c.replicas[3].node
+	n.Ready()
+	n.Advance()
+	for range rounds * 2 * c.timing.ElectionTicks {
+		n.Tick()
+	}
+	if n.Stats().Elections != 0 || n.role != PreCandidate {
+		t.Fatalf("replica 3 is %s after %d elections", n.role, n.Stats().Elections)
+	}
+	if got := len(n.msgs) + len(n.early); got != 2 {
+		t.Fatalf("after %d election timeouts, %d queued, want a pre-vote to each peer:\n%v\n%v", rounds, got, n.early, n.msgs)
+	}
+	for _, m := range n.early {
+		if m.Type != MsgPreVote || m.Ballot != n.cand.ballot {
+			t.Fatalf("queued %s, want a pre-vote under %s", m, n.cand.ballot)
+		}
+	}
+}
+
+// A candidate holding, not yet handed out, entries it accepted from the
+// leader before, puts its own ballot's entries in their place (put): the
+// last entry of its first Ready is then not its highest slot (the slots
+// below, written already, are appended after). Counted from the last
+// entry, its own vote covered only those, and a quorum of it and one
+// follower chose nothing above them.
+func TestLeaderCountsItsVoteForReplacedEntries(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	n := c.replicas[3].node
+	old := Ballot{Round: 1, Replica: 1}
+	acceptOf := func(slots ...uint64) Message {
+		m := Message{Type: MsgAccept, From: 1, To: 3, Ballot: old, Start: 1}
+		for _, s := range slots {
+			m.Entries = append(m.Entries, Entry{Slot: s, Ballot: old, Kind: EntryCommand, Data: []byte{byte('a' + s)}})
+		}
+		return m
+	}
+	step := func(m Message) {
+		t.Helper()
+		if err := n.Step(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(acceptOf(1, 2))
+	c.replicas[3].storage.save(n.Ready())
+	n.Advance()
+	step(acceptOf(3, 4, 5, 6, 7)) // held, not handed out
+	for i := 0; n.role != PreCandidate; i++ {
+		if i > 10*c.timing.ElectionTicks {
+			t.Fatalf("replica 3 did not campaign: %s", n.role)
+		}
+		n.Tick()
+	}
+	step(Message{Type: MsgPreVoteReply, From: 2, To: 3, Ballot: n.cand.ballot})
+	if n.role != Candidate {
+		t.Fatalf("replica 3 is %s, want candidate", n.role)
+	}
+	b := n.cand.ballot
+	step(Message{Type: MsgPromise, From: 2, To: 3, Ballot: b})
+	if n.role != Leader {
+		t.Fatalf("replica 3 is %s, want leader", n.role)
+	}
+	rd := n.Ready()
+	if slots := slotsOf(rd.Entries); len(slots) != 7 || slots[len(slots)-1] == 7 {
+		t.Fatalf("the leader writes slots %v, want 1-7 with 7 not last", slots)
+	}
+	c.replicas[3].storage.save(rd)
+	n.Advance()
+	step(Message{Type: MsgAccepted, From: 2, To: 3, Ballot: b, Through: 7, Last: 7})
+	if got := n.Status().Chosen; got != 7 {
+		t.Fatalf("chosen %d once the leader wrote slots 1-7 and a follower accepted them, want 7", got)
+	}
 }
