@@ -698,21 +698,16 @@ func enqueue(q []Message, m Message) []Message {
 			return q
 		}
 	}
-	kept, placed := q[:0], false
+	// m goes last, as appended: after every message queued before it,
+	// as the peer would have read them over one connection.
+	kept := q[:0]
 	for _, old := range q {
-		switch {
-		case !supersedes(m, old):
+		if !supersedes(m, old) {
 			kept = append(kept, old)
-		case !placed:
-			kept = append(kept, m) // in the place of the first one it supersedes
-			placed = true
 		}
 	}
 	clear(q[len(kept):])
-	if !placed {
-		kept = append(kept, m)
-	}
-	return kept
+	return append(kept, m)
 }
 
 // supersedes reports whether m, queued after old, leaves old of no use to
