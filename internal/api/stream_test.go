@@ -126,6 +126,7 @@ func done(c StreamCall, conn int32) StreamAnswer {
 func TestStreamGoAwayResendsOnlyUnservedCalls(t *testing.T) {
 	var calls sync.Map // path -> times received
 	got := make(chan StreamCall, 3)
+	readFirst := make(chan struct{}, 3) // a call read on the first connection
 	f := startFakeStream(t, func(n int32, br *bufio.Reader, conn net.Conn) {
 		if n == 1 {
 			var read []StreamCall
@@ -134,6 +135,7 @@ func TestStreamGoAwayResendsOnlyUnservedCalls(t *testing.T) {
 				read = append(read, c)
 				v, _ := calls.LoadOrStore(c.Path, new(atomic.Int32))
 				v.(*atomic.Int32).Add(1)
+				readFirst <- struct{}{}
 			}
 			// Serves the first two; the third was read but is let go.
 			writeAnswer(t, conn, StreamAnswer{LastID: read[1].ID})
@@ -154,8 +156,10 @@ func TestStreamGoAwayResendsOnlyUnservedCalls(t *testing.T) {
 		}
 	})
 	c := f.client(t)
-	// The three calls must reach the first connection together: the
-	// stream is opened by a first call, then three more wait for it.
+	// The three calls reach the first connection in order, j0, j1, j2
+	// (IDs 1, 2, 3): each is made once the server read the one before.
+	// Spaced by a sleep, they were not always: a goroutine started late
+	// (-race, a loaded machine) sent j2 before j1.
 	var wg sync.WaitGroup
 	results := make([]uint64, 3)
 	errs := make([]error, 3)
@@ -164,7 +168,11 @@ func TestStreamGoAwayResendsOnlyUnservedCalls(t *testing.T) {
 			d, err := c.Pause(context.Background(), fmt.Sprintf("j%d", i))
 			results[i], errs[i] = d.Index, err
 		})
-		time.Sleep(20 * time.Millisecond) // in order: IDs 1, 2, 3
+		select {
+		case <-readFirst:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("call %d never reached the first connection", i)
+		}
 	}
 	wg.Wait()
 	for i := range 3 {
