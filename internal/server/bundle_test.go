@@ -407,7 +407,20 @@ func TestAbandonedForwardedCallIsNotSentLater(t *testing.T) {
 	if _, err := impatient.DeleteJob(ctx, "victim"); err == nil {
 		t.Fatal("the delete was answered with every bundle slot taken")
 	}
-	time.Sleep(200 * time.Millisecond) // the handler has returned
+	// The handler gives the call up once it sees its caller gone, which
+	// on a loaded machine may be later than any fixed wait: if the slots
+	// below came free first, it would take one and send the delete itself.
+	// The call stays queued, marked: wait for the mark. Nothing else takes
+	// from the queue while the test holds every slot.
+	eventually(t, "the follower to give up the timed-out delete", func() bool {
+		select {
+		case q := <-f.bundles.queue:
+			defer func() { f.bundles.queue <- q }()
+			return q.state.Load() == callAbandoned
+		default: // not queued yet
+			return false
+		}
+	})
 	if _, err := lc.Job(ctx, "victim", 0, api.ReadOptions{}); err != nil {
 		t.Fatalf("the delete timed out and the job is still there, as the operator checks: %v", err)
 	}
