@@ -421,7 +421,10 @@ func TestStreamLargeCallAfterIdle(t *testing.T) {
 	f := startFakeStream(t, answerEach(t, func(c StreamCall, _ int32) StreamAnswer {
 		return StreamAnswer{ID: c.ID, Status: 200, Body: []byte(`{"index":1}`)}
 	}))
-	c, err := NewClient(ClientConfig{Address: "http://" + f.ln.Addr().String(), Token: "tok", Stream: true, Timeout: 300 * time.Millisecond, NoLeaderWait: -1})
+	// A Timeout of a second: every call here must end within it, which
+	// 300 ms did not leave a loaded machine under -race room for.
+	const timeout = time.Second
+	c, err := NewClient(ClientConfig{Address: "http://" + f.ln.Addr().String(), Token: "tok", Stream: true, Timeout: timeout, NoLeaderWait: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +433,7 @@ func TestStreamLargeCallAfterIdle(t *testing.T) {
 	if _, err := c.Pause(ctx, "j1"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(600 * time.Millisecond) // idle longer than Timeout, well within the server's 2 min
+	time.Sleep(timeout + 300*time.Millisecond) // idle longer than Timeout, well within the server's 2 min
 	var req PutJobs
 	for i := range 1000 {
 		req.Jobs = append(req.Jobs, PutJob{Name: fmt.Sprintf("job-%04d-%0100d", i, 0), Spec: Spec{Schedule: "@hourly", NomadJob: "p"}})
@@ -454,11 +457,14 @@ func TestStreamSilentReplicaIsLeft(t *testing.T) {
 		_, _ = io.Copy(io.Discard, br) // reads every call, answers none
 	})
 	serving := startFakeStream(t, answerEach(t, done))
+	// A Timeout of a second: the call to the serving replica, its dial
+	// included, must end within it, which 300 ms did not leave a loaded
+	// machine under -race room for.
 	c, err := NewClient(ClientConfig{
 		Address:      "http://" + silent.ln.Addr().String() + ",http://" + serving.ln.Addr().String(),
 		Token:        "tok",
 		Stream:       true,
-		Timeout:      300 * time.Millisecond,
+		Timeout:      time.Second,
 		NoLeaderWait: -1,
 	})
 	if err != nil {
