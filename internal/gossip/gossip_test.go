@@ -148,7 +148,12 @@ func TestMembersFindEachOtherAndSeeACrash(t *testing.T) {
 	for _, m := range []*member{a, b, c} {
 		m.rec.wait(t, fmt.Sprintf("replica %d to learn both peers", m.cfg.Self.ID), func() bool { return len(m.rec.updated) == 2 })
 	}
-	if got := a.rec.updated[2]; got != b.cfg.Self {
+	// Under the recorder's lock: a peer that a loaded machine had taken
+	// for dead, heard again, is an update written meanwhile.
+	a.rec.mu.Lock()
+	got := a.rec.updated[2]
+	a.rec.mu.Unlock()
+	if got != b.cfg.Self {
 		t.Fatalf("replica 1 learned %+v for replica 2, want %+v", got, b.cfg.Self)
 	}
 	if peers := c.g.Peers(); len(peers) != 2 || peers[0].ID != 1 || peers[1].ID != 2 {
@@ -437,7 +442,9 @@ func TestSuspicionDelay(t *testing.T) {
 	for run := range 10 {
 		b := start(t, 2, testKey, a.cfg.BindAddr)
 		a.rec.wait(t, "replica 2 alive", func() bool { _, ok := a.rec.updated[2]; return ok && len(a.g.Peers()) == 2 })
+		a.rec.mu.Lock()
 		before := a.rec.dead[2]
+		a.rec.mu.Unlock()
 		b.close(false)
 		took = append(took, a.rec.wait(t, fmt.Sprintf("run %d: replica 2 dead", run), func() bool { return a.rec.dead[2] > before }))
 		a.rec.mu.Lock()
