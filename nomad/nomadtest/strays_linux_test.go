@@ -26,10 +26,13 @@ func startProc(t *testing.T, setsid bool, args ...string) (int, <-chan error) {
 }
 
 // startNaming starts a process in a session of its own whose command line
-// names path, as an executor names its log file.
+// names path, as an executor names its log file. The shell stays, with
+// path as its $0, because its script is not one lone command: a lone
+// "sleep 60" bash would exec in its place, and path would be gone from
+// every command line (dash forks for it either way).
 func startNaming(t *testing.T, path string) <-chan error {
 	t.Helper()
-	_, done := startProc(t, true, "/bin/sh", "-c", "sleep 60", path)
+	_, done := startProc(t, true, "/bin/sh", "-c", "sleep 60; exit", path)
 	return done
 }
 
