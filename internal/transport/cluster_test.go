@@ -126,6 +126,19 @@ func TestRedialChecksTheNewClusterID(t *testing.T) {
 		p.send(2)
 		return len(p.refusals(0)) > 0 && len(p.refusals(1)) > 0
 	})
+	// A reader of a connection Redial closed may still hand on frames it
+	// had read; it has ended once its connection is no inbound one.
+	eventually(t, "the readers of the connections before Redial to end", func() bool {
+		for _, tr := range p.trs {
+			tr.mu.Lock()
+			open := len(tr.inbound)
+			tr.mu.Unlock()
+			if open > 0 {
+				return false
+			}
+		}
+		return true
+	})
 	before := [2]int{p.recs[0].total(), p.recs[1].total()}
 	for r := uint64(3); r < 20; r++ {
 		p.send(r)
