@@ -1459,25 +1459,8 @@ func TestLoneVoterKeepsItsLeadership(t *testing.T) {
 // the reply to a resend still waits for the write that makes them
 // durable.
 func TestResentAcceptIsHeldOnce(t *testing.T) {
-	c := newTestCluster(t, 3, 1)
-	c.elect(1)
-	c.propose(1, "a")
-	c.deliver(1<<20, nil)
-	c.settle()
 	const batch, resends = 32, 100
-	for i := range batch {
-		c.propose(1, fmt.Sprintf("%04d%s", i, strings.Repeat("x", 1020)))
-	}
-	var accept *Message
-	for _, m := range c.replicas[1].node.Ready().EarlyMessages {
-		if m.Type == MsgAccept && m.To == 2 {
-			accept = &m
-			break
-		}
-	}
-	if accept == nil || len(accept.Entries) != batch || accept.Commit >= accept.Entries[0].Slot {
-		t.Fatalf("leader's accept to 2: %+v, want %d entries none of them chosen", accept, batch)
-	}
+	c, accept := unchosenAcceptTo2(t, batch)
 	f := c.replicas[2].node
 	step := func() {
 		t.Helper()
@@ -1489,14 +1472,9 @@ func TestResentAcceptIsHeldOnce(t *testing.T) {
 	for range resends {
 		step()
 	}
-	if got, bytes := len(f.log.pending), entriesBytes(f.log.pending); got != batch {
-		t.Fatalf("after %d resends of %d entries the follower holds %d unwritten (%d bytes), want %d",
-			resends, batch, got, bytes, batch)
-	}
+	checkUnwritten(t, f, batch, fmt.Sprintf("%d resends of %d entries", resends, batch))
 	rd := f.Ready()
-	if slots := slotsOf(rd.Entries); len(slots) != batch || slots[0] != first || slots[batch-1] != last {
-		t.Fatalf("the Ready writes slots %v, want %d-%d once each", slots, first, last)
-	}
+	checkWritesOnce(t, rd, first, last)
 	checkAcceptedAfterWrite(t, rd, last)
 	// Resent while that write is in flight: nothing to write again, and
 	// the reply goes out after the next write, so after the one in flight.
@@ -1526,6 +1504,49 @@ func TestResentAcceptIsHeldOnce(t *testing.T) {
 	if rd := f.Ready(); len(rd.Entries) != batch || rd.Entries[0].Ballot != b {
 		t.Fatalf("a new ballot's accept writes %d entries (first under %v), want %d under %s",
 			len(rd.Entries), rd.Entries, batch, b)
+	}
+}
+
+// unchosenAcceptTo2 elects replica 1 of three and has it propose batch
+// commands of 1 KiB; it returns the cluster and the leader's accept of
+// them to replica 2, not yet delivered, none of them chosen.
+func unchosenAcceptTo2(t *testing.T, batch int) (*testCluster, *Message) {
+	t.Helper()
+	c := newTestCluster(t, 3, 1)
+	c.elect(1)
+	c.propose(1, "a")
+	c.deliver(1<<20, nil)
+	c.settle()
+	for i := range batch {
+		c.propose(1, fmt.Sprintf("%04d%s", i, strings.Repeat("x", 1020)))
+	}
+	for _, m := range c.replicas[1].node.Ready().EarlyMessages {
+		if m.Type == MsgAccept && m.To == 2 {
+			if len(m.Entries) != batch || m.Commit >= m.Entries[0].Slot {
+				t.Fatalf("leader's accept to 2: %+v, want %d entries none of them chosen", m, batch)
+			}
+			return c, &m
+		}
+	}
+	t.Fatal("the leader sent no accept to 2")
+	return nil, nil
+}
+
+// checkUnwritten fails the test unless f holds want unwritten entries.
+func checkUnwritten(t *testing.T, f *Node, want int, after string) {
+	t.Helper()
+	if got := len(f.log.pending); got != want {
+		t.Fatalf("after %s the follower holds %d unwritten (%d bytes), want %d", after, got, entriesBytes(f.log.pending), want)
+	}
+}
+
+// checkWritesOnce fails the test unless rd writes slots first to last,
+// each once.
+func checkWritesOnce(t *testing.T, rd Ready, first, last uint64) {
+	t.Helper()
+	slots := slotsOf(rd.Entries)
+	if uint64(len(slots)) != last-first+1 || slots[0] != first || slots[len(slots)-1] != last {
+		t.Fatalf("the Ready writes slots %v, want %d-%d once each", slots, first, last)
 	}
 }
 
@@ -1564,25 +1585,8 @@ func entriesBytes(es []Entry) uint64 {
 // already handed out in a Ready stays in it; the newer one is written
 // after it.
 func TestNewLeadersReplaceUnwrittenEntries(t *testing.T) {
-	c := newTestCluster(t, 3, 1)
-	c.elect(1)
-	c.propose(1, "a")
-	c.deliver(1<<20, nil)
-	c.settle()
 	const batch, leaders = 32, 100
-	for i := range batch {
-		c.propose(1, fmt.Sprintf("%04d%s", i, strings.Repeat("x", 1020)))
-	}
-	var accept *Message
-	for _, m := range c.replicas[1].node.Ready().EarlyMessages {
-		if m.Type == MsgAccept && m.To == 2 {
-			accept = &m
-			break
-		}
-	}
-	if accept == nil || len(accept.Entries) != batch || accept.Commit >= accept.Entries[0].Slot {
-		t.Fatalf("leader's accept to 2: %+v, want %d entries none of them chosen", accept, batch)
-	}
+	c, accept := unchosenAcceptTo2(t, batch)
 	first, last := accept.Entries[0].Slot, accept.Entries[batch-1].Slot
 	f := c.replicas[2].node
 	b := accept.Ballot
@@ -1606,9 +1610,7 @@ func TestNewLeadersReplaceUnwrittenEntries(t *testing.T) {
 	}
 	checkWrite := func(rd Ready, b Ballot) {
 		t.Helper()
-		if slots := slotsOf(rd.Entries); len(slots) != batch || slots[0] != first || slots[batch-1] != last {
-			t.Fatalf("the Ready writes slots %v, want %d-%d once each", slots, first, last)
-		}
+		checkWritesOnce(t, rd, first, last)
 		for _, e := range rd.Entries {
 			if e.Ballot != b {
 				t.Fatalf("the Ready writes slot %d under %s, want the newest ballot %s", e.Slot, e.Ballot, b)
@@ -1625,10 +1627,7 @@ func TestNewLeadersReplaceUnwrittenEntries(t *testing.T) {
 	for range leaders {
 		next()
 	}
-	if got, bytes := len(f.log.pending), entriesBytes(f.log.pending); got != batch {
-		t.Fatalf("after %d leaders resent %d entries the follower holds %d unwritten (%d bytes), want %d",
-			leaders, batch, got, bytes, batch)
-	}
+	checkUnwritten(t, f, batch, fmt.Sprintf("%d leaders resent %d entries", leaders, batch))
 	rd := f.Ready()
 	checkWrite(rd, b)
 	// Two more leaders while that write is in flight: it keeps its
@@ -1668,24 +1667,9 @@ func TestNewLeadersReplaceUnwrittenEntries(t *testing.T) {
 // under a lower ballot, or the same ballot (an answer to an accept: the
 // same batch), so the queues hold one of each, the newest.
 func TestQueuedMessagesAreBounded(t *testing.T) {
-	c := newTestCluster(t, 3, 1)
-	c.elect(1)
-	c.propose(1, "a")
-	c.deliver(1<<20, nil)
-	c.settle()
+	c, accept := unchosenAcceptTo2(t, 1)
 	l, f := c.replicas[1].node, c.replicas[2].node
 	lb, start, chosen := l.lead.ballot, l.lead.start, l.hs.Chosen
-	c.propose(1, "b")
-	var accept *Message
-	for _, m := range l.Ready().EarlyMessages {
-		if m.Type == MsgAccept && m.To == 2 {
-			accept = &m
-			break
-		}
-	}
-	if accept == nil {
-		t.Fatal("no accept to 2")
-	}
 	if len(f.msgs)+len(f.early) != 0 {
 		t.Fatalf("replica 2 has messages queued: %v %v", f.msgs, f.early)
 	}
