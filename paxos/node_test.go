@@ -1635,9 +1635,7 @@ func TestNewLeadersReplaceUnwrittenEntries(t *testing.T) {
 	handedOut := slices.Clone(rd.Entries)
 	next()
 	newest := next()
-	if got := len(f.log.pending); got != batch {
-		t.Fatalf("%d unwritten after two more leaders, want %d", got, batch)
-	}
+	checkUnwritten(t, f, batch, "two more leaders")
 	if !slices.EqualFunc(f.log.inflight[0], handedOut, func(a, b Entry) bool { return a.Ballot == b.Ballot && a.Slot == b.Slot }) {
 		t.Fatalf("the write in flight changed: %v", f.log.inflight[0])
 	}
