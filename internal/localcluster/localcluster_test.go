@@ -131,13 +131,28 @@ func TestProposeOnFollowerIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := start(t, testOptions(t.TempDir()))
-	leader, err := c.WaitLeader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	follower := leader%3 + 1
-	if err := c.Replica(follower).Propose(ctx, []byte("x")); !errors.Is(err, paxos.ErrNotLeader) {
-		t.Fatalf("propose on follower %d: got %v, want paxos.ErrNotLeader", follower, err)
+	for attempt := 1; ; attempt++ {
+		leader, err := c.WaitLeader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		follower := leader%3 + 1
+		r := c.Replica(follower)
+		before := r.Status()
+		err = r.Propose(ctx, []byte("x"))
+		if errors.Is(err, paxos.ErrNotLeader) {
+			return
+		}
+		// A stall of the machine longer than the election timeout between
+		// WaitLeader and Propose can make the replica picked as a follower
+		// lead by the time it is asked: then taking the command was right,
+		// and the next follower is asked. Anything else is the bug.
+		after := r.Status()
+		if led := before.Role == paxos.Leader || after.Role == paxos.Leader || after.QuorumLost > before.QuorumLost; led && attempt < 5 {
+			t.Logf("replica %d, a follower when picked, led when asked (%v); asking another", follower, err)
+			continue
+		}
+		t.Fatalf("propose on follower %d: got %v, want paxos.ErrNotLeader; it was %+v, then %+v", follower, err, before, after)
 	}
 }
 
