@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"paxcron/cron/launcher"
 	"paxcron/cron/replica"
 	"paxcron/cron/state"
 	"paxcron/internal/api"
@@ -42,9 +43,17 @@ func TestBackupAndDisasterRecovery(t *testing.T) {
 	if _, err := w.PutJobs(ctx, put); err != nil {
 		t.Fatal(err)
 	}
+	// On the replica that led at the snapshot, which status shows: the
+	// one the jobs were written through unless the lead moved meanwhile
+	// (a loaded machine), and no other replica would ever show it.
+	readers := []*api.Client{c.client(1, readToken), c.client(2, readToken), c.client(3, readToken)}
 	eventually(t, "a backup after a snapshot", func() bool {
-		st, err := w.Status(ctx)
-		return err == nil && st.LastBackup != nil
+		for _, r := range readers {
+			if st, err := r.Status(ctx); err == nil && st.LastBackup != nil {
+				return true
+			}
+		}
+		return false
 	})
 	// A backup on demand, through a follower (forwarded to the leader).
 	info, err := c.client(leader%3+1, writeToken).BackupNow(ctx)
@@ -488,6 +497,14 @@ func TestOlderBackupEndingLastDoesNotMoveTheLastBackupBack(t *testing.T) {
 	if _, err := w.PutJobs(ctx, putOne("b")); err != nil {
 		t.Fatal(err)
 	}
+	// Applied on this replica, leading or not by now (a loaded machine
+	// may have moved the lead, and a follower applies a write a little
+	// after it is answered): the newer snapshot below must hold it.
+	eventually(t, "the second job applied", func() bool {
+		var ok bool
+		_ = s.node.Cron(ctx, func(l *launcher.Launcher) { _, _, ok = l.Machine().JobSpec("b") })
+		return ok
+	})
 
 	// The routine backup of the older snapshot waits inside its upload
 	// until the operator's backup of the newer state has ended.
