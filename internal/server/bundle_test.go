@@ -44,62 +44,88 @@ func putOne(name string) api.PutJobs {
 // each caller gets its own answer.
 func TestForwardedCallsTravelInBundles(t *testing.T) {
 	c := startCluster(t)
-	leader := c.leader()
-	follower := leader%3 + 1
-	f := c.servers[follower-1]
-	// Every bundle slot taken: the calls below queue.
-	for range maxBundlesInFlight {
-		f.bundles.inFlight <- struct{}{}
-	}
-	fc := c.client(follower, writeToken)
 	const calls = 20
-	var wg sync.WaitGroup
-	results := make([]api.PutJobsResult, calls)
-	for i := range calls {
-		wg.Go(func() {
-			res, err := fc.PutJobs(context.Background(), putOne(fmt.Sprintf("bundled-%d", i)))
-			if err != nil {
-				t.Error(err)
+	// The counts below are of calls forwarded to one leader: on a loaded
+	// machine the lead may move meanwhile (a follower that took it serves
+	// the calls itself, and one forwarded to a replica that lost it is
+	// sent again), and the test goes again under the new leader.
+	for attempt := 1; ; attempt++ {
+		l := c.lead()
+		follower := l.id%3 + 1
+		f := c.servers[follower-1]
+		bundles0, calls0 := bundleStats(t, f)
+		sent := func() (bundles, calls uint64) {
+			b, n := bundleStats(t, f)
+			return b - bundles0, n - calls0
+		}
+		again := func(what string) bool {
+			if c.held(l) || attempt == 3 {
+				return false
 			}
-			results[i] = res
-		})
-	}
-	eventually(t, "the calls queued", func() bool { return len(f.bundles.queue) == calls })
-	// One slot frees up: one caller takes it and gathers every queued
-	// call (with two slots free, two callers could split the queue).
-	<-f.bundles.inFlight
-	eventually(t, "the queue taken", func() bool { return len(f.bundles.queue) == 0 })
-	for range maxBundlesInFlight - 1 {
+			t.Logf("attempt %d: the lead moved from replica %d: %s; again", attempt, l.id, what)
+			return true
+		}
+		name := func(i int) string { return fmt.Sprintf("bundled-%d-%d", attempt, i) }
+		// Every bundle slot taken: the calls below queue.
+		for range maxBundlesInFlight {
+			f.bundles.inFlight <- struct{}{}
+		}
+		fc := c.client(follower, writeToken)
+		var wg sync.WaitGroup
+		results := make([]api.PutJobsResult, calls)
+		for i := range calls {
+			wg.Go(func() {
+				res, err := fc.PutJobs(context.Background(), putOne(name(i)))
+				if err != nil {
+					t.Error(err)
+				}
+				results[i] = res
+			})
+		}
+		eventually(t, "the calls queued", func() bool { return len(f.bundles.queue) == calls || !c.held(l) })
+		// One slot frees up: one caller takes it and gathers every queued
+		// call (with two slots free, two callers could split the queue).
 		<-f.bundles.inFlight
-	}
-	wg.Wait()
-	if bundles, n := bundleStats(t, f); bundles != 1 || n != calls {
-		t.Fatalf("the follower sent %d bundles of %d calls; want 1 of %d", bundles, n, calls)
-	}
-	for i, res := range results {
-		if len(res.Jobs) != 1 || res.Jobs[0].Name != fmt.Sprintf("bundled-%d", i) || !res.Jobs[0].Created {
-			t.Errorf("call %d was answered %+v", i, res)
+		eventually(t, "the queue taken", func() bool { return len(f.bundles.queue) == 0 })
+		for range maxBundlesInFlight - 1 {
+			<-f.bundles.inFlight
 		}
-	}
-	lc := c.client(leader, readToken)
-	for i := range calls {
-		if _, err := lc.Job(context.Background(), fmt.Sprintf("bundled-%d", i), 0, api.ReadOptions{}); err != nil {
-			t.Errorf("job bundled-%d: %v", i, err)
+		wg.Wait()
+		if bundles, n := sent(); bundles != 1 || n != calls {
+			if again(fmt.Sprintf("%d bundles of %d calls", bundles, n)) {
+				continue
+			}
+			t.Fatalf("the follower sent %d bundles of %d calls; want 1 of %d", bundles, n, calls)
 		}
-	}
-	// A follower's read of the leader's state is bundled too, and an
-	// error comes back as the leader's handlers made it.
-	fr := c.client(follower, readToken)
-	if _, err := fr.Job(context.Background(), "bundled-0", 0, api.ReadOptions{}); err != nil {
-		t.Error(err)
-	}
-	_, err := fr.Job(context.Background(), "no-such-job", 0, api.ReadOptions{})
-	var apiErr *api.Error
-	if !asAPIError(err, &apiErr) || apiErr.Status != http.StatusNotFound {
-		t.Errorf("a forwarded read of a missing job: %v, want a 404", err)
-	}
-	if bundles, n := bundleStats(t, f); bundles != 3 || n != calls+2 {
-		t.Errorf("after two reads the follower sent %d bundles of %d calls; want 3 of %d", bundles, n, calls+2)
+		for i, res := range results {
+			if len(res.Jobs) != 1 || res.Jobs[0].Name != name(i) || !res.Jobs[0].Created {
+				t.Errorf("call %d was answered %+v", i, res)
+			}
+		}
+		lc := c.client(l.id, readToken)
+		for i := range calls {
+			if _, err := lc.Job(context.Background(), name(i), 0, api.ReadOptions{}); err != nil {
+				t.Errorf("job %s: %v", name(i), err)
+			}
+		}
+		// A follower's read of the leader's state is bundled too, and an
+		// error comes back as the leader's handlers made it.
+		fr := c.client(follower, readToken)
+		if _, err := fr.Job(context.Background(), name(0), 0, api.ReadOptions{}); err != nil {
+			t.Error(err)
+		}
+		_, err := fr.Job(context.Background(), "no-such-job", 0, api.ReadOptions{})
+		var apiErr *api.Error
+		if !asAPIError(err, &apiErr) || apiErr.Status != http.StatusNotFound {
+			t.Errorf("a forwarded read of a missing job: %v, want a 404", err)
+		}
+		if bundles, n := sent(); bundles != 3 || n != calls+2 {
+			if again(fmt.Sprintf("after two reads %d bundles of %d calls", bundles, n)) {
+				continue
+			}
+			t.Errorf("after two reads the follower sent %d bundles of %d calls; want 3 of %d", bundles, n, calls+2)
+		}
+		return
 	}
 }
 
@@ -272,58 +298,82 @@ func TestBundlesAreForMembersAndEachCallIsChecked(t *testing.T) {
 // each call alone; one whose leader's API refuses connections answers 503.
 func TestForwardingToALeaderWithoutBundles(t *testing.T) {
 	c := startCluster(t)
-	leader := c.leader()
-	follower := leader%3 + 1
-	l, f := c.servers[leader-1], c.servers[follower-1]
-	target, _ := url.Parse("http://" + l.HTTPAddr())
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	var refused sync.Map
-	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == bundlePath {
-			refused.Store(r.Header.Get(forwardedHeader), true)
-			http.NotFound(w, r)
-			return
+	// The follower's address for the leader is what the test replaces:
+	// on a loaded machine the lead may move meanwhile, the calls then go
+	// elsewhere, and the test goes again under the new leader, with the
+	// follower given the old one's real address back.
+	for attempt := 1; ; attempt++ {
+		lead := c.lead()
+		leader := lead.id
+		follower := leader%3 + 1
+		l, f := c.servers[leader-1], c.servers[follower-1]
+		setAPI := func(addr string) {
+			if err := f.SetPeer(leader, PeerAddrs{Paxos: l.PaxosAddr(), HTTP: addr}); err != nil {
+				t.Fatal(err)
+			}
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	defer old.Close()
-	setAPI := func(addr string) {
-		if err := f.SetPeer(leader, PeerAddrs{Paxos: l.PaxosAddr(), HTTP: addr}); err != nil {
+		again := func(what string) bool {
+			if c.held(lead) || attempt == 3 {
+				return false
+			}
+			t.Logf("attempt %d: the lead moved from replica %d: %s; again", attempt, leader, what)
+			setAPI(l.HTTPAddr())
+			return true
+		}
+		target, _ := url.Parse("http://" + l.HTTPAddr())
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		var refused sync.Map
+		old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == bundlePath {
+				refused.Store(r.Header.Get(forwardedHeader), true)
+				http.NotFound(w, r)
+				return
+			}
+			proxy.ServeHTTP(w, r)
+		}))
+		setAPI(strings.TrimPrefix(old.URL, "http://"))
+		fc := c.client(follower, writeToken)
+		res, err := fc.PutJobs(context.Background(), putOne(fmt.Sprintf("upgrade-%d", attempt)))
+		if err != nil || len(res.Jobs) != 1 || !res.Jobs[0].Created {
+			old.Close()
+			t.Fatalf("a write through a follower of an older leader: %+v, %v", res, err)
+		}
+		if _, ok := refused.Load(fmt.Sprint(uint64(follower))); !ok {
+			old.Close()
+			if again("the follower offered it no bundle") {
+				continue
+			}
+			t.Fatal("the follower did not offer the leader a bundle first")
+		}
+
+		// The leader's API refuses connections: the call never left the
+		// follower, so it is a 503 (retry), not a 502 (the leader may have
+		// acted). An address nothing listens on, not the old server's: a
+		// connection the follower pooled to it could carry the call before
+		// the follower saw it closed, and a call written and answered by EOF
+		// is rightly a 502 (found by CI: the follower cannot tell that the
+		// leader never read it).
+		old.Close()
+		ports, err := freeport.Pick(1)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	setAPI(strings.TrimPrefix(old.URL, "http://"))
-	fc := c.client(follower, writeToken)
-	res, err := fc.PutJobs(context.Background(), putOne("upgrade"))
-	if err != nil || len(res.Jobs) != 1 || !res.Jobs[0].Created {
-		t.Fatalf("a write through a follower of an older leader: %+v, %v", res, err)
-	}
-	if _, ok := refused.Load(fmt.Sprint(uint64(follower))); !ok {
-		t.Fatal("the follower did not offer the leader a bundle first")
-	}
-
-	// The leader's API refuses connections: the call never left the
-	// follower, so it is a 503 (retry), not a 502 (the leader may have
-	// acted). An address nothing listens on, not the old server's: a
-	// connection the follower pooled to it could carry the call before
-	// the follower saw it closed, and a call written and answered by EOF
-	// is rightly a 502 (found by CI: the follower cannot tell that the
-	// leader never read it).
-	old.Close()
-	ports, err := freeport.Pick(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	setAPI(fmt.Sprintf("127.0.0.1:%d", ports[0]))
-	once := c.clientWith(follower, api.ClientConfig{Token: writeToken, NoLeaderWait: -1})
-	_, err = once.PutJobs(context.Background(), putOne("unreachable"))
-	var apiErr *api.Error
-	if !asAPIError(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable || apiErr.Leader != uint64(leader) ||
-		!strings.Contains(apiErr.Message, "cannot reach its API") {
-		t.Fatalf("a write through a follower that cannot reach the leader: %v, want a 503 naming replica %d", err, leader)
-	}
-	if _, err := once.Job(context.Background(), "unreachable", 0, api.ReadOptions{Stale: true}); api.StatusOf(err) != http.StatusNotFound {
-		t.Fatalf("the job of a write that was refused: %v, want none (404)", err)
+		setAPI(fmt.Sprintf("127.0.0.1:%d", ports[0]))
+		once := c.clientWith(follower, api.ClientConfig{Token: writeToken, NoLeaderWait: -1})
+		unreachable := fmt.Sprintf("unreachable-%d", attempt)
+		_, err = once.PutJobs(context.Background(), putOne(unreachable))
+		var apiErr *api.Error
+		if !asAPIError(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable || apiErr.Leader != uint64(leader) ||
+			!strings.Contains(apiErr.Message, "cannot reach its API") {
+			if again(fmt.Sprintf("a write through a follower that cannot reach the leader: %v", err)) {
+				continue
+			}
+			t.Fatalf("a write through a follower that cannot reach the leader: %v, want a 503 naming replica %d", err, leader)
+		}
+		if _, err := once.Job(context.Background(), unreachable, 0, api.ReadOptions{Stale: true}); api.StatusOf(err) != http.StatusNotFound {
+			t.Fatalf("the job of a write that was refused: %v, want none (404)", err)
+		}
+		return
 	}
 }
 

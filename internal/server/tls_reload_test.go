@@ -7,6 +7,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -368,9 +369,25 @@ func TestTLSCADroppedByReloadIsNoLongerTrusted(t *testing.T) {
 	c := startClusterWith(t, both(files.mutate, withLogs(logs, slog.LevelInfo)))
 	c.putEverySecond(c.leader(), "tick")
 	c.waitChildren(2)
-	leader := c.leader()
-	dropper, stale := leader%3+1, (leader+1)%3+1
-	c.writeThroughFollower("forwarded") // through the dropper: a connection to the leader's API is kept
+	// A write through the dropper: a connection to the leader's API is
+	// kept. Through the replica that leads throughout the write: on a
+	// loaded machine the lead may move meanwhile, and the write then goes
+	// again, under the new leader.
+	var leader, dropper, stale paxos.ReplicaID
+	for attempt := 1; ; attempt++ {
+		l := c.lead()
+		leader = l.id
+		dropper, stale = leader%3+1, (leader+1)%3+1
+		if _, err := c.client(dropper, writeToken).PutJobs(context.Background(), everySecond("forwarded")); err != nil {
+			t.Fatalf("a write through replica %d: %v", dropper, err)
+		}
+		if c.held(l) {
+			break
+		}
+		if attempt == 3 {
+			t.Fatalf("the lead moved during each of %d writes", attempt)
+		}
+	}
 	mark := len(logs[dropper].String())
 	files.set(dropper, []*testcert.CA{newCA}, newCA, testcert.Leaf{})
 	if err := c.servers[dropper-1].ReloadTLS(); err != nil {
