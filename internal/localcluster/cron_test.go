@@ -414,6 +414,15 @@ func TestCronProposeVerdicts(t *testing.T) {
 	}
 }
 
+// cronCluster starts a cron-mode cluster, with a context that ends with
+// the test (a minute at most).
+func cronCluster(t *testing.T) (context.Context, *Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx, start(t, newCronEnv(t).options())
+}
+
 // servingLeader waits until a replica may answer reads from its own state
 // as the cluster's (it leads, holds the lease and applied everything
 // chosen before its term: node.ServesReads) and returns it with its term.
@@ -451,27 +460,43 @@ func servingLeader(ctx context.Context, t *testing.T, c *Cluster, read func(*lau
 	}
 }
 
-// cronLeader starts a cron-mode cluster and returns its leader, with a
-// context that ends with the test (a minute at most).
-func cronLeader(t *testing.T) (context.Context, *Replica) {
+// onServingLeader runs call on a replica that serves reads and returns
+// its error. A stall of the machine longer than the election timeout can
+// move the lead before or while call runs: when call failed with
+// paxos.ErrNotLeader (nothing proposed) or ErrDropped (the command's slot
+// went to another value, so it was chosen nowhere) and the replica asked
+// no longer leads in the term it served in, call runs again, whole, on
+// the replica that serves then. The error of a replica that still leads
+// in that term is returned: refusing there is the bug.
+func onServingLeader(ctx context.Context, t *testing.T, c *Cluster, call func(*Replica) error) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	c := start(t, newCronEnv(t).options())
-	leader, err := c.WaitLeader(ctx)
-	if err != nil {
-		t.Fatal(err)
+	for attempt := 1; ; attempt++ {
+		n, term := servingLeader(ctx, t, c, nil)
+		err := call(n)
+		if !errors.Is(err, paxos.ErrNotLeader) && !errors.Is(err, ErrDropped) || attempt == 5 {
+			return err
+		}
+		var now launcher.Leadership
+		if cerr := n.Cron(ctx, func(*launcher.Launcher) { now = n.Leadership() }); cerr != nil {
+			t.Fatalf("replica %d: %v", n.ID(), cerr)
+		}
+		if now.Leader && now.Term == term {
+			return err
+		}
+		t.Logf("replica %d lost the lead of term %v while asked (%v, now %+v); asking the next leader", n.ID(), term, err, now)
 	}
-	return ctx, c.Replica(leader)
 }
 
 // ProposeCommandThen reads the state a command left, on the loop, before
 // any later command; a refused command does not run it.
 func TestCronProposeThenReadsTheStateLeft(t *testing.T) {
-	ctx, n := cronLeader(t)
+	ctx, c := cronCluster(t)
+	proposeThen := func(cmd state.Command, then func(*launcher.Launcher)) error {
+		return onServingLeader(ctx, t, c, func(n *Replica) error { return n.ProposeCommandThen(ctx, cmd, then) })
+	}
 	put := state.PutJob{Name: "j", Spec: state.JobSpec{Schedule: "0 0 1 1 *", NomadJob: "batch"}, At: time.Now()}
 	var created state.Job
-	if err := n.ProposeCommandThen(ctx, put, func(l *launcher.Launcher) { created, _ = l.Machine().Job("j") }); err != nil {
+	if err := proposeThen(put, func(l *launcher.Launcher) { created, _ = l.Machine().Job("j") }); err != nil {
 		t.Fatal(err)
 	}
 	if created.Name != "j" || created.Version == 0 {
@@ -479,14 +504,14 @@ func TestCronProposeThenReadsTheStateLeft(t *testing.T) {
 	}
 	put.IfVersion, put.Spec.Schedule = created.Version, "0 0 2 1 *"
 	var updated state.Job
-	if err := n.ProposeCommandThen(ctx, put, func(l *launcher.Launcher) { updated, _ = l.Machine().Job("j") }); err != nil {
+	if err := proposeThen(put, func(l *launcher.Launcher) { updated, _ = l.Machine().Job("j") }); err != nil {
 		t.Fatal(err)
 	}
 	if updated.Version <= created.Version || updated.Spec.Schedule != "0 0 2 1 *" {
 		t.Fatalf("then saw %+v after an update of %+v", updated, created)
 	}
 	ran := false
-	if err := n.ProposeCommandThen(ctx, put, func(*launcher.Launcher) { ran = true }); !errors.Is(err, state.ErrConflict) || ran {
+	if err := proposeThen(put, func(*launcher.Launcher) { ran = true }); !errors.Is(err, state.ErrConflict) || ran {
 		t.Fatalf("a stale version: got %v and then ran %v, want state.ErrConflict and no run", err, ran)
 	}
 }
@@ -497,7 +522,16 @@ func TestCronProposeThenReadsTheStateLeft(t *testing.T) {
 // read is applied and then sees its result, and one built from a stale
 // version is refused with the state's verdict.
 func TestCronProposeFromReadsAndProposesInOneVisit(t *testing.T) {
-	ctx, n := cronLeader(t)
+	ctx, c := cronCluster(t)
+	// proposeFrom asks a replica that serves reads, so that build reads
+	// every write acknowledged before, and asks again after a lead move.
+	proposeFrom := func(ctx context.Context, build func(*launcher.Launcher) (state.Command, error), then func(*launcher.Launcher)) (proposed bool, err error) {
+		err = onServingLeader(ctx, t, c, func(n *Replica) error {
+			proposed, err = n.ProposeCommandFrom(ctx, build, then)
+			return err
+		})
+		return proposed, err
+	}
 	spec := state.JobSpec{Schedule: "0 0 1 1 *", NomadJob: "batch"}
 	// put builds a write of spec over the version it reads, or nothing
 	// when the job already has spec.
@@ -511,33 +545,33 @@ func TestCronProposeFromReadsAndProposesInOneVisit(t *testing.T) {
 	var after state.Job
 	read := func(l *launcher.Launcher) { after, _ = l.Machine().Job("j") }
 
-	proposed, err := n.ProposeCommandFrom(ctx, put, read)
+	proposed, err := proposeFrom(ctx, put, read)
 	if !proposed || err != nil || after.Name != "j" || after.Version == 0 {
 		t.Fatalf("a new job: proposed %v, err %v, then saw %+v", proposed, err, after)
 	}
 	created := after
-	if proposed, err := n.ProposeCommandFrom(ctx, put, read); proposed || err != nil {
+	if proposed, err := proposeFrom(ctx, put, read); proposed || err != nil {
 		t.Fatalf("the same spec again: proposed %v, err %v; want nothing proposed", proposed, err)
 	}
 	spec.Schedule = "0 0 2 1 *"
-	if proposed, err := n.ProposeCommandFrom(ctx, put, read); !proposed || err != nil || after.Version <= created.Version || after.Spec.Schedule != spec.Schedule {
+	if proposed, err := proposeFrom(ctx, put, read); !proposed || err != nil || after.Version <= created.Version || after.Spec.Schedule != spec.Schedule {
 		t.Fatalf("an update: proposed %v, err %v, then saw %+v after %+v", proposed, err, after, created)
 	}
 	errBuild := errors.New("build refused")
-	if proposed, err := n.ProposeCommandFrom(ctx, func(*launcher.Launcher) (state.Command, error) { return nil, errBuild }, read); proposed || !errors.Is(err, errBuild) {
+	if proposed, err := proposeFrom(ctx, func(*launcher.Launcher) (state.Command, error) { return nil, errBuild }, read); proposed || !errors.Is(err, errBuild) {
 		t.Fatalf("build's error: proposed %v, err %v", proposed, err)
 	}
 	stale := func(*launcher.Launcher) (state.Command, error) {
 		return state.PutJob{Name: "j", Spec: spec, IfVersion: created.Version, At: time.Now()}, nil
 	}
 	ran := false
-	if proposed, err := n.ProposeCommandFrom(ctx, stale, func(*launcher.Launcher) { ran = true }); !proposed || !errors.Is(err, state.ErrConflict) || ran {
+	if proposed, err := proposeFrom(ctx, stale, func(*launcher.Launcher) { ran = true }); !proposed || !errors.Is(err, state.ErrConflict) || ran {
 		t.Fatalf("a stale version: proposed %v, err %v, then ran %v; want state.ErrConflict and no run", proposed, err, ran)
 	}
 	invalid := func(*launcher.Launcher) (state.Command, error) {
 		return state.PutJob{Name: "j", Spec: state.JobSpec{Schedule: "not a schedule", NomadJob: "batch"}, At: time.Now()}, nil
 	}
-	if proposed, err := n.ProposeCommandFrom(ctx, invalid, read); proposed || !errors.Is(err, state.ErrInvalid) {
+	if proposed, err := proposeFrom(ctx, invalid, read); proposed || !errors.Is(err, state.ErrInvalid) {
 		t.Fatalf("an invalid command: proposed %v, err %v; want state.ErrInvalid unproposed", proposed, err)
 	}
 	// A caller whose context ends while its call is on the loop learns
@@ -549,12 +583,12 @@ func TestCronProposeFromReadsAndProposesInOneVisit(t *testing.T) {
 		cancel()
 		return put(l)
 	}
-	if proposed, err := n.ProposeCommandFrom(cctx, cancelling, nil); !proposed || !errors.Is(err, context.Canceled) {
+	if proposed, err := proposeFrom(cctx, cancelling, nil); !proposed || !errors.Is(err, context.Canceled) {
 		t.Fatalf("a context ended after build: proposed %v, err %v; want proposed and context.Canceled", proposed, err)
 	}
 	cctx, cancel = context.WithCancel(ctx)
 	nothing := func(*launcher.Launcher) (state.Command, error) { cancel(); return nil, nil }
-	if proposed, err := n.ProposeCommandFrom(cctx, nothing, nil); proposed || err != nil {
+	if proposed, err := proposeFrom(cctx, nothing, nil); proposed || err != nil {
 		t.Fatalf("a context ended in a build that proposed nothing: proposed %v, err %v; want neither", proposed, err)
 	}
 }
