@@ -148,9 +148,39 @@ func putJobs(ctx context.Context, t *testing.T, c *Cluster, jobs []string, sched
 	t.Helper()
 	for _, j := range jobs {
 		cmd := state.PutJob{Name: j, Spec: state.JobSpec{Schedule: schedule, NomadJob: "batch"}, At: time.Now()}
-		if err := c.ProposeCommand(ctx, cmd); err != nil {
-			t.Fatalf("put %s: %v", j, err)
+		proposeOnce(ctx, t, c, cmd, func(m *state.Machine) bool {
+			got, ok := m.Job(j)
+			return ok && got.Version == got.CreatedVersion && got.CreatedAt.Equal(cmd.At) &&
+				got.Spec.Schedule == schedule && got.Spec.NomadJob == "batch"
+		})
+	}
+}
+
+// proposeOnce proposes cmd through the cluster and fails t unless the
+// state accepts it. ErrOutcomeUnknown (a replica restored a snapshot past
+// the command's slot, as one a stall left behind does without a log tail
+// to catch up from) says that slot is chosen, but not with what: then
+// took, run on the state of a replica that serves reads (which holds
+// every chosen slot before its term), says whether cmd took effect, and
+// cmd is sent again only if not. A command sent again that had taken
+// effect after all gets the state's verdict on a second one, which fails
+// t.
+func proposeOnce(ctx context.Context, t *testing.T, c *Cluster, cmd state.Command, took func(*state.Machine) bool) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := c.ProposeCommand(ctx, cmd)
+		if !errors.Is(err, ErrOutcomeUnknown) || attempt == 5 {
+			if err != nil {
+				t.Fatalf("%T %+v: %v", cmd, cmd, err)
+			}
+			return
 		}
+		done := false
+		servingLeader(ctx, t, c, func(l *launcher.Launcher) { done = took(l.Machine()) })
+		if done {
+			return
+		}
+		t.Logf("%T %+v: %v, and the state shows it did not take effect: sending it again", cmd, cmd, err)
 	}
 }
 
@@ -162,9 +192,10 @@ func (e *cronEnv) deleteAndSettle(ctx context.Context, c *Cluster, jobs []string
 	e.t.Helper()
 	t := e.t
 	for _, j := range jobs {
-		if err := c.ProposeCommand(ctx, state.DeleteJob{Name: j}); err != nil {
-			t.Fatalf("delete %s: %v", j, err)
-		}
+		proposeOnce(ctx, t, c, state.DeleteJob{Name: j}, func(m *state.Machine) bool {
+			_, ok := m.Job(j)
+			return !ok
+		})
 	}
 	var live []*Replica
 	for _, r := range c.replicas {

@@ -39,17 +39,34 @@ func start(t *testing.T, o Options) *Cluster {
 }
 
 // proposeAll proposes perWorker commands from each of workers goroutines
-// through the cluster's leader, failing t on any error.
-func proposeAll(ctx context.Context, t *testing.T, c *Cluster, workers, perWorker int) {
+// through the cluster's leader, failing t on any error. A command whose
+// outcome is unknown (ErrOutcomeUnknown: a replica restored a snapshot past
+// its slot, as one a stall left behind does without a log tail to catch
+// up from) is sent again only if acc shows it was not chosen: the count
+// of commands applied, which checkSameState checks, must come out exact.
+func proposeAll(ctx context.Context, t *testing.T, c *Cluster, acc *accepts, workers, perWorker int) {
 	t.Helper()
+	call := acc.calls.Add(1) // commands unique across calls, as acc tells them apart by value
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
 		wg.Go(func() {
 			for i := range perWorker {
-				if err := c.Propose(ctx, fmt.Appendf(nil, "w%d-%d", w, i)); err != nil {
-					errs <- fmt.Errorf("worker %d command %d: %w", w, i, err)
-					return
+				cmd := fmt.Appendf(nil, "c%d-w%d-%d", call, w, i)
+				for attempt := 1; ; attempt++ {
+					err := c.Propose(ctx, cmd)
+					if errors.Is(err, ErrOutcomeUnknown) && attempt < 5 {
+						if acc.chosen(cmd) {
+							break
+						}
+						t.Logf("command %s: %v, and it was not chosen: sending it again", cmd, err)
+						continue
+					}
+					if err != nil {
+						errs <- fmt.Errorf("worker %d command %d: %w", w, i, err)
+						return
+					}
+					break
 				}
 			}
 		})
@@ -59,6 +76,69 @@ func proposeAll(ctx context.Context, t *testing.T, c *Cluster, workers, perWorke
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// accepts records, from every replica's saves (Options.OnSave), where
+// each command was accepted. In hash mode the state, a count and a hash,
+// cannot say whether a command whose outcome Propose did not learn took
+// effect; this can.
+type accepts struct {
+	quorum int
+	calls  atomic.Uint64
+	mu     sync.Mutex
+	// by maps a command, without the proposal id the node frames it with,
+	// to the replicas that saved it, per slot and ballot.
+	by map[string]map[acceptedAt]map[paxos.ReplicaID]bool
+}
+
+type acceptedAt struct {
+	slot   uint64
+	ballot paxos.Ballot
+}
+
+// proposalIDBytes is the length of the proposal id in front of every
+// command the node proposes (node.frameCommand).
+const proposalIDBytes = 8
+
+// newAccepts records the saves of a cluster of replicas voters, which
+// report them to its saved (Options.OnSave).
+func newAccepts(replicas int) *accepts {
+	return &accepts{quorum: replicas/2 + 1, by: map[string]map[acceptedAt]map[paxos.ReplicaID]bool{}}
+}
+
+func (a *accepts) saved(id paxos.ReplicaID, u storage.Update) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range u.Entries {
+		if e.Kind != paxos.EntryCommand || len(e.Data) < proposalIDBytes {
+			continue
+		}
+		cmd, at := string(e.Data[proposalIDBytes:]), acceptedAt{e.Slot, e.Ballot}
+		if a.by[cmd] == nil {
+			a.by[cmd] = map[acceptedAt]map[paxos.ReplicaID]bool{}
+		}
+		if a.by[cmd][at] == nil {
+			a.by[cmd][at] = map[paxos.ReplicaID]bool{}
+		}
+		a.by[cmd][at][id] = true
+	}
+}
+
+// chosen reports whether cmd was chosen: a quorum saved it at one slot in
+// one ballot (a leader proposes one value per slot in a ballot, a replica
+// saves what it accepts before it says so, and one that catches up saves
+// chosen values only). Asked once cmd's slot is known chosen, as after
+// ErrOutcomeUnknown, the answer is final: the saves that chose it were
+// reported before they were acknowledged.
+func (a *accepts) chosen(cmd []byte) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ids := range a.by[string(cmd)] {
+		if len(ids) >= a.quorum {
+			return true
+		}
+	}
+	return false
 }
 
 // checkSameState waits until every replica applied commands commands and
@@ -94,16 +174,18 @@ func testCommitOnPebble(t *testing.T, async bool) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	acc := newAccepts(testOptions(dir).Replicas)
 	opts := func() Options {
 		o := testOptions(dir)
 		o.InlineWrites = !async
+		o.OnSave = acc.saved
 		return o
 	}
 	c := start(t, opts())
 	if _, err := c.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	proposeAll(ctx, t, c, 8, 125)
+	proposeAll(ctx, t, c, acc, 8, 125)
 	checkSameState(ctx, t, c, 1000)
 	// Every command was accepted, so saved, by a quorum: two of three.
 	var saved uint64
@@ -123,7 +205,7 @@ func testCommitOnPebble(t *testing.T, async bool) {
 	if _, err := c.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	proposeAll(ctx, t, c, 1, 1)
+	proposeAll(ctx, t, c, acc, 1, 1)
 	checkSameState(ctx, t, c, 1001)
 }
 
@@ -224,6 +306,8 @@ func TestBusyCoreInFakeTime(t *testing.T) {
 		o.Limits.MaxUncommittedSlots = 4
 		o.Limits.MaxPromiseLagSlots = 8
 		o.Snapshots = replica.SnapshotPolicy{EveryEntries: 100}
+		acc := newAccepts(o.Replicas)
+		o.OnSave = acc.saved
 		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
 		defer cancel()
 		c, err := Start(o)
@@ -245,7 +329,7 @@ func TestBusyCoreInFakeTime(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			proposeAll(ctx, t, c, 16, 40)
+			proposeAll(ctx, t, c, acc, 16, 40)
 		}()
 		if err := c.waitUntil(ctx, func() bool { return c.Replica(leader).Status().BusyRefusals > 0 }); err != nil {
 			t.Fatalf("the core never refused a proposal as busy: %v", err)
