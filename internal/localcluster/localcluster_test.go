@@ -76,6 +76,17 @@ func proposeAll(ctx context.Context, t *testing.T, c *Cluster, acc *accepts, wor
 	for err := range errs {
 		t.Fatal(err)
 	}
+	// Every command was acknowledged, so acc must find each chosen: the
+	// recorder is checked on every run, not only on the rare unknown
+	// outcome it settles (a change of the node's framing, or of when
+	// saves are reported, fails here at once).
+	for w := range workers {
+		for i := range perWorker {
+			if cmd := fmt.Appendf(nil, "c%d-w%d-%d", call, w, i); !acc.chosen(cmd) {
+				t.Fatalf("command %s was acknowledged, but no quorum's saves of it were recorded", cmd)
+			}
+		}
+	}
 }
 
 // accepts records, from every replica's saves (Options.OnSave), where
