@@ -145,7 +145,10 @@ var (
 // cluster: any method, path, query, token, content type and body. The
 // answer is never a 500, a refusal is a JSON error, a request without the
 // write token changes no job (create, replace, pause, delete), and a job
-// a request created can be read at its path.
+// a request created can be read at its path. On a loaded machine the lead
+// may move meanwhile: the replica first found leading then forwards what
+// it cannot serve, and its state is read once it applied what the call
+// wrote elsewhere.
 func FuzzAPIRequest(f *testing.F) {
 	c := startCluster(f)
 	leader := c.servers[c.leader()-1]
@@ -181,6 +184,7 @@ func FuzzAPIRequest(f *testing.F) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		checkAPIAnswer(t, r, w)
+		appliedAll(t, c, leader)
 		after := jobVersions(t, leader)
 		if tok != writeToken && !maps.Equal(before, after) {
 			t.Fatalf("%s %s without the write token changed the jobs: %v to %v", r.Method, r.URL, before, after)
@@ -191,6 +195,32 @@ func FuzzAPIRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// appliedAll waits until s has applied every command some replica of c
+// had applied when it was called. A write forwarded to another leader is
+// applied there before it is answered, and on s only when s hears of it:
+// read too early, s's state would lack it, and show it during a later
+// call instead, as if that call had made it.
+func appliedAll(t testing.TB, c *cluster, s *Server) {
+	t.Helper()
+	var target uint64
+	for _, r := range c.servers {
+		if r == nil {
+			continue
+		}
+		// A call on r's loop comes after the turn that applied the write,
+		// and that turn published r's status.
+		if err := r.Node().Cron(context.Background(), func(*launcher.Launcher) {}); err != nil {
+			t.Fatal(err)
+		}
+		target = max(target, r.Node().Status().Applied)
+	}
+	var at uint64
+	eventually(t, fmt.Sprintf("replica %d to apply through %d", s.cfg.ID, target), func() bool {
+		at = s.Node().Status().Applied
+		return at >= target
+	}, func() string { return fmt.Sprintf("it applied through %d", at) })
 }
 
 // checkAddressable: a job the API created can be read at its path.
