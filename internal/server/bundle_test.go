@@ -442,44 +442,94 @@ func TestCallsABundleCannotCarryAreProxiedAlone(t *testing.T) {
 // the leader, which applied it after writes the operator made since.
 func TestAbandonedForwardedCallIsNotSentLater(t *testing.T) {
 	c := startCluster(t)
-	leader := c.leader()
-	follower := leader%3 + 1
-	f := c.servers[follower-1]
 	ctx := context.Background()
-	lc := c.client(leader, writeToken)
-	if _, err := lc.PutJobs(ctx, putOne("victim")); err != nil {
-		t.Fatal(err)
+	// The delete must wait in the follower's queue and the later read go
+	// out through it: on a loaded machine the lead may move meanwhile, to
+	// the follower itself, which then serves either call itself (the
+	// delete answered, or the queue never sent), and the test goes again
+	// under the new leader.
+	for attempt := 1; ; attempt++ {
+		l := c.lead()
+		follower := l.id%3 + 1
+		f := c.servers[follower-1]
+		lc := c.client(l.id, writeToken)
+		victim := fmt.Sprintf("victim-%d", attempt)
+		if _, err := lc.PutJobs(ctx, putOne(victim)); err != nil {
+			t.Fatal(err)
+		}
+		again := func(what string) bool {
+			if c.held(l) {
+				return false
+			}
+			if attempt == 3 {
+				t.Fatalf("the lead moved from replica %d in each of %d attempts: %s", l.id, attempt, what)
+			}
+			t.Logf("attempt %d: the lead moved from replica %d: %s; again", attempt, l.id, what)
+			return true
+		}
+		for range maxBundlesInFlight {
+			f.bundles.inFlight <- struct{}{}
+		}
+		free := func() {
+			for range maxBundlesInFlight {
+				<-f.bundles.inFlight
+			}
+		}
+		impatient := c.clientWith(follower, api.ClientConfig{Token: writeToken, Timeout: 300 * time.Millisecond, NoLeaderWait: -1})
+		if _, err := impatient.DeleteJob(ctx, victim); err == nil {
+			free()
+			if again("the delete was answered") {
+				continue
+			}
+			t.Fatal("the delete was answered with every bundle slot taken")
+		}
+		// The handler gives the call up once it sees its caller gone, which
+		// on a loaded machine may be later than any fixed wait: if the slots
+		// below came free first, it would take one and send the delete
+		// itself. The call stays queued, marked: wait for the mark. Nothing
+		// else takes from the queue while the test holds every slot.
+		var abandoned bool
+		eventually(t, "the follower to give up the timed-out delete", func() bool {
+			abandoned = abandonedIn(f, victim)
+			return abandoned || !c.held(l)
+		})
+		if !abandoned {
+			free()
+			if again("the delete was not left queued") {
+				continue
+			}
+		}
+		if _, err := lc.Job(ctx, victim, 0, api.ReadOptions{}); err != nil {
+			t.Fatalf("the delete timed out and the job is still there, as the operator checks: %v", err)
+		}
+		// The leader recovers; much later someone reads through the follower.
+		free()
+		_, _ = c.client(follower, readToken).Job(ctx, "someone-else", 0, api.ReadOptions{})
+		if _, err := lc.Job(ctx, victim, 0, api.ReadOptions{}); api.StatusOf(err) == http.StatusNotFound {
+			t.Fatalf("a delete whose client gave up (and which the operator saw not applied) was applied by an unrelated later call; %d calls still queued", len(f.bundles.queue))
+		}
+		if again("the follower may have served the later read itself") {
+			continue
+		}
+		return
 	}
-	for range maxBundlesInFlight {
-		f.bundles.inFlight <- struct{}{}
-	}
-	impatient := c.clientWith(follower, api.ClientConfig{Token: writeToken, Timeout: 300 * time.Millisecond, NoLeaderWait: -1})
-	if _, err := impatient.DeleteJob(ctx, "victim"); err == nil {
-		t.Fatal("the delete was answered with every bundle slot taken")
-	}
-	// The handler gives the call up once it sees its caller gone, which
-	// on a loaded machine may be later than any fixed wait: if the slots
-	// below came free first, it would take one and send the delete itself.
-	// The call stays queued, marked: wait for the mark. Nothing else takes
-	// from the queue while the test holds every slot.
-	eventually(t, "the follower to give up the timed-out delete", func() bool {
+}
+
+// abandonedIn reports whether f holds the delete of job name queued and
+// marked abandoned. It takes each queued call and puts it back, which
+// leaves their order as it was.
+func abandonedIn(f *Server, name string) bool {
+	found := false
+	for range len(f.bundles.queue) {
 		select {
 		case q := <-f.bundles.queue:
-			defer func() { f.bundles.queue <- q }()
-			return q.state.Load() == callAbandoned
+			if q.call.Method == http.MethodDelete && strings.HasSuffix(q.call.Path, "/"+name) && q.state.Load() == callAbandoned {
+				found = true
+			}
+			f.bundles.queue <- q
 		default: // not queued yet
-			return false
+			return found
 		}
-	})
-	if _, err := lc.Job(ctx, "victim", 0, api.ReadOptions{}); err != nil {
-		t.Fatalf("the delete timed out and the job is still there, as the operator checks: %v", err)
 	}
-	// The leader recovers; much later someone reads through the follower.
-	for range maxBundlesInFlight {
-		<-f.bundles.inFlight
-	}
-	_, _ = c.client(follower, readToken).Job(ctx, "someone-else", 0, api.ReadOptions{})
-	if _, err := lc.Job(ctx, "victim", 0, api.ReadOptions{}); api.StatusOf(err) == http.StatusNotFound {
-		t.Fatalf("a delete whose client gave up (and which the operator saw not applied) was applied by an unrelated later call; %d calls still queued", len(f.bundles.queue))
-	}
+	return found
 }
