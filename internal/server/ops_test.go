@@ -262,25 +262,34 @@ func TestWriteTokenRotation(t *testing.T) {
 		return err
 	}
 	// Add the new token on a follower: the leader does not know it yet.
-	leader := c.leader()
-	f := leader%3 + 1
+	f := c.leader()%3 + 1
 	tokens[f] = []string{writeToken, newToken}
 	c.restartGracefully(f)
-	// The mixed state needs f to follow: a graceful restart of f while it
-	// leads hands the lead to another replica, which lacks the new token.
-	leader = c.leader()
-	for try := 0; leader == f; try++ {
-		if try == 3 {
-			t.Fatalf("replica %d led after each of %d graceful restarts: the mixed state is not reached", f, try)
-		}
-		c.restartGracefully(f)
-		leader = c.leader()
-	}
-	err := put(f, newToken, "early")
 	var ae *api.Error
-	if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized || !strings.Contains(ae.Message, "leader") ||
-		!strings.Contains(ae.Message, "rotation") {
-		t.Errorf("a new token forwarded to a leader that does not know it yet: %v, want 401 naming the leader and the rotation", err)
+	for attempt := 1; ; attempt++ {
+		// The mixed state needs f to follow: a graceful restart of f while
+		// it leads hands the lead to another replica, which lacks the new
+		// token.
+		l := c.lead()
+		for try := 0; l.id == f; try++ {
+			if try == 3 {
+				t.Fatalf("replica %d led after each of %d graceful restarts: the mixed state is not reached", f, try)
+			}
+			c.restartGracefully(f)
+			l = c.lead()
+		}
+		err := put(f, newToken, fmt.Sprintf("early-%d", attempt))
+		if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized || !strings.Contains(ae.Message, "leader") ||
+			!strings.Contains(ae.Message, "rotation") {
+			// On a loaded machine the lead may move to f meanwhile, which
+			// then rightly takes its own token: again, with f following.
+			if !c.held(l) && attempt < 3 {
+				t.Logf("attempt %d: the lead moved from replica %d: %v; again", attempt, l.id, err)
+				continue
+			}
+			t.Errorf("a new token forwarded to a leader that does not know it yet: %v, want 401 naming the leader and the rotation (the lead moved meanwhile: %v)", err, !c.held(l))
+		}
+		break
 	}
 	if err := put(f, writeToken, "old-through-f"); err != nil {
 		t.Errorf("the old token mid-rotation: %v", err)
