@@ -996,56 +996,85 @@ func TestJobWriteWithNomadDownIsAnswered(t *testing.T) {
 func TestDeposedLeaderDoesNotAckAnUnchangedSpec(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
-	oldID := c.leader()
-	old := c.servers[oldID-1]
-	spec := func(schedule string) api.PutJobs {
-		return api.PutJobs{Jobs: []api.PutJob{{Name: "j", Spec: api.Spec{Schedule: schedule, NomadJob: "parent"}}}}
+	spec := func(name, schedule string) api.PutJobs {
+		return api.PutJobs{Jobs: []api.PutJob{{Name: name, Spec: api.Spec{Schedule: schedule, NomadJob: "parent"}}}}
 	}
-	if _, err := c.client(oldID, writeToken).PutJobs(ctx, spec("@daily")); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range c.servers {
-		eventually(t, "the job applied everywhere", func() bool {
-			var ok bool
-			_ = s.node.Cron(ctx, func(l *launcher.Launcher) { _, _, ok = l.Machine().JobSpec("j") })
-			return ok
-		})
-	}
-	// The others lose the old leader, whose loop stalls meanwhile (a GC
-	// or VM pause): it cannot learn that it was deposed.
-	for _, s := range c.servers {
-		if s != old {
-			if err := s.SetPeer(oldID, PeerAddrs{Paxos: "127.0.0.1:1"}); err != nil {
-				t.Fatal(err)
-			}
+	// The replica stalled must lead when it stalls: on a loaded machine
+	// the lead may move first, and a follower stalled and asked afterwards
+	// forwards the write, which checks nothing. The test then goes again
+	// under the new leader.
+	for attempt := 1; ; attempt++ {
+		l := c.lead()
+		oldID := l.id
+		old := c.servers[oldID-1]
+		name := fmt.Sprintf("j-%d", attempt)
+		if _, err := c.client(oldID, writeToken).PutJobs(ctx, spec(name, "@daily")); err != nil {
+			t.Fatal(err)
 		}
-	}
-	release := make(chan struct{})
-	go func() { _ = old.node.Cron(ctx, func(*launcher.Launcher) { <-release }) }()
-	var next paxos.ReplicaID
-	eventually(t, "a new leader", func() bool {
 		for _, s := range c.servers {
-			if s != old && s.Node().Status().Launching {
-				next = s.cfg.ID
-				return true
+			eventually(t, "the job applied everywhere", func() bool {
+				var ok bool
+				_ = s.node.Cron(ctx, func(lr *launcher.Launcher) { _, _, ok = lr.Machine().JobSpec(name) })
+				return ok
+			})
+		}
+		// The others lose the old leader, whose loop stalls meanwhile (a GC
+		// or VM pause): it cannot learn that it was deposed.
+		setOld := func(addrs PeerAddrs) {
+			for _, s := range c.servers {
+				if s != old {
+					if err := s.SetPeer(oldID, addrs); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 		}
-		return false
-	})
-	if _, err := c.client(next, writeToken).PutJobs(ctx, spec("@hourly")); err != nil {
-		t.Fatal(err)
-	}
-	close(release)
-	cl := c.clientWith(oldID, api.ClientConfig{Token: writeToken, NoLeaderWait: -1, Timeout: 5 * time.Second})
-	got, err := cl.PutJobs(ctx, spec("@daily"))
-	if err == nil && len(got.Jobs) == 1 && got.Jobs[0].Unchanged {
-		j, rerr := c.client(next, readToken).Job(ctx, "j", 0, api.ReadOptions{})
-		if rerr != nil {
-			t.Fatal(rerr)
+		setOld(PeerAddrs{Paxos: "127.0.0.1:1"})
+		release, stalled := make(chan struct{}), make(chan struct{})
+		go func() {
+			_ = old.node.Cron(ctx, func(*launcher.Launcher) {
+				close(stalled)
+				<-release
+			})
+		}()
+		<-stalled
+		// Its status, published at the end of the turn before the stall,
+		// holds still until the release: the role it stalled in.
+		if !c.held(l) {
+			close(release)
+			setOld(PeerAddrs{Paxos: old.PaxosAddr(), HTTP: old.HTTPAddr()})
+			if attempt == 3 {
+				t.Fatalf("the lead moved from replica %d before its stall in each of %d attempts", oldID, attempt)
+			}
+			t.Logf("attempt %d: the lead moved from replica %d before its stall; again", attempt, oldID)
+			continue
 		}
-		if j.Spec.Schedule != "@daily" {
-			t.Fatalf("the deposed leader acked @daily as unchanged; the cluster holds %q", j.Spec.Schedule)
+		var next paxos.ReplicaID
+		eventually(t, "a new leader", func() bool {
+			for _, s := range c.servers {
+				if s != old && s.Node().Status().Launching {
+					next = s.cfg.ID
+					return true
+				}
+			}
+			return false
+		})
+		if _, err := c.client(next, writeToken).PutJobs(ctx, spec(name, "@hourly")); err != nil {
+			t.Fatal(err)
 		}
+		close(release)
+		cl := c.clientWith(oldID, api.ClientConfig{Token: writeToken, NoLeaderWait: -1, Timeout: 5 * time.Second})
+		got, err := cl.PutJobs(ctx, spec(name, "@daily"))
+		if err == nil && len(got.Jobs) == 1 && got.Jobs[0].Unchanged {
+			j, rerr := c.client(next, readToken).Job(ctx, name, 0, api.ReadOptions{})
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if j.Spec.Schedule != "@daily" {
+				t.Fatalf("the deposed leader acked @daily as unchanged; the cluster holds %q", j.Spec.Schedule)
+			}
+		}
+		return
 	}
 }
 
