@@ -197,32 +197,6 @@ func FuzzAPIRequest(f *testing.F) {
 	})
 }
 
-// appliedAll waits until s has applied every command some replica of c
-// had applied when it was called. A write forwarded to another leader is
-// applied there before it is answered, and on s only when s hears of it:
-// read too early, s's state would lack it, and show it during a later
-// call instead, as if that call had made it.
-func appliedAll(t testing.TB, c *cluster, s *Server) {
-	t.Helper()
-	var target uint64
-	for _, r := range c.servers {
-		if r == nil {
-			continue
-		}
-		// A call on r's loop comes after the turn that applied the write,
-		// and that turn published r's status.
-		if err := r.Node().Cron(context.Background(), func(*launcher.Launcher) {}); err != nil {
-			t.Fatal(err)
-		}
-		target = max(target, r.Node().Status().Applied)
-	}
-	var at uint64
-	eventually(t, fmt.Sprintf("replica %d to apply through %d", s.cfg.ID, target), func() bool {
-		at = s.Node().Status().Applied
-		return at >= target
-	}, func() string { return fmt.Sprintf("it applied through %d", at) })
-}
-
 // checkAddressable: a job the API created can be read at its path.
 func checkAddressable(t *testing.T, h http.Handler, name string) {
 	t.Helper()

@@ -195,6 +195,33 @@ func (c *cluster) held(l heldLead) bool {
 	return st.Role == paxos.Leader && st.Ballot == l.ballot
 }
 
+// appliedAll waits until s has applied every command some replica of c
+// had applied when it was called. A write is answered once the replica
+// that proposed it applied it; if that is another replica than s (the
+// lead moved, and s forwarded the call), s applies it only when it hears
+// of it: read too early, s's state lacks it, and shows it during a later
+// call instead, as if that call had made it.
+func appliedAll(t testing.TB, c *cluster, s *Server) {
+	t.Helper()
+	var target uint64
+	for _, r := range c.servers {
+		if r == nil {
+			continue
+		}
+		// A call on r's loop comes after the turn that applied the write,
+		// and that turn published r's status.
+		if err := r.Node().Cron(context.Background(), func(*launcher.Launcher) {}); err != nil {
+			t.Fatal(err)
+		}
+		target = max(target, r.Node().Status().Applied)
+	}
+	var at uint64
+	eventually(t, fmt.Sprintf("replica %d to apply through %d", s.cfg.ID, target), func() bool {
+		at = s.Node().Status().Applied
+		return at >= target
+	}, func() string { return fmt.Sprintf("it applied through %d", at) })
+}
+
 // putJobsAcrossElections writes jobs through replica id, for tests that
 // need many jobs as a setting, not as their subject. A request is
 // written one job at a time, and on a busy host (-race, CI's two shared
@@ -973,15 +1000,27 @@ func TestJobWriteWithNomadDownIsAnswered(t *testing.T) {
 		cfg.SkipNomadChecks = true               // so that it starts and leads
 	})
 	put := api.PutJobs{Jobs: []api.PutJob{{Name: "nightly", Spec: api.Spec{Schedule: "@daily", NomadJob: "report"}}}}
-	ctx, cancel := context.WithTimeout(context.Background(), nomadCheckTimeout+15*time.Second)
+	wait := nomadCheckTimeout + 15*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	_, err := c.client(c.leader(), writeToken).PutJobs(ctx, put)
+	// The client's own bound as long as ctx's: at the default 10 s, that
+	// of the check, the client could give up first.
+	id := c.leader()
+	_, err := c.clientWith(id, api.ClientConfig{Token: writeToken, Timeout: wait}).PutJobs(ctx, put)
 	var e *api.Error
 	if !errors.As(err, &e) || e.Status != http.StatusBadGateway || !e.NotDone || !strings.Contains(e.Message, "nothing was written") {
 		t.Fatalf("job write with Nomad down: %v; want a 502 saying nothing was written", err)
 	}
+	// A write made all the same was applied, before the answer, by the
+	// replica that proposed it: the one written through, or another if
+	// the lead moved meanwhile (a loaded machine). Read once the replica
+	// written through applied what any replica applied.
+	s := c.servers[id-1]
+	appliedAll(t, c, s)
 	var exists bool
-	_ = c.servers[c.leader()-1].node.Cron(context.Background(), func(l *launcher.Launcher) { _, _, exists = l.Machine().JobSpec("nightly") })
+	if err := s.node.Cron(context.Background(), func(l *launcher.Launcher) { _, _, exists = l.Machine().JobSpec("nightly") }); err != nil {
+		t.Fatal(err)
+	}
 	if exists {
 		t.Fatal("the job was written though its check failed")
 	}
