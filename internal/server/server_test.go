@@ -813,16 +813,21 @@ func TestGossipFindsPeersAndACrash(t *testing.T) {
 			}
 		}()
 	}
-	var leader *Server
-	eventually(t, "a leader found through gossip", func() bool {
-		for _, s := range servers {
-			if s.Node().Status().Launching {
-				leader = s
-				return true
+	// launching waits for a live replica that launches (leads).
+	launching := func(what string) *Server {
+		var l *Server
+		eventually(t, what, func() bool {
+			for _, s := range servers {
+				if s != nil && s.Node().Status().Launching {
+					l = s
+					return true
+				}
 			}
-		}
-		return false
-	})
+			return false
+		})
+		return l
+	}
+	leader := launching("a leader found through gossip")
 	follower := servers[int(leader.cfg.ID)%3]
 	fc, err := api.NewClient(api.ClientConfig{Address: "http://" + follower.HTTPAddr(), Token: writeToken})
 	if err != nil {
@@ -851,28 +856,11 @@ func TestGossipFindsPeersAndACrash(t *testing.T) {
 	// The replica that launches now: the lead may have moved since it
 	// was found (a loaded machine), and a follower's crash would leave
 	// the leader in place at once, before gossip suspects anything.
-	eventually(t, "the leader", func() bool {
-		for _, s := range servers {
-			if s.Node().Status().Launching {
-				leader = s
-				return true
-			}
-		}
-		return false
-	})
+	leader = launching("the leader")
 	killed := time.Now()
 	leader.Close()
 	servers[leader.cfg.ID-1] = nil
-	var next *Server
-	eventually(t, "a new leader", func() bool {
-		for _, s := range servers {
-			if s != nil && s.Node().Status().Launching {
-				next = s
-				return true
-			}
-		}
-		return false
-	})
+	next := launching("a new leader")
 	took := time.Since(killed)
 	t.Logf("leader %d crashed; %d launches %v later", leader.cfg.ID, next.cfg.ID, took.Round(time.Millisecond))
 	// Asked of the new leader: the follower written through may be the
