@@ -92,11 +92,11 @@ func strangers(t *testing.T, c *cluster, target *Server) {
 	// A frame's length prefix (2 GiB) and a kilobyte of it, as a peer
 	// would send after the handshake: it is not a hello.
 	send(append([]byte{0x7f, 0xff, 0xff, 0xff}, make([]byte, 1024)...))
-	// The right magic, unknown sender: a whole hello (transport's
-	// helloBytes), refused once read. One short of it, as this was
-	// (68 bytes, the size before hellos carried a cluster ID), is cut
-	// off only at the handshake timeout, 5 s, before any check.
-	var hello [4 + 3*8 + transport.ClusterIDBytes + 32]byte
+	// The right magic, unknown sender: a whole hello, refused once read.
+	// One short of it, as this was (68 bytes, the size before hellos
+	// carried a cluster ID), is cut off only at the handshake timeout,
+	// 5 s, before any check.
+	var hello [transport.HelloBytes]byte
 	copy(hello[:], "PXT\x03")
 	binary.BigEndian.PutUint64(hello[4:], 99)
 	binary.BigEndian.PutUint64(hello[12:], uint64(leader))

@@ -34,6 +34,11 @@ const (
 // ClusterIDBytes is the length of a cluster ID (cron/state.ClusterID).
 const ClusterIDBytes = 16
 
+// HelloBytes is the length of a hello, the first thing a dialer sends:
+// what a probe of a replica's port from outside must send whole to be
+// refused for what it says rather than cut off at the handshake timeout.
+const HelloBytes = helloBytes
+
 // ClusterID is a cluster's ID as the handshake carries it; zero: not
 // known yet (a new replica, or one rebuilding from its peers).
 type ClusterID [ClusterIDBytes]byte
