@@ -87,7 +87,7 @@ func New(cfg Config) (*Client, error) {
 	// TLSConfig is left out: the API client reads it only when given no
 	// HTTP client, and newTLSTransport applied it already.
 	ac := &api.Config{Address: cfg.Address, SecretID: cfg.Token,
-		HttpClient: &http.Client{Transport: boundedErrorBodies{calls}}}
+		HttpClient: &http.Client{Transport: apiTransport{calls}}}
 	a, err := api.NewClient(ac)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
@@ -246,8 +246,9 @@ func (c *Client) release() { <-c.slots }
 // herd the agent's CPU is what bounds the launch rate, and a profile of
 // the agent during 1,000 launches (issue 6) had a quarter of its CPU in
 // gzip, mostly compressing those read-backs, whose replies cross a LAN.
-// The Go API client still asks for gzip on its own calls; a dispatch's
-// reply is too small for Nomad to compress.
+// The Go API client asks for gzip on every call of its own, and Nomad
+// compresses every reply asked so, however small; apiTransport takes the
+// ask off.
 //
 // For a unix:///path address every connection dials the socket: the Go
 // client sends its calls to http://127.0.0.1 then, and dials the socket
@@ -532,16 +533,32 @@ func (c *Client) backoff(n int) time.Duration {
 // maxErrorBody is how much of an error reply's body the client reads.
 const maxErrorBody = 64 << 10
 
-// boundedErrorBodies lets the Go API client read at most maxErrorBody of
-// an error reply's body, which it would otherwise copy into memory whole
-// (and ungzip whole): a broken or hostile proxy in front of Nomad could
-// make a replica hold any amount for one refused call (found in review).
-// A gzipped error body is ungzipped here, within the bound, and handed on
-// as plain text. A reply that succeeds is left alone: its size is the
-// caller's to bound.
-type boundedErrorBodies struct{ *reloadableTransport }
+// apiTransport is the Go API client's transport. It does two things to
+// the client's calls.
+//
+// It sends them without the client's "Accept-Encoding: gzip". Nomad's
+// HTTP server compresses every reply a client accepts compressed, even a
+// two-byte one (which comes out 26 bytes), with a new gzip writer for each,
+// and the client opens a new gzip reader for each: in a herd of
+// dispatches, whose replies are a few hundred bytes, that is CPU the
+// agent and the leader share with the dispatches themselves, on nothing
+// (BENCHMARKS.md, "Dispatch replies without gzip").
+//
+// It lets the client read at most maxErrorBody of an error reply's body,
+// which it would otherwise copy into memory whole (and ungzip whole): a
+// broken or hostile proxy in front of Nomad could make a replica hold any
+// amount for one refused call (found in review). A gzipped error body (a
+// proxy may compress unasked) is ungzipped here, within the bound, and
+// handed on as plain text. A reply that succeeds is left alone: its size
+// is the caller's to bound.
+type apiTransport struct{ *reloadableTransport }
 
-func (b boundedErrorBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+func (b apiTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("Accept-Encoding") != "" {
+		// A RoundTripper must not change the request it is given.
+		r = r.Clone(r.Context())
+		r.Header.Del("Accept-Encoding")
+	}
 	resp, err := b.reloadableTransport.RoundTrip(r)
 	if err != nil || resp.StatusCode < http.StatusBadRequest {
 		return resp, err

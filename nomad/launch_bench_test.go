@@ -444,7 +444,9 @@ func bareDispatch(cfg launchConfig, a *api.Client, token string, setup, tag stri
 	// the API client's default of 3 idle ones, 64 workers open and close
 	// connections so fast that Nomad counts over 100 at once and answers
 	// 429s (limits.http_max_conns_per_client).
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: workers, MaxIdleConnsPerHost: workers, IdleConnTimeout: time.Minute}}
+	// And without the Go client's ask for gzipped replies, which
+	// paxcron's client takes off (Nomad compresses every reply asked so).
+	hc := &http.Client{Transport: noGzipAsk{&http.Transport{MaxIdleConns: workers, MaxIdleConnsPerHost: workers, IdleConnTimeout: time.Minute, DisableCompression: true}}}
 	defer hc.CloseIdleConnections()
 	da, err := api.NewClient(&api.Config{Address: a.Address(), SecretID: token, HttpClient: hc})
 	if err != nil {

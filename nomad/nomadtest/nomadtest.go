@@ -491,6 +491,9 @@ func (a *Agent) stop() error {
 	return err
 }
 
+// Pid is the agent's process ID, to read its CPU time from /proc.
+func (a *Agent) Pid() int { return a.cmd.Process.Pid }
+
 // Exited is closed when the agent's process has exited.
 func (a *Agent) Exited() <-chan struct{} { return a.exited }
 
