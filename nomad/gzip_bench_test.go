@@ -12,14 +12,15 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"paxcron/internal/procfs"
+	"paxcron/nomad"
 )
 
 // BenchmarkDispatchReplyGzip measures what asking for gzipped replies
 // costs a dispatch, on one Nomad dev agent: rounds of PAXCRON_GZIP_N
 // [300] dispatches, 16 at a time, through the Go API client as it comes
 // (it asks for gzip on every call, and Nomad compresses every reply asked
-// so) and with the ask taken off (as nomad.Client sends them), the order
-// turned each round. For each: the agent's CPU per dispatch (from
+// so) and through nomad.Client's transport, which takes the ask off, the
+// order turned each round. For each: the agent's CPU per dispatch (from
 // /proc), this process's (the client's), and dispatches per second; the
 // ratios plain / gzip are paired by round, then the median taken.
 // PAXCRON_GZIP_ROUNDS [6].
@@ -34,20 +35,22 @@ func BenchmarkDispatchReplyGzip(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	client := func(plain bool) *api.Client {
-		tr := &http.Transport{MaxIdleConns: workers, MaxIdleConnsPerHost: workers, IdleConnTimeout: time.Minute, DisableCompression: true}
-		var rt http.RoundTripper = tr
-		if plain {
-			rt = noGzipAsk{tr}
-		}
-		b.Cleanup(tr.CloseIdleConnections)
-		c, err := api.NewClient(&api.Config{Address: agent.Addr, SecretID: agent.Token, HttpClient: &http.Client{Transport: rt}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return c
+	// "gzip": the Go API client as it comes, over a pool as large as
+	// nomad.Client's; "plain": nomad.Client's own transport.
+	tr := &http.Transport{MaxIdleConns: workers, MaxIdleConnsPerHost: workers, IdleConnTimeout: time.Minute}
+	b.Cleanup(tr.CloseIdleConnections)
+	gz, err := api.NewClient(&api.Config{Address: agent.Addr, SecretID: agent.Token, HttpClient: &http.Client{Transport: tr}})
+	if err != nil {
+		b.Fatal(err)
 	}
-	clients := map[string]*api.Client{"gzip": client(false), "plain": client(true)}
+	ncfg := nomad.DefaultConfig()
+	ncfg.Address, ncfg.Token = agent.Addr, agent.Token
+	nc, err := nomad.New(ncfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	clients := map[string]*api.Client{"gzip": gz, "plain": nc.API()}
 	type result struct{ agentUS, clientUS, perSec float64 }
 	run := func(mode string) result {
 		c := clients[mode]
@@ -70,8 +73,7 @@ func BenchmarkDispatchReplyGzip(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		// Ticks are 10 ms (USER_HZ 100 on Linux).
-		agentCPU := time.Duration(a1.Ticks()-a0.Ticks()) * 10 * time.Millisecond
+		agentCPU := time.Duration(a1.Ticks()-a0.Ticks()) * time.Second / procfs.UserHZ
 		return result{
 			agentUS:  float64(agentCPU.Microseconds()) / float64(n),
 			clientUS: float64((c1 - c0).Microseconds()) / float64(n),
@@ -102,17 +104,7 @@ func BenchmarkDispatchReplyGzip(b *testing.B) {
 		rounds, n, med(agentRatio), med(clientRatio), med(rateRatio))
 }
 
-// noGzipAsk sends a request without its Accept-Encoding, as nomad.Client
-// does. http.Client.CloseIdleConnections reaches the transport's through
-// the embedded pointer.
-type noGzipAsk struct{ *http.Transport }
-
-func (t noGzipAsk) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Del("Accept-Encoding")
-	return t.Transport.RoundTrip(r)
-}
-
+// selfCPUTime is this process's CPU time, finer than /proc's ticks.
 func selfCPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -435,23 +434,24 @@ func bareDispatch(cfg launchConfig, a *api.Client, token string, setup, tag stri
 	if time.Now().After(due) {
 		return lateness{}, errTooLate
 	}
-	// As many dispatches in flight as paxcron's Client sends at once.
-	workers := cfg.workers
-	if workers == 0 {
-		workers = nomad.MaxCalls
+	// As many dispatches in flight as paxcron's Client sends at once, and
+	// through its transport (nomad.Client.API): a connection kept per call
+	// (with the API client's default of 3 idle ones, 64 workers open and
+	// close connections so fast that Nomad counts over 100 at once and
+	// answers 429s, limits.http_max_conns_per_client), and no ask for
+	// gzipped replies.
+	workers := nomad.MaxCalls
+	if cfg.workers > 0 {
+		workers = min(cfg.workers, nomad.MaxCalls)
 	}
-	// A connection kept per worker, as paxcron's client keeps them: with
-	// the API client's default of 3 idle ones, 64 workers open and close
-	// connections so fast that Nomad counts over 100 at once and answers
-	// 429s (limits.http_max_conns_per_client).
-	// And without the Go client's ask for gzipped replies, which
-	// paxcron's client takes off (Nomad compresses every reply asked so).
-	hc := &http.Client{Transport: noGzipAsk{&http.Transport{MaxIdleConns: workers, MaxIdleConnsPerHost: workers, IdleConnTimeout: time.Minute, DisableCompression: true}}}
-	defer hc.CloseIdleConnections()
-	da, err := api.NewClient(&api.Config{Address: a.Address(), SecretID: token, HttpClient: hc})
+	ncfg := nomad.DefaultConfig()
+	ncfg.Address, ncfg.Token = a.Address(), token
+	nc, err := nomad.New(ncfg)
 	if err != nil {
 		return lateness{}, err
 	}
+	defer nc.Close()
+	da := nc.API()
 	time.Sleep(time.Until(due))
 	err = parallel(n, workers, func(i int) error {
 		id := fmt.Sprintf("%s%05d", prefix, i)
