@@ -218,11 +218,21 @@ func neverSent(err error) bool {
 // leaves as soon as a reply comes in.
 const MaxCalls = 64
 
-// idleConnsPerHost is how many idle connections to Nomad the Client keeps:
-// one per call in flight. The Go API client's default (cleanhttp's:
-// GOMAXPROCS+1, 3 on two cores) opens and closes a connection per call in
-// a herd.
-const idleConnsPerHost = MaxCalls + 2
+// connsPerHost bounds the connections to Nomad a Client holds, idle ones
+// included: one per call in flight. Nomad counts every connection from
+// one address, idle ones too, and above limits.http_max_conns_per_client
+// (100 by default) answers a new one with a 429 and closes it. Without
+// the bound, a call that found no connection idle dialled a new one, and
+// in a herd on a busy machine that was often: the connection a finished
+// call leaves is put back idle by another goroutine, after the next call
+// has looked. Idle connections piled up beside the calls in flight
+// (80-101 open at once in TestConnectionsStayWithinMaxCalls; in a launch
+// benchmark of 1,000 runnable children the agent refused 86, and the
+// retries made the last children 13-15 s late). Bounded, such a call
+// waits for the connection being put back. The Go API client's default
+// (cleanhttp's: GOMAXPROCS+1 idle, 3 on two cores) would instead open and
+// close a connection per call in a herd.
+const connsPerHost = MaxCalls
 
 // acquire waits for a call slot; an error means the call was not sent.
 func (c *Client) acquire(ctx context.Context, op, subject string) error {
@@ -238,8 +248,9 @@ func (c *Client) acquire(ctx context.Context, op, subject string) error {
 func (c *Client) release() { <-c.slots }
 
 // pooledHTTPClient is cleanhttp's pooled client (what the API client uses
-// by default) keeping idleConnsPerHost idle connections, HTTP/1 only as
-// the API client wants; TLS is configured on it after.
+// by default) holding at most connsPerHost connections, all of which may
+// stay idle, HTTP/1 only as the API client wants; TLS is configured on it
+// after.
 //
 // It does not ask for compressed replies on its own (DisableCompression):
 // the batched read-backs (prove.go) go out without Accept-Encoding. In a
@@ -269,7 +280,8 @@ func pooledHTTPClient(address string) (client *http.Client, base string) {
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           dial,
 		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   idleConnsPerHost,
+		MaxIdleConnsPerHost:   connsPerHost,
+		MaxConnsPerHost:       connsPerHost,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,

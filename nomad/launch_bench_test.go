@@ -69,8 +69,8 @@ func BenchmarkLaunchVsNomadPeriodic(b *testing.B) {
 					run.G, run.L = measureGuarded(b, cfg, agent, a, run)
 					// Printed as it comes (a benchmark's log is held to
 					// its end): a run cut short still shows what it did.
-					fmt.Printf("launch: %s %s N=%d rep %d %s: p50 %v p99 %v max %v, %.0f children/s, missing %d, doubled %d; others %.2f cores, %.1f MB/s written, redos %d\n",
-						time.Now().UTC().Format("15:04:05"), su, n, r+1, sys, run.L.P50, run.L.P99, run.L.Max, run.L.Rate, run.L.Missing, run.L.Doubled, run.G.Others, run.G.OthersWriteMBps, run.G.Redos)
+					fmt.Printf("launch: %s %s N=%d rep %d %s: p50 %v p99 %v max %v, %.0f children/s, missing %d, doubled %d; others %.2f cores, %.1f MB/s written, redos %d%s\n",
+						time.Now().UTC().Format("15:04:05"), su, n, r+1, sys, run.L.P50, run.L.P99, run.L.Max, run.L.Rate, run.L.Missing, run.L.Doubled, run.G.Others, run.G.OthersWriteMBps, run.G.Redos, run.L.Calls)
 					rep.add(run)
 				}
 			}
@@ -272,6 +272,9 @@ type lateness struct {
 	Children, Missing, Doubled int
 	// Late is every child's lateness in creation order.
 	Late []time.Duration
+	// Calls is paxcron's Nomad client's counters over the run (its
+	// retries explain a tail), empty for the other systems.
+	Calls string
 }
 
 // errTooLate: setting a run up took past its due time; it is redone with
@@ -538,7 +541,11 @@ func paxcronLaunch(b *testing.B, cfg launchConfig, agent *nomadtest.Agent, a *ap
 	if err != nil {
 		return lateness{}, err
 	}
-	return measure(due, bySlot, n), nil
+	l := measure(due, bySlot, n)
+	st := c.Stats()
+	l.Calls = fmt.Sprintf("; client: %d dispatches, %d sent, %d retries, %d repeated tokens, %d phantoms, %d read-backs proving %d",
+		st.Dispatches, st.DispatchAttempts, st.Retries, st.RepeatedTokens, st.Phantoms, st.ProofReads, st.Proved)
+	return l, nil
 }
 
 // waitChildren waits until n slots have children under prefix (or the

@@ -1,0 +1,104 @@
+package nomad
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestConnectionsStayWithinMaxCalls: Nomad counts every connection from
+// one address, idle ones included, and over limits.http_max_conns_per_client
+// (100 by default) it answers a new connection with a 429 and closes it. A
+// Client holds at most MaxCalls calls in flight, but its transport used to
+// dial a new connection whenever a call found none idle, and in a herd on a
+// busy machine the connection a finished call leaves is put back idle by
+// another goroutine, later: the next call had dialled already. Idle ones
+// piled up beside the calls in flight (in a launch benchmark of 1,000
+// runnable children the agent refused 86 connections, and the retries and
+// re-dispatches made the last children 13-15 s late). The fake counts the
+// connections open at once during herds of dispatches with goroutines
+// spinning beside them; they must never pass MaxCalls. Without the bound
+// (connsPerHost) most runs counted 67-101.
+func TestConnectionsStayWithinMaxCalls(t *testing.T) {
+	var mu sync.Mutex
+	open, peak := 0, 0
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isDispatch(r) {
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+			reply(w, 404, "not found")
+			return
+		}
+		time.Sleep(time.Duration(rand.N(500)) * time.Microsecond)
+		// An empty EvalID: the token's child, proof enough without a read-back.
+		reply(w, 200, map[string]any{"DispatchedJobID": "report/dispatch-" + r.URL.Query().Get("idempotency_token"), "EvalID": ""})
+	})
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch s {
+		case http.StateNew:
+			open++
+			peak = max(peak, open)
+		case http.StateClosed, http.StateHijacked:
+			open--
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := fakeAt(t, srv.URL, 30*time.Second)
+	c.cfg.CallTimeout = 30 * time.Second // no attempt abandoned: only the transport's own connections count
+
+	stop := make(chan struct{})
+	var spin sync.WaitGroup
+	for range 4 {
+		spin.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for i := 0; i < 1e4; i++ {
+					_ = i * i
+				}
+			}
+		})
+	}
+	// Herds one after the other, as a cron's minutes come: the connections
+	// left from one are there for the next.
+	const rounds, n = 3, 1500
+	errs := make(chan error, rounds*n)
+	for r := range rounds {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				l := testLaunch
+				l.Target.Namespace = ""
+				l.Identity = fmt.Sprintf("nightly-%d-%d", r, i)
+				if _, err := c.Dispatch(context.Background(), l); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+	}
+	close(stop)
+	spin.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d dispatches, at most %d connections open at once", rounds*n, peak)
+	if peak > MaxCalls {
+		t.Fatalf("%d connections open at once; a Client may hold at most MaxCalls (%d)", peak, MaxCalls)
+	}
+}
