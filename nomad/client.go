@@ -38,8 +38,10 @@ type Client struct {
 	// calls is the HTTP transport of every call, which ReloadTLS
 	// replaces.
 	calls *reloadableTransport
-	// slots holds a token per HTTP call in flight (MaxCalls at most).
-	slots chan struct{}
+	// slots holds a token per HTTP call in flight but the read-backs
+	// (DispatchCalls at most), proofSlots one per read-back (ProofCalls
+	// at most).
+	slots, proofSlots chan struct{}
 
 	dispatches      atomic.Uint64
 	attempts        atomic.Uint64
@@ -92,7 +94,8 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	c := &Client{cfg: cfg, api: a, base: base, calls: calls, slots: make(chan struct{}, MaxCalls)}
+	c := &Client{cfg: cfg, api: a, base: base, calls: calls, slots: make(chan struct{}, DispatchCalls),
+		proofSlots: make(chan struct{}, ProofCalls)}
 	c.prover = newProver(c.readChildren)
 	return c, nil
 }
@@ -216,7 +219,21 @@ func neverSent(err error) bool {
 // use. A slot is held for the HTTP exchange alone, not while its caller
 // waits for a read-back or a retry, so that in a herd the next dispatch
 // leaves as soon as a reply comes in.
-const MaxCalls = 64
+//
+// ProofCalls of them are kept for the read-backs. A read-back sharing the
+// slots with the dispatches queued behind every dispatch waiting for a
+// slot, a few hundred in a herd; on an agent slowed by the children it
+// starts, it waited past its call's timeout, proved nothing, and every
+// dispatch of its batch was sent again, queueing more (issue 6: in a
+// herd of 1,000 runnable children, 360 of 567 retries, and the last
+// children 12-15 s late).
+const (
+	MaxCalls   = 64
+	ProofCalls = 4
+	// DispatchCalls is the share of every other call: dispatches,
+	// look-ups, stops.
+	DispatchCalls = MaxCalls - ProofCalls
+)
 
 // connsPerHost bounds the connections to Nomad a Client holds, idle ones
 // included: one per call in flight. Nomad counts every connection from
@@ -241,11 +258,25 @@ func (c *Client) acquire(ctx context.Context, op, subject string) error {
 		return nil
 	case <-ctx.Done():
 		return &CallError{Op: op, Subject: subject, Err: context.Cause(ctx),
-			Message: fmt.Sprintf("not sent: %d calls to Nomad were in flight until the deadline", MaxCalls)}
+			Message: fmt.Sprintf("not sent: %d calls to Nomad were in flight until the deadline", DispatchCalls)}
 	}
 }
 
 func (c *Client) release() { <-c.slots }
+
+// acquireProof waits for a read-back's slot; an error means the call was
+// not sent.
+func (c *Client) acquireProof(ctx context.Context, subject string) error {
+	select {
+	case c.proofSlots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return &CallError{Op: "prove", Subject: subject, Err: context.Cause(ctx),
+			Message: fmt.Sprintf("not sent: %d read-backs from Nomad were in flight until the deadline", ProofCalls)}
+	}
+}
+
+func (c *Client) releaseProof() { <-c.proofSlots }
 
 // pooledHTTPClient is cleanhttp's pooled client (what the API client uses
 // by default) holding at most connsPerHost connections, all of which may

@@ -102,3 +102,30 @@ func TestConnectionsStayWithinMaxCalls(t *testing.T) {
 		t.Fatalf("%d connections open at once; a Client may hold at most MaxCalls (%d)", peak, MaxCalls)
 	}
 }
+
+// TestReadBacksHaveTheirOwnSlots: a read-back proves the children of the
+// dispatches already sent, so it must not queue behind the dispatches
+// still waiting for a slot. With every other slot held for as long as
+// its context lasts, a read-back still goes out and proves its child.
+func TestReadBacksHaveTheirOwnSlots(t *testing.T) {
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		if !isStatuses(r) {
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+			reply(w, 404, "not found")
+			return
+		}
+		reply(w, 200, statusesOf("analytics", child1))
+	})
+	for range cap(c.slots) {
+		c.slots <- struct{}{} // every dispatch and look-up slot taken
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	found, err := c.readChildren(ctx, proofScope{namespace: "analytics"}, []string{child1})
+	if err != nil || !found[child1] {
+		t.Fatalf("read-back with the other slots all held = %v, %v; want the child proved", found, err)
+	}
+	if cap(c.slots)+cap(c.proofSlots) != MaxCalls {
+		t.Fatalf("%d + %d slots; the connections are bounded at MaxCalls (%d)", cap(c.slots), cap(c.proofSlots), MaxCalls)
+	}
+}

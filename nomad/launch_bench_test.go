@@ -145,7 +145,7 @@ const (
 	sysPaxcron = "paxcron"
 	// sysBare is no system: the benchmark itself sends the N dispatches
 	// at the due time through the same HTTP API, with as many calls in
-	// flight as paxcron's Client sends at once (nomad.MaxCalls; the
+	// flight as paxcron's Client sends at once (nomad.DispatchCalls; the
 	// dispatcher's workers if PAXCRON_BENCH_WORKERS is set), and no log, read-back or
 	// token. It is the agent's own ceiling for children made over HTTP,
 	// which paxcron cannot beat; Nomad's dispatcher makes its children
@@ -443,9 +443,9 @@ func bareDispatch(cfg launchConfig, a *api.Client, token string, setup, tag stri
 	// close connections so fast that Nomad counts over 100 at once and
 	// answers 429s, limits.http_max_conns_per_client), and no ask for
 	// gzipped replies.
-	workers := nomad.MaxCalls
+	workers := nomad.DispatchCalls
 	if cfg.workers > 0 {
-		workers = min(cfg.workers, nomad.MaxCalls)
+		workers = min(cfg.workers, nomad.DispatchCalls)
 	}
 	ncfg := nomad.DefaultConfig()
 	ncfg.Address, ncfg.Token = a.Address(), token

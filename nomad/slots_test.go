@@ -11,16 +11,16 @@ import (
 )
 
 // TestCallsInFlightBounded: however many dispatches run at once, at most
-// MaxCalls HTTP calls reach Nomad together, and each of them still ends
+// DispatchCalls of them reach Nomad together, and each of them still ends
 // with its own child.
 func TestCallsInFlightBounded(t *testing.T) {
 	var mu sync.Mutex
 	var inFlight, peak int
 	release := make(chan struct{})
-	// The gate opens once, 100 ms after MaxCalls dispatches are held at
+	// The gate opens once, 100 ms after DispatchCalls dispatches are held at
 	// it: time for a dispatch past the bound to arrive and show in the
 	// peak. After it opens, later dispatches can bring the count back to
-	// MaxCalls; a second close would panic the handler, leave its count up
+	// DispatchCalls; a second close would panic the handler, leave its count up
 	// and break its connection (a retry then counts twice).
 	var opening sync.Once
 	n := newBatchNomad(t)
@@ -29,7 +29,7 @@ func TestCallsInFlightBounded(t *testing.T) {
 			mu.Lock()
 			inFlight++
 			peak = max(peak, inFlight)
-			full := inFlight == MaxCalls
+			full := inFlight == DispatchCalls
 			mu.Unlock()
 			if full {
 				opening.Do(func() { time.AfterFunc(100*time.Millisecond, func() { close(release) }) })
@@ -42,7 +42,7 @@ func TestCallsInFlightBounded(t *testing.T) {
 		n.serve(w, r)
 	})
 	c.cfg.CallTimeout = 10 * time.Second
-	const launches = MaxCalls + 20
+	const launches = DispatchCalls + 20
 	var wg sync.WaitGroup
 	for i := range launches {
 		wg.Go(func() {
@@ -57,8 +57,8 @@ func TestCallsInFlightBounded(t *testing.T) {
 	if r := c.retries.Load(); r != 0 {
 		t.Fatalf("%d dispatches were retried; the fake Nomad fails none", r)
 	}
-	if peak != MaxCalls {
-		t.Fatalf("%d dispatches reached Nomad at once; want MaxCalls = %d", peak, MaxCalls)
+	if peak != DispatchCalls {
+		t.Fatalf("%d dispatches reached Nomad at once; want DispatchCalls = %d", peak, DispatchCalls)
 	}
 	if len(n.made) != launches {
 		t.Fatalf("%d children made for %d launches", len(n.made), launches)
@@ -66,7 +66,7 @@ func TestCallsInFlightBounded(t *testing.T) {
 }
 
 // TestReadBackHoldsNoCallSlot: a dispatch waiting for the read-back of its
-// child holds no call slot, so with MaxCalls of them waiting, the next
+// child holds no call slot, so with DispatchCalls of them waiting, the next
 // dispatch is still sent (in a herd, the next child is made while the
 // earlier ones are read back).
 func TestReadBackHoldsNoCallSlot(t *testing.T) {
@@ -79,7 +79,7 @@ func TestReadBackHoldsNoCallSlot(t *testing.T) {
 		case isDispatch(r):
 			mu.Lock()
 			dispatched++
-			if dispatched == MaxCalls+1 {
+			if dispatched == DispatchCalls+1 {
 				close(allSent)
 			}
 			mu.Unlock()
@@ -88,14 +88,14 @@ func TestReadBackHoldsNoCallSlot(t *testing.T) {
 			select {
 			case <-allSent:
 			case <-time.After(5 * time.Second):
-				t.Errorf("a read-back waited 5 s: only %d of %d dispatches were sent meanwhile", dispatched, MaxCalls+1)
+				t.Errorf("a read-back waited 5 s: only %d of %d dispatches were sent meanwhile", dispatched, DispatchCalls+1)
 			}
 		}
 		n.serve(w, r)
 	})
 	c.cfg.CallTimeout = 10 * time.Second
 	var wg sync.WaitGroup
-	for i := range MaxCalls + 1 {
+	for i := range DispatchCalls + 1 {
 		wg.Go(func() {
 			if _, err := c.Dispatch(context.Background(), launchOf(i)); err != nil {
 				t.Errorf("launch %d: %v", i, err)
@@ -111,13 +111,13 @@ func TestNoCallSlotBeforeTheDeadline(t *testing.T) {
 	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("unexpected %s %s: every slot was taken", r.Method, r.URL)
 	})
-	for range MaxCalls {
+	for range DispatchCalls {
 		c.slots <- struct{}{}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := c.Dispatch(ctx, launchOf(1))
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("not sent: %d calls to Nomad were in flight", MaxCalls)) {
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("not sent: %d calls to Nomad were in flight", DispatchCalls)) {
 		t.Fatalf("Dispatch = %v; want the call not sent for want of a slot", err)
 	}
 	if Permanent(err) {
@@ -126,20 +126,31 @@ func TestNoCallSlotBeforeTheDeadline(t *testing.T) {
 }
 
 // TestReadBacksTakeACallSlot: the read-backs of children in several
-// namespaces take call slots too, so that however many namespaces the
-// jobs use, no more than MaxCalls calls reach Nomad at once.
+// namespaces take slots of their own (ProofCalls), so that however many
+// namespaces the jobs use, no more than MaxCalls calls reach Nomad at
+// once: with one dispatch slot free, at most one dispatch and ProofCalls
+// read-backs are in flight together.
 func TestReadBacksTakeACallSlot(t *testing.T) {
+	const namespaces = 2 * ProofCalls
 	var mu sync.Mutex
-	var inFlight, peak, reads int
+	var inFlight, peak, reading, peakReads, reads int
 	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		statuses := isStatuses(r)
 		mu.Lock()
 		inFlight++
 		peak = max(peak, inFlight)
+		if statuses {
+			reading++
+			peakReads = max(peakReads, reading)
+		}
 		mu.Unlock()
-		time.Sleep(5 * time.Millisecond) // long enough for calls to overlap if they may
+		time.Sleep(20 * time.Millisecond) // long enough for calls to overlap if they may
 		defer func() {
 			mu.Lock()
 			inFlight--
+			if statuses {
+				reading--
+			}
 			mu.Unlock()
 		}()
 		switch {
@@ -147,7 +158,7 @@ func TestReadBacksTakeACallSlot(t *testing.T) {
 			d := readDispatch(t, r)
 			parent := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/job/"), "/dispatch")
 			reply(w, 200, map[string]any{"DispatchedJobID": parent + "/dispatch-" + d.IdPrefixTemplate + "-1772330401-0000000" + d.Namespace[len(d.Namespace)-1:], "EvalID": "e"})
-		case isStatuses(r):
+		case statuses:
 			mu.Lock()
 			reads++
 			mu.Unlock()
@@ -156,11 +167,11 @@ func TestReadBacksTakeACallSlot(t *testing.T) {
 			t.Errorf("unexpected %s %s", r.Method, r.URL)
 		}
 	})
-	for range MaxCalls - 1 {
-		c.slots <- struct{}{} // all but one slot taken
+	for range DispatchCalls - 1 {
+		c.slots <- struct{}{} // all but one dispatch slot taken
 	}
 	var wg sync.WaitGroup
-	for i := range 5 {
+	for i := range namespaces {
 		wg.Go(func() {
 			l := launchOf(i)
 			l.Target.Namespace = fmt.Sprintf("ns%d", i)
@@ -170,7 +181,8 @@ func TestReadBacksTakeACallSlot(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if peak != 1 || reads != 5 {
-		t.Fatalf("%d calls reached Nomad at once with one slot free (want 1); %d read-backs for 5 namespaces", peak, reads)
+	if peakReads > ProofCalls || peak > 1+ProofCalls || reads != namespaces {
+		t.Fatalf("%d calls reached Nomad at once, %d of them read-backs, with one dispatch slot free (want at most 1 + ProofCalls = %d, and %d read-backs); %d read-backs for %d namespaces",
+			peak, peakReads, 1+ProofCalls, ProofCalls, reads, namespaces)
 	}
 }
