@@ -243,7 +243,7 @@ const (
 // in a herd on a busy machine that was often: the connection a finished
 // call leaves is put back idle by another goroutine, after the next call
 // has looked. Idle connections piled up beside the calls in flight
-// (80-101 open at once in TestConnectionsStayWithinMaxCalls; in a launch
+// (67-101 open at once in TestConnectionsStayWithinMaxCalls; in a launch
 // benchmark of 1,000 runnable children the agent refused 86, and the
 // retries made the last children 13-15 s late). Bounded, such a call
 // waits for the connection being put back. The Go API client's default
