@@ -41,7 +41,7 @@ type Client struct {
 	// slots holds a token per HTTP call in flight but the read-backs
 	// (DispatchCalls at most), proofSlots one per read-back (ProofCalls
 	// at most).
-	slots, proofSlots chan struct{}
+	slots, proofSlots callSlots
 
 	dispatches      atomic.Uint64
 	attempts        atomic.Uint64
@@ -94,8 +94,8 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	c := &Client{cfg: cfg, api: a, base: base, calls: calls, slots: make(chan struct{}, DispatchCalls),
-		proofSlots: make(chan struct{}, ProofCalls)}
+	c := &Client{cfg: cfg, api: a, base: base, calls: calls, slots: newCallSlots(DispatchCalls, "calls to Nomad"),
+		proofSlots: newCallSlots(ProofCalls, "read-backs from Nomad")}
 	c.prover = newProver(c.readChildren)
 	return c, nil
 }
@@ -243,7 +243,7 @@ const (
 // in a herd on a busy machine that was often: the connection a finished
 // call leaves is put back idle by another goroutine, after the next call
 // has looked. Idle connections piled up beside the calls in flight
-// (67-101 open at once in TestConnectionsStayWithinMaxCalls; in a launch
+// (65-101 open at once in TestConnectionsStayWithinMaxCalls; in a launch
 // benchmark of 1,000 runnable children the agent refused 86, and the
 // retries made the last children 13-15 s late). Bounded, such a call
 // waits for the connection being put back. The Go API client's default
@@ -251,32 +251,28 @@ const (
 // close a connection per call in a herd.
 const connsPerHost = MaxCalls
 
-// acquire waits for a call slot; an error means the call was not sent.
-func (c *Client) acquire(ctx context.Context, op, subject string) error {
+// callSlots bounds calls in flight: a token per call.
+type callSlots struct {
+	tokens chan struct{}
+	what   string // the calls, as a "not sent" error names them
+}
+
+func newCallSlots(n int, what string) callSlots {
+	return callSlots{tokens: make(chan struct{}, n), what: what}
+}
+
+// acquire waits for a slot; an error means the call was not sent.
+func (s callSlots) acquire(ctx context.Context, op, subject string) error {
 	select {
-	case c.slots <- struct{}{}:
+	case s.tokens <- struct{}{}:
 		return nil
 	case <-ctx.Done():
 		return &CallError{Op: op, Subject: subject, Err: context.Cause(ctx),
-			Message: fmt.Sprintf("not sent: %d calls to Nomad were in flight until the deadline", DispatchCalls)}
+			Message: fmt.Sprintf("not sent: %d %s were in flight until the deadline", cap(s.tokens), s.what)}
 	}
 }
 
-func (c *Client) release() { <-c.slots }
-
-// acquireProof waits for a read-back's slot; an error means the call was
-// not sent.
-func (c *Client) acquireProof(ctx context.Context, subject string) error {
-	select {
-	case c.proofSlots <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return &CallError{Op: "prove", Subject: subject, Err: context.Cause(ctx),
-			Message: fmt.Sprintf("not sent: %d read-backs from Nomad were in flight until the deadline", ProofCalls)}
-	}
-}
-
-func (c *Client) releaseProof() { <-c.proofSlots }
+func (s callSlots) release() { <-s.tokens }
 
 // pooledHTTPClient is cleanhttp's pooled client (what the API client uses
 // by default) holding at most connsPerHost connections, all of which may
@@ -325,14 +321,14 @@ func pooledHTTPClient(address string) (client *http.Client, base string) {
 // EvalID is the token's stored child; any other child the reply names is
 // read back, in a batch with other workers' (prove.go).
 func (c *Client) dispatchOnce(ctx context.Context, l Launch, meta map[string]string, subject string) (string, error) {
-	if err := c.acquire(ctx, "dispatch", subject); err != nil {
+	if err := c.slots.acquire(ctx, "dispatch", subject); err != nil {
 		return "", err
 	}
 	c.attempts.Add(1)
 	resp, _, err := c.api.Jobs().DispatchOpts(&api.DispatchOptions{
 		JobID: l.Target.NomadJob, Meta: meta, Payload: l.Payload, IdPrefixTemplate: l.Identity,
 	}, c.write(ctx, l.Target, l.Identity))
-	c.release()
+	c.slots.release()
 	if err != nil {
 		e := callError("dispatch", subject, err)
 		if e.Permanent && strings.Contains(e.Message, "unpermitted metadata keys") && strings.Contains(e.Message, MetaPrefix) {
@@ -422,14 +418,14 @@ func (c *Client) lookupOnce(ctx context.Context, t state.Target, identity string
 	if err := validIdentity(identity); err != nil {
 		return "", false, &CallError{Op: "lookup", Subject: subject, Message: err.Error(), Permanent: true, Err: err}
 	}
-	if err := c.acquire(ctx, "lookup", subject); err != nil {
+	if err := c.slots.acquire(ctx, "lookup", subject); err != nil {
 		return "", false, err
 	}
 	q := c.query(ctx, t)
 	q.Prefix = ChildPrefix(t.NomadJob, identity)
 	q.Filter = tokenFilter(identity)
 	jobs, _, err := c.api.Jobs().List(q)
-	c.release()
+	c.slots.release()
 	if err != nil {
 		return "", false, callError("lookup", subject, err)
 	}
@@ -464,10 +460,10 @@ func (c *Client) Running(ctx context.Context, t state.Target, child string) (boo
 }
 
 func (c *Client) runningOnce(ctx context.Context, t state.Target, child string) (bool, error) {
-	if err := c.acquire(ctx, "running", child); err != nil {
+	if err := c.slots.acquire(ctx, "running", child); err != nil {
 		return false, err
 	}
-	defer c.release()
+	defer c.slots.release()
 	job, _, err := c.api.Jobs().Info(child, c.query(ctx, t))
 	switch {
 	case err != nil && notFound(err):
@@ -503,10 +499,10 @@ func (c *Client) Stop(ctx context.Context, t state.Target, child string) error {
 }
 
 func (c *Client) stopOnce(ctx context.Context, t state.Target, child string) error {
-	if err := c.acquire(ctx, "stop", child); err != nil {
+	if err := c.slots.acquire(ctx, "stop", child); err != nil {
 		return err
 	}
-	defer c.release()
+	defer c.slots.release()
 	job, _, err := c.api.Jobs().Info(child, c.query(ctx, t))
 	switch {
 	case err != nil && notFound(err):

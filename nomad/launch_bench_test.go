@@ -70,7 +70,7 @@ func BenchmarkLaunchVsNomadPeriodic(b *testing.B) {
 					// Printed as it comes (a benchmark's log is held to
 					// its end): a run cut short still shows what it did.
 					fmt.Printf("launch: %s %s N=%d rep %d %s: p50 %v p99 %v max %v, %.0f children/s, missing %d, doubled %d; others %.2f cores, %.1f MB/s written, redos %d%s\n",
-						time.Now().UTC().Format("15:04:05"), su, n, r+1, sys, run.L.P50, run.L.P99, run.L.Max, run.L.Rate, run.L.Missing, run.L.Doubled, run.G.Others, run.G.OthersWriteMBps, run.G.Redos, run.L.Calls)
+						time.Now().UTC().Format("15:04:05"), su, n, r+1, sys, run.L.P50, run.L.P99, run.L.Max, run.L.Rate, run.L.Missing, run.L.Doubled, run.G.Others, run.G.OthersWriteMBps, run.G.Redos, clientNote(run.L.Client))
 					rep.add(run)
 				}
 			}
@@ -272,9 +272,18 @@ type lateness struct {
 	Children, Missing, Doubled int
 	// Late is every child's lateness in creation order.
 	Late []time.Duration
-	// Calls is paxcron's Nomad client's counters over the run (its
-	// retries explain a tail), empty for the other systems.
-	Calls string
+	// Client is paxcron's Nomad client's counters over the run (its
+	// retries explain a tail), nil for the other systems.
+	Client *nomad.ClientStats
+}
+
+// clientNote is how a run's line shows paxcron's client counters.
+func clientNote(st *nomad.ClientStats) string {
+	if st == nil {
+		return ""
+	}
+	return fmt.Sprintf("; client: %d dispatches, %d sent, %d retries, %d repeated tokens, %d phantoms, %d read-backs proving %d",
+		st.Dispatches, st.DispatchAttempts, st.Retries, st.RepeatedTokens, st.Phantoms, st.ProofReads, st.Proved)
 }
 
 // errTooLate: setting a run up took past its due time; it is redone with
@@ -543,8 +552,7 @@ func paxcronLaunch(b *testing.B, cfg launchConfig, agent *nomadtest.Agent, a *ap
 	}
 	l := measure(due, bySlot, n)
 	st := c.Stats()
-	l.Calls = fmt.Sprintf("; client: %d dispatches, %d sent, %d retries, %d repeated tokens, %d phantoms, %d read-backs proving %d",
-		st.Dispatches, st.DispatchAttempts, st.Retries, st.RepeatedTokens, st.Phantoms, st.ProofReads, st.Proved)
+	l.Client = &st
 	return l, nil
 }
 

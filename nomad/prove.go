@@ -257,18 +257,18 @@ func (c *Client) readChildren(ctx context.Context, s proofScope, children []stri
 	if c.cfg.Token != "" {
 		req.Header.Set("X-Nomad-Token", c.cfg.Token)
 	}
-	if err := c.acquireProof(ctx, subject); err != nil {
+	if err := c.proofSlots.acquire(ctx, "prove", subject); err != nil {
 		return nil, err
 	}
 	resp, err := c.api.Raw().Do(req)
 	if err != nil {
-		c.releaseProof()
+		c.proofSlots.release()
 		return nil, &CallError{Op: "prove", Subject: subject, Message: err.Error(), Err: err}
 	}
 	// A batch of MaxProofBatch jobs with their allocations fits easily.
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	resp.Body.Close()
-	c.releaseProof()
+	c.proofSlots.release()
 	if err != nil {
 		return nil, &CallError{Op: "prove", Subject: subject, Status: resp.StatusCode, Message: err.Error(), Err: err}
 	}

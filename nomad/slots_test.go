@@ -112,7 +112,7 @@ func TestNoCallSlotBeforeTheDeadline(t *testing.T) {
 		t.Errorf("unexpected %s %s: every slot was taken", r.Method, r.URL)
 	})
 	for range DispatchCalls {
-		c.slots <- struct{}{}
+		c.slots.tokens <- struct{}{}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -168,7 +168,7 @@ func TestReadBacksTakeACallSlot(t *testing.T) {
 		}
 	})
 	for range DispatchCalls - 1 {
-		c.slots <- struct{}{} // all but one dispatch slot taken
+		c.slots.tokens <- struct{}{} // all but one dispatch slot taken
 	}
 	var wg sync.WaitGroup
 	for i := range namespaces {
