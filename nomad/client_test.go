@@ -49,6 +49,13 @@ func fakeAt(t *testing.T, address string, requestTimeout time.Duration) *Client 
 	return c
 }
 
+// setCallTimeout sets c's CallTimeout before any call: the slots bound
+// each call with it.
+func setCallTimeout(c *Client, d time.Duration) {
+	c.cfg.CallTimeout = d
+	c.slots.timeout, c.proofSlots.timeout = d, d
+}
+
 // reply answers as Nomad does: JSON with an index header on success, the
 // message as plain text otherwise.
 func reply(w http.ResponseWriter, status int, v any) {
@@ -397,7 +404,7 @@ func TestDispatchHungNomad(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { close(done) }) // before the server's Close
-	c.cfg.CallTimeout = 100 * time.Millisecond
+	setCallTimeout(c, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 450*time.Millisecond)
 	defer cancel()
 	start := time.Now()

@@ -31,8 +31,11 @@ type Config struct {
 	// node:read or agent:read.
 	Token string
 	TLS   TLSConfig
-	// CallTimeout bounds each HTTP call. The Go client sets none of its
-	// own: without it a call to a hung agent never returns.
+	// CallTimeout bounds each HTTP call's exchange with Nomad, from when
+	// the call has its slot among those in flight (MaxCalls): the wait
+	// for a slot counts against the request's deadline only. The Go
+	// client sets none of its own: without it a call to a hung agent
+	// never returns.
 	CallTimeout time.Duration
 	// RequestTimeout bounds a Client method, its retries included, when
 	// its context's deadline is later. Keep it below the launcher's

@@ -51,7 +51,7 @@ func TestConnectionsStayWithinMaxCalls(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	c := fakeAt(t, srv.URL, 30*time.Second)
-	c.cfg.CallTimeout = 30 * time.Second // no attempt abandoned: only the transport's own connections count
+	setCallTimeout(c, 30*time.Second) // no attempt abandoned: only the transport's own connections count
 
 	stop := make(chan struct{})
 	var spin sync.WaitGroup

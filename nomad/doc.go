@@ -6,8 +6,8 @@
 // cron/cronfile, not here.
 //
 // Client makes blocking calls, each bounded by a deadline: its context's,
-// RequestTimeout, and CallTimeout per HTTP call (the Go client has none
-// of its own). Dispatcher is the launcher's launcher.Dispatcher over a
+// RequestTimeout, and CallTimeout per HTTP call once it is sent (the Go
+// client has none of its own). Dispatcher is the launcher's launcher.Dispatcher over a
 // Client: Submit never blocks, a bounded pool of workers makes the calls,
 // and each launcher.Result goes back through a Deliver callback that the
 // server drains on the launcher's thread into Launcher.Done.

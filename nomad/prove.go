@@ -249,7 +249,12 @@ func (c *Client) readChildren(ctx context.Context, s proofScope, children []stri
 		q.Set("region", s.region)
 	}
 	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(enc))
+	cctx, release, err := c.proofSlots.acquire(ctx, "prove", subject)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	req, err := http.NewRequestWithContext(cctx, http.MethodPost, u.String(), bytes.NewReader(enc))
 	if err != nil {
 		return nil, err
 	}
@@ -257,18 +262,14 @@ func (c *Client) readChildren(ctx context.Context, s proofScope, children []stri
 	if c.cfg.Token != "" {
 		req.Header.Set("X-Nomad-Token", c.cfg.Token)
 	}
-	if err := c.proofSlots.acquire(ctx, "prove", subject); err != nil {
-		return nil, err
-	}
 	resp, err := c.api.Raw().Do(req)
 	if err != nil {
-		c.proofSlots.release()
 		return nil, &CallError{Op: "prove", Subject: subject, Message: err.Error(), Err: err}
 	}
 	// A batch of MaxProofBatch jobs with their allocations fits easily.
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	resp.Body.Close()
-	c.proofSlots.release()
+	release()
 	if err != nil {
 		return nil, &CallError{Op: "prove", Subject: subject, Status: resp.StatusCode, Message: err.Error(), Err: err}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -41,7 +42,7 @@ func TestCallsInFlightBounded(t *testing.T) {
 		}
 		n.serve(w, r)
 	})
-	c.cfg.CallTimeout = 10 * time.Second
+	setCallTimeout(c, 10*time.Second)
 	const launches = DispatchCalls + 20
 	var wg sync.WaitGroup
 	for i := range launches {
@@ -93,7 +94,7 @@ func TestReadBackHoldsNoCallSlot(t *testing.T) {
 		}
 		n.serve(w, r)
 	})
-	c.cfg.CallTimeout = 10 * time.Second
+	setCallTimeout(c, 10*time.Second)
 	var wg sync.WaitGroup
 	for i := range DispatchCalls + 1 {
 		wg.Go(func() {
@@ -184,5 +185,45 @@ func TestReadBacksTakeACallSlot(t *testing.T) {
 	if peakReads > ProofCalls || peak > 1+ProofCalls || reads != namespaces {
 		t.Fatalf("%d calls reached Nomad at once, %d of them read-backs, with one dispatch slot free (want at most 1 + ProofCalls = %d, and %d read-backs); %d read-backs for %d namespaces",
 			peak, peakReads, 1+ProofCalls, ProofCalls, reads, namespaces)
+	}
+}
+
+// TestSlotWaitDoesNotShortenTheCall: CallTimeout bounds a call's exchange
+// with Nomad, not its wait for a slot. A dispatch that waits longer than
+// CallTimeout for a dispatch slot, and then as long again for a read-back
+// slot, is still sent, answered and proved in one attempt. (Counted from
+// before the wait, the attempt timed out unsent and was tried again: in
+// herds of 1,000 runnable children such retries kept the queue long and
+// the last children 12-15 s late.)
+func TestSlotWaitDoesNotShortenTheCall(t *testing.T) {
+	n := newBatchNomad(t)
+	srv := httptest.NewServer(http.HandlerFunc(n.serve))
+	t.Cleanup(srv.Close)
+	c := fakeAt(t, srv.URL, 10*time.Second)
+	wait := c.cfg.CallTimeout + c.cfg.CallTimeout/2
+	for range cap(c.slots.tokens) {
+		c.slots.tokens <- struct{}{}
+	}
+	for range cap(c.proofSlots.tokens) {
+		c.proofSlots.tokens <- struct{}{}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Dispatch(context.Background(), launchOf(1))
+		done <- err
+	}()
+	time.Sleep(wait)
+	for range cap(c.slots.tokens) {
+		<-c.slots.tokens
+	}
+	time.Sleep(wait)
+	for range cap(c.proofSlots.tokens) {
+		<-c.proofSlots.tokens
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("a dispatch that waited %v for each slot: %v", wait, err)
+	}
+	if s := c.Stats(); s.DispatchAttempts != 1 || s.Retries != 0 || s.ProofReads != 1 || s.Proved != 1 {
+		t.Fatalf("%+v; want one attempt, no retry and one read-back proving the child: the wait for a slot must not count against CallTimeout", s)
 	}
 }

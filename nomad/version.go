@@ -33,7 +33,11 @@ func (c *Client) CheckVersion(ctx context.Context) (string, error) {
 	defer cancel()
 	var versions []string
 	err := c.retry(ctx, func(ctx context.Context) error {
-		var err error
+		ctx, release, err := c.slots.acquire(ctx, "version", "/v1/agent/members")
+		if err != nil {
+			return err
+		}
+		defer release()
 		versions, err = c.serverVersions(ctx)
 		return err
 	})
