@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"paxcron/cron/launcher"
 	"paxcron/cron/state"
 )
 
@@ -188,9 +189,15 @@ func (c *Client) Dispatch(ctx context.Context, l Launch) (string, error) {
 	// and the launcher looks again once such a dispatch has had time to
 	// land (launcher.Config.MaxCallLatency).
 	mayLand := false
+	// sent: an attempt reached the network, so the dispatch may have
+	// happened; while none did, a failure wraps launcher.ErrNotSent.
+	sent := false
 	err = c.retry(ctx, func(ctx context.Context) error {
-		id, err := c.dispatchOnce(ctx, l, meta, subject)
+		id, tried, err := c.dispatchOnce(ctx, l, meta, subject)
 		child = id
+		if tried && !neverSent(err) {
+			sent = true
+		}
 		switch {
 		case err == nil:
 		case Permanent(err) && mayLand:
@@ -201,6 +208,9 @@ func (c *Client) Dispatch(ctx context.Context, l Launch) (string, error) {
 		}
 		return err
 	})
+	if err != nil && !sent && !Permanent(err) {
+		err = fmt.Errorf("%w: %w", launcher.ErrNotSent, err)
+	}
 	return child, err
 }
 
@@ -334,12 +344,20 @@ func pooledHTTPClient(address string) (client *http.Client, base string) {
 
 // dispatchOnce sends one dispatch and proves its child exists: an empty
 // EvalID is the token's stored child; any other child the reply names is
-// read back, in a batch with other workers' (prove.go).
-func (c *Client) dispatchOnce(ctx context.Context, l Launch, meta map[string]string, subject string) (string, error) {
+// read back, in a batch with other workers' (prove.go). tried is false
+// when it got no call slot, so nothing was sent.
+func (c *Client) dispatchOnce(ctx context.Context, l Launch, meta map[string]string, subject string) (child string, tried bool, err error) {
 	cctx, release, err := c.slots.acquire(ctx, "dispatch", subject)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
+	child, err = c.dispatchInSlot(ctx, cctx, release, l, meta, subject)
+	return child, true, err
+}
+
+// dispatchInSlot makes dispatchOnce's call in the slot it holds (cctx,
+// released once the reply is in) and proves its child.
+func (c *Client) dispatchInSlot(ctx, cctx context.Context, release func(), l Launch, meta map[string]string, subject string) (string, error) {
 	c.attempts.Add(1)
 	resp, _, err := c.api.Jobs().DispatchOpts(&api.DispatchOptions{
 		JobID: l.Target.NomadJob, Meta: meta, Payload: l.Payload, IdPrefixTemplate: l.Identity,

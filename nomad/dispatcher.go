@@ -157,14 +157,14 @@ func (d *Dispatcher) Submit(r launcher.Request) {
 	}
 	left := r.Deadline.Sub(d.cfg.Now())
 	if left <= 0 {
-		d.cfg.Deliver(launcher.Result{ID: r.ID, Err: fmt.Errorf("%w (%v ago)", ErrDeadline, -left)})
+		d.cfg.Deliver(launcher.Result{ID: r.ID, Err: fmt.Errorf("%w: %w (%v ago)", launcher.ErrNotSent, ErrDeadline, -left)})
 		return
 	}
 	q := queued{r: r, deadline: time.Now().Add(min(left, d.cfg.RequestTimeout))}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		d.cfg.Deliver(launcher.Result{ID: r.ID, Err: ErrClosed})
+		d.cfg.Deliver(launcher.Result{ID: r.ID, Err: notSent(ErrClosed)})
 		return
 	}
 	if d.pending == d.cfg.MaxPending {
@@ -193,10 +193,10 @@ func (d *Dispatcher) work() {
 // run makes q's call within its deadline.
 func (d *Dispatcher) run(q queued) launcher.Result {
 	if d.ctx.Err() != nil {
-		return launcher.Result{ID: q.r.ID, Err: ErrClosed}
+		return launcher.Result{ID: q.r.ID, Err: notSent(ErrClosed)}
 	}
 	if late := time.Since(q.deadline); late >= 0 {
-		return launcher.Result{ID: q.r.ID, Err: fmt.Errorf("%w (waited for a worker until %v past it)", ErrDeadline, late)}
+		return launcher.Result{ID: q.r.ID, Err: fmt.Errorf("%w: %w (waited for a worker until %v past it)", launcher.ErrNotSent, ErrDeadline, late)}
 	}
 	ctx, cancel := context.WithDeadline(d.ctx, q.deadline)
 	defer cancel()
@@ -206,6 +206,9 @@ func (d *Dispatcher) run(q queued) launcher.Result {
 	}
 	return res
 }
+
+// notSent marks err as a request's that made no call.
+func notSent(err error) error { return fmt.Errorf("%w: %w", launcher.ErrNotSent, err) }
 
 // Close cancels the calls in flight, answers the queued requests with
 // ErrClosed, and returns once every worker has stopped; each request

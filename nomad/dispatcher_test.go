@@ -271,17 +271,17 @@ func TestDispatcherDeadline(t *testing.T) {
 		d.Submit(request(2, launcher.OpDispatch, now.Add(2*time.Second)))
 		d.Submit(request(3, launcher.OpDispatch, now.Add(time.Second))) // passes while 2 holds the worker
 		synctest.Wait()
-		if got := r.byID(t)[1]; !errors.Is(got.Err, ErrDeadline) {
-			t.Fatalf("request 1: %+v; want ErrDeadline at once", got)
+		if got := r.byID(t)[1]; !errors.Is(got.Err, ErrDeadline) || !errors.Is(got.Err, launcher.ErrNotSent) {
+			t.Fatalf("request 1: %+v; want ErrDeadline at once, marked not sent", got)
 		}
 		time.Sleep(3 * time.Second) // the bubble's clock: no real wait
 		synctest.Wait()
 		got := r.byID(t)
-		if res := got[2]; res.Err == nil || !errors.Is(res.Err, context.DeadlineExceeded) || Permanent(res.Err) {
-			t.Fatalf("request 2: %+v; want cut at its deadline", res)
+		if res := got[2]; res.Err == nil || !errors.Is(res.Err, context.DeadlineExceeded) || Permanent(res.Err) || errors.Is(res.Err, launcher.ErrNotSent) {
+			t.Fatalf("request 2: %+v; want cut at its deadline, its call made", res)
 		}
-		if res := got[3]; !errors.Is(res.Err, ErrDeadline) {
-			t.Fatalf("request 3: %+v; want ErrDeadline without a call", res)
+		if res := got[3]; !errors.Is(res.Err, ErrDeadline) || !errors.Is(res.Err, launcher.ErrNotSent) {
+			t.Fatalf("request 3: %+v; want ErrDeadline without a call, marked not sent", res)
 		}
 		if calls := c.called(); len(calls) != 1 {
 			t.Fatalf("calls %v; want request 2's only", calls)
@@ -327,16 +327,23 @@ func TestDispatcherClose(t *testing.T) {
 		if len(got) != 6 {
 			t.Fatalf("%d results after Close, want 6", len(got))
 		}
+		if calls := c.called(); len(calls) != 2 {
+			t.Errorf("calls %v: want the two in flight only", calls)
+		}
+		unsent := 0
 		for id, res := range got {
 			if !errors.Is(res.Err, ErrClosed) || Permanent(res.Err) {
 				t.Errorf("result %d: %+v; want ErrClosed", id, res)
 			}
+			if errors.Is(res.Err, launcher.ErrNotSent) {
+				unsent++
+			}
 		}
-		if calls := c.called(); len(calls) != 2 {
-			t.Errorf("calls %v: want the two in flight only", calls)
+		if unsent != 4 {
+			t.Errorf("%d results marked not sent; want the four whose call was never made", unsent)
 		}
 		d.Submit(request(7, launcher.OpLookup, deadline))
-		if res := r.byID(t)[7]; !errors.Is(res.Err, ErrClosed) {
+		if res := r.byID(t)[7]; !errors.Is(res.Err, ErrClosed) || !errors.Is(res.Err, launcher.ErrNotSent) {
 			t.Errorf("Submit after Close: %+v", res)
 		}
 		d.Close() // again: no effect

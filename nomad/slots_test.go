@@ -2,13 +2,18 @@ package nomad
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"paxcron/cron/launcher"
 )
 
 // TestCallsInFlightBounded: however many dispatches run at once, at most
@@ -121,8 +126,59 @@ func TestNoCallSlotBeforeTheDeadline(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("not sent: %d calls to Nomad were in flight", DispatchCalls)) {
 		t.Fatalf("Dispatch = %v; want the call not sent for want of a slot", err)
 	}
-	if Permanent(err) {
-		t.Fatalf("%v is permanent; a call not sent may be tried again", err)
+	if Permanent(err) || !errors.Is(err, launcher.ErrNotSent) {
+		t.Fatalf("%v: want it marked not sent (launcher.ErrNotSent), not permanent: the launcher dispatches it again without a lookup", err)
+	}
+}
+
+// TestSentOnceIsNeverMarkedNotSent: a dispatch whose first attempt was
+// sent and got no answer may still land, so the request is not marked
+// not sent when its later attempts find no slot.
+func TestSentOnceIsNeverMarkedNotSent(t *testing.T) {
+	var c *Client
+	filled := make(chan struct{})
+	c = fake(t, func(w http.ResponseWriter, r *http.Request) {
+		// The first attempt hangs until cut; meanwhile every slot is
+		// taken, the one it holds as soon as it lets go (a sender blocked
+		// on the full channel gets the freed place before any retry).
+		go func() {
+			for range cap(c.slots.tokens) {
+				c.slots.tokens <- struct{}{}
+			}
+			close(filled)
+		}()
+		io.Copy(io.Discard, r.Body) // then the server notices the client leave
+		<-r.Context().Done()
+	})
+	setCallTimeout(c, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := c.Dispatch(ctx, launchOf(1))
+	<-filled
+	if err == nil || Permanent(err) || errors.Is(err, launcher.ErrNotSent) {
+		t.Fatalf("Dispatch = %v; want an open outcome, not marked not sent: its first attempt was sent", err)
+	}
+	if s := c.Stats(); s.DispatchAttempts != 1 {
+		t.Fatalf("%d attempts sent; want the first only", s.DispatchAttempts)
+	}
+}
+
+// TestUnreachableNomadIsNotSent: a dispatch none of whose attempts could
+// connect is marked not sent.
+func TestUnreachableNomadIsNotSent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	address := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now: every dial is refused
+	c := fakeAt(t, address, 300*time.Millisecond)
+	_, err = c.Dispatch(context.Background(), launchOf(1))
+	if err == nil || Permanent(err) || !errors.Is(err, launcher.ErrNotSent) {
+		t.Fatalf("Dispatch = %v; want it marked not sent", err)
+	}
+	if s := c.Stats(); s.DispatchAttempts < 2 {
+		t.Fatalf("%d attempts; want the dispatch tried again until its deadline", s.DispatchAttempts)
 	}
 }
 

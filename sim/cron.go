@@ -568,6 +568,9 @@ func (c *cluster) faultNomadFlaky() bool {
 	cfg := c.opts.Nomad
 	cfg.Epoch = c.opts.Epoch
 	cfg.ReplyLossProbability = 0.3
+	// Some calls never leave (a connection's wait outlasts the request):
+	// the launcher dispatches those again without a lookup.
+	cfg.NotSentProbability = 0.1
 	cfg.ReplyLatencyMax = 300 * time.Millisecond
 	cfg.RequestLatencyMax = 300 * time.Millisecond
 	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.nomadGC > 0 {

@@ -34,8 +34,8 @@ func (s CronStats) String() string {
 	for _, n := range k.Justified {
 		justified += n
 	}
-	return fmt.Sprintf("launches: started=%d (manual %d, backfilled %d) dispatched=%d skipped=%d failed=%d unknown=%d; calls=%d takeovers=%d nomad: created=%d dedup=%d lost-replies=%d; checked: justified=%d on-time=%d (before the tail %d) manual-on-time=%d (before the tail %d, short window %d) crowded=%d dropped-by-delete=%d superseded-while-healthy=%d; reasons not kept: %d; maps rebuilt: state=%d leader=%d; purges=%d restore-moves=%d",
-		l.Started, s.Manual, s.Backfilled, l.Dispatched, l.Skipped, l.Failed, l.Unknown, s.Calls, s.Promotions, s.Nomad.Created, s.Nomad.Deduplicated, s.Nomad.RepliesLost,
+	return fmt.Sprintf("launches: started=%d (manual %d, backfilled %d) dispatched=%d skipped=%d failed=%d unknown=%d; calls=%d takeovers=%d nomad: created=%d dedup=%d lost-replies=%d not-sent=%d; checked: justified=%d on-time=%d (before the tail %d) manual-on-time=%d (before the tail %d, short window %d) crowded=%d dropped-by-delete=%d superseded-while-healthy=%d; reasons not kept: %d; maps rebuilt: state=%d leader=%d; purges=%d restore-moves=%d",
+		l.Started, s.Manual, s.Backfilled, l.Dispatched, l.Skipped, l.Failed, l.Unknown, s.Calls, s.Promotions, s.Nomad.Created, s.Nomad.Deduplicated, s.Nomad.RepliesLost, s.Nomad.NotSent,
 		justified, k.OnTime, k.OnTimeEarly, k.OnTimeManual, k.OnTimeManualEarly, k.ManualWindowShort, k.Crowded, k.DroppedByDelete, k.SupersededJudged, s.ReasonsNotKept, s.StateMapRebuilds, s.LeaderMapRebuilds, s.Purges, s.RestoreMoves)
 }
 

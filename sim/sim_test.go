@@ -211,6 +211,7 @@ func TestCronIsExercised(t *testing.T) {
 		l.Nomad.CallsRunning += c.Nomad.CallsRunning
 		l.Nomad.CallsStop += c.Nomad.CallsStop
 		l.Nomad.RepliesLost += c.Nomad.RepliesLost
+		l.Nomad.NotSent += c.Nomad.NotSent
 		l.Nomad.FailedDown += c.Nomad.FailedDown
 		l.Nomad.Rejected += c.Nomad.Rejected
 		l.Nomad.Collected += c.Nomad.Collected
@@ -231,7 +232,7 @@ func TestCronIsExercised(t *testing.T) {
 		"launches started": l.Launches.Started, "dispatched": l.Launches.Dispatched, "skipped": l.Launches.Skipped,
 		"failed": l.Launches.Failed, "concluded unknown": l.Launches.Unknown, "launcher takeovers": l.Promotions,
 		"lookups": l.Nomad.CallsLookup, "running checks (forbid)": l.Nomad.CallsRunning, "stops (replace)": l.Nomad.CallsStop,
-		"replies lost": l.Nomad.RepliesLost, "calls while Nomad was down": l.Nomad.FailedDown,
+		"replies lost": l.Nomad.RepliesLost, "calls never sent": l.Nomad.NotSent, "calls while Nomad was down": l.Nomad.FailedDown,
 		"dispatches refused": l.Nomad.Rejected, "children collected": l.Nomad.Collected,
 		"forbid children judged against the job's others": forbidJudged,
 		"state maps rebuilt far below their peak":         l.StateMapRebuilds, "leader maps rebuilt": l.LeaderMapRebuilds,

@@ -72,9 +72,11 @@ type Result struct {
 	// still pending or running.
 	Found bool
 	// Err is nil on success. An error wrapping ErrRejected says the call
-	// had no effect and retrying it cannot help; any other error leaves
-	// open whether a dispatch happened (a timeout, a lost reply, a 5xx),
-	// and the launcher finds out by OpLookup.
+	// had no effect and retrying it cannot help; one wrapping ErrNotSent
+	// says it never reached Nomad, so a dispatch is made again after the
+	// retry's wait; any other error leaves open whether a dispatch
+	// happened (a timeout, a lost reply, a 5xx), and the launcher finds
+	// out by OpLookup once the dispatch must have landed (MaxCallLatency).
 	Err error
 }
 
@@ -82,6 +84,13 @@ type Result struct {
 // parameterized job does not exist, the payload is refused, a permission
 // is missing. Retrying such a call cannot succeed.
 var ErrRejected = errors.New("launcher: rejected by Nomad")
+
+// ErrNotSent wraps errors for calls that never reached Nomad, none of
+// their attempts: the request's time ran out while it waited for a worker
+// or a connection, or no connection could be made. Such a dispatch had no
+// effect, and nothing is to be looked up. A Dispatcher must not use it for
+// a call any attempt of which may have been sent, however it then failed.
+var ErrNotSent = errors.New("launcher: not sent to Nomad")
 
 // Dispatcher makes the launcher's calls to Nomad. Calls are asynchronous,
 // so the launcher, like the rest of the replica, never blocks and stays

@@ -1300,6 +1300,20 @@ func (l *Launcher) Done(r Result) {
 			l.conclude(t, state.Outcome{Kind: state.OutcomeDispatched, ChildID: r.ChildID})
 		case errors.Is(r.Err, ErrRejected):
 			l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: ReasonRefused(r.Err)})
+		case errors.Is(r.Err, ErrNotSent):
+			// It never reached Nomad: as after a lookup that found no
+			// child, dispatch again after the retry's wait, with no
+			// MaxCallLatency wait and no lookup. In a herd that swamps
+			// the agent, a request whose time ran out waiting for a
+			// connection was looked up 10 s later, and that lookup queued
+			// behind the dispatches too (issue 6).
+			t.lastErr = r.Err.Error()
+			info, ok := l.m.Info(t.launch.Job)
+			if !l.sameJob(t, info, ok) {
+				l.conclude(t, state.Outcome{Kind: state.OutcomeFailed, Reason: ReasonDeletedAfterFailure(t.lastErr)})
+				return
+			}
+			l.dispatchAgain(t, info)
 		default:
 			// It may have happened, or still be on its way: look it up
 			// once it must have landed.

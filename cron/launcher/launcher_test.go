@@ -286,6 +286,34 @@ func TestAmbiguousDispatchIsLookedUpThenRetried(t *testing.T) {
 	h.wantProposed("finished a-1772370000 dispatched batch/dispatch-a", "finished b-1772370000 dispatched batch/dispatch-b")
 }
 
+// TestDispatchNotSentIsSentAgainWithoutLookup: a dispatch that never
+// reached Nomad (its request's time ran out waiting for a connection) is
+// made again after the retry's wait, not looked up once MaxCallLatency
+// has passed; one whose job was deleted meanwhile fails with the error.
+func TestDispatchNotSentIsSentAgainWithoutLookup(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxCallLatency = time.Minute })
+	h.apply(putJob("a", job("@every 1h")), putJob("b", job("@every 1h")))
+	h.lease(1, 10*time.Minute)
+	h.at(t0.Add(time.Hour))
+	h.commit()
+	notSent := fmt.Errorf("%w: 60 calls to Nomad were in flight until the deadline", ErrNotSent)
+	h.wantRequest(OpDispatch, "a-1772370000")
+	h.answer(Result{Err: notSent})
+	h.wantRequest(OpDispatch, "b-1772370000")
+	h.answer(Result{Err: notSent})
+	h.apply(state.DeleteJob{Name: "b"})
+	h.wantNoRequest() // the retry's wait
+	h.at(h.now.Add(time.Second))
+	h.wantRequest(OpDispatch, "a-1772370000")
+	h.answer(Result{ChildID: "batch/dispatch-a"})
+	h.wantNoRequest()
+	h.wantProposed("finished b-1772370000 failed dispatch failed (launcher: not sent to Nomad: 60 calls to Nomad were in flight until the deadline) and the job was deleted since",
+		"finished a-1772370000 dispatched batch/dispatch-a")
+	if s := h.l.Stats(); s.Calls[OpLookup] != 0 {
+		t.Fatalf("%d lookups for dispatches that never reached Nomad", s.Calls[OpLookup])
+	}
+}
+
 // TestDeletedWhileWaitingToDispatchAgain: a dispatch that failed, found
 // not to have happened, waits to be sent again; the job is deleted in the
 // wait. The launch is recorded failed, with the failure, not skipped as

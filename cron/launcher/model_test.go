@@ -299,6 +299,8 @@ func (m *modelRun) land(i int) {
 		if m.r.IntN(4) == 0 || h.now.After(req.Deadline) {
 			res = Result{Err: errTimeout} // the reply is lost, or came too late
 		}
+	} else if m.r.IntN(2) == 0 {
+		res = Result{Err: fmt.Errorf("%w: no connection before the deadline", ErrNotSent)} // and the caller knows it
 	}
 	res.ID = req.ID
 	h.l.Done(res)

@@ -25,6 +25,11 @@ type Config struct {
 	// arrives although the call took effect: the caller only sees its
 	// deadline pass.
 	ReplyLossProbability float64
+	// NotSentProbability is the chance, per call, that it never reaches
+	// Nomad (its time ran out waiting for a connection) and the caller
+	// knows it: answered at its deadline with an error wrapping
+	// launcher.ErrNotSent, and no effect.
+	NotSentProbability float64
 	// RunMin and RunMax bound how long a child runs after its creation
 	// before it finishes on its own.
 	RunMin time.Duration
@@ -52,6 +57,8 @@ func (c Config) Validate() error {
 		return bad("need 0 <= ReplyLatencyMin (%v) <= ReplyLatencyMax (%v)", c.ReplyLatencyMin, c.ReplyLatencyMax)
 	case !(c.ReplyLossProbability >= 0 && c.ReplyLossProbability <= 1):
 		return bad("ReplyLossProbability must lie in [0, 1]: %v", c.ReplyLossProbability)
+	case !(c.NotSentProbability >= 0 && c.NotSentProbability <= 1):
+		return bad("NotSentProbability must lie in [0, 1]: %v", c.NotSentProbability)
 	case !span(c.RunMin, c.RunMax):
 		return bad("need 0 <= RunMin (%v) <= RunMax (%v)", c.RunMin, c.RunMax)
 	case c.GCThreshold < 0:

@@ -28,8 +28,9 @@ var (
 	// every deadline error a call gets.
 	ErrDeadlineExceeded = fmt.Errorf("simnomad: %w", context.DeadlineExceeded)
 
-	errLateSubmit = fmt.Errorf("%w: the deadline passed before the call was made", ErrDeadlineExceeded)
+	errLateSubmit = fmt.Errorf("%w: %w: the deadline passed before the call was made", launcher.ErrNotSent, ErrDeadlineExceeded)
 	errNoReply    = fmt.Errorf("%w: no reply by the deadline", ErrDeadlineExceeded)
+	errNotSent    = fmt.Errorf("%w: %w: no connection came free before the deadline", launcher.ErrNotSent, ErrDeadlineExceeded)
 )
 
 // Child is one dispatched child job, as the checkers see it. Times are true
@@ -89,6 +90,9 @@ type Stats struct {
 	RepliesLost uint64
 	// LateSubmits counts calls made at or after their deadline.
 	LateSubmits uint64
+	// NotSent counts calls that never reached Nomad and were answered so
+	// at their deadline (NotSentProbability).
+	NotSent uint64
 	// TimedOut counts calls whose reply was lost or came at or after the
 	// deadline, and which got a deadline error at the deadline instead.
 	TimedOut uint64
@@ -259,7 +263,8 @@ func (n *Nomad) Pending() int { return n.pending }
 // never inside Call, with a Result whose ID is req.ID: the reply if it
 // arrives before the deadline, else a deadline error at the deadline. A
 // call made at or after its deadline gets a deadline error at once and has
-// no effect.
+// no effect; so does one that is never sent (NotSentProbability), at its
+// deadline. Both errors wrap launcher.ErrNotSent.
 //
 // A nil reply or an unknown Op is a programmer error and panics.
 func (n *Nomad) Call(req launcher.Request, deadline time.Duration, reply func(launcher.Result)) {
@@ -284,6 +289,11 @@ func (n *Nomad) Call(req launcher.Request, deadline time.Duration, reply func(la
 	if now >= deadline {
 		n.stats.LateSubmits++
 		n.sched.At(now, func() { n.deliver(c, launcher.Result{Err: errLateSubmit}) })
+		return
+	}
+	if n.chance(n.cfg.NotSentProbability) {
+		n.stats.NotSent++
+		n.sched.At(deadline, func() { n.deliver(c, launcher.Result{Err: errNotSent}) })
 		return
 	}
 	c.timer = n.sched.At(deadline, func() {

@@ -423,14 +423,36 @@ func TestCallAtOrAfterDeadlineHasNoEffect(t *testing.T) {
 		}
 		h.drain()
 		r := h.only(id)
-		if !errors.Is(r.res.Err, context.DeadlineExceeded) || r.at != time.Second {
-			t.Errorf("deadline %v: result %+v at %v, want a deadline error at once", deadline, r.res, r.at)
+		if !errors.Is(r.res.Err, context.DeadlineExceeded) || !errors.Is(r.res.Err, launcher.ErrNotSent) || r.at != time.Second {
+			t.Errorf("deadline %v: result %+v at %v, want a deadline error at once, marked not sent", deadline, r.res, r.at)
 		}
 	}
 	if n := len(h.n.Children()); n != 0 {
 		t.Errorf("late calls created %d children", n)
 	}
 	if st := h.n.Stats(); st.LateSubmits != 3 || st.TimedOut != 0 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+// TestNotSentCallHasNoEffect: a call that never reaches Nomad is answered
+// at its deadline with an error wrapping launcher.ErrNotSent, and nothing
+// happens at Nomad.
+func TestNotSentCallHasNoEffect(t *testing.T) {
+	cfg := fixedConfig()
+	cfg.NotSentProbability = 1
+	h := newHarness(t, 12, cfg)
+	h.n.Register("", "", "p")
+	id := h.call(dispatch("", "", "p", "tok"), 2*time.Second)
+	h.drain()
+	r := h.only(id)
+	if !errors.Is(r.res.Err, launcher.ErrNotSent) || errors.Is(r.res.Err, launcher.ErrRejected) || r.at != 2*time.Second {
+		t.Errorf("result %+v at %v; want not sent, at the deadline", r.res, r.at)
+	}
+	if n := len(h.n.Children()); n != 0 {
+		t.Errorf("a call never sent created %d children", n)
+	}
+	if st := h.n.Stats(); st.NotSent != 1 || st.Created != 0 || st.TimedOut != 0 {
 		t.Errorf("stats = %+v", st)
 	}
 }
