@@ -96,8 +96,8 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	c := &Client{cfg: cfg, api: a, base: base, calls: calls, slots: newCallSlots(DispatchCalls, "calls to Nomad", cfg.CallTimeout, cfg.CallTimeout/minLeftPart),
-		proofSlots: newCallSlots(ProofCalls, "read-backs from Nomad", cfg.CallTimeout, 0)}
+	c := &Client{cfg: cfg, api: a, base: base, calls: calls, slots: newCallSlots(DispatchCalls, "calls to Nomad", cfg.CallTimeout),
+		proofSlots: newCallSlots(ProofCalls, "read-backs from Nomad", cfg.CallTimeout)}
 	c.prover = newProver(c.readChildren)
 	return c, nil
 }
@@ -275,44 +275,22 @@ type callSlots struct {
 	// wait for a slot is bounded by the caller's deadline (RequestTimeout)
 	// alone.
 	timeout time.Duration
-	// minLeft, when set, is the least of the request's time a call must
-	// have left once it has its slot, else it is not sent. In a herd a
-	// call got its slot with a few hundred milliseconds left, was cut
-	// unanswered at the deadline, and its outcome was open: the launcher
-	// waited MaxCallLatency (10 s) and looked it up. Not sent, it is
-	// dispatched again after the launcher's retry wait (launcher.ErrNotSent).
-	// Not for the read-backs: a batch runs on its first member's time for
-	// all its members.
-	minLeft time.Duration
 }
 
-// minLeftPart is the share of CallTimeout a call must have left of its
-// request's time to be sent (1 s by default).
-const minLeftPart = 5
-
-func newCallSlots(n int, what string, timeout, minLeft time.Duration) callSlots {
-	if n <= 0 || timeout <= 0 || minLeft < 0 {
-		panic(fmt.Sprintf("nomad: %d slots for %s with timeout %v, at least %v left", n, what, timeout, minLeft))
+func newCallSlots(n int, what string, timeout time.Duration) callSlots {
+	if n <= 0 || timeout <= 0 {
+		panic(fmt.Sprintf("nomad: %d slots for %s with timeout %v", n, what, timeout))
 	}
-	return callSlots{tokens: make(chan struct{}, n), what: what, timeout: timeout, minLeft: minLeft}
+	return callSlots{tokens: make(chan struct{}, n), what: what, timeout: timeout}
 }
 
 // acquire waits for a slot and returns the context of the call made in
 // it, bounded by the slot's timeout from now, and the release that ends
 // that context and frees the slot (once, however often it is called). An
 // error means the call was not sent.
-var errTooLate = errors.New("nomad: too little of the request's time left to send a call")
-
 func (s callSlots) acquire(ctx context.Context, op, subject string) (context.Context, func(), error) {
 	select {
 	case s.tokens <- struct{}{}:
-		if dl, ok := ctx.Deadline(); ok && s.minLeft > 0 {
-			if left := time.Until(dl); left < s.minLeft {
-				<-s.tokens
-				return nil, nil, &CallError{Op: op, Subject: subject, Err: errTooLate,
-					Message: fmt.Sprintf("not sent: a slot came free with %v of the request's time left, under the %v a call is given", left.Round(time.Millisecond), s.minLeft)}
-			}
-		}
 		cctx, cancel := context.WithTimeout(ctx, s.timeout)
 		return cctx, sync.OnceFunc(func() { cancel(); <-s.tokens }), nil
 	case <-ctx.Done():
@@ -594,14 +572,6 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) error)
 		}
 		err := attempt(ctx)
 		if err == nil || Permanent(err) {
-			return err
-		}
-		if errors.Is(err, errTooLate) {
-			// No later attempt can be sent either: the time only shrinks.
-			// An earlier attempt's error says more (Nomad's own message).
-			if last != nil {
-				return fmt.Errorf("%w (then %v)", last, err)
-			}
 			return err
 		}
 		if ctx.Err() != nil && last != nil {

@@ -54,7 +54,6 @@ func fakeAt(t *testing.T, address string, requestTimeout time.Duration) *Client 
 func setCallTimeout(c *Client, d time.Duration) {
 	c.cfg.CallTimeout = d
 	c.slots.timeout, c.proofSlots.timeout = d, d
-	c.slots.minLeft = d / minLeftPart
 }
 
 // reply answers as Nomad does: JSON with an index header on success, the

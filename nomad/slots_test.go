@@ -283,33 +283,3 @@ func TestSlotWaitDoesNotShortenTheCall(t *testing.T) {
 		t.Fatalf("%+v; want one attempt, no retry and one read-back proving the child: the wait for a slot must not count against CallTimeout", s)
 	}
 }
-
-// TestNoCallWithTooLittleTimeLeft: a slot that comes free with less of
-// the request's time left than a fifth of CallTimeout is not used: the
-// dispatch is not sent, and says so (launcher.ErrNotSent), rather than
-// sent to be cut unanswered at the deadline, leaving its outcome open.
-func TestNoCallWithTooLittleTimeLeft(t *testing.T) {
-	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
-		t.Errorf("unexpected %s %s: the call had too little time left", r.Method, r.URL)
-	})
-	for range cap(c.slots.tokens) {
-		c.slots.tokens <- struct{}{}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CallTimeout)
-	defer cancel()
-	go func() {
-		// Free the slots with a tenth of the time left, half the least
-		// a call is given.
-		time.Sleep(c.cfg.CallTimeout * 9 / 10)
-		for range cap(c.slots.tokens) {
-			<-c.slots.tokens
-		}
-	}()
-	_, err := c.Dispatch(ctx, launchOf(1))
-	if err == nil || Permanent(err) || !errors.Is(err, launcher.ErrNotSent) || !strings.Contains(err.Error(), "of the request's time left") {
-		t.Fatalf("Dispatch = %v; want it not sent for want of time, marked so", err)
-	}
-	if s := c.Stats(); s.DispatchAttempts != 0 {
-		t.Fatalf("%d attempts sent; want none", s.DispatchAttempts)
-	}
-}
