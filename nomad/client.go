@@ -96,8 +96,8 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	c := &Client{cfg: cfg, api: a, base: base, calls: calls, slots: newCallSlots(DispatchCalls, "calls to Nomad", cfg.CallTimeout),
-		proofSlots: newCallSlots(ProofCalls, "read-backs from Nomad", cfg.CallTimeout)}
+	c := &Client{cfg: cfg, api: a, base: base, calls: calls, slots: newCallSlots(DispatchCalls, "calls to Nomad", cfg.CallTimeout, true),
+		proofSlots: newCallSlots(ProofCalls, "read-backs from Nomad", cfg.CallTimeout, false)}
 	c.prover = newProver(c.readChildren)
 	return c, nil
 }
@@ -275,28 +275,75 @@ type callSlots struct {
 	// wait for a slot is bounded by the caller's deadline (RequestTimeout)
 	// alone.
 	timeout time.Duration
+	// leaseBound: no call starts past the request's start-by time (its
+	// leader's lease end: withStartBy), though one started before runs
+	// on. The read-backs are not bound so: they change nothing in Nomad,
+	// and a batch runs on its first member's time for all its members.
+	leaseBound bool
 }
 
-func newCallSlots(n int, what string, timeout time.Duration) callSlots {
+func newCallSlots(n int, what string, timeout time.Duration, leaseBound bool) callSlots {
 	if n <= 0 || timeout <= 0 {
 		panic(fmt.Sprintf("nomad: %d slots for %s with timeout %v", n, what, timeout))
 	}
-	return callSlots{tokens: make(chan struct{}, n), what: what, timeout: timeout}
+	return callSlots{tokens: make(chan struct{}, n), what: what, timeout: timeout, leaseBound: leaseBound}
 }
+
+// startByKey keys a request's start-by time in its context.
+type startByKey struct{}
+
+// withStartBy marks ctx's calls as made under a leader's lease ending at
+// t: none starts at or after it (the launcher's calls, made by the lease
+// holder alone), but one started before may run on for its answer until
+// ctx ends. Until 4edf1f4 a launcher request ended at its lease end,
+// 0.6-0.8 s after it was submitted: in a herd that slowed the agent's
+// answers past that (0.6-1.5 s a dispatch with runnable children), calls
+// were cut unanswered, their outcome open, and looked up 10 s later, the
+// lookups cut likewise (issue 6).
+func withStartBy(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, startByKey{}, t)
+}
+
+func startBy(ctx context.Context) (time.Time, bool) {
+	t, ok := ctx.Value(startByKey{}).(time.Time)
+	return t, ok
+}
+
+// errLeaseEnded: the request's start-by time passed before its call
+// could be sent, and no later attempt can be.
+var errLeaseEnded = errors.New("nomad: the lease the request was made under ended before its call was sent")
 
 // acquire waits for a slot and returns the context of the call made in
 // it, bounded by the slot's timeout from now, and the release that ends
 // that context and frees the slot (once, however often it is called). An
-// error means the call was not sent.
+// error means the call was not sent: ctx ended, or for a lease-bound
+// call its start-by time passed, first.
 func (s callSlots) acquire(ctx context.Context, op, subject string) (context.Context, func(), error) {
+	var lease <-chan time.Time
+	if t, ok := startBy(ctx); ok && s.leaseBound {
+		left := time.Until(t)
+		if left <= 0 {
+			return nil, nil, s.leaseEnded(op, subject)
+		}
+		timer := time.NewTimer(left)
+		defer timer.Stop()
+		lease = timer.C
+	}
 	select {
 	case s.tokens <- struct{}{}:
 		cctx, cancel := context.WithTimeout(ctx, s.timeout)
 		return cctx, sync.OnceFunc(func() { cancel(); <-s.tokens }), nil
+	case <-lease:
+		return nil, nil, s.leaseEnded(op, subject)
 	case <-ctx.Done():
 		return nil, nil, &CallError{Op: op, Subject: subject, Err: context.Cause(ctx),
 			Message: fmt.Sprintf("not sent: %d %s were in flight until the deadline", cap(s.tokens), s.what)}
 	}
+}
+
+func (s callSlots) leaseEnded(op, subject string) error {
+	return &CallError{Op: op, Subject: subject, Err: errLeaseEnded,
+		Message: fmt.Sprintf("not sent: the lease it was made under ended first (%d %s in flight)", cap(s.tokens), s.what)}
 }
 
 // pooledHTTPClient is cleanhttp's pooled client (what the API client uses
@@ -572,6 +619,14 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) error)
 		}
 		err := attempt(ctx)
 		if err == nil || Permanent(err) {
+			return err
+		}
+		if errors.Is(err, errLeaseEnded) {
+			// No later attempt may start either. An earlier attempt's
+			// error says more (Nomad's own message).
+			if last != nil {
+				return fmt.Errorf("%w (then %v)", last, err)
+			}
 			return err
 		}
 		if ctx.Err() != nil && last != nil {

@@ -59,20 +59,21 @@ type DispatcherConfig struct {
 	// the launcher's default MaxInflight.
 	Workers int
 	// MaxPending bounds the requests submitted and not yet answered, in
-	// flight or waiting for a worker; one more is a broken contract, and
-	// Submit panics. The launcher has at most its MaxInflight (256 by
-	// default) calls outstanding in a term, and a term it lost leaves its
-	// calls to end by their deadline, the end of that term's lease; the
+	// flight or waiting for a worker; one more is answered at once, not
+	// sent (launcher.ErrNotSent, ErrBusy). The launcher has at most its
+	// MaxInflight (256 by default) calls outstanding in a term, and a
+	// term it lost leaves its calls to end within RequestTimeout; the
 	// default, four times the launcher's default MaxInflight, leaves room
 	// for terms that overlap so. Set it to at least the launcher's
 	// MaxInflight.
 	MaxPending int
 	// RequestTimeout bounds a request from Submit to its Result, the wait
-	// for a worker and the retries included, besides the request's own
-	// Deadline. Keep it below the launcher's MaxCallLatency (10 s by
-	// default) by the time Nomad may take to apply a call given up on:
-	// the launcher trusts a look-up only once every dispatch before it is
-	// that old. Default 8 s.
+	// for a worker and the retries included. No attempt starts after the
+	// request's Deadline (its leader's lease end), but one started before
+	// runs on for its answer within RequestTimeout. Keep it below the
+	// launcher's MaxCallLatency (10 s by default) by the time Nomad may
+	// take to apply a call given up on: the launcher trusts a look-up
+	// only once every dispatch before it is that old. Default 8 s.
 	RequestTimeout time.Duration
 	// Now is the launcher's clock, the one Request.Deadline is on.
 	// Default time.Now.
@@ -91,6 +92,7 @@ const (
 var (
 	ErrDeadline = errors.New("nomad: the request's deadline passed before it was called")
 	ErrClosed   = errors.New("nomad: the dispatcher is closed")
+	ErrBusy     = errors.New("nomad: MaxPending requests are unanswered already")
 )
 
 // Dispatcher is the launcher's asynchronous Dispatcher over a Caller:
@@ -112,8 +114,11 @@ type Dispatcher struct {
 }
 
 type queued struct {
-	r        launcher.Request
-	deadline time.Time // on the local monotonic clock
+	r launcher.Request
+	// On the local monotonic clock: no attempt starts at or after startBy
+	// (the leader's lease end), and the request ends by deadline
+	// (RequestTimeout after Submit).
+	startBy, deadline time.Time
 }
 
 var _ launcher.Dispatcher = (*Dispatcher)(nil)
@@ -148,9 +153,9 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 }
 
 // Submit queues r and returns at once. A request whose Deadline has
-// passed, or one submitted after Close, is answered at once (through
-// Deliver, from this goroutine) with an error and no call. More than
-// MaxPending requests unanswered is a broken bound and panics.
+// passed, one submitted after Close, and one beyond MaxPending are
+// answered at once (through Deliver, from this goroutine) with an error
+// wrapping launcher.ErrNotSent, and no call.
 func (d *Dispatcher) Submit(r launcher.Request) {
 	if r.Op < launcher.OpDispatch || r.Op > launcher.OpStop {
 		panic(fmt.Sprintf("nomad: Submit of request %d with unknown op %v", r.ID, r.Op))
@@ -160,7 +165,8 @@ func (d *Dispatcher) Submit(r launcher.Request) {
 		d.cfg.Deliver(launcher.Result{ID: r.ID, Err: fmt.Errorf("%w: %w (%v ago)", launcher.ErrNotSent, ErrDeadline, -left)})
 		return
 	}
-	q := queued{r: r, deadline: time.Now().Add(min(left, d.cfg.RequestTimeout))}
+	now := time.Now()
+	q := queued{r: r, startBy: now.Add(min(left, d.cfg.RequestTimeout)), deadline: now.Add(d.cfg.RequestTimeout)}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -168,9 +174,11 @@ func (d *Dispatcher) Submit(r launcher.Request) {
 		return
 	}
 	if d.pending == d.cfg.MaxPending {
+		// Terms that overlapped while Nomad hung: the calls of the ones
+		// lost run on for their answers within RequestTimeout.
 		d.mu.Unlock()
-		panic(fmt.Sprintf("nomad: Submit: %d requests unanswered already (MaxPending); the launcher's MaxInflight must stay below it",
-			d.cfg.MaxPending))
+		d.cfg.Deliver(launcher.Result{ID: r.ID, Err: fmt.Errorf("%w: %w (%d)", launcher.ErrNotSent, ErrBusy, d.cfg.MaxPending)})
+		return
 	}
 	d.pending++
 	d.queue <- q // never blocks: pending <= MaxPending, the queue's capacity
@@ -195,11 +203,12 @@ func (d *Dispatcher) run(q queued) launcher.Result {
 	if d.ctx.Err() != nil {
 		return launcher.Result{ID: q.r.ID, Err: notSent(ErrClosed)}
 	}
-	if late := time.Since(q.deadline); late >= 0 {
+	if late := time.Since(q.startBy); late >= 0 {
 		return launcher.Result{ID: q.r.ID, Err: fmt.Errorf("%w: %w (waited for a worker until %v past it)", launcher.ErrNotSent, ErrDeadline, late)}
 	}
 	ctx, cancel := context.WithDeadline(d.ctx, q.deadline)
 	defer cancel()
+	ctx = withStartBy(ctx, q.startBy)
 	res := Call(ctx, d.cfg.Caller, q.r)
 	if res.Err != nil && d.ctx.Err() != nil && !Permanent(res.Err) {
 		res.Err = fmt.Errorf("%w: %w", ErrClosed, res.Err)

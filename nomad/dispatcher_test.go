@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -195,22 +194,28 @@ func TestDispatcherSubmitNeverBlocks(t *testing.T) {
 	})
 }
 
-func TestDispatcherPendingBoundPanics(t *testing.T) {
+// TestDispatcherPendingBoundRefuses: a request beyond MaxPending is
+// answered at once, not sent. (Terms that overlap while Nomad hangs leave
+// calls running for up to RequestTimeout each, so the launcher's
+// MaxInflight per term does not bound them all.)
+func TestDispatcherPendingBoundRefuses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, r := &fakeCaller{gate: make(chan struct{})}, &results{}
 		d := newDispatcher(t, c, r, 1, 3)
 		defer d.Close()
 		defer close(c.gate)
 		deadline := time.Now().Add(time.Hour)
-		for i := range uint64(3) {
+		for i := range uint64(4) {
 			d.Submit(request(i+1, launcher.OpLookup, deadline))
 		}
-		defer func() {
-			if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "3 requests unanswered") {
-				t.Fatalf("a fourth unanswered request: panic %v", p)
-			}
-		}()
-		d.Submit(request(4, launcher.OpLookup, deadline))
+		synctest.Wait()
+		got := r.byID(t)
+		if res, ok := got[4]; len(got) != 1 || !ok || !errors.Is(res.Err, ErrBusy) || !errors.Is(res.Err, launcher.ErrNotSent) {
+			t.Fatalf("results %+v; want the fourth request alone answered, busy and not sent", got)
+		}
+		if calls := c.called(); len(calls) != 1 {
+			t.Fatalf("calls %v; want the first only", calls)
+		}
 	})
 }
 
@@ -252,9 +257,10 @@ func TestDispatcherRoomOnResult(t *testing.T) {
 	})
 }
 
-// TestDispatcherDeadline: a request past its deadline is answered without
-// a call, at Submit or when a worker takes it; a call is cut at the
-// deadline; the deadline is read on the launcher's clock (Now).
+// TestDispatcherDeadline: a request past its deadline (its leader's lease
+// end) is answered without a call, at Submit or when a worker takes it; a
+// call started before it runs on past it, until RequestTimeout; the
+// deadline is read on the launcher's clock (Now).
 func TestDispatcherDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, r := &fakeCaller{gate: make(chan struct{})}, &results{}
@@ -276,12 +282,17 @@ func TestDispatcherDeadline(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second) // the bubble's clock: no real wait
 		synctest.Wait()
+		if got := r.byID(t); len(got) != 1 {
+			t.Fatalf("results %+v past request 2's lease end; want its call (started before) running on, and request 3 waiting for the worker", got)
+		}
+		time.Sleep(time.Minute) // RequestTimeout
+		synctest.Wait()
 		got := r.byID(t)
 		if res := got[2]; res.Err == nil || !errors.Is(res.Err, context.DeadlineExceeded) || Permanent(res.Err) || errors.Is(res.Err, launcher.ErrNotSent) {
-			t.Fatalf("request 2: %+v; want cut at its deadline, its call made", res)
+			t.Fatalf("request 2: %+v; want cut at RequestTimeout, its call made", res)
 		}
 		if res := got[3]; !errors.Is(res.Err, ErrDeadline) || !errors.Is(res.Err, launcher.ErrNotSent) {
-			t.Fatalf("request 3: %+v; want ErrDeadline without a call, marked not sent", res)
+			t.Fatalf("request 3: %+v; want ErrDeadline without a call (its lease ended while it waited for the worker), marked not sent", res)
 		}
 		if calls := c.called(); len(calls) != 1 {
 			t.Fatalf("calls %v; want request 2's only", calls)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"paxcron/cron/launcher"
+	"paxcron/cron/state"
 )
 
 // TestCallsInFlightBounded: however many dispatches run at once, at most
@@ -281,5 +282,67 @@ func TestSlotWaitDoesNotShortenTheCall(t *testing.T) {
 	}
 	if s := c.Stats(); s.DispatchAttempts != 1 || s.Retries != 0 || s.ProofReads != 1 || s.Proved != 1 {
 		t.Fatalf("%+v; want one attempt, no retry and one read-back proving the child: the wait for a slot must not count against CallTimeout", s)
+	}
+}
+
+// TestCallsStartWithinTheLease: through the Dispatcher, a launcher
+// request's call starts only within its leader's lease (the request's
+// Deadline), but once started it runs on for its answer: a dispatch
+// answered after the lease ended succeeds, where the request used to end
+// at the lease end, 0.6-0.8 s after Submit, and left the outcome open.
+// No attempt starts after it: a dispatch refused with a 503 (an open
+// outcome) before the lease ended is not tried again after it.
+func TestCallsStartWithinTheLease(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	n := newBatchNomad(t)
+	var mu sync.Mutex
+	tries := map[string]int{}
+	var lastRefused time.Time
+	c := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		if isDispatch(r) {
+			mu.Lock()
+			tries[r.URL.Path]++
+			if strings.Contains(r.URL.Path, "refused") {
+				lastRefused = time.Now()
+			}
+			mu.Unlock()
+			if strings.Contains(r.URL.Path, "refused") {
+				reply(w, 503, "No cluster leader")
+				return
+			}
+			time.Sleep(2 * lease) // answered well after the lease ended
+		}
+		n.serve(w, r)
+	})
+	got := make(chan launcher.Result, 2)
+	d, err := NewDispatcher(DispatcherConfig{Caller: c, Deliver: func(r launcher.Result) { got <- r }, RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	submitted := time.Now()
+	slow, refused := launchOf(1), launchOf(2)
+	refused.Target.NomadJob = "refused"
+	for i, l := range []Launch{slow, refused} {
+		d.Submit(launcher.Request{ID: uint64(i + 1), Op: launcher.OpDispatch, Job: l.Job, ScheduledAt: l.ScheduledAt, Identity: l.Identity,
+			Spec: state.JobSpec{NomadJob: l.Target.NomadJob}, Deadline: time.Now().Add(lease)})
+	}
+	res := map[uint64]launcher.Result{}
+	for range 2 {
+		r := <-got
+		res[r.ID] = r
+	}
+	if r := res[1]; r.Err != nil || r.ChildID == "" {
+		t.Fatalf("a dispatch answered after its lease ended: %+v; want its child", r)
+	}
+	if r := res[2]; r.Err == nil || Permanent(r.Err) || errors.Is(r.Err, launcher.ErrNotSent) || !strings.Contains(r.Err.Error(), "No cluster leader") {
+		t.Fatalf("a dispatch refused with a 503 until its lease ended: %+v; want an open outcome with Nomad's message", r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// An attempt that took its slot just before the lease ended arrives
+	// a little after; 100 ms is far short of the 2 s it kept trying for.
+	if n, late := tries["/v1/job/refused/dispatch"], lastRefused.Sub(submitted); n < 2 || late > lease+100*time.Millisecond {
+		t.Fatalf("%d attempts of the refused dispatch, the last %v after Submit; want it retried within the %v lease only", n, late, lease)
 	}
 }
