@@ -271,9 +271,8 @@ type callSlots struct {
 	// queued behind a herd's dispatches had its time spent before it was
 	// sent: 258 dispatches and 124 read-backs in four herds of 1,000
 	// runnable children timed out unanswered and were sent again (issue
-	// 6), keeping the queue long and the last children 12-15 s late. The
-	// wait for a slot is bounded by the caller's deadline (RequestTimeout)
-	// alone.
+	// 6). The wait for a slot is bounded by the caller's deadline
+	// (RequestTimeout) and, for a launcher's call, its lease (below).
 	timeout time.Duration
 	// leaseBound: no call starts past the request's start-by time (its
 	// leader's lease end: withStartBy), though one started before runs
@@ -295,8 +294,8 @@ type startByKey struct{}
 // withStartBy marks ctx's calls as made under a leader's lease ending at
 // t: none starts at or after it (the launcher's calls, made by the lease
 // holder alone), but one started before may run on for its answer until
-// ctx ends. Until 4edf1f4 a launcher request ended at its lease end,
-// 0.6-0.8 s after it was submitted: in a herd that slowed the agent's
+// ctx ends. A launcher request used to end at its lease end, 0.6-0.8 s
+// after it was submitted: in a herd that slowed the agent's
 // answers past that (0.6-1.5 s a dispatch with runnable children), calls
 // were cut unanswered, their outcome open, and looked up 10 s later, the
 // lookups cut likewise (issue 6).
