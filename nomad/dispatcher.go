@@ -86,9 +86,10 @@ const (
 	DefaultMaxPending = 4 * launcher.DefaultMaxInflight
 )
 
-// Errors a Dispatcher answers with without calling Nomad. Neither wraps
-// launcher.ErrRejected: the launcher looks a dispatch up before it
-// concludes anything.
+// Errors a Dispatcher answers with without calling Nomad, each wrapped
+// with launcher.ErrNotSent, so that the launcher dispatches again without
+// a lookup. ErrClosed also wraps the error of a call cut by Close, which
+// may have been sent and is not marked so.
 var (
 	ErrDeadline = errors.New("nomad: the request's deadline passed before it was called")
 	ErrClosed   = errors.New("nomad: the dispatcher is closed")
