@@ -30,20 +30,17 @@ func (c *Client) CheckSpec(ctx context.Context, name string, spec state.JobSpec)
 	where := fmt.Sprintf("Nomad job %q (namespace %q, region %q)", t.NomadJob, ns, region)
 	var job *api.Job
 	err := c.retry(ctx, func(ctx context.Context) error {
-		ctx, release, err := c.slots.acquire(ctx, "check", t.NomadJob)
-		if err != nil {
-			return err
-		}
-		defer release()
-		j, _, err := c.api.Jobs().Info(t.NomadJob, c.query(ctx, t))
-		if err != nil {
-			if notFound(err) {
-				return nil
+		return c.inSlot(ctx, "check", t.NomadJob, func(ctx context.Context) error {
+			j, _, err := c.api.Jobs().Info(t.NomadJob, c.query(ctx, t))
+			if err != nil {
+				if notFound(err) {
+					return nil
+				}
+				return callError("check", t.NomadJob, err)
 			}
-			return callError("check", t.NomadJob, err)
-		}
-		job = j
-		return nil
+			job = j
+			return nil
+		})
 	})
 	if err != nil {
 		return err

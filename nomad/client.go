@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -314,8 +313,7 @@ var errLeaseEnded = errors.New("nomad: the lease the request was made under ende
 
 // acquire waits for a slot and returns the context of the call made in
 // it, bounded by the slot's timeout from now, and the release that ends
-// that context and frees the slot (once, however often it is called). An
-// error means the call was not sent: ctx ended, or for a lease-bound
+// that context and frees the slot; call it once. An error means the call was not sent: ctx ended, or for a lease-bound
 // call its start-by time passed, first.
 func (s callSlots) acquire(ctx context.Context, op, subject string) (context.Context, func(), error) {
 	var lease <-chan time.Time
@@ -331,13 +329,23 @@ func (s callSlots) acquire(ctx context.Context, op, subject string) (context.Con
 	select {
 	case s.tokens <- struct{}{}:
 		cctx, cancel := context.WithTimeout(ctx, s.timeout)
-		return cctx, sync.OnceFunc(func() { cancel(); <-s.tokens }), nil
+		return cctx, func() { cancel(); <-s.tokens }, nil
 	case <-lease:
 		return nil, nil, s.leaseEnded(op, subject)
 	case <-ctx.Done():
 		return nil, nil, &CallError{Op: op, Subject: subject, Err: context.Cause(ctx),
 			Message: fmt.Sprintf("not sent: %d %s were in flight until the deadline", cap(s.tokens), s.what)}
 	}
+}
+
+// inSlot makes call in one of c's call slots, with the slot's context.
+func (c *Client) inSlot(ctx context.Context, op, subject string, call func(context.Context) error) error {
+	ctx, release, err := c.slots.acquire(ctx, op, subject)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return call(ctx)
 }
 
 func (s callSlots) leaseEnded(op, subject string) error {

@@ -33,15 +33,12 @@ func (c *Client) CheckGCThreshold(ctx context.Context) (threshold time.Duration,
 		} `json:"config"`
 	}
 	err = c.retry(ctx, func(ctx context.Context) error {
-		ctx, release, err := c.slots.acquire(ctx, "gc threshold", "/v1/agent/self")
-		if err != nil {
-			return err
-		}
-		defer release()
-		if _, err := c.api.Raw().Query("/v1/agent/self", &self, c.query(ctx, state.Target{})); err != nil {
-			return callError("gc threshold", "/v1/agent/self", err)
-		}
-		return nil
+		return c.inSlot(ctx, "gc threshold", "/v1/agent/self", func(ctx context.Context) error {
+			if _, err := c.api.Raw().Query("/v1/agent/self", &self, c.query(ctx, state.Target{})); err != nil {
+				return callError("gc threshold", "/v1/agent/self", err)
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return 0, false, err

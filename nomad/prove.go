@@ -253,9 +253,9 @@ func (c *Client) readChildren(ctx context.Context, s proofScope, children []stri
 	if err != nil {
 		return nil, err
 	}
-	defer release()
 	req, err := http.NewRequestWithContext(cctx, http.MethodPost, u.String(), bytes.NewReader(enc))
 	if err != nil {
+		release()
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
@@ -264,6 +264,7 @@ func (c *Client) readChildren(ctx context.Context, s proofScope, children []stri
 	}
 	resp, err := c.api.Raw().Do(req)
 	if err != nil {
+		release()
 		return nil, &CallError{Op: "prove", Subject: subject, Message: err.Error(), Err: err}
 	}
 	// A batch of MaxProofBatch jobs with their allocations fits easily.

@@ -33,13 +33,11 @@ func (c *Client) CheckVersion(ctx context.Context) (string, error) {
 	defer cancel()
 	var versions []string
 	err := c.retry(ctx, func(ctx context.Context) error {
-		ctx, release, err := c.slots.acquire(ctx, "version", "/v1/agent/members")
-		if err != nil {
+		return c.inSlot(ctx, "version", "/v1/agent/members", func(ctx context.Context) error {
+			var err error
+			versions, err = c.serverVersions(ctx)
 			return err
-		}
-		defer release()
-		versions, err = c.serverVersions(ctx)
-		return err
+		})
 	})
 	if err != nil {
 		return "", fmt.Errorf("%w: cannot read the Nomad servers' version: %w", ErrVersion, err)
