@@ -290,21 +290,22 @@ func newCallSlots(n int, what string, timeout time.Duration, leaseBound bool) ca
 // startByKey keys a request's start-by time in its context.
 type startByKey struct{}
 
-// withStartBy marks ctx's calls as made under a leader's lease ending at
-// t: none starts at or after it (the launcher's calls, made by the lease
-// holder alone), but one started before may run on for its answer until
-// ctx ends. A launcher request used to end at its lease end, 0.6-0.8 s
+// withStartBy marks ctx's calls as made under a leader's lease, which
+// ends at startBy() as of the moment it is called (the lease may be
+// renewed meanwhile, or the leadership end): none starts at or after it
+// (the launcher's calls, made by the lease holder alone), but one started
+// before may run on for its answer until ctx ends. A launcher request used to end at its lease end, 0.6-0.8 s
 // after it was submitted: in a herd that slowed the agent's
 // answers past that (0.6-1.5 s a dispatch with runnable children), calls
 // were cut unanswered, their outcome open, and looked up 10 s later, the
 // lookups cut likewise (issue 6).
-func withStartBy(ctx context.Context, t time.Time) context.Context {
-	return context.WithValue(ctx, startByKey{}, t)
+func withStartBy(ctx context.Context, startBy func() time.Time) context.Context {
+	return context.WithValue(ctx, startByKey{}, startBy)
 }
 
-func startBy(ctx context.Context) (time.Time, bool) {
-	t, ok := ctx.Value(startByKey{}).(time.Time)
-	return t, ok
+func startByOf(ctx context.Context) (func() time.Time, bool) {
+	f, ok := ctx.Value(startByKey{}).(func() time.Time)
+	return f, ok
 }
 
 // errLeaseEnded: the request's start-by time passed before its call
@@ -313,28 +314,43 @@ var errLeaseEnded = errors.New("nomad: the lease the request was made under ende
 
 // acquire waits for a slot and returns the context of the call made in
 // it, bounded by the slot's timeout from now, and the release that ends
-// that context and frees the slot; call it once. An error means the call was not sent: ctx ended, or for a lease-bound
-// call its start-by time passed, first.
+// that context and frees the slot; call it once. An error means the call
+// was not sent: ctx ended, or for a lease-bound call its start-by time
+// passed, first.
 func (s callSlots) acquire(ctx context.Context, op, subject string) (context.Context, func(), error) {
+	startBy, bound := startByOf(ctx)
+	bound = bound && s.leaseBound
+	var timer *time.Timer
 	var lease <-chan time.Time
-	if t, ok := startBy(ctx); ok && s.leaseBound {
-		left := time.Until(t)
+	if bound {
+		left := time.Until(startBy())
 		if left <= 0 {
 			return nil, nil, s.leaseEnded(op, subject)
 		}
-		timer := time.NewTimer(left)
+		timer = time.NewTimer(left)
 		defer timer.Stop()
 		lease = timer.C
 	}
-	select {
-	case s.tokens <- struct{}{}:
-		cctx, cancel := context.WithTimeout(ctx, s.timeout)
-		return cctx, func() { cancel(); <-s.tokens }, nil
-	case <-lease:
-		return nil, nil, s.leaseEnded(op, subject)
-	case <-ctx.Done():
-		return nil, nil, &CallError{Op: op, Subject: subject, Err: context.Cause(ctx),
-			Message: fmt.Sprintf("not sent: %d %s were in flight until the deadline", cap(s.tokens), s.what)}
+	for {
+		select {
+		case s.tokens <- struct{}{}:
+			if bound && !time.Now().Before(startBy()) {
+				// The leadership ended while the call waited.
+				<-s.tokens
+				return nil, nil, s.leaseEnded(op, subject)
+			}
+			cctx, cancel := context.WithTimeout(ctx, s.timeout)
+			return cctx, func() { cancel(); <-s.tokens }, nil
+		case <-lease:
+			left := time.Until(startBy())
+			if left <= 0 {
+				return nil, nil, s.leaseEnded(op, subject)
+			}
+			timer.Reset(left) // renewed since
+		case <-ctx.Done():
+			return nil, nil, &CallError{Op: op, Subject: subject, Err: context.Cause(ctx),
+				Message: fmt.Sprintf("not sent: %d %s were in flight until the deadline", cap(s.tokens), s.what)}
+		}
 	}
 }
 

@@ -69,8 +69,10 @@ type DispatcherConfig struct {
 	MaxPending int
 	// RequestTimeout bounds a request from Submit to its Result, the wait
 	// for a worker and the retries included. No attempt starts after the
-	// request's Deadline (its leader's lease end), but one started before
-	// runs on for its answer within RequestTimeout. Keep it below the
+	// request's Deadline (its leader's lease end) or, as the launcher
+	// renews that lease in the request's stint (Lease), after the lease's
+	// end as renewed, and none after the first half of RequestTimeout;
+	// one started before runs on for its answer within RequestTimeout. Keep it below the
 	// launcher's MaxCallLatency (10 s by default) by the time Nomad may
 	// take to apply a call given up on: the launcher trusts a look-up
 	// only once every dispatch before it is that old. Default 8 s.
@@ -98,8 +100,9 @@ var (
 
 // Dispatcher is the launcher's asynchronous Dispatcher over a Caller:
 // Submit queues the request and returns at once, a pool of Workers makes
-// the calls, and each Result goes back through Deliver. Safe for
-// concurrent use.
+// the calls, and each Result goes back through Deliver. It follows one
+// launcher's lease (launcher.LeaseFollower), so it must not be shared
+// between launchers. Safe for concurrent use.
 type Dispatcher struct {
 	cfg    DispatcherConfig
 	ctx    context.Context
@@ -112,17 +115,31 @@ type Dispatcher struct {
 	// holds up to MaxPending, so a send to it never blocks.
 	pending int
 	queue   chan queued
+
+	leaseMu sync.Mutex
+	lease   toldLease
+}
+
+// toldLease is the launcher's lease as it last told it (Lease): its
+// stint, and its end on the local monotonic clock, zero when it holds
+// none.
+type toldLease struct {
+	stint uint64
+	until time.Time
 }
 
 type queued struct {
 	r launcher.Request
-	// On the local monotonic clock: no attempt starts at or after startBy
-	// (the leader's lease end), and the request ends by deadline
-	// (RequestTimeout after Submit).
-	startBy, deadline time.Time
+	// On the local monotonic clock: leaseEnd is the request's Deadline,
+	// the end of the lease it was made under, lastStart the latest an
+	// attempt may start however that lease is renewed (half of
+	// RequestTimeout after Submit, leaving the other half for its
+	// answer), and the request ends by deadline (RequestTimeout after
+	// Submit).
+	leaseEnd, lastStart, deadline time.Time
 }
 
-var _ launcher.Dispatcher = (*Dispatcher)(nil)
+var _ launcher.LeaseFollower = (*Dispatcher)(nil)
 
 // NewDispatcher starts a Dispatcher's workers. Close stops them.
 func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
@@ -167,7 +184,8 @@ func (d *Dispatcher) Submit(r launcher.Request) {
 		return
 	}
 	now := time.Now()
-	q := queued{r: r, startBy: now.Add(min(left, d.cfg.RequestTimeout)), deadline: now.Add(d.cfg.RequestTimeout)}
+	q := queued{r: r, leaseEnd: now.Add(min(left, d.cfg.RequestTimeout)),
+		lastStart: now.Add(d.cfg.RequestTimeout / 2), deadline: now.Add(d.cfg.RequestTimeout)}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -204,17 +222,57 @@ func (d *Dispatcher) run(q queued) launcher.Result {
 	if d.ctx.Err() != nil {
 		return launcher.Result{ID: q.r.ID, Err: notSent(ErrClosed)}
 	}
-	if late := time.Since(q.startBy); late >= 0 {
+	if late := time.Since(d.startBy(q)); late >= 0 {
 		return launcher.Result{ID: q.r.ID, Err: fmt.Errorf("%w: %w (waited for a worker until %v past it)", launcher.ErrNotSent, ErrDeadline, late)}
 	}
 	ctx, cancel := context.WithDeadline(d.ctx, q.deadline)
 	defer cancel()
-	ctx = withStartBy(ctx, q.startBy)
+	ctx = withStartBy(ctx, func() time.Time { return d.startBy(q) })
 	res := Call(ctx, d.cfg.Caller, q.r)
 	if res.Err != nil && d.ctx.Err() != nil && !Permanent(res.Err) {
 		res.Err = fmt.Errorf("%w: %w", ErrClosed, res.Err)
 	}
 	return res
+}
+
+// Lease is told by the launcher, from its Step, of the lease its calls
+// are made under: until (on the launcher's clock, Now) in stint, or none
+// (a zero until) once the stint is over or the lease lapsed.
+func (d *Dispatcher) Lease(stint uint64, until time.Time) {
+	var local time.Time
+	if !until.IsZero() {
+		local = time.Now().Add(until.Sub(d.cfg.Now()))
+	}
+	d.leaseMu.Lock()
+	d.lease = toldLease{stint: stint, until: local}
+	d.leaseMu.Unlock()
+}
+
+// startBy is the time, as of now, at and after which no attempt of q's
+// may start: its lease's end as renewed since in its stint, up to
+// lastStart; never before the lease end it was made under, unless its
+// stint is over or its lease lapsed (zero: at once). A launcher that
+// never told its lease leaves every request its own lease end.
+func (d *Dispatcher) startBy(q queued) time.Time {
+	d.leaseMu.Lock()
+	l := d.lease
+	d.leaseMu.Unlock()
+	switch {
+	case l.stint == 0 || l.stint < q.r.Stint:
+		return q.leaseEnd
+	case l.stint > q.r.Stint || l.until.IsZero():
+		return time.Time{}
+	case l.until.After(q.lastStart):
+		return later(q.leaseEnd, q.lastStart)
+	}
+	return later(q.leaseEnd, l.until)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // notSent marks err as a request's that made no call.

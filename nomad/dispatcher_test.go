@@ -372,3 +372,87 @@ func TestNewDispatcherConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestDispatcherFollowsTheLease: a request waiting for a worker past the
+// lease it was made under is called if the launcher renewed that lease in
+// the request's stint, up to half of RequestTimeout after Submit; not if
+// the lease was not renewed, lapsed, or its stint is over, even before
+// the request's own lease end.
+func TestDispatcherFollowsTheLease(t *testing.T) {
+	type told struct {
+		at    time.Duration // after Submit
+		stint uint64
+		until time.Duration // after Submit; 0: no lease
+	}
+	for _, tc := range []struct {
+		name string
+		told []told
+		// The worker comes free (request 1 answered) then.
+		free time.Duration
+		sent bool
+	}{
+		{"not told", nil, 2 * time.Second, false},
+		{"not renewed", []told{{0, 1, time.Second}}, 2 * time.Second, false},
+		{"renewed", []told{{0, 1, time.Second}, {500 * time.Millisecond, 1, 1500 * time.Millisecond}, {time.Second, 1, 3 * time.Second}}, 2 * time.Second, true},
+		{"renewed past half the request's time", []told{{0, 1, time.Second}, {time.Second, 1, 9 * time.Second}}, 5 * time.Second, false},
+		{"renewed within half the request's time", []told{{0, 1, time.Second}, {time.Second, 1, 9 * time.Second}}, 3900 * time.Millisecond, true},
+		{"lapsed", []told{{0, 1, time.Second}, {time.Second, 1, 3 * time.Second}, {1500 * time.Millisecond, 1, 0}}, 2 * time.Second, false},
+		{"lapsed then renewed", []told{{0, 1, time.Second}, {time.Second, 1, 0}, {1500 * time.Millisecond, 1, 3 * time.Second}}, 2 * time.Second, true},
+		{"lapsed before its lease end", []told{{0, 1, time.Second}, {200 * time.Millisecond, 1, 0}}, 500 * time.Millisecond, false},
+		{"stint over before its lease end", []told{{0, 1, time.Second}, {200 * time.Millisecond, 2, 3 * time.Second}}, 500 * time.Millisecond, false},
+		{"within its own lease end", []told{{0, 1, time.Second}}, 500 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, r := &fakeCaller{gate: make(chan struct{})}, &results{}
+				skew := -time.Hour // the launcher's clock runs behind the local one
+				now := func() time.Time { return time.Now().Add(skew) }
+				d, err := NewDispatcher(DispatcherConfig{Caller: c, Deliver: r.deliver, Workers: 1,
+					RequestTimeout: 8 * time.Second, Now: now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer d.Close()
+				start := now()
+				for id := range uint64(2) {
+					req := request(id+1, launcher.OpDispatch, start.Add(time.Second))
+					req.Stint = 1
+					d.Submit(req) // request 1 takes the worker, 2 waits
+				}
+				var at time.Duration
+				for _, l := range tc.told {
+					time.Sleep(l.at - at)
+					at = l.at
+					var until time.Time
+					if l.until > 0 {
+						until = start.Add(l.until)
+					}
+					d.Lease(l.stint, until)
+				}
+				time.Sleep(tc.free - at)
+				c.gate <- struct{}{} // request 1 answered
+				synctest.Wait()
+				if tc.sent {
+					c.gate <- struct{}{}
+				}
+				synctest.Wait()
+				got := r.byID(t)
+				if res := got[1]; res.Err != nil {
+					t.Fatalf("request 1: %+v", res)
+				}
+				res, ok := got[2]
+				switch {
+				case !ok:
+					t.Fatalf("request 2 unanswered")
+				case tc.sent && res.Err != nil:
+					t.Fatalf("request 2: %+v; want its call made under the renewed lease", res)
+				case !tc.sent && (!errors.Is(res.Err, ErrDeadline) || !errors.Is(res.Err, launcher.ErrNotSent)):
+					t.Fatalf("request 2: %+v; want ErrDeadline without a call, marked not sent", res)
+				}
+				if n := len(c.called()); tc.sent != (n == 2) {
+					t.Fatalf("%d calls; want request 2's made: %t", n, tc.sent)
+				}
+			})
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"paxcron/cron/launcher"
@@ -340,5 +341,73 @@ func TestCallsStartWithinTheLease(t *testing.T) {
 	// on for the request's 5 s.
 	if n, late := tries["/v1/job/refused/dispatch"], lastRefused.Sub(submitted); n < 1 || late > lease+time.Second {
 		t.Fatalf("%d attempts of the refused dispatch, the last %v after Submit; want it retried within the %v lease only", n, late, lease)
+	}
+}
+
+// TestSlotWaitFollowsTheLease: a lease-bound call waiting for a slot
+// waits on while its lease is renewed, and is not sent once it ends,
+// even if it gets a slot the moment it ends; its slot is then freed.
+// The read-backs' slots are not lease-bound.
+func TestSlotWaitFollowsTheLease(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		renew bool // to 3 s, at 0.5 s
+		end   bool // the leadership ends at 1.5 s
+		bound bool
+		sent  bool
+	}{
+		{"not renewed", false, false, true, false},
+		{"renewed", true, false, true, true},
+		{"renewed then ended", true, true, true, false},
+		{"not lease-bound", false, false, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newCallSlots(1, "calls", time.Minute, tc.bound)
+				_, releaseFirst, err := s.acquire(context.Background(), "dispatch", "first")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var mu sync.Mutex
+				end := time.Now().Add(time.Second)
+				ctx := withStartBy(context.Background(), func() time.Time {
+					mu.Lock()
+					defer mu.Unlock()
+					return end
+				})
+				done := make(chan error, 1)
+				go func() {
+					_, release, err := s.acquire(ctx, "dispatch", "second")
+					if err == nil {
+						release()
+					}
+					done <- err
+				}()
+				time.Sleep(500 * time.Millisecond)
+				if tc.renew {
+					mu.Lock()
+					end = time.Now().Add(2500 * time.Millisecond)
+					mu.Unlock()
+				}
+				time.Sleep(time.Second)
+				if tc.end {
+					mu.Lock()
+					end = time.Time{}
+					mu.Unlock()
+				}
+				time.Sleep(500 * time.Millisecond)
+				releaseFirst() // at 2 s
+				synctest.Wait()
+				err = <-done
+				if tc.sent != (err == nil) || (err != nil && !errors.Is(err, errLeaseEnded)) {
+					t.Fatalf("second call: %v; want sent: %t (else errLeaseEnded)", err, tc.sent)
+				}
+				if _, release, err := s.acquire(context.Background(), "dispatch", "third"); err != nil {
+					t.Fatalf("a slot stayed taken: %v", err)
+				} else {
+					release()
+				}
+			})
+		})
 	}
 }

@@ -316,12 +316,32 @@ type simDispatcher struct {
 	c           *cluster
 	n           *node
 	incarnation uint64
+	// The lease the launcher last told (launcher.LeaseFollower): the
+	// simulated calls are made at once, so it is checked, not followed.
+	toldStint uint64
+	toldLive  bool
+}
+
+var _ launcher.LeaseFollower = (*simDispatcher)(nil)
+
+// Lease checks the lease the launcher tells: one its replica holds, to no
+// later than its own end.
+func (d *simDispatcher) Lease(stint uint64, until time.Time) {
+	c, n := d.c, d.n
+	if stint < d.toldStint {
+		c.fail(fmt.Errorf("replica %d's launcher told stint %d after stint %d", n.id, stint, d.toldStint))
+	}
+	_, held := n.rep.Node().LeaseValidUntil()
+	lead := launcher.LeadershipOf(n.rep.Node().Status(), n.rep.Applied(), c.wall(n), c.opts.TickInterval)
+	c.fail(c.cronCheck.LeaseTold(c.sched.Now(), n.id, stint, until, lead.LeaseUntil, held))
+	d.toldStint, d.toldLive = stint, !until.IsZero()
 }
 
 func (d *simDispatcher) Submit(req launcher.Request) {
 	c, n := d.c, d.n
 	_, held := n.rep.Node().LeaseValidUntil()
 	c.fail(c.cronCheck.Call(c.sched.Now(), n.id, req, held))
+	c.fail(c.cronCheck.CallStint(c.sched.Now(), n.id, req, d.toldStint, d.toldLive))
 	c.trace.Record(fmt.Sprintf("call %d %s %s", n.id, req.Op, req.Identity))
 	c.logf("replica %d calls Nomad: %s %s %s", n.id, req.Op, req.Identity, req.ChildID)
 	if bug := plantedBugs[c.opts.Bug]; bug != nil && bug.fakeSuccess && req.Op == launcher.OpDispatch {

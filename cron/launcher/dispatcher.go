@@ -58,9 +58,12 @@ type Request struct {
 	// ChildID is the child OpRunning and OpStop are about.
 	ChildID string
 	// Deadline is on the launcher's clock (the now it is given): the
-	// leader's lease ends then. A call must not start after it, and is
-	// abandoned (with an error) when it passes.
+	// leader's lease ends then. A call must not start after it, unless
+	// the Dispatcher follows the lease as it is renewed (LeaseFollower).
 	Deadline time.Time
+	// Stint is the launcher's leadership the request was made in: its
+	// promotions are counted from 1, and a demotion ends one.
+	Stint uint64
 }
 
 // Result is the answer to a Request.
@@ -100,4 +103,23 @@ var ErrNotSent = errors.New("launcher: not sent to Nomad")
 // waits for (it lost the lease meanwhile) is ignored.
 type Dispatcher interface {
 	Submit(Request)
+}
+
+// LeaseFollower is a Dispatcher told of the launcher's lease as it is
+// renewed: it may start a request's call while the request's Stint goes
+// on and its lease holds, past the request's Deadline. A herd's calls
+// queue for a Dispatcher's workers and Nomad's connections for longer
+// than a lease (0.6-0.8 s): ended at the lease the request was made
+// under, a tenth of a herd of 1,000 was sent again after a doubling wait
+// (issue 6), while the same replica held the lease in the same term all
+// along.
+//
+// The launcher calls Lease from Step, on its own thread: with its
+// current stint and lease end (Leadership.LeaseUntil, on the launcher's
+// clock) while it leads and holds the lease, with its stint and a zero
+// time once that stint is over or the lease lapsed. Lease must not block
+// or call into the launcher.
+type LeaseFollower interface {
+	Dispatcher
+	Lease(stint uint64, until time.Time)
 }

@@ -271,6 +271,11 @@ type Launcher struct {
 	// leader's and is dropped on demotion.
 	leading bool
 	term    paxos.Ballot
+	// stint counts promotions: a request carries the one it was made in
+	// (Request.Stint). published is the lease last told to a
+	// LeaseFollower, so that a lapse is told once.
+	stint     uint64
+	published time.Time
 	// takenOver is set once the term's Takeover is applied: until then
 	// the leader proposes it and does nothing else.
 	takenOver  bool
@@ -416,6 +421,7 @@ func (l *Launcher) Step(now time.Time, lead Leadership) {
 	if !l.leading && lead.Leader && lead.CaughtUp && l.leaseHeld() {
 		l.promote()
 	}
+	l.publishLease()
 	if !l.leading {
 		return
 	}
@@ -513,6 +519,7 @@ func (l *Launcher) NextWake() (at time.Time, ok bool) {
 // anything else is done with it.
 func (l *Launcher) promote() {
 	l.leading, l.term, l.takenOver = true, l.lead.Term, false
+	l.stint++
 	l.stats.Promotions++
 	l.starting = map[string]start{}
 	l.full = map[string]time.Time{}
@@ -750,6 +757,25 @@ func (l *Launcher) demote() {
 	l.starting, l.full, l.tasks, l.calls = nil, nil, nil, nil
 	l.waited, l.held, l.holding = nil, nil, false
 	l.queue, l.delayed, l.finishing = nil, nil, nil
+}
+
+// publishLease tells a LeaseFollower dispatcher the lease under which
+// the current stint's calls may start: its end while the launcher leads
+// and holds it, a zero time otherwise.
+func (l *Launcher) publishLease() {
+	f, ok := l.cfg.Dispatcher.(LeaseFollower)
+	if !ok {
+		return
+	}
+	var until time.Time
+	if l.leading && l.leaseHeld() {
+		until = l.lead.LeaseUntil
+	}
+	if until.IsZero() && l.published.IsZero() {
+		return
+	}
+	l.published = until
+	f.Lease(l.stint, until)
 }
 
 // newTask creates the task that concludes an open launch.
@@ -1232,7 +1258,7 @@ func (l *Launcher) call(t *task, op Op, spec state.JobSpec, child string) {
 	l.stats.Calls[op]++
 	req := Request{
 		ID: t.call, Op: op, Job: t.launch.Job, ScheduledAt: t.launch.ScheduledAt, Identity: t.launch.Identity,
-		Spec: spec, ChildID: child, Deadline: l.lead.LeaseUntil,
+		Spec: spec, ChildID: child, Deadline: l.lead.LeaseUntil, Stint: l.stint,
 	}
 	if t.phase == phaseLookupUnknown {
 		// About another launch of the job: its child, by its token.

@@ -407,6 +407,35 @@ func (c *Cron) Call(at time.Duration, id paxos.ReplicaID, req launcher.Request, 
 	return nil
 }
 
+// LeaseTold checks a lease replica id's launcher tells its dispatcher
+// (launcher.LeaseFollower) at true time at: the dispatcher may start the
+// stint's calls until then, so it must be a lease the replica holds, and
+// end no later than the replica's own (leaseEnd; both on the launcher's
+// clock). A zero until ends the stint's calls and is always allowed.
+func (c *Cron) LeaseTold(at time.Duration, id paxos.ReplicaID, stint uint64, until, leaseEnd time.Time, held bool) error {
+	switch {
+	case until.IsZero():
+		return nil
+	case !held:
+		return violation(InvLease, "at %v replica %d told its dispatcher of a lease to %v in stint %d without holding the lease", at, id, until, stint)
+	case until.After(leaseEnd):
+		return violation(InvLease, "at %v replica %d told its dispatcher of a lease to %v in stint %d, past its own (%v)", at, id, until, stint, leaseEnd)
+	}
+	return nil
+}
+
+// CallStint checks that replica id makes call req in the stint its
+// launcher last told its dispatcher of (told), while that stint's lease
+// is told as held (live): the dispatcher starts a request's call only
+// while its stint's lease lasts. A launcher that told no lease (told 0)
+// is not checked.
+func (c *Cron) CallStint(at time.Duration, id paxos.ReplicaID, req launcher.Request, told uint64, live bool) error {
+	if told != 0 && (req.Stint != told || !live) {
+		return violation(InvLease, "at %v replica %d called Nomad (%s %s) in stint %d, its dispatcher told of stint %d (lease live: %t)", at, id, req.Op, req.Identity, req.Stint, told, live)
+	}
+	return nil
+}
+
 // NomadChild is a child Nomad made, as the final check needs it.
 type NomadChild struct {
 	ID    string

@@ -109,6 +109,24 @@ func TestCronCallNeedsLease(t *testing.T) {
 	wantViolation(t, c.Call(time.Second, 2, req, false), InvLease, "replica 2", "dispatch a-1", "without holding the lease")
 }
 
+func TestCronLeaseToldIsHeld(t *testing.T) {
+	c := newCron()
+	end := time.Unix(100, 0)
+	wantOK(t, c.LeaseTold(time.Second, 1, 3, end, end, true))
+	wantOK(t, c.LeaseTold(time.Second, 1, 3, time.Time{}, time.Time{}, false)) // a stint ended
+	wantViolation(t, c.LeaseTold(time.Second, 1, 3, end, end, false), InvLease, "replica 1", "stint 3", "without holding the lease")
+	wantViolation(t, c.LeaseTold(time.Second, 2, 3, end.Add(time.Millisecond), end, true), InvLease, "replica 2", "past its own")
+}
+
+func TestCronCallInTheToldStint(t *testing.T) {
+	c := newCron()
+	req := launcher.Request{Op: launcher.OpDispatch, Identity: "a-1", Stint: 2}
+	wantOK(t, c.CallStint(time.Second, 1, req, 2, true))
+	wantOK(t, c.CallStint(time.Second, 1, req, 0, false)) // no lease told
+	wantViolation(t, c.CallStint(time.Second, 1, req, 3, true), InvLease, "replica 1", "in stint 2", "stint 3")
+	wantViolation(t, c.CallStint(time.Second, 1, req, 2, false), InvLease, "lease live: false")
+}
+
 // cronRun is a small history: job a every second, launches 1-3 started;
 // the caller finishes them and gives Nomad's children.
 func cronRun(t *testing.T) *Cron {
