@@ -73,6 +73,11 @@ type ClientStats struct {
 	// ProofReads counts the batched read-backs of new children, Proved
 	// the children they found.
 	ProofReads, Proved uint64
+	// LeaseEnded counts calls not sent because their leadership ended or
+	// its lease lapsed while they waited for a slot; LeaseRanOut those
+	// whose lease, as renewed, ended first (or their time to start,
+	// half of the dispatcher's RequestTimeout).
+	LeaseEnded, LeaseRanOut uint64
 }
 
 // New returns a Client for cfg, which it validates. It makes no call:
@@ -116,6 +121,7 @@ func (c *Client) Stats() ClientStats {
 		Dispatches: c.dispatches.Load(), DispatchAttempts: c.attempts.Load(), Retries: c.retries.Load(),
 		RepeatedTokens: c.repeatedTokens.Load(), Phantoms: c.phantoms.Load(), RefusedButFound: c.refusedButFound.Load(),
 		ProofReads: reads, Proved: proved,
+		LeaseEnded: c.slots.ended.Load(), LeaseRanOut: c.slots.ranOut.Load(),
 	}
 }
 
@@ -278,13 +284,17 @@ type callSlots struct {
 	// on. The read-backs are not bound so: they change nothing in Nomad,
 	// and a batch runs on its first member's time for all its members.
 	leaseBound bool
+	// ended and ranOut count the calls not sent for their lease
+	// (ClientStats.LeaseEnded, LeaseRanOut).
+	ended, ranOut *atomic.Uint64
 }
 
 func newCallSlots(n int, what string, timeout time.Duration, leaseBound bool) callSlots {
 	if n <= 0 || timeout <= 0 {
 		panic(fmt.Sprintf("nomad: %d slots for %s with timeout %v", n, what, timeout))
 	}
-	return callSlots{tokens: make(chan struct{}, n), what: what, timeout: timeout, leaseBound: leaseBound}
+	return callSlots{tokens: make(chan struct{}, n), what: what, timeout: timeout, leaseBound: leaseBound,
+		ended: new(atomic.Uint64), ranOut: new(atomic.Uint64)}
 }
 
 // startByKey keys a request's start-by time in its context.
@@ -323,30 +333,32 @@ func (s callSlots) acquire(ctx context.Context, op, subject string) (context.Con
 	var timer *time.Timer
 	var lease <-chan time.Time
 	if bound {
-		left := time.Until(startBy())
-		if left <= 0 {
-			return nil, nil, s.leaseEnded(op, subject)
+		t := startBy()
+		if !time.Now().Before(t) {
+			return nil, nil, s.leaseEnded(op, subject, t)
 		}
-		timer = time.NewTimer(left)
+		timer = time.NewTimer(time.Until(t))
 		defer timer.Stop()
 		lease = timer.C
 	}
 	for {
 		select {
 		case s.tokens <- struct{}{}:
-			if bound && !time.Now().Before(startBy()) {
-				// The leadership ended while the call waited.
-				<-s.tokens
-				return nil, nil, s.leaseEnded(op, subject)
+			if bound {
+				if t := startBy(); !time.Now().Before(t) {
+					// The leadership ended while the call waited.
+					<-s.tokens
+					return nil, nil, s.leaseEnded(op, subject, t)
+				}
 			}
 			cctx, cancel := context.WithTimeout(ctx, s.timeout)
 			return cctx, func() { cancel(); <-s.tokens }, nil
 		case <-lease:
-			left := time.Until(startBy())
-			if left <= 0 {
-				return nil, nil, s.leaseEnded(op, subject)
+			t := startBy()
+			if !time.Now().Before(t) {
+				return nil, nil, s.leaseEnded(op, subject, t)
 			}
-			timer.Reset(left) // renewed since
+			timer.Reset(time.Until(t)) // renewed since
 		case <-ctx.Done():
 			return nil, nil, &CallError{Op: op, Subject: subject, Err: context.Cause(ctx),
 				Message: fmt.Sprintf("not sent: %d %s were in flight until the deadline", cap(s.tokens), s.what)}
@@ -364,7 +376,14 @@ func (c *Client) inSlot(ctx context.Context, op, subject string, call func(conte
 	return call(ctx)
 }
 
-func (s callSlots) leaseEnded(op, subject string) error {
+// leaseEnded is the error of a call not sent because its start-by time,
+// t, passed: zero if its leadership ended or its lease lapsed.
+func (s callSlots) leaseEnded(op, subject string, t time.Time) error {
+	if t.IsZero() {
+		s.ended.Add(1)
+	} else {
+		s.ranOut.Add(1)
+	}
 	return &CallError{Op: op, Subject: subject, Err: errLeaseEnded,
 		Message: fmt.Sprintf("not sent: the lease it was made under ended first (%d %s in flight)", cap(s.tokens), s.what)}
 }

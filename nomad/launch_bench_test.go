@@ -282,8 +282,8 @@ func clientNote(st *nomad.ClientStats) string {
 	if st == nil {
 		return ""
 	}
-	return fmt.Sprintf("; client: %d dispatches, %d sent, %d retries, %d repeated tokens, %d phantoms, %d read-backs proving %d",
-		st.Dispatches, st.DispatchAttempts, st.Retries, st.RepeatedTokens, st.Phantoms, st.ProofReads, st.Proved)
+	return fmt.Sprintf("; client: %d dispatches, %d sent, %d retries, %d repeated tokens, %d phantoms, %d read-backs proving %d, not sent for the lease: %d ended, %d ran out",
+		st.Dispatches, st.DispatchAttempts, st.Retries, st.RepeatedTokens, st.Phantoms, st.ProofReads, st.Proved, st.LeaseEnded, st.LeaseRanOut)
 }
 
 // errTooLate: setting a run up took past its due time; it is redone with

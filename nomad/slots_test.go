@@ -355,11 +355,13 @@ func TestSlotWaitFollowsTheLease(t *testing.T) {
 		end   bool // the leadership ends at 1.5 s
 		bound bool
 		sent  bool
+		// counted: ClientStats.LeaseEnded, LeaseRanOut
+		ended, ranOut uint64
 	}{
-		{"not renewed", false, false, true, false},
-		{"renewed", true, false, true, true},
-		{"renewed then ended", true, true, true, false},
-		{"not lease-bound", false, false, false, true},
+		{"not renewed", false, false, true, false, 0, 1},
+		{"renewed", true, false, true, true, 0, 0},
+		{"renewed then ended", true, true, true, false, 1, 0},
+		{"not lease-bound", false, false, false, true, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -401,6 +403,9 @@ func TestSlotWaitFollowsTheLease(t *testing.T) {
 				err = <-done
 				if tc.sent != (err == nil) || (err != nil && !errors.Is(err, errLeaseEnded)) {
 					t.Fatalf("second call: %v; want sent: %t (else errLeaseEnded)", err, tc.sent)
+				}
+				if e, r := s.ended.Load(), s.ranOut.Load(); e != tc.ended || r != tc.ranOut {
+					t.Fatalf("counted %d ended, %d ran out; want %d, %d", e, r, tc.ended, tc.ranOut)
 				}
 				if _, release, err := s.acquire(context.Background(), "dispatch", "third"); err != nil {
 					t.Fatalf("a slot stayed taken: %v", err)

@@ -399,12 +399,22 @@ func (d *simDispatcher) holdManual(req launcher.Request, wait time.Duration) {
 	})
 }
 
-// send makes call req to the simulated Nomad.
+// simRequestTimeout is how long a call made under the lease waits for
+// its answer, past the lease's end if need be, as nomad.Dispatcher's
+// RequestTimeout lets it (8 s against a lease of 0.6-0.8 s). simnomad
+// applies a call when it arrives, whatever its caller's deadline, so this
+// bounds only when the launcher hears, not when a call lands
+// (MaxCallLatency).
+const simRequestTimeout = 2 * time.Second
+
+// send makes call req to the simulated Nomad: at once, so before its
+// lease's end or not at all (a late submit); its answer is waited for
+// until simRequestTimeout.
 func (d *simDispatcher) send(req launcher.Request) {
 	c, n := d.c, d.n
 	deadline := c.sched.Now()
 	if left := req.Deadline.Sub(c.wall(n)); left > 0 {
-		deadline = n.clock.TrueAfter(c.sched.Now(), left)
+		deadline = n.clock.TrueAfter(c.sched.Now(), max(left, simRequestTimeout))
 	}
 	c.nomad.Call(req, deadline, d.done)
 }
